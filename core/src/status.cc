@@ -1,0 +1,19 @@
+#include "seam/core/status.h"
+
+#include <cstdio>
+
+namespace seam {
+
+void CheckFailed(const char* cond, const char* file, int line, const std::string& msg) {
+  std::fprintf(stderr, "seam: check failed at %s:%d: %s%s%s\n", file, line, cond,
+               msg.empty() ? "" : ": ", msg.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+}  // namespace seam

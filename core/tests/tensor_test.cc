@@ -1,0 +1,83 @@
+#include "seam/core/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "seam/core/device_memory.h"
+
+namespace seam {
+namespace {
+
+TEST(Tensor, EmptyHasShapeDTypeAndContiguousStrides) {
+  Tensor t = Tensor::Empty({7, 96}, DType::kBF16);
+  EXPECT_TRUE(t.defined());
+  EXPECT_EQ(t.shape(), (Shape{7, 96}));
+  EXPECT_EQ(t.strides(), (std::vector<int64_t>{96, 1}));
+  EXPECT_EQ(t.nbytes(), 7u * 96u * 2u);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.DebugString(), "bf16[7, 96] cpu");
+}
+
+TEST(Tensor, RowsViewSharesStorage) {
+  Tensor t = Tensor::FromFloats({0, 1, 2, 3, 4, 5}, {3, 2});
+  Tensor mid = t.Rows(1, 1);
+  EXPECT_EQ(mid.shape(), (Shape{1, 2}));
+  EXPECT_EQ(mid.ToFloats(), (std::vector<float>{2, 3}));
+  mid.data<float>()[0] = 42;
+  EXPECT_EQ(t.FlatAt(2), 42);
+}
+
+TEST(Tensor, NarrowColumnsIsStridedAndCopiesCorrectly) {
+  Tensor t = Tensor::FromFloats({0, 1, 2, 3, 4, 5}, {2, 3});
+  Tensor cols = t.Narrow(1, 1, 2);
+  EXPECT_FALSE(cols.is_contiguous());
+  EXPECT_EQ(cols.ToFloats(), (std::vector<float>{1, 2, 4, 5}));
+  Tensor c = cols.Clone();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(c.ToFloats(), (std::vector<float>{1, 2, 4, 5}));
+}
+
+TEST(Tensor, ReshapeInfersAndRejectsMismatch) {
+  Tensor t = Tensor::Zeros({4, 6}, DType::kF32);
+  auto r = t.Reshape({2, -1});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->shape(), (Shape{2, 12}));
+  auto bad = t.Reshape({5, 5});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("has 25 elements"), std::string::npos) << bad.status();
+  auto strided = t.Narrow(1, 0, 3).Reshape({12});
+  EXPECT_EQ(strided.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Tensor, CopyConvertsDTypeOnHost) {
+  Tensor src = Tensor::FromFloats({1.5f, -2.25f, 3.0f}, {3});
+  Tensor dst = Tensor::Empty({3}, DType::kBF16);
+  ASSERT_TRUE(CopyInto(src, dst).ok());
+  EXPECT_EQ(dst.ToFloats(), (std::vector<float>{1.5f, -2.25f, 3.0f}));
+}
+
+TEST(Tensor, ExpectHelpersNameTheTensorAndTheSizes) {
+  Tensor t = Tensor::Zeros({7, 95}, DType::kF32);
+  absl::Status s = ExpectShape(t, {7, 96}, "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "x: expected shape [7, 96], got [7, 95]");
+  s = ExpectDType(t, DType::kBF16, "residual");
+  EXPECT_EQ(s.message(), "residual: expected dtype bf16, got f32");
+  s = ExpectDefined(Tensor(), "weight");
+  EXPECT_EQ(s.message(), "weight: tensor is undefined");
+}
+
+TEST(Tensor, CudaTensorWithoutGpuIsAnError) {
+  if (CudaAvailable()) GTEST_SKIP() << "a GPU is present";
+  auto t = Tensor::TryEmpty({4}, DType::kF32, Device::CUDA(0));
+  EXPECT_FALSE(t.ok());
+}
+
+TEST(Tensor, ZeroRowTensorsAreValid) {
+  Tensor t = Tensor::Empty({0, 96}, DType::kF32);
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.Rows(0, 0).numel(), 0);
+  EXPECT_TRUE(CopyInto(t, Tensor::Empty({0, 96}, DType::kBF16)).ok());
+}
+
+}  // namespace
+}  // namespace seam
