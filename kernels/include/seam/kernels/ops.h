@@ -1,0 +1,100 @@
+// The tensor ops seam's models are built from: one signature per op, the same
+// for every device. Each call validates shapes and dtypes (INVALID_ARGUMENT
+// naming the argument and the sizes), then runs the CPU reference or the CUDA
+// kernel according to the tensors' device. Arithmetic is fp32 for every
+// storage dtype; outputs are rounded once to their dtype.
+//
+// Layout conventions (row-major, contiguous unless stated):
+//   tokens are rows: activations are [T, H]; heads are [T, heads, head_dim].
+//   Linear weights use the Hugging Face layout [out_features, in_features].
+// CUDA ops run on the calling thread's current stream (see stream.h) and are
+// asynchronous; CPU ops are synchronous.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "seam/core/tensor.h"
+
+namespace seam::kernels {
+
+// out[M, N] = x[M, K] · w[N, K]ᵀ. x and w may be f32/bf16/f16 (converted to fp32
+// on CPU); out any floating dtype. M may be 0.
+absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
+
+// out[T, H] = table[ids[t] - vocab_start] for ids inside [vocab_start, vocab_start + V),
+// zero rows for ids outside (vocab-parallel shards). ids: i32 [T]; table: [V, H].
+absl::Status Embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, const Tensor& out);
+
+// out = x / sqrt(mean(x²) + eps) * weight, per row. x, out: [T, H]; weight: [H].
+absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
+
+// Fused residual add + RMSNorm: s = x + residual in fp32; residual ← round(s);
+// out ← RMSNorm of the fp32 sum s (not of the rounded residual). x, residual,
+// out: [T, H]; weight: [H]. `out` may alias `x`.
+absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                             const Tensor& out);
+
+// out[T, I] = silu(gate) * up where input[T, 2I] = [gate | up] along columns.
+absl::Status SiluAndMul(const Tensor& input, const Tensor& out);
+
+// Rotary embedding, NeoX/HF style (rotate_half over the first `rotary_dim`
+// features of each head), in place. q: [T, Hq, D]; k: [T, Hk, D];
+// positions: i32 [T]; inv_freq[i] = theta^(-2i/rotary_dim).
+absl::Status RotaryEmbedding(const Tensor& q, const Tensor& k, const Tensor& positions, float theta,
+                             int64_t rotary_dim);
+
+// dst += src elementwise (fp32 add, rounded once). Same shape; dtypes may differ.
+absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
+
+// ---- attention over a paged KV cache ------------------------------------------
+// Cache tensors are [num_blocks, block_size, Hk, D]. A sequence's tokens live in
+// the blocks its block table lists: token position p sits in block
+// table[p / block_size] at offset p % block_size.
+
+// Writes k, v ([T, Hk, D]) into the caches at flat slots (block * block_size + offset);
+// slot_mapping: i32 [T]; a negative slot skips the token (padding).
+absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache);
+
+struct AttentionBatch {
+  Tensor query_start;   // i32 [B + 1]: rows of q belonging to sequence b are [qs[b], qs[b+1])
+  Tensor context_lens;  // i32 [B]: tokens in the cache for sequence b, including this step's
+  Tensor block_tables;  // i32 [B, max_blocks]
+};
+
+// Causal grouped-query attention: out[T, Hq, D]. Query row i of sequence b sits
+// at position context_lens[b] - q_len[b] + i and attends to cache positions
+// ≤ its own. Hq must be a multiple of Hk. Covers prefill (q_len == context),
+// decode (q_len == 1) and chunked prefill. Softmax in fp32 with max subtraction.
+absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttentionBatch& batch, float scale, const Tensor& out);
+
+// ---- probabilities and sampling ------------------------------------------------
+
+// Row-wise softmax in fp32: out[T, N].
+absl::Status Softmax(const Tensor& x, const Tensor& out);
+
+// out: i32 [T], index of the largest value of each row (lowest index on ties).
+absl::Status Argmax(const Tensor& logits, const Tensor& out);
+
+struct SamplingParams {
+  float temperature = 1.0f;  // ≤ 0 means greedy (argmax)
+  int32_t top_k = 0;         // 0 = all
+  float top_p = 1.0f;        // nucleus mass in (0, 1]
+  uint64_t seed = 0;
+};
+
+// out: i32 [T]. Row t draws with the uniform number SampleUniform(seed, step[t], t)
+// so a draw is reproducible from (seed, step, row) on every device.
+// steps: i32 [T] (generation step of each row's sequence).
+absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
+
+// Counter-based uniform in [0, 1): the same bits on CPU and GPU.
+float SampleUniform(uint64_t seed, uint64_t step, uint64_t row);
+
+// Row-wise top-k of x[T, N]: values (f32 [T, k], descending) and indices (i32 [T, k]);
+// ties go to the lower index.
+absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
+
+}  // namespace seam::kernels
