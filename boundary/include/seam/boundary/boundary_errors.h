@@ -1,0 +1,24 @@
+// The boundary's user-facing errors, one function each so that code and
+// tests share the exact wording. Codes follow what the caller must do:
+// FAILED_PRECONDITION for a call made in the wrong state, INVALID_ARGUMENT
+// for a bad declaration or option, UNIMPLEMENTED for a batch variant no
+// stage path serves.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace seam::boundary::errors {
+
+absl::Status StreamNotStarted();                          // entering a stage before Start()
+absl::Status NotThisStreamsOutput(uint64_t microbatch_id);  // identity mismatch
+absl::Status TakeOutputWithPendingUpdate();               // TakeOutput on a pending stream
+absl::Status NoPathForVariant(const char* variant_name);  // unserved batch variant
+absl::Status AppendWithoutStack();                        // AppendStages outside a stack
+absl::Status SnapshotNeedsPlainUpdate(const std::string& update_name);
+absl::Status OwedOutputUsedAsTensor();                    // tensor() on an owed handle
+absl::Status DeclarationAlreadyBound(const std::string& where);
+absl::Status FinishWithFusions();                         // finish() on a stage that must use Exit()
+
+}  // namespace seam::boundary::errors

@@ -1,0 +1,92 @@
+// ForwardBatch: the per-forward facts a boundary reads (microbatch id, batch
+// variant, token rows of every attention-DP group) and the residual stream
+// that carries state from one boundary to the next. One ForwardBatch per
+// microbatch per rank; never shared between interleaved microbatches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "seam/boundary/layout.h"
+
+namespace seam::boundary {
+
+// Batch variants a stage plan may support.
+//   kOrdinary        rows on each DP group; gathers and fixed scatters pad to a common size
+//   kUnpadded        the same rows, moved with variable-size collectives and never padded
+//   kInputScattered  the stack's input and residual live on each rank's attention-TP slice
+//   kContextParallel, kSequenceParallel: named, not yet served by any stage path
+enum class BatchVariant : uint8_t { kOrdinary, kUnpadded, kInputScattered, kContextParallel, kSequenceParallel };
+const char* BatchVariantName(BatchVariant variant);  // "ORDINARY", "UNPADDED", ...
+inline constexpr BatchVariant kServedVariants[] = {BatchVariant::kOrdinary, BatchVariant::kUnpadded,
+                                                   BatchVariant::kInputScattered};
+
+// Row arithmetic of one batch on one topology. Padded batches give every DP
+// group P = ceil(max_d R_d / attn_tp) · attn_tp rows in collectives and split
+// them into attention-TP chunks of P / attn_tp; unpadded batches split a DP
+// group's R rows into chunks of ceil(R / attn_tp). Either way a slice holds
+// only real rows (the last ones may be short or empty). With one DP group the
+// FFN rows are the DP rows themselves (nothing is gathered, nothing padded).
+class BatchRows {
+ public:
+  BatchRows(Topology topology, std::vector<int64_t> dp_rows, bool padded);
+
+  const Topology& topology() const { return topology_; }
+  bool padded() const { return padded_; }
+  const std::vector<int64_t>& dp_rows() const { return dp_rows_; }
+  int64_t my_dp_rows() const { return dp_rows_[topology_.dp_rank()]; }
+  int64_t total_rows() const;
+  // Rows of each DP group in padded collectives (P above).
+  int64_t padded_dp_rows() const;
+  // Rows [begin, end) of DP group `dp` that attention-TP rank `a` holds.
+  std::pair<int64_t, int64_t> SliceRange(int dp, int a) const;
+  int64_t my_slice_begin() const { return SliceRange(topology_.dp_rank(), topology_.attn_tp_rank()).first; }
+  int64_t my_slice_rows() const;
+  // Row counts of every TP rank's slice, in TP rank order (= FFN row order).
+  std::vector<int64_t> TpSliceCounts() const;
+  // Slice counts of the ranks of this rank's attention-TP group.
+  std::vector<int64_t> AttnTpSliceCounts() const;
+  // First FFN row of DP group `dp` (compact or padded placement).
+  int64_t FfnOffset(int dp) const;
+  // Rows of the FFN row form (compact: Σ R_d; padded: attn_dp · P).
+  int64_t FfnRows() const;
+  // Rows a tensor of `form` has on this rank.
+  int64_t RowsOf(RowForm form) const;
+
+ private:
+  Topology topology_;
+  std::vector<int64_t> dp_rows_;
+  bool padded_;
+};
+
+class ResidualStream;
+
+struct ForwardBatch {
+  ForwardBatch(uint64_t microbatch_id, BatchVariant variant, Topology topology, std::vector<int64_t> dp_rows);
+  ~ForwardBatch();
+  ForwardBatch(ForwardBatch&&) noexcept;
+  ForwardBatch& operator=(ForwardBatch&&) noexcept;
+
+  uint64_t microbatch_id;
+  BatchVariant variant;
+  BatchRows rows;
+  // Whether the attention-DP reduce-scatter may be used for this batch (a
+  // batch-time fact: e.g. the DP group is being resized).
+  bool rsv_usable = true;
+  // Published by an open FFN exit scope: compute may hand its MoE finalize on.
+  bool defer_moe_finalize = false;
+  // The communicators of this rank's groups (set by whoever owns the batch).
+  StageComms comms;
+  // The plan of the stage that finished last (for the final read).
+  const struct StagePlan* last_plan = nullptr;
+  // Set by Start() (or a pipeline import) and released by FinalNorm/TakeOutput.
+  std::unique_ptr<ResidualStream> stream;
+};
+
+// Checks that a batch's row counts fit a topology (one count per DP group, none negative).
+absl::Status ValidateBatchRows(const Topology& topology, const std::vector<int64_t>& dp_rows);
+
+}  // namespace seam::boundary

@@ -1,0 +1,47 @@
+// Fusion providers: backend-specific ways to complete a sum together with the
+// residual add and norm at a consumer's input. Candidates are tried in order
+// before the built-in all-reduce + add + norm; a candidate that declines must
+// do so before touching any input or starting any collective, so that the
+// fallback stays valid.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/layout.h"
+#include "seam/boundary/residual_ops.h"
+#include "seam/core/tensor.h"
+
+namespace seam::comm {
+class Communicator;
+}
+
+namespace seam::boundary {
+
+struct StagePlan;
+
+class InputFusion {
+ public:
+  virtual ~InputFusion() = default;
+  virtual std::string name() const = 0;
+  // The sum group this candidate completes (with residual add and norm).
+  virtual SumGroup completes() const = 0;
+  // Completes: residual ← residual + Σ_group contribution; out ← norm(residual sum).
+  // Returns false to decline (nothing touched), true when done.
+  virtual absl::StatusOr<bool> TryCompleteAddNorm(const Tensor& contribution, const Tensor& residual,
+                                                  const NormParams& norm, const Tensor& out,
+                                                  comm::Communicator& group) = 0;
+};
+
+class FusionProvider {
+ public:
+  virtual ~FusionProvider() = default;
+  // Ordered consumer candidates for an attention or FFN stage's input.
+  virtual std::vector<std::shared_ptr<InputFusion>> InputFusions(const StagePlan& plan) const = 0;
+  // Whether an FFN exit may hand a MoE finalize to the next input (default: no).
+  virtual bool CanDeferFinalize(const StagePlan& plan) const { return false; }
+};
+
+}  // namespace seam::boundary

@@ -1,0 +1,42 @@
+// Stream helpers a model calls around its layers: enter the stack, leave it
+// through the final norm, and the accessors that complete, fold, replace,
+// extend or snapshot a layer's output. Each takes the value the previous
+// call returned (identity-checked) and returns the next one.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/forward_batch.h"
+#include "seam/boundary/residual_ops.h"
+#include "seam/boundary/residual_stream.h"
+
+namespace seam::boundary {
+
+// Starts the batch's stream with the stack input (embedding output) on this
+// rank's input rows (its DP rows; its attention-TP slice when input-scattered).
+absl::StatusOr<Hidden> Start(ForwardBatch& batch, const Tensor& input);
+
+struct FinalNormOptions {
+  // On a batch with no rows, skip the norm kernel; owed collectives still run.
+  bool skip_empty = true;
+};
+// Completes what the last stage owes, applies its update, norms, and returns
+// this rank's DP rows. Releases the stream.
+absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, const NormParams& norm,
+                                 FinalNormOptions options = {});
+
+// Completes outstanding communication; the residual update stays pending.
+absl::StatusOr<Hidden> CompleteOutput(const Hidden& hidden, ForwardBatch& batch);
+// Completes the contribution and folds it into the residual (stream written).
+absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch);
+// Replaces the stream with a written one whose residual is `residual` (any
+// pending contribution is discarded; Fold first when one may be pending).
+absl::StatusOr<Hidden> SetWritten(const Hidden& hidden, ForwardBatch& batch, const Tensor& residual);
+// Releases the stream at a terminal exit whose output is already written.
+absl::StatusOr<Tensor> TakeOutput(const Hidden& hidden, ForwardBatch& batch);
+// Completes the contribution, then adds `extra` (on the residual's rows) once.
+absl::StatusOr<Hidden> AddToOutput(const Hidden& hidden, ForwardBatch& batch, const Tensor& extra);
+// An owned copy of residual + contribution; owed sums run on a copy, the main
+// contribution stays pending. Plain updates only.
+absl::StatusOr<Tensor> Snapshot(ForwardBatch& batch);
+
+}  // namespace seam::boundary

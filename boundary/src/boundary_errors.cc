@@ -1,0 +1,51 @@
+#include "seam/boundary/boundary_errors.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace seam::boundary::errors {
+
+absl::Status StreamNotStarted() {
+  return absl::FailedPreconditionError("start the layer stack before entering a stage");
+}
+
+absl::Status NotThisStreamsOutput(uint64_t microbatch_id) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "output does not belong to this residual stream; change layer outputs through boundary accessors "
+      "(stream of microbatch ",
+      microbatch_id, ")"));
+}
+
+absl::Status TakeOutputWithPendingUpdate() {
+  return absl::FailedPreconditionError("write the residual update before taking the final output");
+}
+
+absl::Status NoPathForVariant(const char* variant_name) {
+  return absl::UnimplementedError(absl::StrCat("no stage boundary path for the active ", variant_name, " batch"));
+}
+
+absl::Status AppendWithoutStack() {
+  return absl::FailedPreconditionError(
+      "append_stages needs an open layer stack; open a LayerStack around the layers' construction");
+}
+
+absl::Status SnapshotNeedsPlainUpdate(const std::string& update_name) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("snapshot requires a plain residual update (the pending update is ", update_name, ")"));
+}
+
+absl::Status OwedOutputUsedAsTensor() {
+  return absl::FailedPreconditionError(
+      "this output still owes a sum and cannot be used as a tensor; pass it to the next boundary");
+}
+
+absl::Status DeclarationAlreadyBound(const std::string& where) {
+  return absl::InvalidArgumentError(absl::StrCat("declaration already has its place in a layer stack (", where,
+                                                 "); pass a fresh DeclareAttn() or DeclareFfn()"));
+}
+
+absl::Status FinishWithFusions() {
+  return absl::FailedPreconditionError(
+      "this ffn stage has fusions: run its compute under Exit() and call the scope's Finish() once");
+}
+
+}  // namespace seam::boundary::errors

@@ -1,0 +1,79 @@
+#include "seam/boundary/layout.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace seam::boundary {
+
+const char* TokenAxisName(TokenAxis axis) {
+  switch (axis) {
+    case TokenAxis::kAttnDp: return "ATTN_DP";
+    case TokenAxis::kAttnCp: return "ATTN_CP";
+    case TokenAxis::kAttnTp: return "ATTN_TP";
+  }
+  return "?";
+}
+
+const char* RowFormName(RowForm form) {
+  switch (form) {
+    case RowForm::kDpRows: return "dp_rows";
+    case RowForm::kAttnTpSlice: return "attn_tp_slice";
+    case RowForm::kFfnRows: return "ffn_rows";
+  }
+  return "?";
+}
+
+const char* SumGroupName(SumGroup group) {
+  switch (group) {
+    case SumGroup::kNone: return "none";
+    case SumGroup::kAttnTp: return "ATTN_TP";
+    case SumGroup::kTp: return "TP";
+    case SumGroup::kMoeOutput: return "MOE_OUTPUT";
+  }
+  return "?";
+}
+
+absl::StatusOr<Topology> Topology::Make(int tp, int attn_dp, int tp_rank) {
+  if (tp < 1 || attn_dp < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("tp (", tp, ") and attn_dp (", attn_dp, ") must be at least 1"));
+  }
+  if (tp % attn_dp != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention-DP size ", attn_dp, " does not divide TP size ", tp));
+  }
+  if (tp_rank < 0 || tp_rank >= tp) {
+    return absl::InvalidArgumentError(absl::StrCat("TP rank ", tp_rank, " outside [0, ", tp, ")"));
+  }
+  return Topology{tp, attn_dp, tp_rank};
+}
+
+std::string Topology::ToString() const {
+  return absl::StrCat("tp=", tp, " attn_dp=", attn_dp, " attn_tp=", attn_tp(), " rank=", tp_rank, " (dp ",
+                      dp_rank(), ", attn_tp ", attn_tp_rank(), ")");
+}
+
+Layout Layout::Of(RowForm form, const Topology& t) {
+  Layout layout;
+  if (form == RowForm::kFfnRows) return layout;
+  if (t.attn_dp > 1) layout.sharded.push_back(TokenAxis::kAttnDp);
+  if (form == RowForm::kAttnTpSlice && t.attn_tp() > 1) layout.sharded.push_back(TokenAxis::kAttnTp);
+  return layout;
+}
+
+std::string Layout::ToString() const {
+  std::vector<std::string> names;
+  for (TokenAxis a : sharded) names.push_back(TokenAxisName(a));
+  return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
+}
+
+int SumGroupSize(SumGroup group, const Topology& t) {
+  switch (group) {
+    case SumGroup::kNone: return 1;
+    case SumGroup::kAttnTp: return t.attn_tp();
+    case SumGroup::kTp:
+    case SumGroup::kMoeOutput: return t.tp;
+  }
+  return 1;
+}
+
+}  // namespace seam::boundary

@@ -1,0 +1,184 @@
+#include "path_executor.h"
+
+#include "absl/strings/str_cat.h"
+#include "row_movement.h"
+#include "seam/comm/communicator.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+
+namespace seam::boundary {
+
+comm::Communicator& GroupComm(const StageComms& comms, CommGroup group) {
+  comm::Communicator* c = nullptr;
+  switch (group) {
+    case CommGroup::kTp: c = comms.tp; break;
+    case CommGroup::kAttnTp: c = comms.attn_tp; break;
+    case CommGroup::kAttnDp: c = comms.attn_dp; break;
+    case CommGroup::kNone: break;
+  }
+  SEAM_CHECK_MSG(c != nullptr, "no communicator for group ", CommGroupName(group));
+  return *c;
+}
+
+namespace {
+
+// FFN rows of a padded multi-DP batch, compacted to Σ R_d rows.
+Tensor CompactFfnRows(const Tensor& t, const BatchRows& rows) {
+  if (!rows.padded() || rows.topology().attn_dp == 1) return t;
+  Shape s = t.shape();
+  s[0] = rows.total_rows();
+  Tensor out = Tensor::Empty(s, t.dtype(), t.device());
+  int64_t at = 0;
+  for (int d = 0; d < rows.topology().attn_dp; ++d) {
+    SEAM_CHECK_OK(CopyInto(t.Rows(rows.FfnOffset(d), rows.dp_rows()[d]), out.Rows(at, rows.dp_rows()[d])));
+    at += rows.dp_rows()[d];
+  }
+  return out;
+}
+
+// This rank's rows of `to`, as an offset into a tensor of `from` rows.
+int64_t OwnOffset(RowForm from, RowForm to, const BatchRows& rows) {
+  const int dp = rows.topology().dp_rank();
+  int64_t off = from == RowForm::kFfnRows ? rows.FfnOffset(dp) : 0;
+  if (to == RowForm::kAttnTpSlice) off += rows.my_slice_begin();
+  return off;
+}
+
+absl::Status Scatter(const Step& s, const StepContext& ctx, PathWork* w) {
+  const BatchRows& rows = ctx.batch->rows;
+  comm::Communicator& g = GroupComm(*ctx.comms, s.group);
+  if (s.op == StepOp::kReduceScatter) {
+    const int64_t chunk = rows.padded_dp_rows() / rows.topology().attn_tp();
+    SEAM_ASSIGN_OR_RETURN(w->c, rows::ReduceScatterPadded(g, w->c, chunk, rows.my_slice_rows()));
+  } else if (s.from == RowForm::kDpRows) {
+    SEAM_ASSIGN_OR_RETURN(w->c, rows::ReduceScatterCounts(g, w->c, rows.AttnTpSliceCounts()));
+  } else {
+    SEAM_ASSIGN_OR_RETURN(w->c, rows::ReduceScatterCounts(g, CompactFfnRows(w->c, rows), rows.TpSliceCounts()));
+  }
+  w->c_form = s.to;
+  w->owed = SumGroup::kNone;
+  return absl::OkStatus();
+}
+
+absl::Status Gather(const Step& s, const StepContext& ctx, PathWork* w) {
+  const BatchRows& rows = ctx.batch->rows;
+  const Topology& t = rows.topology();
+  comm::Communicator& g = GroupComm(*ctx.comms, s.group);
+  const bool to_dp = s.to == RowForm::kDpRows;
+  if (s.op == StepOp::kGather) {
+    const int64_t chunk = s.from == RowForm::kDpRows ? rows.padded_dp_rows() : rows.padded_dp_rows() / t.attn_tp();
+    SEAM_ASSIGN_OR_RETURN(Tensor out, rows::GatherPadded(g, w->x, chunk));
+    // Real rows of a gathered DP group (or of the single DP group's FFN rows) come first.
+    const bool trim = to_dp || t.attn_dp == 1;
+    w->x = trim ? out.Rows(0, rows.RowsOf(s.to)) : out;
+  } else {
+    std::vector<int64_t> counts = s.from == RowForm::kDpRows ? rows.dp_rows()
+                                  : to_dp                     ? rows.AttnTpSliceCounts()
+                                                              : rows.TpSliceCounts();
+    SEAM_ASSIGN_OR_RETURN(w->x, rows::GatherCounts(g, w->x, counts));
+  }
+  w->x_form = s.to;
+  return absl::OkStatus();
+}
+
+absl::Status AddBeforeSum(const StepContext& ctx, PathWork* w) {
+  const BatchRows& rows = ctx.batch->rows;
+  if (w->r_form == RowForm::kDpRows && rows.topology().attn_tp_rank() != 0) return absl::OkStatus();
+  const int64_t off = OwnOffset(RowForm::kFfnRows, w->r_form, rows);
+  if (!w->c.is_contiguous()) w->c = w->c.Clone();
+  return kernels::AddInPlace(w->c.Rows(off, w->r.rows()), w->r);
+}
+
+absl::Status UpdateAndRead(const StepContext& ctx, PathWork* w) {
+  SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
+  if (w->c.rows() != w->r.rows()) {
+    return absl::InternalError(absl::StrCat("contribution rows ", w->c.rows(), " do not match residual rows ",
+                                            w->r.rows(), " on ", RowFormName(w->r_form)));
+  }
+  w->x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
+  w->x_form = w->r_form;
+  return ctx.read->UpdateAndRead(w->c, w->r, w->x);
+}
+
+absl::Status FusedInput(const Step& s, const StepContext& ctx, PathWork* w) {
+  comm::Communicator& g = GroupComm(*ctx.comms, s.group);
+  if (ctx.fusions != nullptr) {
+    for (const auto& candidate : *ctx.fusions) {
+      if (GroupCompleting(candidate->completes()) != s.group) continue;
+      Tensor x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
+      SEAM_ASSIGN_OR_RETURN(bool done, candidate->TryCompleteAddNorm(w->c, w->r, *ctx.read->norm(), x, g));
+      if (done) {
+        w->x = x;
+        w->x_form = w->r_form;
+        w->owed = SumGroup::kNone;
+        return absl::OkStatus();
+      }
+    }
+  }
+  if (!w->c.is_contiguous()) w->c = w->c.Clone();
+  SEAM_RETURN_IF_ERROR(g.AllReduce(w->c));
+  w->owed = SumGroup::kNone;
+  return UpdateAndRead(ctx, w);
+}
+
+absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
+  const BatchRows& rows = ctx.batch->rows;
+  switch (s.op) {
+    case StepOp::kInitResidual:
+      w->r = w->c.Clone();
+      w->r_form = w->c_form;
+      w->c = Tensor();
+      return absl::OkStatus();
+    case StepOp::kSliceResidual:
+      w->r = w->r.Rows(rows.my_slice_begin(), rows.my_slice_rows());
+      w->r_form = RowForm::kAttnTpSlice;
+      return absl::OkStatus();
+    case StepOp::kAllReduce:
+      if (!w->c.is_contiguous()) w->c = w->c.Clone();
+      SEAM_RETURN_IF_ERROR(GroupComm(*ctx.comms, s.group).AllReduce(w->c));
+      w->owed = SumGroup::kNone;
+      return absl::OkStatus();
+    case StepOp::kReduceScatter:
+    case StepOp::kReduceScatterV:
+      return Scatter(s, ctx, w);
+    case StepOp::kTakeRows: {
+      const RowForm from = s.from == RowForm::kFfnRows && rows.topology().attn_dp == 1 ? RowForm::kDpRows : s.from;
+      w->c = w->c.Rows(OwnOffset(from, s.to, rows), rows.RowsOf(s.to));
+      w->c_form = s.to;
+      return absl::OkStatus();
+    }
+    case StepOp::kAddBeforeSum:
+      return AddBeforeSum(ctx, w);
+    case StepOp::kWriteResidual:
+      w->r = w->c;
+      w->r_form = w->c_form;
+      w->c = Tensor();
+      w->wrote_residual = true;
+      return absl::OkStatus();
+    case StepOp::kFusedInput:
+      return FusedInput(s, ctx, w);
+    case StepOp::kUpdateAndRead:
+      return UpdateAndRead(ctx, w);
+    case StepOp::kRead:
+      SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
+      w->x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
+      w->x_form = w->r_form;
+      return ctx.read->Read(w->r, w->x);
+    case StepOp::kGather:
+    case StepOp::kGatherV:
+      return Gather(s, ctx, w);
+  }
+  return absl::InternalError("unknown step");
+}
+
+}  // namespace
+
+absl::Status RunSteps(const std::vector<Step>& steps, const StepContext& ctx, PathWork* work) {
+  for (const Step& s : steps) {
+    absl::Status st = RunStep(s, ctx, work);
+    if (!st.ok()) return Annotate(st, absl::StrCat("boundary step ", s.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace seam::boundary

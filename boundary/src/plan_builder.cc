@@ -1,0 +1,249 @@
+// Builds stage plans: which steps an entry runs for each form of input, and
+// which completion choices an exit has. Everything here is decided from fixed
+// facts (declarations, topology, policy, variant); nothing reads a batch.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "seam/boundary/plan.h"
+#include "seam/core/status.h"
+
+namespace seam::boundary {
+namespace {
+
+int GroupSize(CommGroup g, const Topology& t) {
+  switch (g) {
+    case CommGroup::kNone: return 1;
+    case CommGroup::kTp: return t.tp;
+    case CommGroup::kAttnTp: return t.attn_tp();
+    case CommGroup::kAttnDp: return t.attn_dp;
+  }
+  return 1;
+}
+
+bool Padded(BatchVariant v) { return v != BatchVariant::kUnpadded; }
+
+// A sum over a one-rank group is already complete.
+SumGroup Effective(SumGroup owed, const Topology& t) {
+  return SumGroupSize(owed, t) > 1 ? owed : SumGroup::kNone;
+}
+
+// Residual row forms a stage of this variant can meet.
+std::vector<RowForm> ResidualForms(BatchVariant v, const Topology& t, ReductionPolicy policy) {
+  if (v == BatchVariant::kInputScattered) return {RowForm::kAttnTpSlice};
+  const bool rsv = AllowsRsv(policy) && t.tp > 1 && (t.attn_dp > 1 || v == BatchVariant::kUnpadded);
+  const bool rs = AllowsFixedRs(policy) && t.tp > 1 && Padded(v);
+  if (rsv || rs) return {RowForm::kDpRows, RowForm::kAttnTpSlice};
+  return {RowForm::kDpRows};
+}
+
+enum class Consumer { kAttnGathering, kAttnLocal, kFfn, kFinalRead };
+
+Consumer ConsumerOf(const StageDeclaration& d) {
+  if (d.kind == StageKind::kFfn) return Consumer::kFfn;
+  return d.gathers_attn_tp_input ? Consumer::kAttnGathering : Consumer::kAttnLocal;
+}
+
+void AppendGather(RowForm from, RowForm to, BatchVariant v, const Topology& t, std::vector<Step>* steps) {
+  if (from == to) return;
+  CommGroup g = CommGroup::kNone;
+  if (from == RowForm::kAttnTpSlice && to == RowForm::kDpRows) g = CommGroup::kAttnTp;
+  if (from == RowForm::kDpRows && to == RowForm::kFfnRows) g = CommGroup::kAttnDp;
+  if (from == RowForm::kAttnTpSlice && to == RowForm::kFfnRows) g = CommGroup::kTp;
+  SEAM_CHECK_MSG(g != CommGroup::kNone, "no gather from ", RowFormName(from), " to ", RowFormName(to));
+  if (GroupSize(g, t) == 1) return;  // the rows are already the target rows
+  steps->push_back(Step{Padded(v) ? StepOp::kGather : StepOp::kGatherV, g, from, to});
+}
+
+EntryPath EntryFor(const IncomingForm& in, Consumer consumer, BatchVariant v, const Topology& t, bool fusable) {
+  EntryPath path;
+  path.incoming = in;
+  RowForm r = in.residual;
+  switch (in.state) {
+    case StreamState::kInitial:
+      r = in.rows;
+      path.steps.push_back(Step{StepOp::kInitResidual});
+      path.steps.push_back(Step{StepOp::kRead});
+      break;
+    case StreamState::kWritten:
+      path.steps.push_back(Step{StepOp::kRead});
+      break;
+    case StreamState::kPending: {
+      if (in.rows == RowForm::kAttnTpSlice && r == RowForm::kDpRows) {
+        path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kAttnTpSlice});
+        r = RowForm::kAttnTpSlice;
+      }
+      std::vector<Step> done = CompletionSteps(in.rows, in.owed, r, v, t);
+      if (fusable && done.size() == 1 && done[0].op == StepOp::kAllReduce) {
+        path.steps.push_back(Step{StepOp::kFusedInput, done[0].group, r, r});
+      } else {
+        path.steps.insert(path.steps.end(), done.begin(), done.end());
+        path.steps.push_back(Step{StepOp::kUpdateAndRead});
+      }
+      break;
+    }
+  }
+  RowForm compute = r;
+  if (consumer == Consumer::kFfn) compute = RowForm::kFfnRows;
+  if (consumer == Consumer::kAttnGathering || consumer == Consumer::kFinalRead) compute = RowForm::kDpRows;
+  AppendGather(r, compute, v, t, &path.steps);
+  path.residual_after = r;
+  path.compute_rows = compute;
+  return path;
+}
+
+// Exit options of `stage` followed by `consumer` (absent: terminal).
+ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, BatchVariant v, const Topology& t,
+                 ReductionPolicy policy) {
+  ExitPath exit;
+  exit.facts.terminal = !consumer.exists;
+  const SumGroup owed = Effective(stage.owed_sum(), t);
+  for (RowForm r : ResidualForms(v, t, policy)) {
+    auto pending = [&](RowForm rows, SumGroup s) { return IncomingForm{StreamState::kPending, rows, s, r}; };
+    auto complete_now = [&](RowForm rows) {
+      ExitOption o{ExitChoice::kCompleteAllReduce, r, CompletionSteps(rows, owed, r, v, t), pending(r, SumGroup::kNone)};
+      exit.options.push_back(o);
+    };
+    if (stage.kind == StageKind::kAttention) {
+      const bool leave = !exit.facts.terminal &&
+                         (!stage.is_mixer() || consumer.declaration.kind == StageKind::kFfn || t.attn_dp == 1);
+      exit.facts.may_leave_to_next_input = leave && owed != SumGroup::kNone;
+      if (leave) {
+        exit.options.push_back(ExitOption{stage.is_mixer() ? ExitChoice::kLeaveToNextInput : ExitChoice::kRegisterPartial,
+                                          r, {}, pending(RowForm::kDpRows, owed)});
+      } else {
+        complete_now(RowForm::kDpRows);
+      }
+      continue;
+    }
+    // FFN.
+    exit.facts.fixed_rs_eligible = owed != SumGroup::kNone && Padded(v);
+    exit.facts.rsv_eligible = owed != SumGroup::kNone && (t.attn_dp > 1 || v == BatchVariant::kUnpadded);
+    exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv;
+    exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone;
+    auto scatter = [&](ExitChoice choice, StepOp op) {
+      ExitOption o{choice, r, {}, IncomingForm{StreamState::kWritten, RowForm::kAttnTpSlice, SumGroup::kNone,
+                                               RowForm::kAttnTpSlice}};
+      if (stage.update->caps().plain_add) {
+        o.steps.push_back(Step{StepOp::kAddBeforeSum, CommGroup::kNone, r, RowForm::kFfnRows});
+      }
+      o.steps.push_back(Step{op, CommGroup::kTp, RowForm::kFfnRows, RowForm::kAttnTpSlice});
+      if (stage.update->caps().plain_add) {
+        o.steps.push_back(Step{StepOp::kWriteResidual});
+      } else {
+        o.leaves = pending(RowForm::kAttnTpSlice, SumGroup::kNone);
+      }
+      exit.options.push_back(o);
+    };
+    if (AllowsRsv(policy) && exit.facts.rsv_eligible) scatter(ExitChoice::kReduceScatterV, StepOp::kReduceScatterV);
+    if (AllowsFixedRs(policy) && exit.facts.fixed_rs_eligible) {
+      scatter(ExitChoice::kReduceScatterFixed, StepOp::kReduceScatter);
+    }
+    if (exit.facts.may_leave_to_next_input) {
+      exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, r, {}, pending(RowForm::kFfnRows, owed)});
+    }
+    complete_now(RowForm::kFfnRows);
+  }
+  return exit;
+}
+
+void AddEntry(EntryPath path, std::vector<EntryPath>* entries) {
+  for (const EntryPath& e : *entries) {
+    if (e.incoming == path.incoming) return;
+  }
+  entries->push_back(std::move(path));
+}
+
+}  // namespace
+
+std::vector<Step> CompletionSteps(RowForm rows, SumGroup owed, RowForm target, BatchVariant v, const Topology& t) {
+  std::vector<Step> steps;
+  owed = Effective(owed, t);
+  // With one DP group the FFN rows are the DP rows.
+  if (rows == RowForm::kFfnRows && t.attn_dp == 1) rows = RowForm::kDpRows;
+  if (owed == SumGroup::kNone) {
+    if (rows != target) {
+      SEAM_CHECK_MSG(rows != RowForm::kAttnTpSlice, "a slice cannot return to ", RowFormName(target));
+      steps.push_back(Step{StepOp::kTakeRows, CommGroup::kNone, rows, target});
+    }
+    return steps;
+  }
+  const CommGroup g = GroupCompleting(owed);
+  SEAM_CHECK_MSG(rows != RowForm::kAttnTpSlice, "a slice cannot owe a sum");
+  if (target == RowForm::kDpRows) {
+    steps.push_back(Step{StepOp::kAllReduce, g, rows, rows});
+    if (rows != target) steps.push_back(Step{StepOp::kTakeRows, CommGroup::kNone, rows, target});
+    return steps;
+  }
+  SEAM_CHECK_MSG(target == RowForm::kAttnTpSlice, "cannot complete onto ", RowFormName(target));
+  steps.push_back(Step{Padded(v) ? StepOp::kReduceScatter : StepOp::kReduceScatterV, g, rows, target});
+  return steps;
+}
+
+EntryPath BuildEntryPath(const IncomingForm& incoming, RowForm compute_rows, BatchVariant variant,
+                         const Topology& topology, bool fusable) {
+  const Consumer c = compute_rows == RowForm::kFfnRows ? Consumer::kFfn
+                     : compute_rows == RowForm::kDpRows ? Consumer::kFinalRead
+                                                         : Consumer::kAttnLocal;
+  return EntryFor(incoming, c, variant, topology, fusable);
+}
+
+absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const NeighbourFacts& producer,
+                                         const NeighbourFacts& consumer, const Topology& topology,
+                                         ReductionPolicy policy) {
+  if (policy == ReductionPolicy::kAuto) {
+    return absl::InvalidArgumentError("reduction policy 'auto' must be resolved before the model is built");
+  }
+  if (stage.kind == StageKind::kAttention && !stage.gathers_attn_tp_input &&
+      stage.readout_caps.reads_after_attn_tp_gather) {
+    return absl::InvalidArgumentError(
+        "an attention stage that does not gather its attention-TP input cannot declare a read after that gather");
+  }
+  if (stage.kind == StageKind::kFfn && stage.reduction != ProducerReduction::kExitScoped) {
+    return absl::InvalidArgumentError("an ffn stage must be EXIT_SCOPED; ALWAYS_PARTIAL is for attention only");
+  }
+  StagePlan plan;
+  plan.declaration = stage;
+  plan.topology = topology;
+  plan.policy = policy;
+  const Consumer me = ConsumerOf(stage);
+  for (BatchVariant v : kServedVariants) {
+    VariantPaths vp;
+    vp.variant = v;
+    const std::vector<RowForm> forms = ResidualForms(v, topology, policy);
+    if (!producer.exists) {
+      const RowForm input = v == BatchVariant::kInputScattered ? RowForm::kAttnTpSlice : RowForm::kDpRows;
+      AddEntry(EntryFor(IncomingForm{StreamState::kInitial, input}, me, v, topology, false), &vp.entries);
+    } else {
+      NeighbourFacts self{true, stage};
+      ExitPath before = ExitFor(producer.declaration, self, v, topology, policy);
+      for (const ExitOption& o : before.options) AddEntry(EntryFor(o.leaves, me, v, topology, true), &vp.entries);
+    }
+    // A stream whose producer already completed and wrote it (a pipeline import
+    // or a model that wrote the residual itself) enters on the written path.
+    for (RowForm r : forms) {
+      AddEntry(EntryFor(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, me, v, topology, false),
+               &vp.entries);
+    }
+    vp.exit = ExitFor(stage, consumer, v, topology, policy);
+    if (!consumer.exists) vp.final_read = BuildFinalReadEntries(v, topology, stage, policy);
+    plan.variants.push_back(std::move(vp));
+  }
+  return plan;
+}
+
+std::vector<EntryPath> BuildFinalReadEntries(BatchVariant variant, const Topology& topology,
+                                             const StageDeclaration& last, ReductionPolicy policy) {
+  std::vector<EntryPath> entries;
+  ExitPath exit = ExitFor(last, NeighbourFacts{}, variant, topology, policy);
+  for (const ExitOption& o : exit.options) {
+    AddEntry(EntryFor(o.leaves, Consumer::kFinalRead, variant, topology, true), &entries);
+  }
+  for (RowForm r : ResidualForms(variant, topology, policy)) {
+    AddEntry(EntryFor(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, Consumer::kFinalRead, variant,
+                      topology, false),
+             &entries);
+  }
+  return entries;
+}
+
+}  // namespace seam::boundary

@@ -1,0 +1,130 @@
+#include "seam/boundary/stage_boundary.h"
+
+#include "absl/strings/str_cat.h"
+#include "path_executor.h"
+#include "seam/boundary/boundary_errors.h"
+#include "seam/core/status.h"
+#include "stream_access.h"
+
+namespace seam::boundary {
+
+StageBoundary::StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options)
+    : declaration_(std::move(declaration)), norm_(norm), options_(std::move(options)), read_(norm) {}
+
+StageBoundary::~StageBoundary() = default;
+
+const StagePlan& StageBoundary::plan() const {
+  SEAM_CHECK_MSG(plan_ != nullptr, "stage boundary used before its layer stack bound it");
+  return *plan_;
+}
+
+void StageBoundary::Bind(std::unique_ptr<StagePlan> plan, StagePlace place) {
+  declaration_.place = place;
+  plan->declaration.place = place;
+  plan_ = std::move(plan);
+  if (options_.fusions) fusions_ = options_.fusions->InputFusions(*plan_);
+}
+
+absl::StatusOr<const VariantPaths*> StageBoundary::Paths(const ForwardBatch& batch) const {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("stage boundary used before its layer stack bound it (close the stack)");
+  }
+  const VariantPaths* vp = plan_->Find(batch.variant);
+  if (vp == nullptr) return errors::NoPathForVariant(BatchVariantName(batch.variant));
+  return vp;
+}
+
+absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch& batch) {
+  SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
+  const IncomingForm in = IncomingOf(*stream);
+  const EntryPath* path = vp->FindEntry(in);
+  if (path == nullptr) {
+    return absl::InternalError(absl::StrCat("stage ", declaration_.place.source, " has no entry path for ",
+                                            in.ToString(), " in a ", BatchVariantName(batch.variant), " batch"));
+  }
+  StepContext ctx{&batch, &batch.comms, &read_, &fusions_};
+  PathWork work = WorkFrom(*stream, hidden);
+  SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
+  stream->Write(work.r, work.r_form);
+  return work.x;
+}
+
+absl::StatusOr<const ExitOption*> StageBoundary::ChooseExit(const ForwardBatch& batch) const {
+  SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
+  const RowForm r = batch.stream->residual_form();
+  for (const ExitOption& o : vp->exit.options) {
+    if (o.residual != r) continue;
+    if (o.choice == ExitChoice::kReduceScatterV && !batch.rsv_usable) continue;
+    return &o;
+  }
+  return absl::InternalError(absl::StrCat("no exit option for a residual on ", RowFormName(r)));
+}
+
+absl::StatusOr<Hidden> StageBoundary::RunExit(const ExitOption& option, const Tensor& output, ForwardBatch& batch) {
+  ResidualStream* stream = batch.stream.get();
+  const RowForm out_rows = declaration_.kind == StageKind::kFfn ? RowForm::kFfnRows : RowForm::kDpRows;
+  if (output.rows() != batch.rows.RowsOf(out_rows)) {
+    return absl::InvalidArgumentError(absl::StrCat(StageKindName(declaration_.kind), " output has ", output.rows(),
+                                                   " rows; this batch has ", batch.rows.RowsOf(out_rows),
+                                                   " rows on ", RowFormName(out_rows)));
+  }
+  PathWork work;
+  work.c = output;
+  work.c_form = out_rows;
+  work.owed = declaration_.owed_sum();
+  work.r = stream->residual();
+  work.r_form = stream->residual_form();
+  StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
+  SEAM_RETURN_IF_ERROR(RunSteps(option.steps, ctx, &work));
+  batch.last_plan = plan_.get();
+  if (work.wrote_residual) {
+    stream->Write(work.r, work.r_form);
+    return stream->Issue(work.r, false);
+  }
+  stream->Record(Contribution{work.c, option.leaves.rows, option.leaves.owed, declaration_.update});
+  return stream->Issue(work.c, option.leaves.owed != SumGroup::kNone);
+}
+
+absl::StatusOr<Hidden> StageBoundary::Finish(const Tensor& output, ForwardBatch& batch) {
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  if (has_fusions() && declaration_.kind == StageKind::kFfn) return errors::FinishWithFusions();
+  SEAM_ASSIGN_OR_RETURN(const ExitOption* option, ChooseExit(batch));
+  return RunExit(*option, output, batch);
+}
+
+absl::StatusOr<std::unique_ptr<ExitScope>> StageBoundary::Exit(ForwardBatch& batch) {
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  if (declaration_.kind != StageKind::kFfn) {
+    return absl::FailedPreconditionError("Exit() is for ffn stages; an attention stage finishes with Finish()");
+  }
+  SEAM_ASSIGN_OR_RETURN(const ExitOption* option, ChooseExit(batch));
+  const bool defer = has_fusions() && options_.fusions->CanDeferFinalize(*plan_);
+  return std::unique_ptr<ExitScope>(new ExitScope(this, &batch, option, defer));
+}
+
+absl::StatusOr<Hidden> StageBoundary::CompleteNow(const Tensor& output, ForwardBatch& batch) {
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
+  const RowForm r = batch.stream->residual_form();
+  for (const ExitOption& o : vp->exit.options) {
+    if (o.residual == r && o.choice == ExitChoice::kCompleteAllReduce) return RunExit(o, output, batch);
+  }
+  return absl::InternalError("no completing exit option");
+}
+
+ExitScope::ExitScope(StageBoundary* boundary, ForwardBatch* batch, const ExitOption* option, bool defer)
+    : boundary_(boundary), batch_(batch), option_(option), defer_moe_finalize_(defer),
+      previous_flag_(batch->defer_moe_finalize) {
+  batch_->defer_moe_finalize = defer;
+}
+
+ExitScope::~ExitScope() { batch_->defer_moe_finalize = previous_flag_; }
+
+absl::StatusOr<Hidden> ExitScope::Finish(const Tensor& output) {
+  if (finished_) return absl::FailedPreconditionError("exit scope already finished; Finish() runs once");
+  finished_ = true;
+  return boundary_->RunExit(*option_, output, *batch_);
+}
+
+}  // namespace seam::boundary

@@ -1,0 +1,42 @@
+#include "stream_access.h"
+
+#include "seam/boundary/boundary_errors.h"
+#include "seam/core/status.h"
+
+namespace seam::boundary {
+
+absl::StatusOr<ResidualStream*> AcceptValue(ForwardBatch& batch, const Hidden& hidden) {
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  SEAM_RETURN_IF_ERROR(batch.stream->CheckIdentity(hidden));
+  batch.stream->Consume();
+  return batch.stream.get();
+}
+
+IncomingForm IncomingOf(const ResidualStream& stream) {
+  IncomingForm in;
+  in.state = stream.state();
+  in.residual = stream.residual_form();
+  if (const Contribution* c = stream.pending()) {
+    in.rows = c->rows;
+    in.owed = c->owed;
+  }
+  if (in.state == StreamState::kInitial) in.rows = stream.initial_rows();
+  return in;
+}
+
+PathWork WorkFrom(const ResidualStream& stream, const Hidden& hidden) {
+  PathWork w;
+  w.r = stream.residual();
+  w.r_form = stream.residual_form();
+  if (const Contribution* c = stream.pending()) {
+    w.c = c->value;
+    w.c_form = c->rows;
+    w.owed = c->owed;
+  } else if (stream.state() == StreamState::kInitial) {
+    w.c = ResidualStream::ValueOf(hidden);
+    w.c_form = stream.initial_rows();
+  }
+  return w;
+}
+
+}  // namespace seam::boundary

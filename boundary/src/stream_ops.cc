@@ -1,0 +1,150 @@
+#include "seam/boundary/stream_ops.h"
+
+#include "absl/strings/str_cat.h"
+#include "path_executor.h"
+#include "seam/boundary/boundary_errors.h"
+#include "seam/boundary/plan.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "stream_access.h"
+
+namespace seam::boundary {
+namespace {
+
+// Completes the pending contribution's sum onto the residual's rows (in `work`).
+absl::Status CompleteInto(ForwardBatch& batch, PathWork* work) {
+  const std::vector<Step> steps =
+      CompletionSteps(work->c_form, work->owed, work->r_form, batch.variant, batch.rows.topology());
+  StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
+  SEAM_RETURN_IF_ERROR(RunSteps(steps, ctx, work));
+  work->c_form = work->r_form;
+  work->owed = SumGroup::kNone;
+  return absl::OkStatus();
+}
+
+absl::Status RequirePlain(const Contribution& c) {
+  if (!c.update->caps().plain_add) return errors::SnapshotNeedsPlainUpdate(c.update->name());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Hidden> Start(ForwardBatch& batch, const Tensor& input) {
+  const RowForm rows =
+      batch.variant == BatchVariant::kInputScattered ? RowForm::kAttnTpSlice : RowForm::kDpRows;
+  SEAM_RETURN_IF_ERROR(ExpectRank(input, 2, "stack input"));
+  if (input.rows() != batch.rows.RowsOf(rows)) {
+    return absl::InvalidArgumentError(absl::StrCat("stack input has ", input.rows(), " rows; this rank's ",
+                                                   RowFormName(rows), " hold ", batch.rows.RowsOf(rows)));
+  }
+  batch.stream = std::make_unique<ResidualStream>(batch.microbatch_id);
+  batch.stream->set_initial_rows(rows);
+  batch.last_plan = nullptr;
+  return batch.stream->Issue(input, false);
+}
+
+absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, const NormParams& norm,
+                                 FinalNormOptions options) {
+  SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  const IncomingForm in = IncomingOf(*stream);
+  EntryPath built;
+  const EntryPath* path = nullptr;
+  if (batch.last_plan != nullptr) {
+    const VariantPaths* vp = batch.last_plan->Find(batch.variant);
+    if (vp == nullptr) return errors::NoPathForVariant(BatchVariantName(batch.variant));
+    path = vp->FindFinalRead(in);
+    if (path == nullptr && !vp->final_read.empty()) {
+      return absl::InternalError(absl::StrCat("the final read has no path for ", in.ToString()));
+    }
+  }
+  if (path == nullptr) {  // an empty stack, or a stack left early through a non-terminal stage
+    built = BuildEntryPath(in, RowForm::kDpRows, batch.variant, batch.rows.topology(), false);
+    path = &built;
+  }
+  AddRmsNormRead read(&norm);
+  StepContext ctx{&batch, &batch.comms, &read, nullptr};
+  PathWork work = WorkFrom(*stream, hidden);
+  // Norm kernels on zero rows do nothing; every collective on the path still runs.
+  (void)options.skip_empty;
+  SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
+  batch.stream.reset();
+  return work.x;
+}
+
+absl::StatusOr<Hidden> CompleteOutput(const Hidden& hidden, ForwardBatch& batch) {
+  SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  const Contribution* pending = stream->pending();
+  if (pending == nullptr) return stream->Issue(ResidualStream::ValueOf(hidden), false);
+  PathWork work = WorkFrom(*stream, hidden);
+  SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
+  stream->Record(Contribution{work.c, work.c_form, SumGroup::kNone, pending->update});
+  return stream->Issue(work.c, false);
+}
+
+absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch) {
+  SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  const Contribution* pending = stream->pending();
+  if (pending == nullptr) return stream->Issue(stream->residual(), false);
+  SEAM_RETURN_IF_ERROR(RequirePlain(*pending));
+  PathWork work = WorkFrom(*stream, hidden);
+  SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
+  SEAM_RETURN_IF_ERROR(kernels::AddInPlace(work.r, work.c));
+  stream->Write(work.r, work.r_form);
+  return stream->Issue(work.r, false);
+}
+
+absl::StatusOr<Hidden> SetWritten(const Hidden& hidden, ForwardBatch& batch, const Tensor& residual) {
+  SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  const RowForm form = stream->state() == StreamState::kInitial ? stream->initial_rows() : stream->residual_form();
+  if (residual.rows() != batch.rows.RowsOf(form)) {
+    return absl::InvalidArgumentError(absl::StrCat("written residual has ", residual.rows(), " rows; the stream's ",
+                                                   RowFormName(form), " hold ", batch.rows.RowsOf(form)));
+  }
+  stream->Write(residual, form);
+  return stream->Issue(residual, false);
+}
+
+absl::StatusOr<Tensor> TakeOutput(const Hidden& hidden, ForwardBatch& batch) {
+  SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  if (stream->state() != StreamState::kWritten) return errors::TakeOutputWithPendingUpdate();
+  Tensor out = stream->residual();
+  batch.stream.reset();
+  return out;
+}
+
+absl::StatusOr<Hidden> AddToOutput(const Hidden& hidden, ForwardBatch& batch, const Tensor& extra) {
+  SEAM_ASSIGN_OR_RETURN(Hidden complete, CompleteOutput(hidden, batch));
+  ResidualStream* stream = batch.stream.get();
+  Contribution* pending = stream->pending();
+  if (pending == nullptr) {
+    return absl::FailedPreconditionError("add_to_output needs a pending contribution; the stream is written");
+  }
+  SEAM_RETURN_IF_ERROR(ExpectSameShape(pending->value, extra, "layer output", "extra contribution"));
+  Tensor sum = pending->value.Clone();
+  SEAM_RETURN_IF_ERROR(kernels::AddInPlace(sum, extra));
+  pending->value = sum;
+  stream->Consume();
+  return stream->Issue(sum, false);
+}
+
+absl::StatusOr<Tensor> Snapshot(ForwardBatch& batch) {
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  ResidualStream* stream = batch.stream.get();
+  if (stream->state() == StreamState::kInitial) {
+    return absl::FailedPreconditionError("nothing to snapshot: no stage has entered the stream yet");
+  }
+  if (stream->state() == StreamState::kWritten) return stream->residual().Clone();
+  const Contribution& pending = *stream->pending();
+  SEAM_RETURN_IF_ERROR(RequirePlain(pending));
+  PathWork work;
+  work.c = pending.value.Clone();
+  work.c_form = pending.rows;
+  work.owed = pending.owed;
+  work.r = stream->residual().Clone();
+  work.r_form = stream->residual_form();
+  SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
+  SEAM_RETURN_IF_ERROR(kernels::AddInPlace(work.r, work.c));
+  return work.r;
+}
+
+}  // namespace seam::boundary
