@@ -1,0 +1,33 @@
+// CPU implementations behind the ops of seam/kernels/ops.h (internal to kernels/).
+// Same contracts as the public ops; shapes, dtypes and devices are already
+// validated by the dispatcher. Checks that need the values of index tensors
+// (slots, block tables, query starts) happen here and return INVALID_ARGUMENT.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "seam/core/tensor.h"
+#include "seam/kernels/ops.h"
+
+namespace seam::kernels::cpu {
+
+absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
+absl::Status Embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, const Tensor& out);
+absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
+absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                             const Tensor& out);
+absl::Status SiluAndMul(const Tensor& input, const Tensor& out);
+absl::Status RotaryEmbedding(const Tensor& q, const Tensor& k, const Tensor& positions, float theta,
+                             int64_t rotary_dim);
+absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
+absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache);
+absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttentionBatch& batch, float scale, const Tensor& out);
+absl::Status Softmax(const Tensor& x, const Tensor& out);
+absl::Status Argmax(const Tensor& logits, const Tensor& out);
+absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
+absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
+
+}  // namespace seam::kernels::cpu

@@ -1,0 +1,51 @@
+// RMSNorm and the fused residual add + RMSNorm on the CPU. Each row is
+// widened to fp32, normalised as x · rsqrt(mean(x²) + eps) · w (the order
+// Hugging Face multiplies in), and rounded once into the output.
+#include <cmath>
+#include <vector>
+
+#include "cpu/cpu_ops.h"
+#include "cpu/float_rows.h"
+
+namespace seam::kernels::cpu {
+namespace {
+
+// row ← row · rsqrt(mean(row²) + eps) · w, all fp32.
+void NormaliseRow(float* row, const float* w, int64_t h, float eps) {
+  const float mean_sq = SumOfSquares(row, h) / static_cast<float>(h);
+  const float inv_rms = 1.0f / std::sqrt(mean_sq + eps);
+  for (int64_t i = 0; i < h; ++i) row[i] = (row[i] * inv_rms) * w[i];
+}
+
+}  // namespace
+
+absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  const int64_t rows = x.dim(0), h = x.dim(1);
+  std::vector<float> w(h), row(h);
+  LoadFloats(weight.raw_data(), weight.dtype(), 0, h, w.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    LoadFloats(x.raw_data(), x.dtype(), r * h, h, row.data());
+    NormaliseRow(row.data(), w.data(), h, eps);
+    StoreFloats(row.data(), h, out.raw_data(), out.dtype(), r * h);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                             const Tensor& out) {
+  const int64_t rows = x.dim(0), h = x.dim(1);
+  std::vector<float> w(h), sum(h), res(h);
+  LoadFloats(weight.raw_data(), weight.dtype(), 0, h, w.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    // The whole row of x is read before `out` (which may alias x) is written.
+    LoadFloats(x.raw_data(), x.dtype(), r * h, h, sum.data());
+    LoadFloats(residual.raw_data(), residual.dtype(), r * h, h, res.data());
+    for (int64_t i = 0; i < h; ++i) sum[i] += res[i];
+    StoreFloats(sum.data(), h, residual.raw_data(), residual.dtype(), r * h);
+    NormaliseRow(sum.data(), w.data(), h, eps);
+    StoreFloats(sum.data(), h, out.raw_data(), out.dtype(), r * h);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace seam::kernels::cpu

@@ -1,0 +1,83 @@
+// The paged-attention ops of seam/kernels/ops.h: validation of the cache,
+// the batch description and the heads, then dispatch by device. Checks that
+// need index values (slots, block ids, query starts) run in the implementation.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "src/dispatch.h"
+
+namespace seam::kernels {
+
+using internal::CommonDevice;
+using internal::ExpectDimSize;
+using internal::ExpectFloatTensor;
+using internal::ExpectIndexTensor;
+
+namespace {
+
+// k_cache: [num_blocks, block_size, Hk, D]; v_cache the same shape.
+absl::Status ExpectCaches(const Tensor& k_cache, const Tensor& v_cache) {
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(k_cache, "k_cache"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(k_cache, 4, "k_cache"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(v_cache, "v_cache"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(v_cache, k_cache.shape(), "v_cache"));
+  if (k_cache.dim(1) <= 0 || k_cache.dim(2) <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("k_cache: block_size and kv heads must be positive, got shape ",
+                                                   ShapeToString(k_cache.shape())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpectBatch(const AttentionBatch& batch) {
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.context_lens, "context_lens"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(batch.context_lens, 1, "context_lens"));
+  const int64_t seqs = batch.context_lens.dim(0);
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.query_start, "query_start"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(batch.query_start, {seqs + 1}, "query_start"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.block_tables, "block_tables"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(batch.block_tables, 2, "block_tables"));
+  return ExpectDimSize(batch.block_tables, 0, seqs, "block_tables");
+}
+
+}  // namespace
+
+absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache) {
+  SEAM_RETURN_IF_ERROR(ExpectCaches(k_cache, v_cache));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(k, "k"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(k, 3, "k"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(k, {k.dim(0), k_cache.dim(2), k_cache.dim(3)}, "k"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(v, "v"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(v, k.shape(), "v"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(slot_mapping, "slot_mapping"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(slot_mapping, {k.dim(0)}, "slot_mapping"));
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&k, "k"}, {&v, "v"}, {&slot_mapping, "slot_mapping"},
+                                                     {&k_cache, "k_cache"}, {&v_cache, "v_cache"}}));
+  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, WriteKvCache, k, v, slot_mapping, k_cache, v_cache);
+}
+
+absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttentionBatch& batch, float scale, const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectCaches(k_cache, v_cache));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(q, "q"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(q, 3, "q"));
+  SEAM_RETURN_IF_ERROR(ExpectDimSize(q, 2, k_cache.dim(3), "q"));
+  const int64_t hq = q.dim(1), hk = k_cache.dim(2);
+  if (hq % hk != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("q: ", hq, " query heads are not a multiple of the cache's ", hk,
+                                                   " kv heads"));
+  }
+  SEAM_RETURN_IF_ERROR(ExpectBatch(batch));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, "out"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(out, q.shape(), "out"));
+  if (!std::isfinite(scale)) return absl::InvalidArgumentError(absl::StrCat("scale: expected finite, got ", scale));
+  SEAM_ASSIGN_OR_RETURN(Device device,
+                        CommonDevice({{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
+                                      {&batch.query_start, "query_start"}, {&batch.context_lens, "context_lens"},
+                                      {&batch.block_tables, "block_tables"}, {&out, "out"}}));
+  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, PagedAttention, q, k_cache, v_cache, batch, scale, out);
+}
+
+}  // namespace seam::kernels
