@@ -22,6 +22,10 @@ struct AttentionCase {
   int head_dim;
 };
 
+void PrintTo(const AttentionCase& c, std::ostream* os) {
+  *os << DTypeName(c.dtype) << " head_dim " << c.head_dim;
+}
+
 class PagedAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(PagedAttentionTest, MixedBatchMatchesCausalGqaReference) {

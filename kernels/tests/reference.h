@@ -4,12 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "seam/core/tensor.h"
 #include "seam/kernels/ops.h"
+
+namespace seam {
+// Prints a dtype parameter by name in gtest messages.
+inline void PrintTo(DType dtype, std::ostream* os) { *os << DTypeName(dtype); }
+}  // namespace seam
 
 namespace seam::kernels::testing {
 

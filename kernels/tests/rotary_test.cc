@@ -44,6 +44,10 @@ struct RotaryCase {
   int64_t head_dim, rotary_dim;
 };
 
+void PrintTo(const RotaryCase& c, std::ostream* os) {
+  *os << DTypeName(c.dtype) << " head_dim " << c.head_dim << " rotary_dim " << c.rotary_dim;
+}
+
 class RotaryTest : public ::testing::TestWithParam<RotaryCase> {};
 
 TEST_P(RotaryTest, RotatesHalvesByPositionAngles) {
