@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "comm_test_util.h"
+#include "seam/core/status.h"
 #include "seam/core/tensor.h"
 
 namespace seam::comm {
