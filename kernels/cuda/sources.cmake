@@ -1,0 +1,8 @@
+# CUDA kernel sources of seam_kernels; included by kernels/CMakeLists.txt when
+# the CUDA path is on. One file per op family; cuda_common.cuh is internal.
+set(SEAM_KERNELS_CUDA_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/activation.cu
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
+  ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
+  ${CMAKE_CURRENT_LIST_DIR}/norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/rotary.cu)
