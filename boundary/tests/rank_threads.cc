@@ -1,0 +1,35 @@
+#include "rank_threads.h"
+
+#include <thread>
+
+#include "seam/core/status.h"
+
+namespace seam::boundary::testing {
+
+StageComms CommsOf(const comm::ProcessGroups& groups) {
+  return StageComms{&groups.tp(), &groups.attn_tp(), &groups.attn_dp()};
+}
+
+std::vector<absl::Status> RunRanks(int tp, int attn_dp, const comm::CommunicatorFactory& factory, const RankFn& fn) {
+  std::vector<absl::Status> results(tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r) {
+    threads.emplace_back([&, r] {
+      auto groups = comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory);
+      if (!groups.ok()) {
+        results[r] = groups.status();
+        return;
+      }
+      auto topology = Topology::Make(tp, attn_dp, r);
+      if (!topology.ok()) {
+        results[r] = topology.status();
+        return;
+      }
+      results[r] = fn(*topology, CommsOf(**groups));
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+}  // namespace seam::boundary::testing

@@ -1,0 +1,63 @@
+// A synthetic decoder stack for exact-arithmetic tests of the boundary:
+// attention and FFN compute that are linear (plus ReLU) maps over small
+// dyadic weights, sharded over attention TP and TP exactly as a real model
+// shards its projections. Every partial sum is exact in fp32, and compute
+// rounds its (normalized) input back onto a 1/8 grid, so any correct
+// distributed run equals the single-rank run bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/forward_batch.h"
+#include "seam/boundary/layer_stack.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/boundary/stage_boundary.h"
+
+namespace seam::boundary::testing {
+
+inline constexpr int64_t kHidden = 16;
+inline constexpr int64_t kAttnInner = 16;  // sharded over attention TP
+inline constexpr int64_t kFfnInner = 32;   // sharded over TP
+
+// Deterministic dyadic values: multiples of `step` in [-limit, limit].
+std::vector<float> DyadicValues(uint64_t seed, int64_t count, float step, float limit);
+
+struct StackConfig {
+  int layers = 2;
+  ReductionPolicy policy = ReductionPolicy::kAr;
+  uint64_t seed = 7;
+};
+
+// One rank's copy of the stack: its weight shards, norms and boundaries.
+class SyntheticStack {
+ public:
+  // Builds the layers inside a layer stack bound to `topology`.
+  static absl::StatusOr<std::unique_ptr<SyntheticStack>> Build(const StackConfig& config, const Topology& topology);
+  // Runs the forward for `batch` (its stream started here) on `input` rows
+  // (this rank's stack input rows); returns this rank's final-norm DP rows.
+  absl::StatusOr<Tensor> Forward(ForwardBatch& batch, const Tensor& input) const;
+
+  struct Layer {
+    NormParams attn_norm, ffn_norm;
+    std::vector<float> wq, wo;  // [kAttnInner/attn_tp, H], [H, kAttnInner/attn_tp] (this rank's shard)
+    std::vector<float> w1, w2;  // [kFfnInner/tp, H], [H, kFfnInner/tp]
+    std::shared_ptr<StageBoundary> attn, ffn;
+  };
+  const std::vector<Layer>& layers() const { return layers_; }
+
+ private:
+  Topology topology_;
+  std::vector<Layer> layers_;
+  NormParams final_norm_;
+};
+
+// The stack input of every token of a batch (all DP groups' rows in order).
+Tensor StackInput(uint64_t seed, int64_t rows);
+
+// This rank's input rows for `variant`: its DP rows, or its slice of them.
+Tensor RankInput(const Tensor& all_rows, const BatchRows& rows, BatchVariant variant);
+
+}  // namespace seam::boundary::testing
