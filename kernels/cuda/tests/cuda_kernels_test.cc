@@ -127,12 +127,20 @@ TEST_P(RotaryTest, RotaryEmbeddingMatchesCpu) {
   ExpectClose(gk, k, ToleranceFor(dtype), "k");
 }
 
+// e.g. bf16_7_q4k2d128r128
+std::string RotaryName(const ::testing::TestParamInfo<std::tuple<DType, int64_t, std::vector<int64_t>>>& info) {
+  const auto& [dtype, rows, dims] = info.param;
+  return std::string(DTypeName(dtype)) + "_" + std::to_string(rows) + "_q" + std::to_string(dims[0]) + "k" +
+         std::to_string(dims[1]) + "d" + std::to_string(dims[2]) + "r" + std::to_string(dims[3]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Grid, RotaryTest,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
                                             ::testing::Values<int64_t>(1, 7, 33),
                                             ::testing::Values(std::vector<int64_t>{4, 2, 128, 128},
                                                               std::vector<int64_t>{3, 1, 80, 80},
-                                                              std::vector<int64_t>{5, 5, 64, 32})));
+                                                              std::vector<int64_t>{5, 5, 64, 32})),
+                         RotaryName);
 
 // Mixed dtypes the models use: bf16 activations with an f32 residual stream and f32 weight.
 TEST_F(CudaKernelsTest, FusedAddRmsNormWithF32ResidualAndWeight) {
