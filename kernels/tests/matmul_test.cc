@@ -1,8 +1,10 @@
 // Matmul against a double-precision loop: x[M, K] · w[N, K]ᵀ in f32 and with
 // bf16 operands, across weight-conversion blocks, and with empty dimensions.
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "tests/reference.h"
 
@@ -61,6 +63,26 @@ TEST(MatmulBlocks, WeightWiderThanOneConversionBlockMatchesReference) {
   const Tensor out = Tensor::Empty({3, 65600}, DType::kF32);
   ASSERT_TRUE(Matmul(x, w, out).ok());
   ExpectAllClose(out, ReferenceMatmul(x, w), 1e-5, "out");
+}
+
+TEST(MatmulThreads, ConcurrentCallsFromRankThreadsEachGetTheirOwnProduct) {
+  // CPU tensor-parallel ranks are threads of one process, each calling the
+  // same OpenBLAS concurrently.
+  constexpr int kThreads = 4;
+  std::vector<Tensor> xs, ws, outs;
+  for (int i = 0; i < kThreads; ++i) {
+    xs.push_back(RandomTensor({9, 128}, DType::kBF16, 100 + i));
+    ws.push_back(RandomTensor({200, 128}, DType::kBF16, 200 + i));
+    outs.push_back(Tensor::Empty({9, 200}, DType::kF32));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int rep = 0; rep < 20; ++rep) SEAM_CHECK_OK(Matmul(xs[i], ws[i], outs[i]));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) ExpectAllClose(outs[i], ReferenceMatmul(xs[i], ws[i]), 1e-5, "out");
 }
 
 TEST(MatmulEmpty, ZeroRowsWriteNothing) {
