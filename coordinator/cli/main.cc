@@ -1,0 +1,43 @@
+// The `seam` command line: parses arguments (the only translation unit that
+// includes CLI11) and hands each subcommand to seam_coordinator.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "seam/coordinator/demo_command.h"
+#include "seam/coordinator/plan_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"seam: serves transformer language models split into pipeline stages"};
+  app.set_version_flag("--version", std::string("seam ") + SEAM_VERSION);
+  app.require_subcommand(1);
+
+  seam::coordinator::PlanCommandOptions plan;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "print the bound stage plans of a model's layer stack");
+  plan_cmd->add_option("--tp", plan.tp, "tensor-parallel ranks")->required();
+  plan_cmd->add_option("--attn-dp", plan.attn_dp, "attention data-parallel groups (must divide --tp)")
+      ->capture_default_str();
+  plan_cmd->add_option("--layers", plan.layers, "decoder layers")->required();
+  plan_cmd->add_option("--policy", plan.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
+      ->capture_default_str();
+  plan_cmd->add_option("--arch", plan.arch, "architecture: qwen3 or qwen3_moe")->capture_default_str();
+  plan_cmd->add_flag("--json", plan.json, "print JSON instead of text");
+  plan_cmd->add_option("--rank", plan.rank, "build only this TP rank (default: every rank, compared)");
+
+  seam::coordinator::DemoCommandOptions demo;
+  CLI::App* demo_cmd = app.add_subcommand("demo", "kernels and collectives demo over Gloo on TCP loopback");
+  demo_cmd->add_option("--ranks", demo.ranks, "rank threads")->capture_default_str();
+  demo_cmd->add_option("--rows", demo.rows, "token rows")->capture_default_str();
+  demo_cmd->add_option("--hidden", demo.hidden, "hidden size")->capture_default_str();
+  demo_cmd->add_option("--seed", demo.seed, "random data seed")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (plan_cmd->parsed()) return seam::coordinator::RunPlanCommand(plan, std::cout, std::cerr);
+  if (demo_cmd->parsed()) return seam::coordinator::RunDemoCommand(demo, std::cout, std::cerr);
+  return 2;
+}

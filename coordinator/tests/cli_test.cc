@@ -1,0 +1,89 @@
+// Runs the built `seam` binary as a user would and checks its exit codes and
+// output: plan text and JSON, argument errors, and the Gloo demo.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct SeamRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+SeamRun RunSeam(const std::string& args) {
+  SeamRun run;
+  const std::string command = std::string(SEAM_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.output.append(buffer, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+TEST(SeamPlan, TextListsEveryStageAndItsCollectives) {
+  const SeamRun run = RunSeam("plan --tp 4 --attn-dp 2 --layers 3");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("tp=4 attn_dp=2 attn_tp=2"), std::string::npos) << run.output;
+  EXPECT_TRUE(run.output.find("reduce_scatterv") != std::string::npos ||
+              run.output.find("all_gather") != std::string::npos)
+      << run.output;
+  for (int s = 0; s < 6; ++s) {
+    EXPECT_NE(run.output.find("stage " + std::to_string(s) + ": layer " + std::to_string(s / 2)), std::string::npos)
+        << "stage " << s << " missing:\n"
+        << run.output;
+  }
+  EXPECT_EQ(run.output.find("rank"), std::string::npos) << "plan text must not depend on the rank";
+}
+
+TEST(SeamPlan, JsonParsesAndHasSixStages) {
+  const SeamRun run = RunSeam("plan --tp 4 --attn-dp 2 --layers 3 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json doc = nlohmann::json::parse(run.output);
+  ASSERT_EQ(doc.at("stages").size(), 6u);
+  EXPECT_EQ(doc.at("topology").at("attn_tp"), 2);
+  EXPECT_EQ(doc.at("stages").at(5).at("place").at("terminal"), true);
+  EXPECT_FALSE(doc.at("stages").at(5).at("variants").at(0).at("final_read").empty());
+}
+
+TEST(SeamPlan, OneRankPrintsTheSamePlanAsAllRanks) {
+  const SeamRun all = RunSeam("plan --tp 4 --attn-dp 2 --layers 2 --policy rs+rsv");
+  const SeamRun one = RunSeam("plan --tp 4 --attn-dp 2 --layers 2 --policy rs+rsv --rank 3");
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_EQ(all.output, one.output);
+}
+
+TEST(SeamPlan, AttnDpNotDividingTpIsRejectedNamingTheSizes) {
+  const SeamRun run = RunSeam("plan --tp 4 --attn-dp 3 --layers 2");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--attn-dp 3 does not divide --tp 4"), std::string::npos) << run.output;
+}
+
+TEST(SeamPlan, UnknownPolicyIsRejectedNamingIt) {
+  const SeamRun run = RunSeam("plan --tp 2 --layers 1 --policy fastest");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("'fastest'"), std::string::npos) << run.output;
+}
+
+TEST(SeamDemo, TwoGlooRanksMatchTheReference) {
+  const SeamRun run = RunSeam("demo --ranks 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("AllReduce(tp, f32[7, 96])"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("demo OK"), std::string::npos) << run.output;
+}
+
+TEST(SeamCli, VersionPrintsTheProjectVersion) {
+  const SeamRun run = RunSeam("--version");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.rfind("seam ", 0), 0u) << run.output;
+}
+
+}  // namespace
