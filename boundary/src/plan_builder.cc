@@ -217,6 +217,12 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
       NeighbourFacts self{true, stage};
       ExitPath before = ExitFor(producer.declaration, self, v, topology, policy);
       for (const ExitOption& o : before.options) AddEntry(EntryFor(o.leaves, me, v, topology, true), &vp.entries);
+      // CompleteOutput / AddToOutput complete the producer's sum onto the
+      // residual's rows and leave only the update pending.
+      for (RowForm r : forms) {
+        AddEntry(EntryFor(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, me, v, topology, false),
+                 &vp.entries);
+      }
     }
     // A stream whose producer already completed and wrote it (a pipeline import
     // or a model that wrote the residual itself) enters on the written path.
@@ -237,6 +243,11 @@ std::vector<EntryPath> BuildFinalReadEntries(BatchVariant variant, const Topolog
   ExitPath exit = ExitFor(last, NeighbourFacts{}, variant, topology, policy);
   for (const ExitOption& o : exit.options) {
     AddEntry(EntryFor(o.leaves, Consumer::kFinalRead, variant, topology, true), &entries);
+  }
+  for (RowForm r : ResidualForms(variant, topology, policy)) {  // completed by CompleteOutput / AddToOutput
+    AddEntry(EntryFor(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, Consumer::kFinalRead, variant,
+                      topology, false),
+             &entries);
   }
   for (RowForm r : ResidualForms(variant, topology, policy)) {
     AddEntry(EntryFor(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, Consumer::kFinalRead, variant,

@@ -94,19 +94,27 @@ absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch) {
 }
 
 absl::StatusOr<Hidden> SetWritten(const Hidden& hidden, ForwardBatch& batch, const Tensor& residual) {
-  SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  // Check the residual before accepting the value: a refused call leaves it usable.
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  SEAM_RETURN_IF_ERROR(batch.stream->CheckIdentity(hidden));
+  ResidualStream* stream = batch.stream.get();
   const RowForm form = stream->state() == StreamState::kInitial ? stream->initial_rows() : stream->residual_form();
   if (residual.rows() != batch.rows.RowsOf(form)) {
     return absl::InvalidArgumentError(absl::StrCat("written residual has ", residual.rows(), " rows; the stream's ",
                                                    RowFormName(form), " hold ", batch.rows.RowsOf(form)));
   }
+  SEAM_RETURN_IF_ERROR(AcceptValue(batch, hidden).status());
   stream->Write(residual, form);
   return stream->Issue(residual, false);
 }
 
 absl::StatusOr<Tensor> TakeOutput(const Hidden& hidden, ForwardBatch& batch) {
+  // Refuse a pending stream before accepting the value, so that the caller can
+  // still Fold() the value it holds and take the output then.
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  SEAM_RETURN_IF_ERROR(batch.stream->CheckIdentity(hidden));
+  if (batch.stream->state() != StreamState::kWritten) return errors::TakeOutputWithPendingUpdate();
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
-  if (stream->state() != StreamState::kWritten) return errors::TakeOutputWithPendingUpdate();
   Tensor out = stream->residual();
   batch.stream.reset();
   return out;

@@ -1,0 +1,74 @@
+// A representative part of the exact grid on real Gloo over TCP loopback:
+// every rank is a thread with its own Gloo groups found through a FileStore
+// in a fresh directory, and must match the single-rank run bit for bit.
+#include <cstdlib>
+#include <filesystem>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+#include "grid_case.h"
+#include "seam/comm/gloo_communicator.h"
+#include "seam/comm/store.h"
+
+namespace seam::boundary::testing {
+namespace {
+
+// A fresh directory for one case's store keys, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "seam_gloo_grid_XXXXXX").string();
+    path_ = mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+using GlooParam = std::tuple<std::pair<int, int>, BatchVariant, ReductionPolicy>;
+
+class GlooGrid : public ::testing::TestWithParam<GlooParam> {};
+
+TEST_P(GlooGrid, TwoLayerStackOverGlooEqualsSingleRankBitForBit) {
+  const auto [layout, variant, policy] = GetParam();
+  const auto [dp, attn_tp] = layout;
+  const std::vector<std::vector<int64_t>> patterns = GridRowPatterns(dp);
+  for (const std::vector<int64_t>& dp_rows : {patterns[1], patterns[2]}) {  // ragged, one empty
+    GridCase c{dp, attn_tp, variant, policy, dp_rows, 2};
+    c.barrier_before_teardown = true;
+    TempDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    auto store = comm::MakeFileStore(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    const absl::Status result =
+        RunGridCase(c, comm::MakeGlooGroupFactory(*store, comm::CommOptions{absl::Seconds(20)}));
+    ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
+  }
+}
+
+std::string Name(const ::testing::TestParamInfo<GlooParam>& info) {
+  const auto [layout, variant, policy] = info.param;
+  std::string p = ReductionPolicyName(policy);
+  for (char& c : p) {
+    if (c == '+') c = '_';
+  }
+  return "dp" + std::to_string(layout.first) + "_atp" + std::to_string(layout.second) + "_" +
+         BatchVariantName(variant) + "_" + p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Loopback, GlooGrid,
+    ::testing::Combine(::testing::Values(std::make_pair(1, 2), std::make_pair(2, 1), std::make_pair(2, 2)),
+                       ::testing::Values(BatchVariant::kOrdinary, BatchVariant::kUnpadded,
+                                         BatchVariant::kInputScattered),
+                       ::testing::Values(ReductionPolicy::kAr, ReductionPolicy::kRsRsv)),
+    Name);
+
+}  // namespace
+}  // namespace seam::boundary::testing

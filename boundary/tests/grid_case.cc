@@ -1,0 +1,77 @@
+#include "grid_case.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rank_threads.h"
+#include "seam/comm/communicator.h"
+#include "seam/comm/self_communicator.h"
+#include "seam/core/status.h"
+
+namespace seam::boundary::testing {
+namespace {
+
+// The single-rank reference output for all rows.
+absl::StatusOr<Tensor> Reference(const StackConfig& config, const Tensor& input) {
+  SEAM_ASSIGN_OR_RETURN(Topology topology, Topology::Make(1, 1, 0));
+  SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(config, topology));
+  auto self = comm::MakeSelfCommunicator("tp");
+  ForwardBatch batch(1, BatchVariant::kOrdinary, topology, {input.rows()});
+  batch.comms = StageComms{self.get(), self.get(), self.get()};
+  return stack->Forward(batch, input);
+}
+
+}  // namespace
+
+std::string GridCase::ToString() const {
+  return absl::StrCat("dp=", dp, " attn_tp=", attn_tp, " ", BatchVariantName(variant), " ",
+                      ReductionPolicyName(policy), " rows [", absl::StrJoin(dp_rows, ", "), "] layers ", layers);
+}
+
+std::vector<std::vector<int64_t>> GridRowPatterns(int dp) {
+  const std::vector<int64_t> equal = {6, 6, 6, 6}, ragged = {7, 3, 5, 2}, one_empty = {0, 5, 3, 4};
+  return {std::vector<int64_t>(equal.begin(), equal.begin() + dp),
+          std::vector<int64_t>(ragged.begin(), ragged.begin() + dp),
+          std::vector<int64_t>(one_empty.begin(), one_empty.begin() + dp)};
+}
+
+bool BitEqual(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         (a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
+}
+
+absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& factory) {
+  const StackConfig config{c.layers, ResolveReductionPolicy(c.policy, "qwen3"), static_cast<uint64_t>(c.layers)};
+  int64_t total = 0;
+  for (int64_t r : c.dp_rows) total += r;
+  const Tensor all = StackInput(config.seed + 99, total);
+  SEAM_ASSIGN_OR_RETURN(const Tensor expected, Reference(config, all));
+  auto results = RunRanks(c.dp * c.attn_tp, c.dp, factory,
+                          [&](const Topology& t, const StageComms& comms) -> absl::Status {
+                            SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(config, t));
+                            ForwardBatch batch(1, c.variant, t, c.dp_rows);
+                            batch.comms = comms;
+                            SEAM_ASSIGN_OR_RETURN(Tensor out,
+                                                  stack->Forward(batch, RankInput(all, batch.rows, c.variant)));
+                            int64_t offset = 0;
+                            for (int d = 0; d < t.dp_rank(); ++d) offset += c.dp_rows[d];
+                            if (!BitEqual(out, expected.Rows(offset, c.dp_rows[t.dp_rank()]).Clone())) {
+                              return absl::InternalError("output differs from the single-rank reference");
+                            }
+                            if (c.barrier_before_teardown) {
+                              SEAM_RETURN_IF_ERROR(comms.attn_dp->Barrier());
+                              SEAM_RETURN_IF_ERROR(comms.attn_tp->Barrier());
+                              SEAM_RETURN_IF_ERROR(comms.tp->Barrier());
+                            }
+                            return absl::OkStatus();
+                          });
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (!results[r].ok()) {
+      return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace seam::boundary::testing

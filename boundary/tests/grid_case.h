@@ -1,0 +1,40 @@
+// One case of the exact-arithmetic grid: a synthetic stack run on every rank
+// of a (attention DP, attention TP) layout through a communicator factory,
+// compared bit for bit with the single-rank run over all rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "seam/comm/process_groups.h"
+#include "synthetic_stack.h"
+
+namespace seam::boundary::testing {
+
+struct GridCase {
+  int dp = 1;
+  int attn_tp = 1;
+  BatchVariant variant = BatchVariant::kOrdinary;
+  ReductionPolicy policy = ReductionPolicy::kAr;  // kAuto resolves as for qwen3
+  std::vector<int64_t> dp_rows;
+  int layers = 2;
+  // Every group meets in a barrier before its communicators go away (real
+  // transports: a rank that finishes early must not close its connections
+  // while a peer is still completing its rendezvous).
+  bool barrier_before_teardown = false;
+  std::string ToString() const;
+};
+
+// Equal, ragged and one-empty row patterns for `dp` groups.
+std::vector<std::vector<int64_t>> GridRowPatterns(int dp);
+
+// Runs `c` on tp = dp · attn_tp rank threads whose groups come from
+// `factory`. OK when every rank's output equals its rows of the single-rank
+// reference bit for bit; otherwise the first failing rank's status.
+absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& factory);
+
+bool BitEqual(const Tensor& a, const Tensor& b);
+
+}  // namespace seam::boundary::testing
