@@ -59,11 +59,6 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
                             if (!BitEqual(out, expected.Rows(offset, c.dp_rows[t.dp_rank()]).Clone())) {
                               return absl::InternalError("output differs from the single-rank reference");
                             }
-                            if (c.barrier_before_teardown) {
-                              SEAM_RETURN_IF_ERROR(comms.attn_dp->Barrier());
-                              SEAM_RETURN_IF_ERROR(comms.attn_tp->Barrier());
-                              SEAM_RETURN_IF_ERROR(comms.tp->Barrier());
-                            }
                             return absl::OkStatus();
                           });
   for (size_t r = 0; r < results.size(); ++r) {

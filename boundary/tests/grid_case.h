@@ -20,10 +20,6 @@ struct GridCase {
   ReductionPolicy policy = ReductionPolicy::kAr;  // kAuto resolves as for qwen3
   std::vector<int64_t> dp_rows;
   int layers = 2;
-  // Every group meets in a barrier before its communicators go away (real
-  // transports: a rank that finishes early must not close its connections
-  // while a peer is still completing its rendezvous).
-  bool barrier_before_teardown = false;
   std::string ToString() const;
 };
 

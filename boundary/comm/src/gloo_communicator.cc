@@ -214,8 +214,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeGlooCommunicator(std::shared_p
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(ctx, ": rendezvous failed: ", e.what()));
   }
-  return std::unique_ptr<Communicator>(
-      std::make_unique<GlooCommunicator>(std::move(group_name), rank, size, options, std::move(context)));
+  auto comm = std::make_unique<GlooCommunicator>(std::move(group_name), rank, size, options, std::move(context));
+  // connectFullMesh returns on a rank once its own pairs are up; a peer may
+  // still be finishing its side. A barrier here makes creation complete on
+  // every rank before any of them can use or tear down the group.
+  absl::Status ready = comm->Barrier();
+  if (!ready.ok()) return Annotate(ready, absl::StrCat(ctx, ": rendezvous barrier failed"));
+  return std::unique_ptr<Communicator>(std::move(comm));
 }
 
 }  // namespace seam::comm
