@@ -82,10 +82,13 @@ absl::StatusOr<Hidden> CompleteOutput(const Hidden& hidden, ForwardBatch& batch)
 }
 
 absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch) {
+  // Refuse a non-plain update before accepting the value (it stays usable).
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  SEAM_RETURN_IF_ERROR(batch.stream->CheckIdentity(hidden));
+  if (const Contribution* p = batch.stream->pending()) SEAM_RETURN_IF_ERROR(RequirePlain(*p));
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
   const Contribution* pending = stream->pending();
   if (pending == nullptr) return stream->Issue(stream->residual(), false);
-  SEAM_RETURN_IF_ERROR(RequirePlain(*pending));
   PathWork work = WorkFrom(*stream, hidden);
   SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
   SEAM_RETURN_IF_ERROR(kernels::AddInPlace(work.r, work.c));
@@ -121,12 +124,15 @@ absl::StatusOr<Tensor> TakeOutput(const Hidden& hidden, ForwardBatch& batch) {
 }
 
 absl::StatusOr<Hidden> AddToOutput(const Hidden& hidden, ForwardBatch& batch, const Tensor& extra) {
+  // Refuse before accepting the value, so a refused call leaves it usable.
+  if (batch.stream == nullptr) return errors::StreamNotStarted();
+  SEAM_RETURN_IF_ERROR(batch.stream->CheckIdentity(hidden));
+  if (batch.stream->pending() == nullptr) {
+    return absl::FailedPreconditionError("add_to_output needs a pending contribution; the stream is written");
+  }
   SEAM_ASSIGN_OR_RETURN(Hidden complete, CompleteOutput(hidden, batch));
   ResidualStream* stream = batch.stream.get();
   Contribution* pending = stream->pending();
-  if (pending == nullptr) {
-    return absl::FailedPreconditionError("add_to_output needs a pending contribution; the stream is written");
-  }
   SEAM_RETURN_IF_ERROR(ExpectSameShape(pending->value, extra, "layer output", "extra contribution"));
   Tensor sum = pending->value.Clone();
   SEAM_RETURN_IF_ERROR(kernels::AddInPlace(sum, extra));
