@@ -1,0 +1,47 @@
+// Checkpoint: a Hugging Face model directory (config.json plus
+// model.safetensors, or shards listed by model.safetensors.index.json).
+// Tensors are found by name across shards and read as zero-copy views; a
+// rank takes only its shard of each tensor (row or column split for TP,
+// expert slices for MoE), copying only those bytes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/core/tensor.h"
+#include "seam/weights/model_config.h"
+#include "seam/weights/safetensors.h"
+
+namespace seam::weights {
+
+class Checkpoint {
+ public:
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& model_dir);
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& dir() const { return dir_; }
+  bool Has(const std::string& name) const;
+
+  // The whole tensor, checked against `expected_shape` and converted to
+  // `dtype` (copy only when the dtype differs). NOT_FOUND naming the tensor
+  // and the directory; INVALID_ARGUMENT naming the tensor, the expected and
+  // the actual shape.
+  absl::StatusOr<Tensor> Load(const std::string& name, const Shape& expected_shape, DType dtype) const;
+  // Rows [part·n/parts, (part+1)·n/parts) of dim 0 (n = expected_shape[0]).
+  absl::StatusOr<Tensor> LoadRows(const std::string& name, const Shape& expected_shape, int part, int parts,
+                                  DType dtype) const;
+  // The same split along dim 1 (a contiguous copy).
+  absl::StatusOr<Tensor> LoadCols(const std::string& name, const Shape& expected_shape, int part, int parts,
+                                  DType dtype) const;
+
+ private:
+  Checkpoint() = default;
+  absl::StatusOr<Tensor> Find(const std::string& name, const Shape& expected_shape) const;
+  std::string dir_;
+  ModelConfig config_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+};
+
+}  // namespace seam::weights
