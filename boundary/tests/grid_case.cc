@@ -26,7 +26,8 @@ absl::StatusOr<Tensor> Reference(const StackConfig& config, const Tensor& input)
 
 std::string GridCase::ToString() const {
   return absl::StrCat("dp=", dp, " attn_tp=", attn_tp, " ", BatchVariantName(variant), " ",
-                      ReductionPolicyName(policy), " rows [", absl::StrJoin(dp_rows, ", "), "] layers ", layers);
+                      ReductionPolicyName(policy), " rows [", absl::StrJoin(dp_rows, ", "), "] layers ", layers,
+                      " of ", pattern);
 }
 
 std::vector<std::vector<int64_t>> GridRowPatterns(int dp) {
@@ -42,7 +43,8 @@ bool BitEqual(const Tensor& a, const Tensor& b) {
 }
 
 absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& factory) {
-  const StackConfig config{c.layers, ResolveReductionPolicy(c.policy, "qwen3"), static_cast<uint64_t>(c.layers)};
+  const StackConfig config{c.layers, ResolveReductionPolicy(c.policy, "qwen3"), static_cast<uint64_t>(c.layers),
+                           c.pattern};
   int64_t total = 0;
   for (int64_t r : c.dp_rows) total += r;
   const Tensor all = StackInput(config.seed + 99, total);

@@ -20,6 +20,7 @@ struct GridCase {
   ReductionPolicy policy = ReductionPolicy::kAr;  // kAuto resolves as for qwen3
   std::vector<int64_t> dp_rows;
   int layers = 2;
+  std::string pattern = "AF";  // stages per layer (see StackConfig::pattern)
   std::string ToString() const;
 };
 

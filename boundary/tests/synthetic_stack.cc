@@ -86,38 +86,42 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   stack->layers_.resize(config.layers);
   stack->final_norm_ = MakeNorm(config.seed * 31 + 5);
   LayerStack scope(LayerStackOptions{topology, config.policy});
-  const int64_t attn_shard = kAttnInner / topology.attn_tp(), ffn_shard = kFfnInner / topology.tp;
   for (int l = 0; l < config.layers; ++l) {
     Layer& layer = stack->layers_[l];
-    const uint64_t s = config.seed * 100 + l * 10;
-    layer.attn_norm = MakeNorm(s + 1);
-    layer.ffn_norm = MakeNorm(s + 2);
-    const int64_t a0 = topology.attn_tp_rank() * attn_shard, f0 = topology.tp_rank * ffn_shard;
-    layer.wq = Shard(DyadicValues(s + 3, kAttnInner * kHidden, 0.25f, 1.0f), kAttnInner, kHidden, a0,
-                     a0 + attn_shard, false);
-    layer.wo = Shard(DyadicValues(s + 4, kHidden * kAttnInner, 0.125f, 0.5f), kHidden, kAttnInner, a0,
-                     a0 + attn_shard, true);
-    layer.w1 = Shard(DyadicValues(s + 5, kFfnInner * kHidden, 0.25f, 1.0f), kFfnInner, kHidden, f0, f0 + ffn_shard,
-                     false);
-    layer.w2 = Shard(DyadicValues(s + 6, kHidden * kFfnInner, 0.125f, 0.5f), kHidden, kFfnInner, f0,
-                     f0 + ffn_shard, true);
-    SEAM_ASSIGN_OR_RETURN(auto boundaries, SEAM_APPEND_STAGES(l, StageItem{DeclareAttn(), &layer.attn_norm},
-                                                              StageItem{DeclareFfn(), &layer.ffn_norm}));
-    layer.attn = boundaries[0];
-    layer.ffn = boundaries[1];
+    layer.stages.resize(config.pattern.size());
+    std::vector<StageItem> items;
+    for (size_t i = 0; i < config.pattern.size(); ++i) {
+      Stage& st = layer.stages[i];
+      st.kind = config.pattern[i];
+      const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
+      st.norm = MakeNorm(s + 1);
+      const bool ffn = st.kind == 'F';
+      const int64_t inner = ffn ? kFfnInner : kAttnInner;
+      const int64_t shard = ffn ? kFfnInner / topology.tp : kAttnInner / topology.attn_tp();
+      const int64_t b = (ffn ? topology.tp_rank : topology.attn_tp_rank()) * shard;
+      st.w_in = Shard(DyadicValues(s + 3, inner * kHidden, 0.25f, 1.0f), inner, kHidden, b, b + shard, false);
+      st.w_out = Shard(DyadicValues(s + 4, kHidden * inner, 0.125f, 0.5f), kHidden, inner, b, b + shard, true);
+      StageDeclaration decl = ffn ? DeclareFfn()
+                                  : DeclareAttn({st.kind == 'M' ? ProducerReduction::kExitScoped
+                                                                : ProducerReduction::kAlwaysPartial});
+      items.push_back(StageItem{decl, &st.norm});
+    }
+    SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
+    for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];
   }
   SEAM_RETURN_IF_ERROR(scope.Close());
   return stack;
 }
 
 absl::StatusOr<Tensor> SyntheticStack::Forward(ForwardBatch& batch, const Tensor& input) const {
-  const int64_t attn_shard = kAttnInner / topology_.attn_tp(), ffn_shard = kFfnInner / topology_.tp;
   SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, input));
   for (const Layer& layer : layers_) {
-    SEAM_ASSIGN_OR_RETURN(Tensor x, layer.attn->Prepare(h, batch));
-    SEAM_ASSIGN_OR_RETURN(h, layer.attn->Finish(Compute(x, layer.wq, attn_shard, layer.wo, false), batch));
-    SEAM_ASSIGN_OR_RETURN(x, layer.ffn->Prepare(h, batch));
-    SEAM_ASSIGN_OR_RETURN(h, layer.ffn->Finish(Compute(x, layer.w1, ffn_shard, layer.w2, true), batch));
+    for (const Stage& st : layer.stages) {
+      const bool ffn = st.kind == 'F';
+      const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
+      SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch));
+      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Compute(x, st.w_in, shard, st.w_out, ffn), batch));
+    }
   }
   return FinalNorm(h, batch, final_norm_);
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,9 @@ struct StackConfig {
   int layers = 2;
   ReductionPolicy policy = ReductionPolicy::kAr;
   uint64_t seed = 7;
+  // Stages each layer declares, in order: 'A' attention (ALWAYS_PARTIAL),
+  // 'M' mixer (EXIT_SCOPED attention), 'F' dense FFN.
+  std::string pattern = "AF";
 };
 
 // One rank's copy of the stack: its weight shards, norms and boundaries.
@@ -40,11 +44,17 @@ class SyntheticStack {
   // (this rank's stack input rows); returns this rank's final-norm DP rows.
   absl::StatusOr<Tensor> Forward(ForwardBatch& batch, const Tensor& input) const;
 
+  // One stage: its norm, this rank's weight shards and its boundary.
+  // Attention-like stages shard kAttnInner over attention TP; FFNs shard
+  // kFfnInner over TP. w_in is [inner shard, H], w_out is [H, inner shard].
+  struct Stage {
+    char kind = 'A';
+    NormParams norm;
+    std::vector<float> w_in, w_out;
+    std::shared_ptr<StageBoundary> boundary;
+  };
   struct Layer {
-    NormParams attn_norm, ffn_norm;
-    std::vector<float> wq, wo;  // [kAttnInner/attn_tp, H], [H, kAttnInner/attn_tp] (this rank's shard)
-    std::vector<float> w1, w2;  // [kFfnInner/tp, H], [H, kFfnInner/tp]
-    std::shared_ptr<StageBoundary> attn, ffn;
+    std::vector<Stage> stages;
   };
   const std::vector<Layer>& layers() const { return layers_; }
 
