@@ -24,8 +24,13 @@ LayerStack::LayerStack(LayerStackOptions options) : options_(std::move(options))
 }
 
 LayerStack::~LayerStack() {
-  absl::Status s = Close();
-  SEAM_CHECK_MSG(s.ok(), "closing a layer stack failed: ", s.ToString());
+  // A stack left without Close() (construction returned early on an error)
+  // still leaves the scope; its last stage stays unbound, so any forward
+  // through it fails with a clear error instead of running unbound.
+  if (!closed_) {
+    closed_ = true;
+    if (current_stack == this) current_stack = previous_;
+  }
 }
 
 LayerStack* LayerStack::Current() { return current_stack; }

@@ -42,7 +42,8 @@ struct StageItem {
 class LayerStack {
  public:
   explicit LayerStack(LayerStackOptions options);
-  // Closes the stack if Close() was not called; a binding error then aborts.
+  // Leaves the scope. Without a successful Close() the last stage is left
+  // unbound (stage boundaries then refuse forwards), so call Close().
   ~LayerStack();
   LayerStack(const LayerStack&) = delete;
   LayerStack& operator=(const LayerStack&) = delete;
