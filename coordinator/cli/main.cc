@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "seam/coordinator/demo_command.h"
+#include "seam/coordinator/model_init_command.h"
 #include "seam/coordinator/plan_command.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +32,27 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--hidden", demo.hidden, "hidden size")->capture_default_str();
   demo_cmd->add_option("--seed", demo.seed, "random data seed")->capture_default_str();
 
+  seam::coordinator::ModelInitCommandOptions init;
+  CLI::App* model_cmd = app.add_subcommand("model", "model checkpoints");
+  model_cmd->require_subcommand(1);
+  CLI::App* init_cmd = model_cmd->add_subcommand("init", "write a Hugging Face checkpoint with random weights");
+  init_cmd->add_option("--arch", init.arch, "architecture: qwen3 or qwen3_moe")->capture_default_str();
+  init_cmd->add_option("--layers", init.layers, "num_hidden_layers")->required();
+  init_cmd->add_option("--hidden", init.hidden, "hidden_size")->required();
+  init_cmd->add_option("--heads", init.heads, "num_attention_heads")->required();
+  init_cmd->add_option("--kv-heads", init.kv_heads, "num_key_value_heads (default: --heads)");
+  init_cmd->add_option("--head-dim", init.head_dim, "head_dim (default: hidden / heads)");
+  init_cmd->add_option("--intermediate", init.intermediate, "intermediate_size (dense FFN)")->required();
+  init_cmd->add_option("--vocab", init.vocab, "vocab_size")->required();
+  init_cmd->add_option("--experts", init.experts, "num_experts (qwen3_moe)");
+  init_cmd->add_option("--top-k", init.top_k, "num_experts_per_tok (qwen3_moe)");
+  init_cmd->add_option("--moe-intermediate", init.moe_intermediate, "moe_intermediate_size (qwen3_moe)");
+  init_cmd->add_option("--dtype", init.dtype, "weights dtype: f32 or bf16")->capture_default_str();
+  init_cmd->add_option("--seed", init.seed, "random weights seed")->capture_default_str();
+  init_cmd->add_flag("--exact", init.exact, "dyadic weights whose fp32 sums are exact");
+  init_cmd->add_flag("--tie-embeddings", init.tie_embeddings, "tie lm_head to the embedding");
+  init_cmd->add_option("--out", init.out, "output directory")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,5 +61,6 @@ int main(int argc, char** argv) {
   }
   if (plan_cmd->parsed()) return seam::coordinator::RunPlanCommand(plan, std::cout, std::cerr);
   if (demo_cmd->parsed()) return seam::coordinator::RunDemoCommand(demo, std::cout, std::cerr);
+  if (init_cmd->parsed()) return seam::coordinator::RunModelInitCommand(init, std::cout, std::cerr);
   return 2;
 }

@@ -5,6 +5,7 @@
 // expert slices for MoE), copying only those bytes.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,10 +30,12 @@ class Checkpoint {
   // and the directory; INVALID_ARGUMENT naming the tensor, the expected and
   // the actual shape.
   absl::StatusOr<Tensor> Load(const std::string& name, const Shape& expected_shape, DType dtype) const;
-  // Rows [part·n/parts, (part+1)·n/parts) of dim 0 (n = expected_shape[0]).
+  // Rows [part·n/parts, (part+1)·n/parts) of dim 0 (n = expected_shape[0]):
+  // a zero-copy view when `dtype` matches the file. INVALID_ARGUMENT when
+  // `parts` does not divide n or `part` is out of range.
   absl::StatusOr<Tensor> LoadRows(const std::string& name, const Shape& expected_shape, int part, int parts,
                                   DType dtype) const;
-  // The same split along dim 1 (a contiguous copy).
+  // The same split along dim 1 (a contiguous copy; rank >= 2).
   absl::StatusOr<Tensor> LoadCols(const std::string& name, const Shape& expected_shape, int part, int parts,
                                   DType dtype) const;
 
@@ -42,6 +45,7 @@ class Checkpoint {
   std::string dir_;
   ModelConfig config_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, size_t> where_;  // tensor name -> index into files_
 };
 
 }  // namespace seam::weights

@@ -42,7 +42,8 @@ class SafetensorsFile {
   size_t map_size_ = 0;
   size_t data_offset_ = 0;
   std::vector<TensorInfo> tensors_;
-  std::shared_ptr<Storage> storage_;  // wraps the mapping
+  std::map<std::string, size_t> index_;  // name -> position in tensors_
+  std::shared_ptr<Storage> storage_;     // wraps the mapping; unmaps when the last view drops
 };
 
 // Writes `tensors` (host, contiguous; f32/bf16/f16/i32/i64) in the given order.

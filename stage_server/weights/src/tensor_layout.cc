@@ -1,0 +1,45 @@
+// HfTensorLayout: the tensor names and shapes of transformers' Qwen3 and
+// Qwen3-MoE modules (modeling_qwen3.py, modeling_qwen3_moe.py).
+#include "seam/weights/tensor_layout.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace seam::weights {
+
+std::vector<TensorSpec> HfTensorLayout(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, V = c.vocab_size, D = c.head_dim;
+  const int64_t Q = c.num_attention_heads * D, KV = c.num_key_value_heads * D;
+  std::vector<TensorSpec> out;
+  out.push_back({"model.embed_tokens.weight", {V, H}});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    out.push_back({p + "input_layernorm.weight", {H}, true});
+    out.push_back({p + "self_attn.q_proj.weight", {Q, H}});
+    out.push_back({p + "self_attn.k_proj.weight", {KV, H}});
+    out.push_back({p + "self_attn.v_proj.weight", {KV, H}});
+    out.push_back({p + "self_attn.o_proj.weight", {H, Q}});
+    out.push_back({p + "self_attn.q_norm.weight", {D}, true});
+    out.push_back({p + "self_attn.k_norm.weight", {D}, true});
+    out.push_back({p + "post_attention_layernorm.weight", {H}, true});
+    if (c.IsSparseLayer(l)) {
+      const int64_t M = c.moe_intermediate_size;
+      out.push_back({p + "mlp.gate.weight", {c.num_experts, H}});
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string x = absl::StrCat(p, "mlp.experts.", e, ".");
+        out.push_back({x + "gate_proj.weight", {M, H}});
+        out.push_back({x + "up_proj.weight", {M, H}});
+        out.push_back({x + "down_proj.weight", {H, M}});
+      }
+    } else {
+      const int64_t I = c.intermediate_size;
+      out.push_back({p + "mlp.gate_proj.weight", {I, H}});
+      out.push_back({p + "mlp.up_proj.weight", {I, H}});
+      out.push_back({p + "mlp.down_proj.weight", {H, I}});
+    }
+  }
+  out.push_back({"model.norm.weight", {H}, true});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, H}});
+  return out;
+}
+
+}  // namespace seam::weights
