@@ -1,0 +1,86 @@
+// KvCache: one rank's paged key/value cache. Every layer owns a k and a v
+// tensor [num_blocks, block_size, local_kv_heads, head_dim]; a sequence owns
+// a list of blocks (its block table) that grows as its tokens are reserved.
+// The number of blocks comes from a byte budget. Owned and used by one rank
+// thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/core/device.h"
+#include "seam/core/dtype.h"
+#include "seam/core/tensor.h"
+#include "seam/kernels/ops.h"
+
+namespace seam::models {
+
+struct KvCacheOptions {
+  int64_t budget_bytes = int64_t{64} << 20;  // bytes for all layers' k and v together
+  int64_t block_size = 16;                   // tokens per block
+  DType dtype = DType::kF32;
+  Device device = Device::CPU();
+};
+
+// The part of one sequence a step runs: tokens [start, start + count).
+struct CacheSpan {
+  uint64_t sequence = 0;
+  int64_t start = 0;
+  int64_t count = 0;
+};
+
+// What attention needs for one step's tokens, on the cache's device.
+struct CacheBatch {
+  Tensor slot_mapping;              // i32 [T]: flat slot of every token of the step
+  Tensor positions;                 // i32 [T]: position of every token
+  kernels::AttentionBatch attention;  // query_start, context_lens, block_tables
+};
+
+class KvCache {
+ public:
+  // INVALID_ARGUMENT when a size is not positive or the budget holds no block
+  // (the message names the bytes one block needs).
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(int64_t layers, int64_t local_kv_heads, int64_t head_dim,
+                                                         const KvCacheOptions& options);
+
+  int64_t layers() const { return static_cast<int64_t>(k_.size()); }
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t block_size() const { return options_.block_size; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t bytes_per_block() const { return bytes_per_block_; }
+  const Tensor& k(int64_t layer) const { return k_[layer]; }
+  const Tensor& v(int64_t layer) const { return v_[layer]; }
+
+  bool Has(uint64_t sequence) const { return tables_.count(sequence) != 0; }
+  // Tokens the blocks of `sequence` can hold (0 for an unknown sequence).
+  int64_t Capacity(uint64_t sequence) const;
+  // Blocks still to allocate so every span fits (sequences added as needed).
+  int64_t BlocksNeeded(const std::vector<CacheSpan>& spans) const;
+  // Adds unknown sequences and grows each so that its span fits; all or
+  // nothing. RESOURCE_EXHAUSTED "KV cache full: the step needs N more blocks,
+  // M of K are free" when the blocks do not suffice. Idempotent for spans
+  // that already fit.
+  absl::Status Reserve(const std::vector<CacheSpan>& spans);
+  // Returns the sequence's blocks; NOT_FOUND for an unknown sequence.
+  absl::Status Free(uint64_t sequence);
+
+  // Slot mapping, positions and attention batch of a step whose spans were
+  // reserved (FAILED_PRECONDITION naming a span that does not fit).
+  absl::StatusOr<CacheBatch> BuildBatch(const std::vector<CacheSpan>& spans) const;
+
+ private:
+  KvCache(KvCacheOptions options) : options_(options) {}
+  int64_t BlocksFor(int64_t tokens) const { return (tokens + options_.block_size - 1) / options_.block_size; }
+
+  KvCacheOptions options_;
+  int64_t num_blocks_ = 0;
+  int64_t bytes_per_block_ = 0;
+  std::vector<Tensor> k_, v_;
+  std::vector<int32_t> free_;  // a stack; lowest block ids are handed out first
+  std::map<uint64_t, std::vector<int32_t>> tables_;
+};
+
+}  // namespace seam::models

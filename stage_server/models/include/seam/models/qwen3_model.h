@@ -1,0 +1,82 @@
+// Qwen3Model: one rank's part of a Qwen3 or Qwen3-MoE decoder (dense and
+// sparse FFN layers) built on the boundary library. The rank holds only its
+// weight shards: attention heads by attention-TP rank (KV heads replicated
+// when there are fewer than attention-TP ranks), FFN and expert
+// intermediates by TP rank; embeddings, norms, router and lm_head whole.
+// Every output projection returns a partial sum that the layer's boundary
+// completes; the model never calls a collective itself.
+// One model per rank thread; Forward is not reentrant.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/forward_batch.h"
+#include "seam/boundary/layout.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/core/dtype.h"
+#include "seam/core/tensor.h"
+#include "seam/models/kv_cache.h"
+#include "seam/weights/checkpoint.h"
+#include "seam/weights/model_config.h"
+
+namespace seam::models {
+
+struct ModelOptions {
+  boundary::Topology topology;
+  boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAr;  // resolved (never kAuto)
+  DType dtype = DType::kF32;  // compute and weight dtype
+  int first_layer = 0;        // first decoder layer this rank builds
+  int end_layer = -1;         // one past the last one (-1: every layer)
+};
+
+// One sequence's part of a step.
+struct SequenceStep {
+  uint64_t sequence = 0;
+  std::vector<int32_t> tokens;  // the tokens this step runs
+  int64_t start = 0;            // position of tokens[0] (tokens already in the cache)
+};
+
+// The sequences of this rank's attention-DP group for one step.
+struct StepInput {
+  std::vector<SequenceStep> sequences;
+  bool all_logits = false;  // logits of every token, or of each sequence's last token only
+};
+
+// KV-head arithmetic of one attention-TP rank.
+struct AttentionShard {
+  int64_t q_heads = 0;        // local query heads
+  int64_t kv_heads = 0;       // local KV heads
+  int kv_part = 0, kv_parts = 1;  // the rows of k/v_proj this rank loads: part kv_part of kv_parts
+  static absl::StatusOr<AttentionShard> Of(const weights::ModelConfig& config, int attn_tp, int attn_tp_rank);
+};
+
+class Qwen3Model {
+ public:
+  static absl::StatusOr<std::unique_ptr<Qwen3Model>> Load(const weights::Checkpoint& checkpoint,
+                                                          const ModelOptions& options);
+  ~Qwen3Model();
+
+  const weights::ModelConfig& config() const;
+  const ModelOptions& options() const;
+  const AttentionShard& attention_shard() const;
+  int64_t layers() const;  // decoder layers this rank built
+
+  // A KV cache shaped for this rank's layers and KV heads.
+  absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const;
+
+  // Runs `input` (this rank's DP group's sequences, whose counts `batch`'s
+  // dp_rows hold) through the stack; reserves the cache blocks it needs.
+  // Returns fp32 logits [rows, vocab]: every token, or each sequence's last.
+  absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache);
+
+  struct Impl;
+
+ private:
+  explicit Qwen3Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seam::models

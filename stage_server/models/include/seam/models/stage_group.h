@@ -1,0 +1,67 @@
+// StageGroup: one stage's TP group on the CPU. Each of the tp ranks is a
+// thread with its own Gloo groups (found through a FileStore in a fresh
+// temporary directory), its Qwen3Model shards and its KvCache. Sequences are
+// assigned to attention-DP groups round-robin when first seen and stay there
+// (their KV cache lives there); a step runs one forward on every rank, and a
+// DP group with no sequence in the step still joins every collective.
+// Driven by one thread: Create, Step and Free must not run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/models/kv_cache.h"
+#include "seam/models/qwen3_model.h"
+#include "seam/weights/model_config.h"
+
+namespace seam::models {
+
+struct StageGroupOptions {
+  DType dtype = DType::kF32;                       // compute dtype
+  KvCacheOptions cache;                            // each rank's cache
+  absl::Duration comm_timeout = absl::Seconds(30);  // longest any collective waits for peers
+  absl::Duration rank_deadline = absl::Seconds(120);  // longest Create or Step waits for a rank
+};
+
+class StageGroup {
+ public:
+  // Opens the checkpoint, starts tp rank threads, joins their Gloo groups and
+  // loads each rank's shards. `policy` may be kAuto (resolved for the
+  // checkpoint's architecture). INVALID_ARGUMENT for sizes that do not divide.
+  static absl::StatusOr<std::unique_ptr<StageGroup>> Create(const std::string& model_dir, int tp, int attn_dp,
+                                                            boundary::ReductionPolicy policy,
+                                                            const StageGroupOptions& options = {});
+  ~StageGroup();
+
+  const weights::ModelConfig& config() const;
+  int tp() const;
+  int attn_dp() const;
+  // The DP group a sequence lives on, or -1 when it has none yet.
+  int DpGroupOf(uint64_t sequence) const;
+  // Free KV blocks of attention-DP group `dp` (as each of its ranks sees them).
+  int64_t FreeBlocks(int dp) const;
+
+  // One forward of `sequences` (each at most once) on every rank. Returns fp32
+  // logits per sequence, in input order: [tokens, vocab] with all_logits,
+  // [1, vocab] otherwise. RESOURCE_EXHAUSTED (nothing run) when a DP group's
+  // cache cannot hold its sequences; a failing rank fails the step with its
+  // status prefixed by "rank r (dp d, attn_tp a)", and the group refuses
+  // later steps with FAILED_PRECONDITION.
+  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<SequenceStep>& sequences, bool all_logits);
+  // Returns a sequence's blocks on its DP group; NOT_FOUND for an unknown one.
+  absl::Status Free(uint64_t sequence);
+
+  struct Impl;
+
+ private:
+  explicit StageGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seam::models

@@ -1,0 +1,134 @@
+#include "seam/models/kv_cache.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
+
+namespace seam::models {
+namespace {
+
+// A host i32 tensor moved to `device` when that is not the host.
+absl::StatusOr<Tensor> OnDevice(const std::vector<int32_t>& values, const Shape& shape, Device device) {
+  Tensor host = Tensor::FromInts(values, shape);
+  if (device.is_cpu()) return host;
+  return host.To(device);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t local_kv_heads, int64_t head_dim,
+                                                         const KvCacheOptions& options) {
+  if (layers <= 0 || local_kv_heads <= 0 || head_dim <= 0 || options.block_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("KV cache: layers (", layers, "), kv heads (", local_kv_heads,
+                                                   "), head_dim (", head_dim, ") and block_size (",
+                                                   options.block_size, ") must be positive"));
+  }
+  auto cache = std::unique_ptr<KvCache>(new KvCache(options));
+  const int64_t per_layer_tensor = options.block_size * local_kv_heads * head_dim * DTypeSize(options.dtype);
+  cache->bytes_per_block_ = 2 * layers * per_layer_tensor;
+  cache->num_blocks_ = options.budget_bytes / cache->bytes_per_block_;
+  if (cache->num_blocks_ <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("KV cache: a budget of ", options.budget_bytes,
+                                                   " bytes holds no block (one block needs ",
+                                                   cache->bytes_per_block_, " bytes)"));
+  }
+  const Shape shape{cache->num_blocks_, options.block_size, local_kv_heads, head_dim};
+  for (int64_t l = 0; l < layers; ++l) {
+    SEAM_ASSIGN_OR_RETURN(Tensor k, Tensor::TryEmpty(shape, options.dtype, options.device));
+    SEAM_ASSIGN_OR_RETURN(Tensor v, Tensor::TryEmpty(shape, options.dtype, options.device));
+    cache->k_.push_back(std::move(k));
+    cache->v_.push_back(std::move(v));
+  }
+  cache->free_.reserve(cache->num_blocks_);
+  for (int64_t b = cache->num_blocks_ - 1; b >= 0; --b) cache->free_.push_back(static_cast<int32_t>(b));
+  return cache;
+}
+
+int64_t KvCache::Capacity(uint64_t sequence) const {
+  auto it = tables_.find(sequence);
+  return it == tables_.end() ? 0 : static_cast<int64_t>(it->second.size()) * options_.block_size;
+}
+
+int64_t KvCache::BlocksNeeded(const std::vector<CacheSpan>& spans) const {
+  // A sequence may appear more than once; it needs blocks for its furthest span.
+  std::map<uint64_t, int64_t> end_of;
+  for (const CacheSpan& s : spans) end_of[s.sequence] = std::max(end_of[s.sequence], s.start + s.count);
+  int64_t needed = 0;
+  for (const auto& [sequence, end] : end_of) {
+    auto it = tables_.find(sequence);
+    const int64_t have = it == tables_.end() ? 0 : static_cast<int64_t>(it->second.size());
+    needed += std::max<int64_t>(0, BlocksFor(end) - have);
+  }
+  return needed;
+}
+
+absl::Status KvCache::Reserve(const std::vector<CacheSpan>& spans) {
+  for (const CacheSpan& s : spans) {
+    if (s.start < 0 || s.count < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("KV cache: sequence ", s.sequence, " has span start ", s.start,
+                                                     " count ", s.count));
+    }
+  }
+  const int64_t needed = BlocksNeeded(spans);
+  if (needed > free_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: the step needs ", needed, " more blocks, ",
+                                                     free_blocks(), " of ", num_blocks_, " are free"));
+  }
+  for (const CacheSpan& s : spans) {
+    std::vector<int32_t>& table = tables_[s.sequence];
+    while (static_cast<int64_t>(table.size()) < BlocksFor(s.start + s.count)) {
+      table.push_back(free_.back());
+      free_.pop_back();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::Free(uint64_t sequence) {
+  auto it = tables_.find(sequence);
+  if (it == tables_.end()) {
+    return absl::NotFoundError(absl::StrCat("KV cache: sequence ", sequence, " holds no blocks"));
+  }
+  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) free_.push_back(*b);
+  tables_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CacheBatch> KvCache::BuildBatch(const std::vector<CacheSpan>& spans) const {
+  int64_t max_blocks = 1;
+  for (const CacheSpan& s : spans) {
+    if (Capacity(s.sequence) < s.start + s.count) {
+      return absl::FailedPreconditionError(absl::StrCat("KV cache: sequence ", s.sequence, " holds ",
+                                                        Capacity(s.sequence), " tokens, the step needs ",
+                                                        s.start + s.count, "; reserve it first"));
+    }
+    max_blocks = std::max<int64_t>(max_blocks, tables_.at(s.sequence).size());
+  }
+  const int64_t seqs = static_cast<int64_t>(spans.size());
+  std::vector<int32_t> slots, positions, query_start{0}, context_lens;
+  std::vector<int32_t> tables(seqs * max_blocks, 0);
+  for (int64_t i = 0; i < seqs; ++i) {
+    const CacheSpan& s = spans[i];
+    const std::vector<int32_t>& table = tables_.at(s.sequence);
+    for (int64_t p = s.start; p < s.start + s.count; ++p) {
+      slots.push_back(static_cast<int32_t>(table[p / options_.block_size] * options_.block_size +
+                                           p % options_.block_size));
+      positions.push_back(static_cast<int32_t>(p));
+    }
+    query_start.push_back(query_start.back() + static_cast<int32_t>(s.count));
+    context_lens.push_back(static_cast<int32_t>(s.start + s.count));
+    std::copy(table.begin(), table.end(), tables.begin() + i * max_blocks);
+  }
+  const int64_t tokens = static_cast<int64_t>(slots.size());
+  const Device device = options_.device;
+  CacheBatch batch;
+  SEAM_ASSIGN_OR_RETURN(batch.slot_mapping, OnDevice(slots, {tokens}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.positions, OnDevice(positions, {tokens}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.attention.query_start, OnDevice(query_start, {seqs + 1}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.attention.context_lens, OnDevice(context_lens, {seqs}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.attention.block_tables, OnDevice(tables, {seqs, max_blocks}, device));
+  return batch;
+}
+
+}  // namespace seam::models

@@ -1,0 +1,107 @@
+// Qwen3 attention on one attention-TP rank: q/k/v projections of this rank's
+// heads, per-head RMSNorm of q and k, rotary embedding, the paged KV cache,
+// and an o_proj that returns its partial sum unreduced.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "src/qwen3_layers.h"
+
+namespace seam::models {
+
+absl::StatusOr<AttentionShard> AttentionShard::Of(const weights::ModelConfig& config, int attn_tp,
+                                                  int attn_tp_rank) {
+  const int64_t heads = config.num_attention_heads, kv = config.num_key_value_heads;
+  if (attn_tp <= 0 || heads % attn_tp != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_attention_heads (", heads, ") does not divide over attention TP ", attn_tp));
+  }
+  if (kv <= 0 || heads % kv != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_attention_heads (", heads, ") is not a multiple of num_key_value_heads (", kv, ")"));
+  }
+  AttentionShard s;
+  s.q_heads = heads / attn_tp;
+  if (kv % attn_tp == 0) {  // KV heads split like the query heads
+    s.kv_heads = kv / attn_tp;
+    s.kv_part = attn_tp_rank;
+    s.kv_parts = attn_tp;
+  } else if (attn_tp % kv == 0) {  // fewer KV heads than ranks: each rank holds a replica of one
+    s.kv_heads = 1;
+    s.kv_part = attn_tp_rank / static_cast<int>(attn_tp / kv);
+    s.kv_parts = static_cast<int>(kv);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("num_key_value_heads (", kv,
+                                                   ") neither divides over nor divides attention TP ", attn_tp));
+  }
+  return s;
+}
+
+namespace internal {
+
+absl::StatusOr<Attention> Attention::Load(const LoadContext& ctx, int64_t layer) {
+  const weights::ModelConfig& c = ctx.config;
+  const int64_t d = c.head_dim, h = c.hidden_size;
+  const int a = ctx.topology.attn_tp_rank(), atp = ctx.topology.attn_tp();
+  Attention attn;
+  attn.q_heads_ = ctx.shard.q_heads;
+  attn.kv_heads_ = ctx.shard.kv_heads;
+  attn.head_dim_ = d;
+  attn.hidden_ = h;
+  attn.eps_ = c.rms_norm_eps;
+  attn.theta_ = c.rope_theta;
+  const weights::Checkpoint& ck = ctx.checkpoint;
+  const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
+  SEAM_ASSIGN_OR_RETURN(attn.wq_, ck.LoadRows(LayerName(layer, "self_attn.q_proj.weight"), {heads * d, h}, a, atp,
+                                              ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(attn.wk_, ck.LoadRows(LayerName(layer, "self_attn.k_proj.weight"), {kv * d, h},
+                                              ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(attn.wv_, ck.LoadRows(LayerName(layer, "self_attn.v_proj.weight"), {kv * d, h},
+                                              ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(attn.wo_, ck.LoadCols(LayerName(layer, "self_attn.o_proj.weight"), {h, heads * d}, a, atp,
+                                              ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(attn.q_norm_, ck.Load(LayerName(layer, "self_attn.q_norm.weight"), {d}, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(attn.k_norm_, ck.Load(LayerName(layer, "self_attn.k_norm.weight"), {d}, ctx.dtype));
+  return attn;
+}
+
+absl::StatusOr<Tensor> Attention::Forward(const Tensor& x, const CacheBatch& step, KvCache& cache,
+                                          int64_t cache_layer) const {
+  const int64_t t = x.rows(), d = head_dim_;
+  const DType dt = x.dtype();
+  if (step.positions.dim(0) != t) {
+    return absl::InternalError(absl::StrCat("attention input has ", t, " rows but the step has ",
+                                            step.positions.dim(0), " tokens"));
+  }
+  Tensor q = Tensor::Empty({t, q_heads_ * d}, dt), k = Tensor::Empty({t, kv_heads_ * d}, dt),
+         v = Tensor::Empty({t, kv_heads_ * d}, dt);
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wq_, q));
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wk_, k));
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wv_, v));
+
+  // Per-head RMSNorm over head_dim: rows of the [T·heads, D] view.
+  Tensor qn = Tensor::Empty({t * q_heads_, d}, dt), kn = Tensor::Empty({t * kv_heads_, d}, dt);
+  SEAM_ASSIGN_OR_RETURN(Tensor q_rows, q.Reshape({t * q_heads_, d}));
+  SEAM_ASSIGN_OR_RETURN(Tensor k_rows, k.Reshape({t * kv_heads_, d}));
+  SEAM_RETURN_IF_ERROR(kernels::RmsNorm(q_rows, q_norm_, eps_, qn));
+  SEAM_RETURN_IF_ERROR(kernels::RmsNorm(k_rows, k_norm_, eps_, kn));
+
+  SEAM_ASSIGN_OR_RETURN(Tensor q3, qn.Reshape({t, q_heads_, d}));
+  SEAM_ASSIGN_OR_RETURN(Tensor k3, kn.Reshape({t, kv_heads_, d}));
+  SEAM_ASSIGN_OR_RETURN(Tensor v3, v.Reshape({t, kv_heads_, d}));
+  SEAM_RETURN_IF_ERROR(kernels::RotaryEmbedding(q3, k3, step.positions, theta_, d));
+  SEAM_RETURN_IF_ERROR(
+      kernels::WriteKvCache(k3, v3, step.slot_mapping, cache.k(cache_layer), cache.v(cache_layer)));
+
+  Tensor attn = Tensor::Empty({t, q_heads_, d}, dt);
+  SEAM_RETURN_IF_ERROR(kernels::PagedAttention(q3, cache.k(cache_layer), cache.v(cache_layer), step.attention,
+                                               1.0f / std::sqrt(static_cast<float>(d)), attn));
+  SEAM_ASSIGN_OR_RETURN(Tensor attn_rows, attn.Reshape({t, q_heads_ * d}));
+  Tensor out = Tensor::Empty({t, hidden_}, dt);
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(attn_rows, wo_, out));  // partial over attention TP: never reduced here
+  return out;
+}
+
+}  // namespace internal
+}  // namespace seam::models

@@ -1,0 +1,90 @@
+// The compute modules of one Qwen3 decoder layer on one rank: attention over
+// the paged KV cache, the dense MLP and the sparse MoE block. Each loads only
+// this rank's shards and returns an unreduced partial output. Private to
+// the models library.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/layout.h"
+#include "seam/boundary/residual_ops.h"
+#include "seam/boundary/stage_boundary.h"
+#include "seam/core/tensor.h"
+#include "seam/models/kv_cache.h"
+#include "seam/models/qwen3_model.h"
+#include "seam/weights/checkpoint.h"
+
+namespace seam::models::internal {
+
+// What every loader needs: the checkpoint, the rank's place and dtype.
+struct LoadContext {
+  const weights::Checkpoint& checkpoint;
+  const weights::ModelConfig& config;
+  boundary::Topology topology;
+  AttentionShard shard;
+  DType dtype;
+};
+
+// "model.layers.<layer>.<suffix>".
+std::string LayerName(int64_t layer, const std::string& suffix);
+
+// The rows of `x` listed in `rows`, in that order, as a new contiguous tensor.
+Tensor GatherRows(const Tensor& x, const std::vector<int64_t>& rows);
+// The rows of `a` followed by the rows of `b` (same columns and dtype).
+Tensor ConcatRows(const Tensor& a, const Tensor& b);
+
+class Attention {
+ public:
+  static absl::StatusOr<Attention> Load(const LoadContext& ctx, int64_t layer);
+  // x: this DP group's rows [T, H] (T > 0). Writes this step's k and v into
+  // the cache of `cache_layer`; returns the o_proj partial sum [T, H].
+  absl::StatusOr<Tensor> Forward(const Tensor& x, const CacheBatch& step, KvCache& cache,
+                                 int64_t cache_layer) const;
+
+ private:
+  Tensor wq_, wk_, wv_, wo_;  // [qh·D, H], [kvh·D, H] ×2, [H, qh·D]
+  Tensor q_norm_, k_norm_;    // [D]
+  int64_t q_heads_ = 0, kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;
+  float eps_ = 1e-6f, theta_ = 1e6f;
+};
+
+// gate/up/down with the intermediate split over TP: SiluAndMul over [gate | up].
+class DenseMlp {
+ public:
+  // `prefix` names the module ("model.layers.3.mlp", "...mlp.experts.5").
+  static absl::StatusOr<DenseMlp> Load(const LoadContext& ctx, const std::string& prefix, int64_t intermediate);
+  // x [N, H] → partial [N, H] (N may be 0).
+  absl::StatusOr<Tensor> Forward(const Tensor& x) const;
+
+ private:
+  Tensor gate_up_;  // [2·I/tp, H]: this rank's gate rows, then its up rows
+  Tensor down_;     // [H, I/tp]
+};
+
+// Router (replicated) + experts (each sharded over TP). Runs on host tensors.
+class MoeBlock {
+ public:
+  static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);
+  // x [N, H] (every DP group's FFN rows) → partial [N, H].
+  absl::StatusOr<Tensor> Forward(const Tensor& x) const;
+
+ private:
+  Tensor router_;  // [E, H]
+  std::vector<DenseMlp> experts_;
+  int64_t top_k_ = 0;
+  bool norm_topk_prob_ = true;
+};
+
+struct DecoderLayer {
+  int64_t global_layer = 0;
+  boundary::NormParams attn_norm, ffn_norm;  // input_layernorm, post_attention_layernorm
+  std::unique_ptr<Attention> attention;
+  std::unique_ptr<DenseMlp> mlp;  // dense layers
+  std::unique_ptr<MoeBlock> moe;  // sparse layers
+  std::shared_ptr<boundary::StageBoundary> attn_boundary, ffn_boundary;
+};
+
+}  // namespace seam::models::internal

@@ -1,0 +1,59 @@
+// The dense Qwen3 MLP on one TP rank (gate/up rows and down columns of this
+// rank's intermediate slice) and the row helpers the layers share.
+#include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "src/qwen3_layers.h"
+
+namespace seam::models::internal {
+
+std::string LayerName(int64_t layer, const std::string& suffix) {
+  return absl::StrCat("model.layers.", layer, ".", suffix);
+}
+
+Tensor GatherRows(const Tensor& x, const std::vector<int64_t>& rows) {
+  Tensor out = Tensor::Empty({static_cast<int64_t>(rows.size()), x.row_numel()}, x.dtype(), x.device());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SEAM_CHECK_OK(CopyInto(x.Rows(rows[i], 1).Reshape({1, x.row_numel()}).value(),
+                           out.Rows(static_cast<int64_t>(i), 1)));
+  }
+  return out;
+}
+
+Tensor ConcatRows(const Tensor& a, const Tensor& b) {
+  SEAM_CHECK(a.rank() == 2 && b.rank() == 2 && a.dim(1) == b.dim(1) && a.dtype() == b.dtype());
+  Tensor out = Tensor::Empty({a.rows() + b.rows(), a.dim(1)}, a.dtype(), a.device());
+  SEAM_CHECK_OK(CopyInto(a, out.Rows(0, a.rows())));
+  SEAM_CHECK_OK(CopyInto(b, out.Rows(a.rows(), b.rows())));
+  return out;
+}
+
+absl::StatusOr<DenseMlp> DenseMlp::Load(const LoadContext& ctx, const std::string& prefix, int64_t intermediate) {
+  const int64_t h = ctx.config.hidden_size;
+  const int r = ctx.topology.tp_rank, tp = ctx.topology.tp;
+  if (intermediate % tp != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, ": intermediate size ", intermediate, " does not divide over TP ", tp));
+  }
+  const weights::Checkpoint& ck = ctx.checkpoint;
+  SEAM_ASSIGN_OR_RETURN(Tensor gate, ck.LoadRows(prefix + ".gate_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor up, ck.LoadRows(prefix + ".up_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
+  DenseMlp mlp;
+  mlp.gate_up_ = ConcatRows(gate, up);
+  SEAM_ASSIGN_OR_RETURN(mlp.down_, ck.LoadCols(prefix + ".down_proj.weight", {h, intermediate}, r, tp, ctx.dtype));
+  return mlp;
+}
+
+absl::StatusOr<Tensor> DenseMlp::Forward(const Tensor& x) const {
+  const int64_t n = x.rows(), inner = down_.dim(1);
+  Tensor out = Tensor::Empty({n, down_.dim(0)}, x.dtype(), x.device());
+  if (n == 0) return out;
+  Tensor gate_up = Tensor::Empty({n, 2 * inner}, x.dtype(), x.device());
+  Tensor act = Tensor::Empty({n, inner}, x.dtype(), x.device());
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, gate_up_, gate_up));
+  SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(act, down_, out));  // partial over TP: never reduced here
+  return out;
+}
+
+}  // namespace seam::models::internal

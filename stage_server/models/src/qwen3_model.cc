@@ -1,0 +1,198 @@
+// Qwen3Model: loading this rank's shards inside a layer stack (one attention
+// and one FFN stage per decoder layer), and the forward that enters the stack
+// through the embedding, runs each layer between its boundaries and leaves
+// through the final norm and lm_head.
+#include "seam/models/qwen3_model.h"
+
+#include "absl/strings/str_cat.h"
+#include "seam/boundary/layer_stack.h"
+#include "seam/boundary/stream_ops.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "src/qwen3_layers.h"
+
+namespace seam::models {
+
+using internal::DecoderLayer;
+
+struct Qwen3Model::Impl {
+  weights::ModelConfig config;
+  ModelOptions options;
+  AttentionShard shard;
+  Tensor embed;    // [V, H]
+  Tensor lm_head;  // [V, H]; the embedding table when tied
+  boundary::NormParams final_norm;
+  std::vector<std::unique_ptr<DecoderLayer>> layers;
+
+  absl::StatusOr<boundary::Hidden> RunLayer(const DecoderLayer& layer, int64_t cache_layer, boundary::Hidden h,
+                                            boundary::ForwardBatch& batch, const CacheBatch& step,
+                                            KvCache& cache) const;
+};
+
+namespace {
+
+std::vector<boundary::StageDeclaration> StagesOf(const weights::ModelConfig& config, int layer) {
+  boundary::FfnDeclOptions ffn;
+  ffn.sparse = config.IsSparseLayer(layer);
+  return {boundary::DeclareAttn(), boundary::DeclareFfn(ffn)};
+}
+
+absl::StatusOr<std::unique_ptr<DecoderLayer>> LoadLayer(const internal::LoadContext& ctx, int layer) {
+  const weights::ModelConfig& c = ctx.config;
+  auto out = std::make_unique<DecoderLayer>();
+  out->global_layer = layer;
+  out->attn_norm.eps = out->ffn_norm.eps = c.rms_norm_eps;
+  SEAM_ASSIGN_OR_RETURN(out->attn_norm.weight, ctx.checkpoint.Load(internal::LayerName(layer, "input_layernorm.weight"),
+                                                                   {c.hidden_size}, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(out->ffn_norm.weight,
+                        ctx.checkpoint.Load(internal::LayerName(layer, "post_attention_layernorm.weight"),
+                                            {c.hidden_size}, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(internal::Attention attention, internal::Attention::Load(ctx, layer));
+  out->attention = std::make_unique<internal::Attention>(std::move(attention));
+  if (c.IsSparseLayer(layer)) {
+    SEAM_ASSIGN_OR_RETURN(internal::MoeBlock moe, internal::MoeBlock::Load(ctx, layer));
+    out->moe = std::make_unique<internal::MoeBlock>(std::move(moe));
+  } else {
+    SEAM_ASSIGN_OR_RETURN(internal::DenseMlp mlp,
+                          internal::DenseMlp::Load(ctx, internal::LayerName(layer, "mlp"), c.intermediate_size));
+    out->mlp = std::make_unique<internal::DenseMlp>(std::move(mlp));
+  }
+  return out;
+}
+
+}  // namespace
+
+Qwen3Model::Qwen3Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Qwen3Model::~Qwen3Model() = default;
+const weights::ModelConfig& Qwen3Model::config() const { return impl_->config; }
+const ModelOptions& Qwen3Model::options() const { return impl_->options; }
+const AttentionShard& Qwen3Model::attention_shard() const { return impl_->shard; }
+int64_t Qwen3Model::layers() const { return static_cast<int64_t>(impl_->layers.size()); }
+
+absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Checkpoint& checkpoint,
+                                                             const ModelOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = checkpoint.config();
+  impl->options = options;
+  const weights::ModelConfig& c = impl->config;
+  const boundary::Topology& topo = options.topology;
+  const int total = static_cast<int>(c.num_hidden_layers);
+  if (options.end_layer < 0) impl->options.end_layer = total;
+  const int first = options.first_layer, end = impl->options.end_layer;
+  if (first < 0 || first > end || end > total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer range [", first, ", ", end, ") is not inside the model's ", total, " layers"));
+  }
+  if (options.policy == boundary::ReductionPolicy::kAuto) {
+    return absl::InvalidArgumentError("reduction policy must be resolved (ResolveReductionPolicy) before loading");
+  }
+  SEAM_ASSIGN_OR_RETURN(impl->shard, AttentionShard::Of(c, topo.attn_tp(), topo.attn_tp_rank()));
+  const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype};
+
+  SEAM_ASSIGN_OR_RETURN(impl->embed,
+                        checkpoint.Load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, options.dtype));
+  if (c.tie_word_embeddings) {
+    impl->lm_head = impl->embed;
+  } else {
+    SEAM_ASSIGN_OR_RETURN(impl->lm_head,
+                          checkpoint.Load("lm_head.weight", {c.vocab_size, c.hidden_size}, options.dtype));
+  }
+  impl->final_norm.eps = c.rms_norm_eps;
+  SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight, checkpoint.Load("model.norm.weight", {c.hidden_size}, options.dtype));
+
+  const weights::ModelConfig config_copy = c;
+  boundary::LayerStack stack(boundary::LayerStackOptions{
+      topo, options.policy, [config_copy](int layer) { return StagesOf(config_copy, layer); }, first, end, total});
+  for (int l = first; l < end; ++l) {
+    SEAM_ASSIGN_OR_RETURN(std::unique_ptr<DecoderLayer> layer, LoadLayer(ctx, l));
+    const std::vector<boundary::StageDeclaration> stages = StagesOf(c, l);
+    SEAM_ASSIGN_OR_RETURN(auto boundaries, SEAM_APPEND_STAGES(l, boundary::StageItem{stages[0], &layer->attn_norm},
+                                                              boundary::StageItem{stages[1], &layer->ffn_norm}));
+    layer->attn_boundary = boundaries[0];
+    layer->ffn_boundary = boundaries[1];
+    impl->layers.push_back(std::move(layer));
+  }
+  SEAM_RETURN_IF_ERROR(stack.Close());
+  return std::unique_ptr<Qwen3Model>(new Qwen3Model(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> Qwen3Model::MakeCache(KvCacheOptions options) const {
+  return KvCache::Create(std::max<int64_t>(1, layers()), impl_->shard.kv_heads, impl_->config.head_dim, options);
+}
+
+absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::RunLayer(const DecoderLayer& layer, int64_t cache_layer,
+                                                            boundary::Hidden h, boundary::ForwardBatch& batch,
+                                                            const CacheBatch& step, KvCache& cache) const {
+  SEAM_ASSIGN_OR_RETURN(Tensor x, layer.attn_boundary->Prepare(h, batch));
+  Tensor attn_out = x;  // no rows: hand the prepared tensor on
+  if (x.rows() != 0) {
+    SEAM_ASSIGN_OR_RETURN(attn_out, layer.attention->Forward(x, step, cache, cache_layer));
+  }
+  SEAM_ASSIGN_OR_RETURN(h, layer.attn_boundary->Finish(attn_out, batch));
+  SEAM_ASSIGN_OR_RETURN(x, layer.ffn_boundary->Prepare(h, batch));
+  Tensor ffn_out;
+  if (layer.moe != nullptr) {
+    SEAM_ASSIGN_OR_RETURN(ffn_out, layer.moe->Forward(x));
+  } else {
+    SEAM_ASSIGN_OR_RETURN(ffn_out, layer.mlp->Forward(x));
+  }
+  return layer.ffn_boundary->Finish(ffn_out, batch);
+}
+
+absl::StatusOr<Tensor> Qwen3Model::Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) {
+  const Impl& m = *impl_;
+  const weights::ModelConfig& c = m.config;
+  if (m.options.first_layer != 0 || m.options.end_layer != c.num_hidden_layers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Forward runs the whole stack; this rank holds layers [", m.options.first_layer, ", ", m.options.end_layer,
+        ") and the boundary has no pipeline handoff to enter or leave it"));
+  }
+  std::vector<CacheSpan> spans;
+  std::vector<int32_t> ids;
+  for (const SequenceStep& s : input.sequences) {
+    if (s.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has no tokens in this step"));
+    }
+    for (int32_t t : s.tokens) {
+      if (t < 0 || t >= c.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", s.sequence, ": token ", t, " is outside the vocabulary of ", c.vocab_size));
+      }
+    }
+    spans.push_back(CacheSpan{s.sequence, s.start, static_cast<int64_t>(s.tokens.size())});
+    ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
+  }
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  if (rows != batch.rows.my_dp_rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("the step holds ", rows, " tokens but the batch gives DP group ",
+                                                   batch.rows.topology().dp_rank(), " ", batch.rows.my_dp_rows(),
+                                                   " rows"));
+  }
+  SEAM_RETURN_IF_ERROR(cache.Reserve(spans));
+  SEAM_ASSIGN_OR_RETURN(CacheBatch step, cache.BuildBatch(spans));
+
+  Tensor x = Tensor::Empty({rows, c.hidden_size}, m.options.dtype);
+  SEAM_RETURN_IF_ERROR(kernels::Embedding(Tensor::FromInts(ids, {rows}), m.embed, 0, x));
+  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, boundary::Start(batch, x));
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    SEAM_ASSIGN_OR_RETURN(h, m.RunLayer(*m.layers[l], static_cast<int64_t>(l), h, batch, step, cache));
+  }
+  SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, m.final_norm));
+
+  std::vector<int64_t> selected;
+  if (input.all_logits) {
+    for (int64_t r = 0; r < rows; ++r) selected.push_back(r);
+  } else {
+    int64_t end = 0;
+    for (const SequenceStep& s : input.sequences) {
+      end += static_cast<int64_t>(s.tokens.size());
+      selected.push_back(end - 1);
+    }
+  }
+  Tensor chosen = input.all_logits ? normed : internal::GatherRows(normed, selected);
+  Tensor logits = Tensor::Empty({chosen.rows(), c.vocab_size}, DType::kF32);
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(chosen, m.lm_head, logits));
+  return logits;
+}
+
+}  // namespace seam::models

@@ -1,0 +1,216 @@
+// StageGroup: rank threads over real Gloo, each with its model shards and KV
+// cache; sequence placement on attention-DP groups; one step = one forward
+// on every rank, with every wait bounded by a deadline.
+#include "seam/models/stage_group.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "seam/boundary/forward_batch.h"
+#include "seam/comm/process_groups.h"
+#include "seam/comm/store.h"
+#include "seam/core/status.h"
+#include "seam/weights/checkpoint.h"
+#include "src/rank_worker.h"
+
+namespace seam::models {
+namespace {
+
+struct RankState {
+  boundary::Topology topology;
+  std::unique_ptr<comm::ProcessGroups> groups;
+  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<KvCache> cache;
+  Tensor logits;  // the last step's output
+};
+
+absl::StatusOr<std::string> MakeStoreDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "seam_stage_group_XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create a temporary directory from ", pattern));
+  }
+  return pattern;
+}
+
+// DEADLINE_EXCEEDED and broken-communicator errors usually echo another rank's
+// failure; report the first rank whose error is of another kind when there is one.
+bool IsEcho(const absl::Status& s) {
+  return absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s) || absl::IsFailedPrecondition(s);
+}
+
+}  // namespace
+
+struct StageGroup::Impl {
+  std::string store_dir;
+  std::unique_ptr<weights::Checkpoint> checkpoint;
+  int tp = 1, attn_dp = 1;
+  StageGroupOptions options;
+  std::vector<std::unique_ptr<RankState>> ranks;
+  std::map<uint64_t, int> dp_of;
+  int next_dp = 0;
+  uint64_t next_microbatch = 1;
+  absl::Status broken;
+  std::vector<std::unique_ptr<internal::RankWorker>> workers;  // declared last: joined first
+
+  ~Impl() {
+    workers.clear();
+    std::error_code ignored;
+    if (!store_dir.empty()) std::filesystem::remove_all(store_dir, ignored);
+  }
+  int attn_tp() const { return tp / attn_dp; }
+  std::string RankName(int r) const {
+    return absl::StrCat("rank ", r, " (dp ", r / attn_tp(), ", attn_tp ", r % attn_tp(), ")");
+  }
+  // Runs a copy of fn(rank) on every rank thread and waits for all of them
+  // until options.rank_deadline. A rank past the deadline finishes on its own
+  // (its collectives have deadlines too); fn must therefore own what it uses,
+  // apart from this Impl, whose destructor joins the rank threads.
+  absl::Status RunOnAll(const std::function<absl::Status(int)>& fn);
+};
+
+absl::Status StageGroup::Impl::RunOnAll(const std::function<absl::Status(int)>& fn) {
+  std::vector<std::shared_ptr<internal::TaskResult>> results;
+  for (int r = 0; r < tp; ++r) results.push_back(workers[r]->Post([fn, r] { return fn(r); }));
+  const absl::Time deadline = absl::Now() + options.rank_deadline;
+  std::vector<absl::Status> statuses;
+  for (int r = 0; r < tp; ++r) statuses.push_back(results[r]->Wait(deadline));
+  int worst = -1;
+  for (int r = 0; r < tp; ++r) {
+    if (statuses[r].ok()) continue;
+    if (worst < 0 || (IsEcho(statuses[worst]) && !IsEcho(statuses[r]))) worst = r;
+  }
+  if (worst < 0) return absl::OkStatus();
+  return Annotate(statuses[worst], RankName(worst));
+}
+
+StageGroup::StageGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+StageGroup::~StageGroup() = default;
+const weights::ModelConfig& StageGroup::config() const { return impl_->checkpoint->config(); }
+int StageGroup::tp() const { return impl_->tp; }
+int StageGroup::attn_dp() const { return impl_->attn_dp; }
+
+int StageGroup::DpGroupOf(uint64_t sequence) const {
+  auto it = impl_->dp_of.find(sequence);
+  return it == impl_->dp_of.end() ? -1 : it->second;
+}
+
+int64_t StageGroup::FreeBlocks(int dp) const { return impl_->ranks[dp * impl_->attn_tp()]->cache->free_blocks(); }
+
+absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string& model_dir, int tp, int attn_dp,
+                                                               boundary::ReductionPolicy policy,
+                                                               const StageGroupOptions& options) {
+  SEAM_RETURN_IF_ERROR(boundary::Topology::Make(tp, attn_dp, 0).status());
+  auto impl = std::make_unique<Impl>();
+  impl->tp = tp;
+  impl->attn_dp = attn_dp;
+  impl->options = options;
+  SEAM_ASSIGN_OR_RETURN(impl->checkpoint, weights::Checkpoint::Open(model_dir));
+  const boundary::ReductionPolicy resolved =
+      boundary::ResolveReductionPolicy(policy, impl->checkpoint->config().architecture);
+  SEAM_ASSIGN_OR_RETURN(impl->store_dir, MakeStoreDir());
+  SEAM_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::MakeFileStore(impl->store_dir));
+  const comm::CommunicatorFactory factory = comm::MakeGlooGroupFactory(store, comm::CommOptions{options.comm_timeout});
+
+  for (int r = 0; r < tp; ++r) {
+    impl->ranks.push_back(std::make_unique<RankState>());
+    impl->workers.push_back(std::make_unique<internal::RankWorker>(r));
+  }
+  Impl* self = impl.get();
+  SEAM_RETURN_IF_ERROR(self->RunOnAll([self, factory, tp, attn_dp, resolved](int r) -> absl::Status {
+    RankState& rank = *self->ranks[r];
+    SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
+    SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
+    SEAM_ASSIGN_OR_RETURN(rank.model, Qwen3Model::Load(*self->checkpoint,
+                                                       ModelOptions{rank.topology, resolved, self->options.dtype}));
+    SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(self->options.cache));
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<StageGroup>(new StageGroup(std::move(impl)));
+}
+
+absl::StatusOr<std::vector<Tensor>> StageGroup::Step(const std::vector<SequenceStep>& sequences, bool all_logits) {
+  Impl& g = *impl_;
+  if (!g.broken.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("the stage group failed earlier: ", g.broken.ToString()));
+  }
+  // Place the step's sequences; new ones go round-robin and are kept only if the step runs.
+  std::set<uint64_t> seen;
+  std::map<uint64_t, int> placed;
+  int next_dp = g.next_dp;
+  std::vector<StepInput> inputs(g.attn_dp);
+  std::vector<std::pair<int, int64_t>> where;  // per input sequence: DP group, first logits row there
+  std::vector<int64_t> dp_rows(g.attn_dp, 0), dp_logit_rows(g.attn_dp, 0);
+  for (const SequenceStep& s : sequences) {
+    if (!seen.insert(s.sequence).second) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " appears twice in one step"));
+    }
+    if (s.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has no tokens in this step"));
+    }
+    int dp = DpGroupOf(s.sequence);
+    if (dp < 0) {
+      dp = next_dp;
+      next_dp = (next_dp + 1) % g.attn_dp;
+      placed[s.sequence] = dp;
+    }
+    inputs[dp].sequences.push_back(s);
+    inputs[dp].all_logits = all_logits;
+    where.emplace_back(dp, dp_logit_rows[dp]);
+    dp_rows[dp] += static_cast<int64_t>(s.tokens.size());
+    dp_logit_rows[dp] += all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
+  }
+  for (int dp = 0; dp < g.attn_dp; ++dp) {  // refuse before any rank starts a collective
+    std::vector<CacheSpan> spans;
+    for (const SequenceStep& s : inputs[dp].sequences) {
+      spans.push_back(CacheSpan{s.sequence, s.start, static_cast<int64_t>(s.tokens.size())});
+    }
+    const KvCache& cache = *g.ranks[dp * g.attn_tp()]->cache;
+    const int64_t needed = cache.BlocksNeeded(spans);
+    if (needed > cache.free_blocks()) {
+      return absl::ResourceExhaustedError(absl::StrCat("KV cache full on DP group ", dp, ": the step needs ", needed,
+                                                       " more blocks, ", cache.free_blocks(), " of ",
+                                                       cache.num_blocks(), " are free"));
+    }
+  }
+
+  const uint64_t microbatch = g.next_microbatch++;
+  Impl* self = &g;
+  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch](int r) -> absl::Status {
+    RankState& rank = *self->ranks[r];
+    boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
+    batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
+    SEAM_ASSIGN_OR_RETURN(rank.logits, rank.model->Forward(batch, inputs[rank.topology.dp_rank()], *rank.cache));
+    return absl::OkStatus();
+  });
+  if (!run.ok()) {
+    g.broken = run;
+    return run;
+  }
+  g.next_dp = next_dp;
+  g.dp_of.insert(placed.begin(), placed.end());
+
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const auto [dp, row] = where[i];
+    const Tensor& logits = g.ranks[dp * g.attn_tp()]->logits;
+    const int64_t count = all_logits ? static_cast<int64_t>(sequences[i].tokens.size()) : 1;
+    out.push_back(logits.Rows(row, count).Clone());
+  }
+  return out;
+}
+
+absl::Status StageGroup::Free(uint64_t sequence) {
+  Impl& g = *impl_;
+  const int dp = DpGroupOf(sequence);
+  if (dp < 0) return absl::NotFoundError(absl::StrCat("sequence ", sequence, " is not on this stage group"));
+  for (int a = 0; a < g.attn_tp(); ++a) {
+    KvCache& cache = *g.ranks[dp * g.attn_tp() + a]->cache;
+    if (cache.Has(sequence)) SEAM_RETURN_IF_ERROR(cache.Free(sequence));
+  }
+  g.dp_of.erase(sequence);
+  return absl::OkStatus();
+}
+
+}  // namespace seam::models

@@ -1,0 +1,96 @@
+#include "tiny_checkpoint.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "seam/core/status.h"
+#include "seam/weights/random_checkpoint.h"
+
+namespace seam::models::testing {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "seam_models_test_XXXXXX").string();
+    SEAM_CHECK(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+weights::ModelConfig TinyConfig(bool moe) {
+  weights::ModelConfig c;
+  c.architecture = moe ? "qwen3_moe" : "qwen3";
+  c.vocab_size = 128;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.intermediate_size = 96;
+  c.rms_norm_eps = 1e-6f;
+  c.rope_theta = 10000.0f;
+  c.max_position_embeddings = 512;
+  c.tie_word_embeddings = !moe;  // both lm_head paths
+  c.dtype = DType::kF32;
+  c.bos_token_id = 0;
+  c.eos_token_id = 127;
+  if (moe) {
+    c.num_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 32;
+    c.norm_topk_prob = true;
+    c.decoder_sparse_step = 1;
+  }
+  return c;
+}
+
+const std::string& TinyCheckpointDir(bool moe) {
+  static std::unique_ptr<TempDir> dirs[2];
+  std::unique_ptr<TempDir>& dir = dirs[moe ? 1 : 0];
+  if (dir == nullptr) {
+    dir = std::make_unique<TempDir>();
+    weights::RandomCheckpointOptions options;
+    options.seed = moe ? 11 : 7;
+    options.scale = 10.0f;  // std 0.2: attention and routing far from uniform
+    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(TinyConfig(moe), options, dir->path()));
+  }
+  return dir->path();
+}
+
+double MaxRelativeError(const Tensor& got, const Tensor& reference) {
+  SEAM_CHECK(got.shape() == reference.shape());
+  const std::vector<float> a = got.ToFloats(), b = reference.ToFloats();
+  double diff = 0.0, scale = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::fmax(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::fmax(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale == 0.0 ? diff : diff / scale;
+}
+
+std::vector<int32_t> PromptTokens(int seed, int length, int vocab) {
+  std::vector<int32_t> t(length);
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (seed + 1);
+  for (int i = 0; i < length; ++i) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    t[i] = 1 + static_cast<int32_t>((x * 0x2545f4914f6cdd1dULL >> 33) % (vocab - 1));
+  }
+  return t;
+}
+
+}  // namespace seam::models::testing
