@@ -39,4 +39,14 @@ PathWork WorkFrom(const ResidualStream& stream, const Hidden& hidden) {
   return w;
 }
 
+absl::Status CompleteInto(ForwardBatch& batch, PathWork* work) {
+  const std::vector<Step> steps =
+      CompletionSteps(work->c_form, work->owed, work->r_form, batch.variant, batch.rows.topology());
+  StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
+  SEAM_RETURN_IF_ERROR(RunSteps(steps, ctx, work));
+  work->c_form = work->r_form;
+  work->owed = SumGroup::kNone;
+  return absl::OkStatus();
+}
+
 }  // namespace seam::boundary

@@ -17,5 +17,7 @@ absl::StatusOr<ResidualStream*> AcceptValue(ForwardBatch& batch, const Hidden& h
 IncomingForm IncomingOf(const ResidualStream& stream);
 // c ← the pending contribution (or the stack input when initial), r ← the residual.
 PathWork WorkFrom(const ResidualStream& stream, const Hidden& hidden);
+// Completes the contribution's owed sum onto the residual's rows (in `work`).
+absl::Status CompleteInto(ForwardBatch& batch, PathWork* work);
 
 }  // namespace seam::boundary

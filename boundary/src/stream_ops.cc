@@ -11,17 +11,6 @@
 namespace seam::boundary {
 namespace {
 
-// Completes the pending contribution's sum onto the residual's rows (in `work`).
-absl::Status CompleteInto(ForwardBatch& batch, PathWork* work) {
-  const std::vector<Step> steps =
-      CompletionSteps(work->c_form, work->owed, work->r_form, batch.variant, batch.rows.topology());
-  StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
-  SEAM_RETURN_IF_ERROR(RunSteps(steps, ctx, work));
-  work->c_form = work->r_form;
-  work->owed = SumGroup::kNone;
-  return absl::OkStatus();
-}
-
 absl::Status RequirePlain(const Contribution& c) {
   if (!c.update->caps().plain_add) return errors::SnapshotNeedsPlainUpdate(c.update->name());
   return absl::OkStatus();

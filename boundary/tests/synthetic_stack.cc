@@ -46,9 +46,11 @@ std::vector<float> Shard(const std::vector<float>& full, int64_t rows, int64_t c
 }
 
 Tensor Compute(const Tensor& input, const std::vector<float>& w_in, int64_t inner, const std::vector<float>& w_out,
-               bool relu) {
+               bool relu, bool exact) {
   std::vector<float> x = input.ToFloats();
-  for (float& v : x) v = ToGrid(v);
+  if (exact) {
+    for (float& v : x) v = ToGrid(v);
+  }
   const int64_t rows = input.rows();
   std::vector<float> h = Linear(x, rows, kHidden, w_in, inner);
   if (relu) {
@@ -83,11 +85,23 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
                                                                       const Topology& topology) {
   auto stack = std::unique_ptr<SyntheticStack>(new SyntheticStack());
   stack->topology_ = topology;
-  stack->layers_.resize(config.layers);
+  stack->exact_ = config.exact;
+  const int end = config.end_layer < 0 ? config.layers : config.end_layer;
+  stack->layers_.resize(end - config.first_layer);
   stack->final_norm_ = MakeNorm(config.seed * 31 + 5);
-  LayerStack scope(LayerStackOptions{topology, config.policy});
-  for (int l = 0; l < config.layers; ++l) {
-    Layer& layer = stack->layers_[l];
+  const std::string pattern = config.pattern;
+  StageFactsFn facts = [pattern](int) {
+    std::vector<StageDeclaration> stages;
+    for (char k : pattern) {
+      stages.push_back(k == 'F' ? DeclareFfn()
+                                : DeclareAttn({k == 'M' ? ProducerReduction::kExitScoped
+                                                        : ProducerReduction::kAlwaysPartial}));
+    }
+    return stages;
+  };
+  LayerStack scope(LayerStackOptions{topology, config.policy, facts, config.first_layer, end, config.layers});
+  for (int l = config.first_layer; l < end; ++l) {
+    Layer& layer = stack->layers_[l - config.first_layer];
     layer.stages.resize(config.pattern.size());
     std::vector<StageItem> items;
     for (size_t i = 0; i < config.pattern.size(); ++i) {
@@ -101,6 +115,10 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
       const int64_t b = (ffn ? topology.tp_rank : topology.attn_tp_rank()) * shard;
       st.w_in = Shard(DyadicValues(s + 3, inner * kHidden, 0.25f, 1.0f), inner, kHidden, b, b + shard, false);
       st.w_out = Shard(DyadicValues(s + 4, kHidden * inner, 0.125f, 0.5f), kHidden, inner, b, b + shard, true);
+      if (!config.exact) {
+        for (float& w : st.w_in) w /= 3.0f;
+        for (float& w : st.w_out) w /= 3.0f;
+      }
       StageDeclaration decl = ffn ? DeclareFfn()
                                   : DeclareAttn({st.kind == 'M' ? ProducerReduction::kExitScoped
                                                                 : ProducerReduction::kAlwaysPartial});
@@ -115,15 +133,38 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
 
 absl::StatusOr<Tensor> SyntheticStack::Forward(ForwardBatch& batch, const Tensor& input) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, input));
+  SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
+  return FinalNorm(h, batch, final_norm_);
+}
+
+absl::StatusOr<PipelineTensors> SyntheticStack::ForwardToPp(ForwardBatch& batch, const Tensor& input) const {
+  SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, input));
+  SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
+  return ToPp(h, batch);
+}
+
+absl::StatusOr<PipelineTensors> SyntheticStack::ForwardBetween(ForwardBatch& batch, const PipelineTensors& in) const {
+  SEAM_ASSIGN_OR_RETURN(Hidden h, FromPp(in, batch, first_stage()));
+  SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
+  return ToPp(h, batch);
+}
+
+absl::StatusOr<Tensor> SyntheticStack::ForwardFromPp(ForwardBatch& batch, const PipelineTensors& in) const {
+  SEAM_ASSIGN_OR_RETURN(Hidden h, FromPp(in, batch, first_stage()));
+  SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
+  return FinalNorm(h, batch, final_norm_);
+}
+
+absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) const {
   for (const Layer& layer : layers_) {
     for (const Stage& st : layer.stages) {
       const bool ffn = st.kind == 'F';
       const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
       SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch));
-      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Compute(x, st.w_in, shard, st.w_out, ffn), batch));
+      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Compute(x, st.w_in, shard, st.w_out, ffn, exact_), batch));
     }
   }
-  return FinalNorm(h, batch, final_norm_);
+  return h;
 }
 
 Tensor StackInput(uint64_t seed, int64_t rows) {

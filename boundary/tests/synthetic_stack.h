@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/layer_stack.h"
+#include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/stage_boundary.h"
 
@@ -33,6 +34,13 @@ struct StackConfig {
   // Stages each layer declares, in order: 'A' attention (ALWAYS_PARTIAL),
   // 'M' mixer (EXIT_SCOPED attention), 'F' dense FFN.
   std::string pattern = "AF";
+  // Layers this rank builds, [first_layer, end_layer) of the whole stack
+  // (end_layer -1: all). Neighbours on other ranks come from the pattern.
+  int first_layer = 0;
+  int end_layer = -1;
+  // false: weights divided by 3 and no grid rounding, so sums round and their
+  // order matters (for checks that must hold bit for bit even then).
+  bool exact = true;
 };
 
 // One rank's copy of the stack: its weight shards, norms and boundaries.
@@ -43,6 +51,11 @@ class SyntheticStack {
   // Runs the forward for `batch` (its stream started here) on `input` rows
   // (this rank's stack input rows); returns this rank's final-norm DP rows.
   absl::StatusOr<Tensor> Forward(ForwardBatch& batch, const Tensor& input) const;
+  // Pipeline pieces: the first rank starts and hands over; a later rank takes
+  // the handoff, and the last one ends with the final norm.
+  absl::StatusOr<PipelineTensors> ForwardToPp(ForwardBatch& batch, const Tensor& input) const;
+  absl::StatusOr<PipelineTensors> ForwardBetween(ForwardBatch& batch, const PipelineTensors& in) const;
+  absl::StatusOr<Tensor> ForwardFromPp(ForwardBatch& batch, const PipelineTensors& in) const;
 
   // One stage: its norm, this rank's weight shards and its boundary.
   // Attention-like stages shard kAttnInner over attention TP; FFNs shard
@@ -59,7 +72,11 @@ class SyntheticStack {
   const std::vector<Layer>& layers() const { return layers_; }
 
  private:
+  absl::StatusOr<Hidden> RunLayers(ForwardBatch& batch, Hidden h) const;
+  const StageBoundary& first_stage() const { return *layers_.front().stages.front().boundary; }
+
   Topology topology_;
+  bool exact_ = true;
   std::vector<Layer> layers_;
   NormParams final_norm_;
 };
