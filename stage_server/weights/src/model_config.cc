@@ -71,15 +71,17 @@ absl::StatusOr<std::string> ReadArchitecture(const Json& j) {
                                                "Qwen3MoeForCausalLM)"));
 }
 
+// transformers 4.x writes "torch_dtype"; 5.x writes "dtype".
 absl::StatusOr<DType> ReadTorchDType(const Json& j) {
-  auto it = j.find("torch_dtype");
+  const char* key = j.contains("torch_dtype") ? "torch_dtype" : "dtype";
+  auto it = j.find(key);
   if (it == j.end() || it->is_null()) return DType::kF32;  // transformers' default
-  if (!it->is_string()) return FieldError("torch_dtype", absl::StrCat("must be a string, got ", it->dump()));
+  if (!it->is_string()) return FieldError(key, absl::StrCat("must be a string, got ", it->dump()));
   const std::string s = it->get<std::string>();
   if (s == "float32") return DType::kF32;
   if (s == "bfloat16") return DType::kBF16;
   if (s == "float16") return DType::kF16;
-  return absl::UnimplementedError(absl::StrCat("config.json: torch_dtype '", s,
+  return absl::UnimplementedError(absl::StrCat("config.json: ", key, " '", s,
                                                "' is not supported (float32, bfloat16 or float16)"));
 }
 
@@ -96,11 +98,34 @@ absl::Status RefuseUnsupported(const Json& j) {
   if (it != j.end() && !it->is_null()) {
     return absl::UnimplementedError(absl::StrCat("config.json: rope_scaling ", it->dump(), " is not supported"));
   }
+  it = j.find("layer_types");  // transformers 5.x
+  if (it != j.end() && it->is_array()) {
+    for (const Json& t : *it) {
+      if (t != "full_attention") {
+        return absl::UnimplementedError(absl::StrCat("config.json: layer type ", t.dump(), " is not supported"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
+// rope_theta: top-level in transformers 4.x; inside "rope_parameters" in 5.x,
+// where any rope_type but "default" is a scaling seam does not implement.
+absl::Status ReadRope(const Json& j, float* rope_theta) {
+  auto it = j.find("rope_parameters");
+  if (it == j.end() || it->is_null()) return ReadFloat(j, "rope_theta", rope_theta);
+  if (!it->is_object()) return FieldError("rope_parameters", "must be an object");
+  auto type = it->find("rope_type");
+  if (type != it->end() && *type != "default") {
+    return absl::UnimplementedError(absl::StrCat("config.json: rope_parameters ", it->dump(), " is not supported"));
+  }
+  return ReadFloat(*it, "rope_theta", rope_theta);
+}
+
 absl::Status ReadMoe(const Json& j, ModelConfig* c) {
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "num_experts", &c->num_experts, true));
+  // transformers 5.x names the expert count "num_local_experts".
+  SEAM_RETURN_IF_ERROR(ReadInt(j, j.contains("num_experts") ? "num_experts" : "num_local_experts", &c->num_experts,
+                               true));
   SEAM_RETURN_IF_ERROR(ReadInt(j, "num_experts_per_tok", &c->num_experts_per_tok, true));
   SEAM_RETURN_IF_ERROR(ReadInt(j, "moe_intermediate_size", &c->moe_intermediate_size, true));
   c->norm_topk_prob = false;  // Qwen3MoeConfig's default
@@ -165,7 +190,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   c.rms_norm_eps = 1e-6f;
   SEAM_RETURN_IF_ERROR(ReadFloat(j, "rms_norm_eps", &c.rms_norm_eps));
   c.rope_theta = 10000.0f;  // Qwen3Config's default when absent
-  SEAM_RETURN_IF_ERROR(ReadFloat(j, "rope_theta", &c.rope_theta));
+  SEAM_RETURN_IF_ERROR(ReadRope(j, &c.rope_theta));
   SEAM_RETURN_IF_ERROR(ReadInt(j, "max_position_embeddings", &c.max_position_embeddings, false));
   c.tie_word_embeddings = false;
   SEAM_RETURN_IF_ERROR(ReadBool(j, "tie_word_embeddings", &c.tie_word_embeddings));

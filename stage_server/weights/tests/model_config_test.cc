@@ -32,6 +32,37 @@ constexpr const char* kQwen3MoeConfig = R"({
   "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
   "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
 
+// What transformers 5.17's save_pretrained writes for a small Qwen3-MoE:
+// "dtype", "rope_parameters" and "num_local_experts" replace 4.x's keys.
+constexpr const char* kQwen3MoeConfigV5 = R"({
+  "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 0, "decoder_sparse_step": 1, "dtype": "bfloat16", "eos_token_id": 1, "head_dim": 16,
+  "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 96,
+  "layer_types": ["full_attention", "full_attention"], "max_position_embeddings": 32768,
+  "max_window_layers": 2, "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 32,
+  "norm_topk_prob": true, "num_attention_heads": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2,
+  "num_key_value_heads": 2, "num_local_experts": 4, "output_router_logits": false, "pad_token_id": null,
+  "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+  "router_aux_loss_coef": 0.001, "sliding_window": null, "tie_word_embeddings": false,
+  "transformers_version": "5.17.0", "use_cache": true, "use_sliding_window": false, "vocab_size": 128})";
+
+TEST(ModelConfig, ParsesTransformers5Spelling) {
+  auto c = ParseModelConfig(kQwen3MoeConfigV5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kBF16);
+  EXPECT_FLOAT_EQ(c->rope_theta, 1e6f);
+  EXPECT_EQ(c->num_experts, 4);
+  EXPECT_EQ(c->num_experts_per_tok, 2);
+  auto j = nlohmann::json::parse(kQwen3MoeConfigV5);
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}};
+  auto yarn = ParseModelConfig(j.dump());
+  EXPECT_EQ(yarn.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(yarn.status().message().find("yarn"), std::string::npos) << yarn.status();
+  j = nlohmann::json::parse(kQwen3MoeConfigV5);
+  j["layer_types"][1] = "sliding_attention";
+  EXPECT_EQ(ParseModelConfig(j.dump()).status().code(), absl::StatusCode::kUnimplemented);
+}
+
 TEST(ModelConfig, ParsesQwen3) {
   auto c = ParseModelConfig(kQwen3Config);
   ASSERT_TRUE(c.ok()) << c.status();
