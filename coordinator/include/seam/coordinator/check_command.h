@@ -1,0 +1,28 @@
+// `seam check`: runs a checkpoint on a TP group (CPU ranks over real Gloo)
+// and on one rank, and compares the logits of a prefill and of a few decode
+// steps, and the greedy tokens. Prints the errors, the tolerance and OK or
+// MISMATCH.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace seam::coordinator {
+
+struct CheckCommandOptions {
+  std::string model_dir;         // Hugging Face model directory
+  int tp = 2;                    // TP ranks of the checked group
+  int attn_dp = 1;               // attention-DP groups (must divide tp)
+  std::string policy = "auto";   // ar | rs | rsv | rs+rsv | auto
+  int prompts = 3;               // prompts in the batch (lengths differ)
+  int max_len = 12;              // longest prompt
+  int decode_steps = 4;          // greedy decode steps after the prefill
+  uint64_t seed = 1;             // prompt tokens
+  double tolerance = 1e-4;       // max |a - b| / max |b| per logits tensor
+};
+
+// Exit codes: 0 OK; 1 MISMATCH or a run failed; 2 bad arguments.
+int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace seam::coordinator
