@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "seam/coordinator/check_command.h"
 #include "seam/coordinator/demo_command.h"
 #include "seam/coordinator/model_init_command.h"
 #include "seam/coordinator/plan_command.h"
@@ -53,6 +54,20 @@ int main(int argc, char** argv) {
   init_cmd->add_flag("--tie-embeddings", init.tie_embeddings, "tie lm_head to the embedding");
   init_cmd->add_option("--out", init.out, "output directory")->required();
 
+  seam::coordinator::CheckCommandOptions check;
+  CLI::App* check_cmd =
+      app.add_subcommand("check", "compare a TP group's logits and greedy tokens with a single rank (CPU, Gloo)");
+  check_cmd->add_option("--model", check.model_dir, "Hugging Face model directory")->required();
+  check_cmd->add_option("--tp", check.tp, "tensor-parallel ranks")->capture_default_str();
+  check_cmd->add_option("--attn-dp", check.attn_dp, "attention data-parallel groups")->capture_default_str();
+  check_cmd->add_option("--policy", check.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
+      ->capture_default_str();
+  check_cmd->add_option("--prompts", check.prompts, "prompts in the batch")->capture_default_str();
+  check_cmd->add_option("--max-len", check.max_len, "longest prompt")->capture_default_str();
+  check_cmd->add_option("--decode-steps", check.decode_steps, "greedy decode steps")->capture_default_str();
+  check_cmd->add_option("--seed", check.seed, "prompt seed")->capture_default_str();
+  check_cmd->add_option("--tolerance", check.tolerance, "max relative logits error")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -60,6 +75,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (plan_cmd->parsed()) return seam::coordinator::RunPlanCommand(plan, std::cout, std::cerr);
+  if (check_cmd->parsed()) return seam::coordinator::RunCheckCommand(check, std::cout, std::cerr);
   if (demo_cmd->parsed()) return seam::coordinator::RunDemoCommand(demo, std::cout, std::cerr);
   if (init_cmd->parsed()) return seam::coordinator::RunModelInitCommand(init, std::cout, std::cerr);
   return 2;
