@@ -74,7 +74,7 @@ class HandoffTest : public ::testing::TestWithParam<UcxErrorMode> {
   }
   void FinishSender() {
     ASSERT_TRUE(peer_->channel().Write("done").ok());
-    EXPECT_EQ(peer_->Wait(absl::Seconds(10)).value_or(-1), 0);
+    EXPECT_EQ(peer_->Wait(absl::Seconds(10), [&] { side_.worker->Progress(); }).value_or(-1), 0);
   }
   absl::StatusOr<ReceivedHandoff> Receive(const HandoffExpectation& expected) {
     HandoffReceiver receiver(*side_.worker, &side_.endpoint);

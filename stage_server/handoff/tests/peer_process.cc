@@ -99,7 +99,7 @@ void PeerProcess::Kill() {
   if (!reaped_) ::kill(pid_, SIGKILL);
 }
 
-absl::StatusOr<int> PeerProcess::Wait(absl::Duration timeout) {
+absl::StatusOr<int> PeerProcess::Wait(absl::Duration timeout, const std::function<void()>& idle) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
     int status = 0;
@@ -115,7 +115,11 @@ absl::StatusOr<int> PeerProcess::Wait(absl::Duration timeout) {
       reaped_ = true;
       return absl::DeadlineExceededError("peer did not exit in time; killed");
     }
-    ::usleep(2000);
+    if (idle) {
+      idle();
+    } else {
+      ::usleep(2000);
+    }
   }
 }
 

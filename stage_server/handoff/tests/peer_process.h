@@ -42,8 +42,9 @@ class PeerProcess {
   pid_t pid() const { return pid_; }
   void Kill();
   // Exit code of the child; DEADLINE_EXCEEDED (and the child killed) if it
-  // runs past `timeout`; INTERNAL if a signal ended it.
-  absl::StatusOr<int> Wait(absl::Duration timeout);
+  // runs past `timeout`; INTERNAL if a signal ended it. `idle` runs between
+  // polls: a graceful UCX close in the child needs this side to progress.
+  absl::StatusOr<int> Wait(absl::Duration timeout, const std::function<void()>& idle = {});
 
  private:
   pid_t pid_ = -1;

@@ -108,7 +108,7 @@ TEST_P(UcxWorkerModeTest, TaggedTransfersArriveIntactAndTruncationIsOutOfRange) 
     EXPECT_THAT(transports, ::testing::AnyOf(HasSubstr("sysv"), HasSubstr("posix"), HasSubstr("cma")));
   }
   ASSERT_TRUE(peer.channel().Write("done").ok());
-  EXPECT_EQ(peer.Wait(absl::Seconds(10)).value_or(-1), 0);
+  EXPECT_EQ(peer.Wait(absl::Seconds(10), [&] { side.worker->Progress(); }).value_or(-1), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, UcxWorkerModeTest, ::testing::Values(UcxErrorMode::kPeer, UcxErrorMode::kNone),
