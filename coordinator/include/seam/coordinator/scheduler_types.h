@@ -1,0 +1,114 @@
+// The data the coordinator's scheduler takes and gives: its options, the
+// requests it admits, the microbatches it builds and the events it returns.
+// All plain values; the scheduler itself is in scheduler.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace seam::coordinator {
+
+// Every field has a default; Scheduler::Create refuses values that make no
+// sense (INVALID_ARGUMENT naming the field and value).
+struct SchedulerOptions {
+  // Pipeline stages P. A microbatch passes through every stage in turn, so P
+  // microbatches in flight keep every stage busy.
+  int pipeline_stages = 1;
+  // Attention data-parallel groups D. Each sequence lives on one group for its
+  // whole life; each group has its own KV budget.
+  int dp_groups = 1;
+  // KV blocks of one DP group: the minimum over the stages (every stage holds
+  // the KV of its own layers for every sequence of the group).
+  int kv_blocks_per_dp_group = 1024;
+  // Tokens of KV per block.
+  int block_size = 16;
+  // Token rows of one microbatch, summed over all DP groups (prefill chunks
+  // plus one row per decode step).
+  int max_tokens_per_microbatch = 2048;
+  // Sequences of one microbatch, summed over all DP groups.
+  int max_sequences_per_microbatch = 256;
+  // Microbatches handed out by Next() and not yet completed or failed.
+  // 0 means pipeline_stages, so that all stages work at once.
+  int max_inflight_microbatches = 0;
+  // Requests waiting for admission; Submit beyond it is RESOURCE_EXHAUSTED.
+  int max_queue = 1024;
+  // Chunked prefill: a prompt is prefilled in pieces of at most
+  // prefill_chunk_tokens, one piece per microbatch, interleaved with decode
+  // steps. Off: a prompt is prefilled whole, so it must fit
+  // max_tokens_per_microbatch.
+  bool chunked_prefill = false;
+  int prefill_chunk_tokens = 512;
+};
+
+// A generation request. Positions index the sequence's tokens: the prompt
+// followed by the tokens generated so far. The caller keeps the token ids;
+// the scheduler needs only counts, and the sampled ids it is told.
+struct Request {
+  std::string id;                        // unique among live requests
+  int prompt_tokens = 0;                 // prompt length, >= 1
+  int max_new_tokens = 1;                // generation stops after this many, >= 1
+  std::vector<int32_t> stop_token_ids;   // generation stops after sampling one of these
+};
+
+// One sequence's step inside a microbatch.
+struct MicrobatchEntry {
+  std::string request_id;
+  int dp_group = 0;
+  // Positions [start_position, start_position + num_tokens) of the sequence
+  // are computed in this step (their KV written at every stage).
+  int start_position = 0;
+  int num_tokens = 0;
+  // First row of this entry in its DP group's rows of the microbatch (entries
+  // of one group are packed in order).
+  int row_offset = 0;
+  // Prefill (prompt, or prompt + generated tokens when recomputed after a
+  // preemption) or a one-token decode step.
+  bool is_prefill = false;
+  // True when this step samples a token: a decode step, or the last chunk of
+  // a prefill. Non-last chunks only write KV.
+  bool is_last_chunk = true;
+  // For a decode step: the token fed at start_position (the last one
+  // sampled). -1 for prefill entries.
+  int32_t input_token = -1;
+};
+
+// A unit of work that every stage runs, in sequence_number order.
+struct Microbatch {
+  uint64_t id = 0;               // names the microbatch in Complete / Fail
+  uint64_t sequence_number = 0;  // strictly increasing; the order every stage runs them
+  uint64_t epoch = 0;            // bumped by FailAll; stages drop work of older epochs
+  // entries_by_group[g]: the entries of DP group g (size dp_groups; a group
+  // may have none this step).
+  std::vector<std::vector<MicrobatchEntry>> entries_by_group;
+  int num_tokens = 0;            // rows summed over all groups
+  int num_sequences = 0;         // entries summed over all groups
+};
+
+// The outcome of one sequence's step, reported to Complete.
+struct SequenceResult {
+  std::string request_id;
+  // The sampled token, required (>= 0) when the entry samples
+  // (is_last_chunk) and status is OK; ignored otherwise.
+  int32_t token = -1;
+  // Not OK: this sequence failed (only it); its KV is freed.
+  absl::Status status;
+};
+
+enum class FinishReason { kMaxTokens, kStopToken, kCancelled };
+const char* FinishReasonName(FinishReason reason);
+
+// What the API layer streams to clients. Every submitted request gets exactly
+// one terminal event (kFinished or kFailed); kToken events precede it.
+struct SchedulerEvent {
+  enum class Kind { kToken, kFinished, kFailed };
+  Kind kind = Kind::kToken;
+  std::string request_id;
+  int32_t token = -1;                              // kToken
+  FinishReason reason = FinishReason::kMaxTokens;  // kFinished
+  absl::Status status;                             // kFailed
+};
+
+}  // namespace seam::coordinator

@@ -1,0 +1,156 @@
+// Next(): continuous batching of decode steps, prefill chunks and new
+// admissions into one microbatch; the deadlock breaker that preempts.
+#include <algorithm>
+#include <utility>
+
+#include "scheduler_impl.h"
+#include "seam/core/status.h"
+
+namespace seam::coordinator {
+
+std::optional<Microbatch> SchedulerImpl::Next() {
+  if (InFlightCount() >= options_.max_inflight_microbatches) return std::nullopt;
+  BreakDeadlocks();
+  Draft draft;
+  draft.mb.entries_by_group.resize(options_.dp_groups);
+  draft.group_waiting.assign(options_.dp_groups, false);
+  AddDecodeSteps(draft);
+  AddPrefillChunks(draft);
+  AdmitFromQueue(draft);
+  if (draft.mb.num_sequences == 0) return std::nullopt;
+  draft.mb.id = next_microbatch_id_++;
+  draft.mb.sequence_number = next_sequence_number_++;
+  draft.mb.epoch = epoch_;
+  in_flight_.emplace(draft.mb.id, draft.mb);
+  return std::move(draft.mb);
+}
+
+// A group is deadlocked when it has running sequences, none in flight, and
+// every one is a decode step that needs more blocks than the group has free:
+// no completion can ever free a block there.
+bool SchedulerImpl::GroupDeadlocked(int group) const {
+  bool any = false;
+  for (const auto& [order, id] : running_) {
+    const RequestState& state = requests_.at(id);
+    if (state.dp_group != group) continue;
+    any = true;
+    if (state.in_flight || state.phase != Phase::kDecoding) return false;
+    const int need = kv_.BlocksFor(state.DecodeKvTokens()) - state.blocks;
+    if (need <= kv_.Free(group)) return false;
+  }
+  return any;
+}
+
+void SchedulerImpl::BreakDeadlocks() {
+  for (int g = 0; g < options_.dp_groups; ++g) {
+    while (GroupDeadlocked(g)) {
+      // The youngest sequence of the group gives its blocks back.
+      for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+        if (requests_.at(it->second).dp_group == g) {
+          Preempt(it->second);
+          break;
+        }
+      }
+    }
+  }
+}
+
+void SchedulerImpl::Preempt(const std::string& request_id) {
+  RequestState& state = requests_.at(request_id);
+  SEAM_CHECK(!state.in_flight && state.phase != Phase::kQueued);
+  kv_.Release(state.dp_group, state.blocks);
+  sequences_on_group_[state.dp_group] -= 1;
+  running_.erase(state.admit_order);
+  ResetForRecompute(state);
+  queue_.push_front(request_id);
+  preemptions_ += 1;
+}
+
+bool SchedulerImpl::HasRoomForSequence(const Draft& draft) const {
+  return draft.mb.num_sequences < options_.max_sequences_per_microbatch &&
+         draft.mb.num_tokens < options_.max_tokens_per_microbatch;
+}
+
+void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int tokens,
+                             bool is_prefill, bool is_last_chunk) {
+  auto& group = draft.mb.entries_by_group[state.dp_group];
+  MicrobatchEntry entry;
+  entry.request_id = state.request.id;
+  entry.dp_group = state.dp_group;
+  entry.start_position = start;
+  entry.num_tokens = tokens;
+  entry.row_offset = group.empty() ? 0 : group.back().row_offset + group.back().num_tokens;
+  entry.is_prefill = is_prefill;
+  entry.is_last_chunk = is_last_chunk;
+  entry.input_token = is_prefill ? -1 : state.last_token;
+  group.push_back(std::move(entry));
+  draft.mb.num_tokens += tokens;
+  draft.mb.num_sequences += 1;
+  state.in_flight = true;
+}
+
+void SchedulerImpl::AddDecodeSteps(Draft& draft) {
+  for (const auto& [order, id] : running_) {
+    if (!HasRoomForSequence(draft)) return;
+    RequestState& state = requests_.at(id);
+    if (state.in_flight || state.phase != Phase::kDecoding) continue;
+    const int need = kv_.BlocksFor(state.DecodeKvTokens()) - state.blocks;
+    if (need > 0) {
+      if (!kv_.TryAllocate(state.dp_group, need)) {
+        draft.group_waiting[state.dp_group] = true;  // waits for a block
+        continue;
+      }
+      state.blocks += need;
+    }
+    AddEntry(draft, state, state.kv_tokens, 1, /*is_prefill=*/false, /*is_last_chunk=*/true);
+  }
+}
+
+int SchedulerImpl::ChunkFor(const RequestState& state, const Draft& draft) const {
+  const int room = options_.max_tokens_per_microbatch - draft.mb.num_tokens;
+  const int remaining = state.PrefillRemaining();
+  if (options_.chunked_prefill) {
+    return std::max(0, std::min({remaining, options_.prefill_chunk_tokens, room}));
+  }
+  // Whole prefill in one step; only a recomputed prefill longer than a
+  // microbatch is cut, into microbatch-sized pieces.
+  const int piece = std::min(remaining, options_.max_tokens_per_microbatch);
+  return piece <= room ? piece : 0;
+}
+
+void SchedulerImpl::AddPrefillChunks(Draft& draft) {
+  for (const auto& [order, id] : running_) {
+    if (!HasRoomForSequence(draft)) return;
+    RequestState& state = requests_.at(id);
+    if (state.in_flight || state.phase != Phase::kPrefilling) continue;
+    const int chunk = ChunkFor(state, draft);
+    if (chunk == 0) return;  // oldest first: a younger prefill does not overtake
+    AddEntry(draft, state, state.prefilled, chunk, /*is_prefill=*/true,
+             chunk == state.PrefillRemaining());
+  }
+}
+
+void SchedulerImpl::AdmitFromQueue(Draft& draft) {
+  std::vector<bool> eligible(options_.dp_groups);
+  for (int g = 0; g < options_.dp_groups; ++g) eligible[g] = !draft.group_waiting[g];
+  while (!queue_.empty() && HasRoomForSequence(draft)) {
+    const std::string id = queue_.front();
+    RequestState& state = requests_.at(id);
+    const int chunk = ChunkFor(state, draft);
+    if (chunk == 0) return;  // strict FIFO: the head waits, so do the others
+    const int reserve = kv_.BlocksFor(state.AdmissionKvTokens());
+    const int group = kv_.PickGroup(reserve, sequences_on_group_, eligible);
+    if (group < 0) return;
+    SEAM_CHECK(kv_.TryAllocate(group, reserve));
+    queue_.pop_front();
+    state.phase = Phase::kPrefilling;
+    state.dp_group = group;
+    state.blocks = reserve;
+    state.admit_order = next_admit_order_++;
+    running_.emplace(state.admit_order, id);
+    sequences_on_group_[group] += 1;
+    AddEntry(draft, state, 0, chunk, /*is_prefill=*/true, chunk == state.PrefillRemaining());
+  }
+}
+
+}  // namespace seam::coordinator

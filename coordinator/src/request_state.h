@@ -1,0 +1,45 @@
+// The scheduler's record of one live request: where it is in its life
+// (queued, prefilling, decoding), its DP group, the KV blocks it holds and
+// how many positions of KV the stages have written for it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "seam/coordinator/scheduler_types.h"
+
+namespace seam::coordinator {
+
+enum class Phase { kQueued, kPrefilling, kDecoding };
+
+struct RequestState {
+  Request request;
+  Phase phase = Phase::kQueued;
+  int dp_group = -1;          // -1 while queued
+  uint64_t admit_order = 0;   // admission counter; orders running sequences oldest first
+  int blocks = 0;             // KV blocks held on dp_group
+  // Tokens to prefill: the prompt, or prompt + generated after a preemption.
+  int prefill_target = 0;
+  int prefilled = 0;          // of prefill_target, completed
+  int kv_tokens = 0;          // positions whose KV every stage has written
+  int generated = 0;          // tokens sampled so far
+  int32_t last_token = -1;    // the latest sampled token (fed by the next decode step)
+  bool in_flight = false;     // in a microbatch not yet completed or failed
+  bool cancelled = false;     // Cancel arrived while in flight
+
+  // Positions of KV the next decode step needs (it writes position kv_tokens).
+  int DecodeKvTokens() const { return kv_tokens + 1; }
+  // Positions of KV reserved at admission: the prefill plus the first decode step.
+  int AdmissionKvTokens() const { return prefill_target + 1; }
+  int PrefillRemaining() const { return prefill_target - prefilled; }
+};
+
+// Records a sampled token: returns the finish reason when the request ends
+// with it (a stop token, or max_new_tokens reached).
+std::optional<FinishReason> RecordSample(RequestState& state, int32_t token);
+
+// Puts a preempted request back to the queued phase: its blocks are released
+// by the caller; it will be prefilled again over prompt + generated tokens.
+void ResetForRecompute(RequestState& state);
+
+}  // namespace seam::coordinator

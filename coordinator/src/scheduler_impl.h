@@ -1,0 +1,82 @@
+// The scheduler's implementation class, shared by its source files:
+// scheduler.cc (creation, Submit, Cancel, introspection), microbatch_builder.cc
+// (Next, admission, preemption) and scheduler_results.cc (Complete, Fail).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv_budget.h"
+#include "request_state.h"
+#include "seam/coordinator/scheduler.h"
+
+namespace seam::coordinator {
+
+class SchedulerImpl final : public Scheduler {
+ public:
+  explicit SchedulerImpl(const SchedulerOptions& options);
+
+  absl::Status Submit(const Request& request) override;
+  absl::StatusOr<std::vector<SchedulerEvent>> Cancel(const std::string& request_id) override;
+  std::optional<Microbatch> Next() override;
+  absl::StatusOr<std::vector<SchedulerEvent>> Complete(
+      uint64_t microbatch_id, const std::vector<SequenceResult>& results) override;
+  absl::StatusOr<std::vector<SchedulerEvent>> Fail(uint64_t microbatch_id,
+                                                   const absl::Status& status) override;
+  absl::StatusOr<std::vector<SchedulerEvent>> FailAll(const absl::Status& status) override;
+
+  int QueueDepth() const override { return static_cast<int>(queue_.size()); }
+  int RunningCount() const override { return static_cast<int>(running_.size()); }
+  int InFlightCount() const override { return static_cast<int>(in_flight_.size()); }
+  int FreeBlocks(int dp_group) const override { return kv_.Free(dp_group); }
+  int SequencesOnGroup(int dp_group) const override { return sequences_on_group_[dp_group]; }
+  uint64_t PreemptionCount() const override { return preemptions_; }
+  uint64_t Epoch() const override { return epoch_; }
+  const SchedulerOptions& options() const override { return options_; }
+
+ private:
+  // A microbatch under construction, with its remaining room.
+  struct Draft {
+    Microbatch mb;
+    std::vector<bool> group_waiting;  // a decode step of the group lacked a block
+  };
+
+  // microbatch_builder.cc
+  void BreakDeadlocks();
+  bool GroupDeadlocked(int group) const;
+  void Preempt(const std::string& request_id);
+  void AddDecodeSteps(Draft& draft);
+  void AddPrefillChunks(Draft& draft);
+  void AdmitFromQueue(Draft& draft);
+  // Tokens of the next prefill chunk of `state` that fit the draft; 0: none.
+  int ChunkFor(const RequestState& state, const Draft& draft) const;
+  bool HasRoomForSequence(const Draft& draft) const;
+  void AddEntry(Draft& draft, RequestState& state, int start, int tokens, bool is_prefill,
+                bool is_last_chunk);
+
+  // scheduler.cc: ends a live request (not in flight), releasing its blocks,
+  // and appends its terminal event.
+  void End(const std::string& request_id, SchedulerEvent event,
+           std::vector<SchedulerEvent>& events);
+  static SchedulerEvent Finished(const std::string& id, FinishReason reason);
+  static SchedulerEvent Failed(const std::string& id, const absl::Status& status);
+
+  SchedulerOptions options_;
+  KvBudget kv_;
+  std::unordered_map<std::string, RequestState> requests_;  // every live request
+  std::deque<std::string> queue_;                            // not admitted, FIFO
+  std::map<uint64_t, std::string> running_;                  // admit_order -> id
+  std::vector<int> sequences_on_group_;
+  std::map<uint64_t, Microbatch> in_flight_;                 // microbatch id -> microbatch
+  uint64_t next_admit_order_ = 0;
+  uint64_t next_microbatch_id_ = 1;
+  uint64_t next_sequence_number_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace seam::coordinator

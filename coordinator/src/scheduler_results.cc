@@ -1,0 +1,137 @@
+// How in-flight microbatches end: Complete (per-sequence results), Fail (the
+// whole microbatch) and FailAll (every live request).
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler_impl.h"
+#include "seam/core/status.h"
+
+namespace seam::coordinator {
+namespace {
+
+absl::Status NotInFlight(uint64_t microbatch_id) {
+  return absl::NotFoundError(
+      absl::StrCat("microbatch ", microbatch_id, " is not in flight"));
+}
+
+// Checks that `results` holds exactly one well-formed result per entry of
+// `mb`; returns request id -> index into results.
+absl::StatusOr<std::unordered_map<std::string, size_t>> MatchResults(
+    const Microbatch& mb, const std::vector<SequenceResult>& results) {
+  std::unordered_map<std::string, const MicrobatchEntry*> entries;
+  for (const auto& group : mb.entries_by_group) {
+    for (const auto& entry : group) entries.emplace(entry.request_id, &entry);
+  }
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const SequenceResult& r = results[i];
+    auto entry = entries.find(r.request_id);
+    if (entry == entries.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "microbatch ", mb.id, ": result for request '", r.request_id,
+          "', which is not in it"));
+    }
+    if (!index.emplace(r.request_id, i).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "microbatch ", mb.id, ": two results for request '", r.request_id, "'"));
+    }
+    if (r.status.ok() && entry->second->is_last_chunk && r.token < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "microbatch ", mb.id, ": request '", r.request_id, "' samples in this step but its ",
+          "result has token ", r.token));
+    }
+  }
+  if (index.size() != entries.size()) {
+    for (const auto& [id, entry] : entries) {
+      if (index.count(id) == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "microbatch ", mb.id, ": no result for request '", id, "' (", results.size(),
+            " results for ", entries.size(), " entries)"));
+      }
+    }
+  }
+  return index;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
+    uint64_t microbatch_id, const std::vector<SequenceResult>& results) {
+  auto mb_it = in_flight_.find(microbatch_id);
+  if (mb_it == in_flight_.end()) return NotInFlight(microbatch_id);
+  SEAM_ASSIGN_OR_RETURN(auto index, MatchResults(mb_it->second, results));
+  const Microbatch mb = std::move(mb_it->second);
+  in_flight_.erase(mb_it);
+
+  std::vector<SchedulerEvent> events;
+  for (const auto& group : mb.entries_by_group) {
+    for (const auto& entry : group) {
+      const SequenceResult& result = results[index.at(entry.request_id)];
+      RequestState& state = requests_.at(entry.request_id);
+      state.in_flight = false;
+      if (state.cancelled) {
+        End(entry.request_id, Finished(entry.request_id, FinishReason::kCancelled), events);
+        continue;
+      }
+      if (!result.status.ok()) {
+        End(entry.request_id, Failed(entry.request_id, result.status), events);
+        continue;
+      }
+      state.kv_tokens = entry.start_position + entry.num_tokens;
+      if (entry.is_prefill) {
+        state.prefilled = state.kv_tokens;
+        if (!entry.is_last_chunk) continue;
+        state.phase = Phase::kDecoding;
+      }
+      const std::optional<FinishReason> reason = RecordSample(state, result.token);
+      SchedulerEvent token;
+      token.kind = SchedulerEvent::Kind::kToken;
+      token.request_id = entry.request_id;
+      token.token = result.token;
+      events.push_back(std::move(token));
+      if (reason.has_value()) End(entry.request_id, Finished(entry.request_id, *reason), events);
+    }
+  }
+  return events;
+}
+
+absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Fail(uint64_t microbatch_id,
+                                                                const absl::Status& status) {
+  if (status.ok()) return absl::InvalidArgumentError("Fail needs a non-OK status");
+  auto mb_it = in_flight_.find(microbatch_id);
+  if (mb_it == in_flight_.end()) return NotInFlight(microbatch_id);
+  const Microbatch mb = std::move(mb_it->second);
+  in_flight_.erase(mb_it);
+  std::vector<SchedulerEvent> events;
+  for (const auto& group : mb.entries_by_group) {
+    for (const auto& entry : group) {
+      RequestState& state = requests_.at(entry.request_id);
+      state.in_flight = false;
+      End(entry.request_id,
+          state.cancelled ? Finished(entry.request_id, FinishReason::kCancelled)
+                          : Failed(entry.request_id, status),
+          events);
+    }
+  }
+  return events;
+}
+
+absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::FailAll(const absl::Status& status) {
+  if (status.ok()) return absl::InvalidArgumentError("FailAll needs a non-OK status");
+  std::vector<std::string> order;
+  for (const auto& [admit, id] : running_) order.push_back(id);
+  order.insert(order.end(), queue_.begin(), queue_.end());
+  std::vector<SchedulerEvent> events;
+  for (const std::string& id : order) {
+    RequestState& state = requests_.at(id);
+    state.in_flight = false;
+    End(id, state.cancelled ? Finished(id, FinishReason::kCancelled) : Failed(id, status),
+        events);
+  }
+  in_flight_.clear();
+  epoch_ += 1;
+  return events;
+}
+
+}  // namespace seam::coordinator
