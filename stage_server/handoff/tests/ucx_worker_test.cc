@@ -150,5 +150,31 @@ TEST(UcxWorkerTest, SendToPeerKilledMidTransferEndsWithinDeadline) {
             absl::StatusCode::kUnavailable);
 }
 
+TEST(UcxWorkerTest, CloseWithAPeerThatNeverProgressesReturnsByItsDeadline) {
+  PeerProcess peer([](Channel& channel) {
+    PeerSide side;
+    if (!testing::ConnectChild(channel, UcxErrorMode::kPeer, side)) return 2;
+    (void)channel.Read(absl::Seconds(10), [&] { side.worker->Progress(); });
+    ::pause();
+    return 0;
+  });
+  PeerSide side;
+  ASSERT_TRUE(testing::ConnectParent(peer.channel(), UcxErrorMode::kPeer, side).ok());
+  const char ping = 1;
+  ASSERT_TRUE(side.worker->Send(side.endpoint, 1, &ping, 1, absl::Now() + absl::Seconds(5)).ok());
+  ASSERT_TRUE(peer.channel().Write("stop").ok());
+  const absl::Time start = absl::Now();
+  const absl::Status closed = side.endpoint.Close(start + absl::Milliseconds(300));
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_THAT(closed.code(), ::testing::AnyOf(absl::StatusCode::kOk, absl::StatusCode::kDeadlineExceeded))
+      << closed;
+  EXPECT_LT(waited, absl::Milliseconds(300) + kSlack);
+  // Closed gracefully (FAILED_PRECONDITION) or by force (UNAVAILABLE): unusable either way.
+  EXPECT_THAT(side.endpoint.health().code(),
+              ::testing::AnyOf(absl::StatusCode::kFailedPrecondition, absl::StatusCode::kUnavailable));
+  std::printf("close with a stopped peer after %s: %s\n", absl::FormatDuration(waited).c_str(),
+              closed.ToString().c_str());
+}
+
 }  // namespace
 }  // namespace seam::handoff

@@ -58,8 +58,11 @@ class UcxEndpoint {
   // OK while usable; UNAVAILABLE naming the UCX error once the peer failed,
   // FAILED_PRECONDITION once closed or for an endpoint never connected.
   absl::Status health() const;
-  // Flushes outstanding sends and closes; forces the close when the flush
-  // misses `deadline` or the endpoint already failed.
+  // Flushes outstanding sends and closes. A failed endpoint, or one whose
+  // flush misses `deadline`, is closed by force. In PEER mode a graceful close
+  // needs the peer to progress; if it does not by `deadline`, Close returns
+  // DEADLINE_EXCEEDED and leaves the rest to UCX. Never waits past `deadline`
+  // (plus cancel_grace for a forced close).
   absl::Status Close(absl::Time deadline);
   // UCX's description of the lanes and transports in use (ucp_ep_print_info).
   std::string DescribeTransports() const;
