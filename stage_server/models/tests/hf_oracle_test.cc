@@ -37,9 +37,16 @@ TEST_P(HfOracle, LogitsMatchTransformersWithin1e4) {
   EXPECT_LE(err, 1e-4);
 }
 
+std::string Name(const ::testing::TestParamInfo<HfOracle::ParamType>& info) {
+  const auto layout = std::get<1>(info.param);
+  return std::string(std::get<0>(info.param)) + "_tp" + std::to_string(layout.first) + "_dp" +
+         std::to_string(layout.second);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, HfOracle,
                          ::testing::Combine(::testing::Values("dense", "moe"),
-                                            ::testing::Values(std::make_pair(1, 1), std::make_pair(4, 2))));
+                                            ::testing::Values(std::make_pair(1, 1), std::make_pair(4, 2))),
+                         Name);
 
 }  // namespace
 }  // namespace seam::models
