@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "seam/coordinator/bench_model_command.h"
 #include "seam/coordinator/check_command.h"
 #include "seam/coordinator/demo_command.h"
 #include "seam/coordinator/model_init_command.h"
@@ -68,6 +69,20 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--seed", check.seed, "prompt seed")->capture_default_str();
   check_cmd->add_option("--tolerance", check.tolerance, "max relative logits error")->capture_default_str();
 
+  seam::coordinator::BenchModelOptions bench_model;
+  CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks (ratios against a baseline of the same run)");
+  CLI::App* bench_model_cmd = bench_cmd->add_subcommand("model", "prefill/decode tokens/s on CPU ranks, TP 1 vs TP 2");
+  bench_cmd->require_subcommand(1);
+  bench_model_cmd->add_option("--model", bench_model.model_dir, "model directory (default: a random qwen3)");
+  bench_model_cmd->add_option("--hidden", bench_model.hidden, "hidden size of the random model")->capture_default_str();
+  bench_model_cmd->add_option("--layers", bench_model.layers, "layers of the random model")->capture_default_str();
+  bench_model_cmd->add_option("--batch", bench_model.batch, "sequences")->capture_default_str();
+  bench_model_cmd->add_option("--prompt-len", bench_model.prompt_len, "prefill tokens per sequence")
+      ->capture_default_str();
+  bench_model_cmd->add_option("--decode-steps", bench_model.decode_steps, "decode steps")->capture_default_str();
+  bench_model_cmd->add_option("--repeats", bench_model.repeats, "best of N")->capture_default_str();
+  bench_model_cmd->add_option("--json", bench_model.json_out, "also write results as JSON to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -75,6 +90,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (plan_cmd->parsed()) return seam::coordinator::RunPlanCommand(plan, std::cout, std::cerr);
+  if (bench_model_cmd->parsed()) return seam::coordinator::RunBenchModelCommand(bench_model, std::cout, std::cerr);
   if (check_cmd->parsed()) return seam::coordinator::RunCheckCommand(check, std::cout, std::cerr);
   if (demo_cmd->parsed()) return seam::coordinator::RunDemoCommand(demo, std::cout, std::cerr);
   if (init_cmd->parsed()) return seam::coordinator::RunModelInitCommand(init, std::cout, std::cerr);
