@@ -68,6 +68,8 @@ const weights::ModelConfig& Qwen3Model::config() const { return impl_->config; }
 const ModelOptions& Qwen3Model::options() const { return impl_->options; }
 const AttentionShard& Qwen3Model::attention_shard() const { return impl_->shard; }
 int64_t Qwen3Model::layers() const { return static_cast<int64_t>(impl_->layers.size()); }
+bool Qwen3Model::is_first_piece() const { return impl_->options.first_layer == 0; }
+bool Qwen3Model::is_last_piece() const { return impl_->options.end_layer == impl_->config.num_hidden_layers; }
 
 absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Checkpoint& checkpoint,
                                                              const ModelOptions& options) {
@@ -83,22 +85,33 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
     return absl::InvalidArgumentError(
         absl::StrCat("layer range [", first, ", ", end, ") is not inside the model's ", total, " layers"));
   }
+  if (first > 0 && first == end) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline piece [", first, ", ", end, ") holds no layer; every piece after the first enters a layer"));
+  }
   if (options.policy == boundary::ReductionPolicy::kAuto) {
     return absl::InvalidArgumentError("reduction policy must be resolved (ResolveReductionPolicy) before loading");
   }
   SEAM_ASSIGN_OR_RETURN(impl->shard, AttentionShard::Of(c, topo.attn_tp(), topo.attn_tp_rank()));
   const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype};
 
-  SEAM_ASSIGN_OR_RETURN(impl->embed,
-                        checkpoint.Load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, options.dtype));
-  if (c.tie_word_embeddings) {
-    impl->lm_head = impl->embed;
-  } else {
-    SEAM_ASSIGN_OR_RETURN(impl->lm_head,
-                          checkpoint.Load("lm_head.weight", {c.vocab_size, c.hidden_size}, options.dtype));
+  const bool first_piece = first == 0, last_piece = end == total;
+  if (first_piece || (last_piece && c.tie_word_embeddings)) {
+    SEAM_ASSIGN_OR_RETURN(impl->embed,
+                          checkpoint.Load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, options.dtype));
   }
-  impl->final_norm.eps = c.rms_norm_eps;
-  SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight, checkpoint.Load("model.norm.weight", {c.hidden_size}, options.dtype));
+  if (last_piece) {
+    if (c.tie_word_embeddings) {
+      impl->lm_head = impl->embed;
+      if (!first_piece) impl->embed = Tensor();  // the last piece of a split reads the table as lm_head only
+    } else {
+      SEAM_ASSIGN_OR_RETURN(impl->lm_head,
+                            checkpoint.Load("lm_head.weight", {c.vocab_size, c.hidden_size}, options.dtype));
+    }
+    impl->final_norm.eps = c.rms_norm_eps;
+    SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight,
+                          checkpoint.Load("model.norm.weight", {c.hidden_size}, options.dtype));
+  }
 
   const weights::ModelConfig config_copy = c;
   boundary::LayerStack stack(boundary::LayerStackOptions{
@@ -140,12 +153,26 @@ absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::RunLayer(const DecoderLayer& 
 }
 
 absl::StatusOr<Tensor> Qwen3Model::Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) {
+  if (!is_first_piece() || !is_last_piece()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Forward runs the whole stack; this rank holds layers [", impl_->options.first_layer, ", ",
+                     impl_->options.end_layer, "): use ForwardPiece"));
+  }
+  return ForwardPiece(batch, input, cache, nullptr, nullptr);
+}
+
+absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input,
+                                                KvCache& cache, const boundary::PipelineTensors* in,
+                                                boundary::PipelineTensors* out) {
   const Impl& m = *impl_;
   const weights::ModelConfig& c = m.config;
-  if (m.options.first_layer != 0 || m.options.end_layer != c.num_hidden_layers) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Forward runs the whole stack; this rank holds layers [", m.options.first_layer, ", ", m.options.end_layer,
-        ") and the boundary has no pipeline handoff to enter or leave it"));
+  const bool first = is_first_piece(), last = is_last_piece();
+  if (first != (in == nullptr)) {
+    return absl::InvalidArgumentError(first ? "the first pipeline piece takes no handoff"
+                                            : "a pipeline piece after the first needs the previous piece's handoff");
+  }
+  if (!last && out == nullptr) {
+    return absl::InvalidArgumentError("a pipeline piece before the last needs somewhere to write its handoff");
   }
   std::vector<CacheSpan> spans;
   std::vector<int32_t> ids;
@@ -154,7 +181,7 @@ absl::StatusOr<Tensor> Qwen3Model::Forward(boundary::ForwardBatch& batch, const 
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has no tokens in this step"));
     }
     for (int32_t t : s.tokens) {
-      if (t < 0 || t >= c.vocab_size) {
+      if (first && (t < 0 || t >= c.vocab_size)) {
         return absl::InvalidArgumentError(
             absl::StrCat("sequence ", s.sequence, ": token ", t, " is outside the vocabulary of ", c.vocab_size));
       }
@@ -168,21 +195,36 @@ absl::StatusOr<Tensor> Qwen3Model::Forward(boundary::ForwardBatch& batch, const 
                                                    batch.rows.topology().dp_rank(), " ", batch.rows.my_dp_rows(),
                                                    " rows"));
   }
+
+  boundary::Hidden h;
+  if (first) {
+    Tensor x = Tensor::Empty({rows, c.hidden_size}, m.options.dtype);
+    SEAM_RETURN_IF_ERROR(kernels::Embedding(Tensor::FromInts(ids, {rows}), m.embed, 0, x));
+    SEAM_ASSIGN_OR_RETURN(h, boundary::Start(batch, x));
+  } else {
+    for (const Tensor* t : {&in->hidden, &in->residual}) {
+      if (t->defined() && (t->shape().size() != 2 || t->shape()[1] != c.hidden_size)) {
+        return absl::InvalidArgumentError(absl::StrCat("a pipeline handoff tensor is ", ShapeToString(t->shape()),
+                                                       "; this model's hidden size is ", c.hidden_size));
+      }
+    }
+    SEAM_ASSIGN_OR_RETURN(h, boundary::FromPp(*in, batch, *m.layers.front()->attn_boundary));
+  }
   SEAM_RETURN_IF_ERROR(cache.Reserve(spans));
   SEAM_ASSIGN_OR_RETURN(CacheBatch step, cache.BuildBatch(spans));
-
-  Tensor x = Tensor::Empty({rows, c.hidden_size}, m.options.dtype);
-  SEAM_RETURN_IF_ERROR(kernels::Embedding(Tensor::FromInts(ids, {rows}), m.embed, 0, x));
-  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, boundary::Start(batch, x));
   for (size_t l = 0; l < m.layers.size(); ++l) {
     SEAM_ASSIGN_OR_RETURN(h, m.RunLayer(*m.layers[l], static_cast<int64_t>(l), h, batch, step, cache));
+  }
+  if (!last) {
+    SEAM_ASSIGN_OR_RETURN(*out, boundary::ToPp(h, batch));
+    if (out->hidden.defined() && !out->hidden.is_contiguous()) out->hidden = out->hidden.Clone();
+    if (out->residual.defined() && !out->residual.is_contiguous()) out->residual = out->residual.Clone();
+    return Tensor();
   }
   SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, m.final_norm));
 
   std::vector<int64_t> selected;
-  if (input.all_logits) {
-    for (int64_t r = 0; r < rows; ++r) selected.push_back(r);
-  } else {
+  if (!input.all_logits) {
     int64_t end = 0;
     for (const SequenceStep& s : input.sequences) {
       end += static_cast<int64_t>(s.tokens.size());

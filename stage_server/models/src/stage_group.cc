@@ -23,7 +23,8 @@ struct RankState {
   std::unique_ptr<comm::ProcessGroups> groups;
   std::unique_ptr<Qwen3Model> model;
   std::unique_ptr<KvCache> cache;
-  Tensor logits;  // the last step's output
+  Tensor logits;                     // the last step's output (last piece)
+  boundary::PipelineTensors handoff;  // the last step's output (other pieces)
 };
 
 absl::StatusOr<std::string> MakeStoreDir() {
@@ -38,6 +39,22 @@ absl::StatusOr<std::string> MakeStoreDir() {
 // failure; report the first rank whose error is of another kind when there is one.
 bool IsEcho(const absl::Status& s) {
   return absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s) || absl::IsFailedPrecondition(s);
+}
+
+// The handoff of TP rank `name` must hold the rows its form has on that rank, at the hidden width.
+absl::Status CheckHandoff(const boundary::PipelineTensors& in, const boundary::Topology& topology,
+                          const std::vector<int64_t>& dp_rows, int64_t hidden, const std::string& name) {
+  const int64_t rows = boundary::BatchRows(topology, dp_rows, /*padded=*/true).RowsOf(in.rows);
+  const bool pending = in.state == boundary::StreamState::kPending;
+  for (const Tensor* t : {&in.hidden, &in.residual}) {
+    if (t == &in.residual && !pending) continue;
+    if (!t->defined() || t->shape() != Shape{rows, hidden}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": the pipeline handoff holds ", t->defined() ? ShapeToString(t->shape()) : "no tensor", " where its ",
+          boundary::RowFormName(in.rows), " rows need [", rows, ", ", hidden, "]"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -90,6 +107,10 @@ StageGroup::~StageGroup() = default;
 const weights::ModelConfig& StageGroup::config() const { return impl_->checkpoint->config(); }
 int StageGroup::tp() const { return impl_->tp; }
 int StageGroup::attn_dp() const { return impl_->attn_dp; }
+int StageGroup::first_layer() const { return impl_->options.first_layer; }
+int StageGroup::end_layer() const { return impl_->options.end_layer; }
+bool StageGroup::is_first_piece() const { return first_layer() == 0; }
+bool StageGroup::is_last_piece() const { return end_layer() == config().num_hidden_layers; }
 
 int StageGroup::DpGroupOf(uint64_t sequence) const {
   auto it = impl_->dp_of.find(sequence);
@@ -107,6 +128,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
   impl->attn_dp = attn_dp;
   impl->options = options;
   SEAM_ASSIGN_OR_RETURN(impl->checkpoint, weights::Checkpoint::Open(model_dir));
+  if (options.end_layer < 0) impl->options.end_layer = static_cast<int>(impl->checkpoint->config().num_hidden_layers);
   const boundary::ReductionPolicy resolved =
       boundary::ResolveReductionPolicy(policy, impl->checkpoint->config().architecture);
   SEAM_ASSIGN_OR_RETURN(impl->store_dir, MakeStoreDir());
@@ -122,8 +144,9 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     RankState& rank = *self->ranks[r];
     SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
     SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
-    SEAM_ASSIGN_OR_RETURN(rank.model, Qwen3Model::Load(*self->checkpoint,
-                                                       ModelOptions{rank.topology, resolved, self->options.dtype}));
+    const StageGroupOptions& o = self->options;
+    SEAM_ASSIGN_OR_RETURN(rank.model, Qwen3Model::Load(*self->checkpoint, ModelOptions{rank.topology, resolved, o.dtype,
+                                                                                       o.first_layer, o.end_layer}));
     SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(self->options.cache));
     return absl::OkStatus();
   }));
@@ -131,9 +154,24 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
 }
 
 absl::StatusOr<std::vector<Tensor>> StageGroup::Step(const std::vector<SequenceStep>& sequences, bool all_logits) {
+  if (!is_first_piece() || !is_last_piece()) {
+    return absl::FailedPreconditionError(absl::StrCat("Step runs the whole model; this group holds layers [",
+                                                      first_layer(), ", ", end_layer(), "): use StepPiece"));
+  }
+  SEAM_ASSIGN_OR_RETURN(PieceOutput out, StepPiece(sequences, all_logits, {}));
+  return std::move(out.logits);
+}
+
+absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<SequenceStep>& sequences, bool all_logits,
+                                                  const std::vector<boundary::PipelineTensors>& in) {
   Impl& g = *impl_;
   if (!g.broken.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("the stage group failed earlier: ", g.broken.ToString()));
+  }
+  const bool first = is_first_piece(), last = is_last_piece();
+  if (in.size() != (first ? 0u : static_cast<size_t>(g.tp))) {
+    return absl::InvalidArgumentError(absl::StrCat("this piece (layers [", first_layer(), ", ", end_layer(),
+                                                   ")) takes ", first ? 0 : g.tp, " handoffs, got ", in.size()));
   }
   // Place the step's sequences; new ones go round-robin and are kept only if the step runs.
   std::set<uint64_t> seen;
@@ -175,13 +213,19 @@ absl::StatusOr<std::vector<Tensor>> StageGroup::Step(const std::vector<SequenceS
     }
   }
 
+  for (size_t r = 0; r < in.size(); ++r) {  // refuse a handoff that does not fit before any collective
+    SEAM_RETURN_IF_ERROR(CheckHandoff(in[r], g.ranks[r]->topology, dp_rows, config().hidden_size, g.RankName(r)));
+  }
+
   const uint64_t microbatch = g.next_microbatch++;
   Impl* self = &g;
-  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch](int r) -> absl::Status {
+  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
     boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
     batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
-    SEAM_ASSIGN_OR_RETURN(rank.logits, rank.model->Forward(batch, inputs[rank.topology.dp_rank()], *rank.cache));
+    rank.handoff = boundary::PipelineTensors{};
+    SEAM_ASSIGN_OR_RETURN(rank.logits, rank.model->ForwardPiece(batch, inputs[rank.topology.dp_rank()], *rank.cache,
+                                                                in.empty() ? nullptr : &in[r], &rank.handoff));
     return absl::OkStatus();
   });
   if (!run.ok()) {
@@ -191,12 +235,16 @@ absl::StatusOr<std::vector<Tensor>> StageGroup::Step(const std::vector<SequenceS
   g.next_dp = next_dp;
   g.dp_of.insert(placed.begin(), placed.end());
 
-  std::vector<Tensor> out;
+  PieceOutput out;
+  if (!last) {
+    for (int r = 0; r < g.tp; ++r) out.handoff.push_back(std::move(g.ranks[r]->handoff));
+    return out;
+  }
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto [dp, row] = where[i];
     const Tensor& logits = g.ranks[dp * g.attn_tp()]->logits;
     const int64_t count = all_logits ? static_cast<int64_t>(sequences[i].tokens.size()) : 1;
-    out.push_back(logits.Rows(row, count).Clone());
+    out.logits.push_back(logits.Rows(row, count).Clone());
   }
   return out;
 }

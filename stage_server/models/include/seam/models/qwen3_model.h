@@ -5,7 +5,9 @@
 // intermediates by TP rank; embeddings, norms, router and lm_head whole.
 // Every output projection returns a partial sum that the layer's boundary
 // completes; the model never calls a collective itself.
-// One model per rank thread; Forward is not reentrant.
+// A rank may build a layer range only (a pipeline piece): the first piece
+// owns the embedding, the last the final norm and lm_head, a middle one
+// neither. One model per rank thread; Forward is not reentrant.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/layout.h"
+#include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/core/dtype.h"
 #include "seam/core/tensor.h"
@@ -28,8 +31,8 @@ struct ModelOptions {
   boundary::Topology topology;
   boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAr;  // resolved (never kAuto)
   DType dtype = DType::kF32;  // compute and weight dtype
-  int first_layer = 0;        // first decoder layer this rank builds
-  int end_layer = -1;         // one past the last one (-1: every layer)
+  int first_layer = 0;        // first decoder layer this rank builds (> 0: not the first piece)
+  int end_layer = -1;         // one past the last one (-1: to the last layer, the last piece)
 };
 
 // One sequence's part of a step.
@@ -63,6 +66,8 @@ class Qwen3Model {
   const ModelOptions& options() const;
   const AttentionShard& attention_shard() const;
   int64_t layers() const;  // decoder layers this rank built
+  bool is_first_piece() const;  // first_layer == 0: enters through the embedding
+  bool is_last_piece() const;   // end_layer == num_hidden_layers: leaves through the lm_head
 
   // A KV cache shaped for this rank's layers and KV heads.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const;
@@ -70,7 +75,22 @@ class Qwen3Model {
   // Runs `input` (this rank's DP group's sequences, whose counts `batch`'s
   // dp_rows hold) through the stack; reserves the cache blocks it needs.
   // Returns fp32 logits [rows, vocab]: every token, or each sequence's last.
+  // The whole stack only (first and last piece); FAILED_PRECONDITION otherwise.
   absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache);
+
+  // One pipeline piece of a step. `in` is the previous piece's handoff for
+  // this rank (nullptr on the first piece, required on the others); `out`
+  // receives this piece's handoff (required on a non-last piece, ignored on
+  // the last). The first piece enters through the embedding of input's
+  // tokens; the others through boundary::FromPp, so they read only the
+  // token counts and positions of `input`. Returns the logits (as Forward)
+  // on the last piece and an undefined Tensor on the others. The handoff
+  // tensors are contiguous host tensors on this rank's rows (the form
+  // in->rows / out->rows names). INVALID_ARGUMENT when `in` does not fit the
+  // batch (rows or width) or a pointer is missing; nothing of the cache is
+  // reserved then.
+  absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
+                                      const boundary::PipelineTensors* in, boundary::PipelineTensors* out);
 
   struct Impl;
 

@@ -4,7 +4,12 @@
 // assigned to attention-DP groups round-robin when first seen and stay there
 // (their KV cache lives there); a step runs one forward on every rank, and a
 // DP group with no sequence in the step still joins every collective.
-// Driven by one thread: Create, Step and Free must not run concurrently.
+// A group may run one pipeline piece, a layer range (StageGroupOptions):
+// StepPiece then takes and returns one handoff per TP rank. Every piece
+// places sequences by the same rule, so given the same steps in the same
+// order a sequence lives on the same DP group (and its KV cache there) in
+// every piece, and TP rank r of one piece feeds TP rank r of the next.
+// Driven by one thread: Create, Step, StepPiece and Free must not run concurrently.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/kv_cache.h"
 #include "seam/models/qwen3_model.h"
@@ -27,6 +33,16 @@ struct StageGroupOptions {
   KvCacheOptions cache;                            // each rank's cache
   absl::Duration comm_timeout = absl::Seconds(30);  // longest any collective waits for peers
   absl::Duration rank_deadline = absl::Seconds(120);  // longest Create or Step waits for a rank
+  int first_layer = 0;  // the piece's layers: [first_layer, end_layer) of the model
+  int end_layer = -1;   // -1: to the last layer
+};
+
+// What one piece returns for a step.
+struct PieceOutput {
+  // Non-last piece: the handoff of each TP rank, index = TP rank (contiguous host tensors).
+  std::vector<boundary::PipelineTensors> handoff;
+  // Last piece: logits per sequence, as Step returns them.
+  std::vector<Tensor> logits;
 };
 
 class StageGroup {
@@ -42,6 +58,10 @@ class StageGroup {
   const weights::ModelConfig& config() const;
   int tp() const;
   int attn_dp() const;
+  int first_layer() const;
+  int end_layer() const;         // resolved: never -1
+  bool is_first_piece() const;   // first_layer() == 0
+  bool is_last_piece() const;    // end_layer() == num_hidden_layers
   // The DP group a sequence lives on, or -1 when it has none yet.
   int DpGroupOf(uint64_t sequence) const;
   // Free KV blocks of attention-DP group `dp` (as each of its ranks sees them).
@@ -53,7 +73,16 @@ class StageGroup {
   // cache cannot hold its sequences; a failing rank fails the step with its
   // status prefixed by "rank r (dp d, attn_tp a)", and the group refuses
   // later steps with FAILED_PRECONDITION.
+  // The whole model only; FAILED_PRECONDITION on a group built for a layer range.
   absl::StatusOr<std::vector<Tensor>> Step(const std::vector<SequenceStep>& sequences, bool all_logits);
+  // One pipeline piece of a step: the same `sequences` (same order) that every
+  // piece of the pipeline runs. `in`: the previous piece's handoff, one per TP
+  // rank (empty on the first piece, tp() entries otherwise). Returns handoffs
+  // on a non-last piece, logits on the last; errors as Step, and
+  // INVALID_ARGUMENT (nothing placed) when `in` has the wrong count or a
+  // rank's handoff does not fit its rows.
+  absl::StatusOr<PieceOutput> StepPiece(const std::vector<SequenceStep>& sequences, bool all_logits,
+                                        const std::vector<boundary::PipelineTensors>& in);
   // Returns a sequence's blocks on its DP group; NOT_FOUND for an unknown one.
   absl::Status Free(uint64_t sequence);
 
