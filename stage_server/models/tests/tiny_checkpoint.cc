@@ -28,6 +28,20 @@ class TempDir {
   std::string path_;
 };
 
+// Writes `config` into a fresh directory on first use for `slot`.
+const std::string& CheckpointDir(const weights::ModelConfig& config, uint64_t seed, int slot) {
+  static std::unique_ptr<TempDir> dirs[4];
+  std::unique_ptr<TempDir>& dir = dirs[slot];
+  if (dir == nullptr) {
+    dir = std::make_unique<TempDir>();
+    weights::RandomCheckpointOptions options;
+    options.seed = seed;
+    options.scale = 10.0f;  // std 0.2: attention and routing far from uniform
+    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(config, options, dir->path()));
+  }
+  return dir->path();
+}
+
 }  // namespace
 
 weights::ModelConfig TinyConfig(bool moe) {
@@ -57,17 +71,17 @@ weights::ModelConfig TinyConfig(bool moe) {
   return c;
 }
 
-const std::string& TinyCheckpointDir(bool moe) {
-  static std::unique_ptr<TempDir> dirs[2];
-  std::unique_ptr<TempDir>& dir = dirs[moe ? 1 : 0];
-  if (dir == nullptr) {
-    dir = std::make_unique<TempDir>();
-    weights::RandomCheckpointOptions options;
-    options.seed = moe ? 11 : 7;
-    options.scale = 10.0f;  // std 0.2: attention and routing far from uniform
-    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(TinyConfig(moe), options, dir->path()));
-  }
-  return dir->path();
+const std::string& TinyCheckpointDir(bool moe) { return CheckpointDir(TinyConfig(moe), moe ? 11 : 7, moe ? 1 : 0); }
+
+weights::ModelConfig FourLayerConfig(bool moe) {
+  weights::ModelConfig c = TinyConfig(moe);
+  c.num_hidden_layers = 4;
+  if (moe) c.mlp_only_layers = {1};
+  return c;
+}
+
+const std::string& FourLayerCheckpointDir(bool moe) {
+  return CheckpointDir(FourLayerConfig(moe), moe ? 13 : 9, moe ? 3 : 2);
 }
 
 double MaxRelativeError(const Tensor& got, const Tensor& reference) {

@@ -15,6 +15,10 @@ namespace seam::models::testing {
 weights::ModelConfig TinyConfig(bool moe);
 // The directory of the tiny checkpoint (written on first use).
 const std::string& TinyCheckpointDir(bool moe);
+// The same architecture with 4 layers; the MoE one mixes in a dense layer
+// (mlp_only_layers = {1}), so pipeline cuts fall next to both FFN kinds.
+weights::ModelConfig FourLayerConfig(bool moe);
+const std::string& FourLayerCheckpointDir(bool moe);
 
 // max |a - b| / max |reference|: the error relative to the logits' scale.
 double MaxRelativeError(const Tensor& got, const Tensor& reference);
