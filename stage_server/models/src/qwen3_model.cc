@@ -1,7 +1,7 @@
 // Qwen3Model: loading this rank's shards inside a layer stack (one attention
-// and one FFN stage per decoder layer), and the forward that enters the stack
-// through the embedding, runs each layer between its boundaries and leaves
-// through the final norm and lm_head.
+// and one FFN stage per decoder layer), and the forward of a pipeline piece:
+// it enters through the embedding or a handoff, runs each layer between its
+// boundaries and leaves through the final norm and lm_head or a handoff.
 #include "seam/models/qwen3_model.h"
 
 #include "absl/strings/str_cat.h"
