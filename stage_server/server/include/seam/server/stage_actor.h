@@ -1,0 +1,95 @@
+// StageActor: the one thread that owns a stage server's state, its UCX worker
+// and its model. Control calls and microbatch descriptors arrive as messages
+// in a mailbox and run strictly in arrival order; answers go back through the
+// callbacks given with each message, called on the actor thread. Callers
+// never block on the actor (except WaitStopped, meant for main()).
+// Shutdown works like a gate: Drain stops taking new descriptors, the
+// mailbox empties, then the state is STOPPED.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "seam/handoff/ucx_worker.h"
+#include "seam/v1/stage_service.pb.h"
+
+namespace seam::server {
+
+class MicrobatchRunner;
+
+struct StageActorOptions {
+  handoff::UcxWorkerOptions ucx;                        // the data-plane worker
+  absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
+  // Called (on the actor thread, or the caller's for Drain) when the stage
+  // starts or stops accepting microbatches: the health status to publish.
+  std::function<void(bool serving)> on_serving;
+};
+
+class StageActor {
+ public:
+  // Starts the actor thread and creates the UCX worker on it.
+  static absl::StatusOr<std::unique_ptr<StageActor>> Start(StageActorOptions options);
+  ~StageActor();  // abandons what is queued and joins the thread
+
+  // Thread-safe snapshot.
+  v1::StageStatus Status() const;
+
+  using StatusCallback = std::function<void(absl::Status, v1::StageStatus)>;
+  // INVALID_ARGUMENT (state unchanged) for a config that fails its checks,
+  // FAILED_PRECONDITION for a second Configure with a different config or
+  // after Drain; otherwise loads it (LOADING) and answers once READY or
+  // FAILED (an OK call whose status carries the error).
+  void Configure(const v1::StageConfig& config, StatusCallback done);
+
+  // Queues a descriptor; `done` gets its answer. After Drain it is answered
+  // at once with FAILED_PRECONDITION.
+  void Submit(v1::MicrobatchDescriptor descriptor, std::function<void(v1::MicrobatchResult)> done);
+
+  // Stops taking descriptors (DRAINING), finishes those queued, then STOPPED.
+  // With `abandon`, queued descriptors are answered CANCELLED instead of run.
+  void Drain(bool abandon, std::function<void(v1::StageStatus)> done);
+
+  // Blocks until STOPPED or `deadline`; true when stopped.
+  bool WaitStopped(absl::Time deadline) const;
+
+ private:
+  explicit StageActor(StageActorOptions options);
+  void Post(std::function<void()> task);
+  void Loop(std::promise<absl::Status>* started);
+  void Load(v1::StageConfig config, StatusCallback done);
+  void SetServing(bool serving);
+  v1::StageStatus StatusLocked() const;
+
+  StageActorOptions options_;
+  std::thread thread_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::deque<std::function<void()>> mailbox_;
+  bool quit_ = false;
+  bool accepting_ = true;   // false once Drain was called
+  bool abandon_ = false;
+  v1::StageState state_ = v1::STAGE_STATE_UNCONFIGURED;
+  std::optional<v1::StageConfig> config_;
+  std::string error_;
+  std::string worker_address_;
+  uint32_t in_flight_ = 0;
+  uint64_t last_sequence_number_ = 0;
+
+  // Actor thread only.
+  std::unique_ptr<handoff::UcxWorker> worker_;
+  std::unique_ptr<MicrobatchRunner> runner_;
+};
+
+}  // namespace seam::server

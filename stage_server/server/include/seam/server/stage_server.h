@@ -1,0 +1,70 @@
+// StageServer: one stage server process's gRPC side and lifetime. It starts
+// the stage actor (and with it the UCX worker), serves StageControl,
+// grpc.health.v1 (NOT_SERVING until the stage is READY) and reflection on
+// one port, and shuts down through the actor's gate: drain, then stop gRPC.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "seam/server/stage_actor.h"
+
+namespace grpc {
+class Server;
+class HealthCheckServiceInterface;
+}  // namespace grpc
+
+namespace seam::server {
+
+class StageService;
+
+enum class UcxMode {
+  kTcp,  // PEER error mode over TCP on loopback: a dead neighbour is detected
+  kShm,  // shared memory between processes of one host, no peer detection
+};
+absl::StatusOr<UcxMode> ParseUcxMode(const std::string& text);  // "tcp" or "shm"
+
+struct StageServerOptions {
+  std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
+  UcxMode ucx_mode = UcxMode::kTcp;
+  absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
+  absl::Duration drain_timeout = absl::Seconds(20);     // longest a shutdown waits for in-flight work
+  absl::Duration grpc_grace = absl::Seconds(2);         // then open calls are cancelled
+};
+
+class StageServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<StageServer>> Start(const StageServerOptions& options);
+  ~StageServer();
+
+  int port() const { return port_; }
+  // Thread-safe: asks Wait to shut down (the Shutdown call and SIGTERM use it).
+  void RequestShutdown();
+  // Blocks until shutdown is requested, then publishes NOT_SERVING, drains the
+  // stage (bounded by drain_timeout) and stops gRPC (bounded by grpc_grace).
+  // DEADLINE_EXCEEDED when the drain did not finish in time.
+  absl::Status Wait();
+
+ private:
+  explicit StageServer(const StageServerOptions& options);
+  void SetServing(bool serving);
+
+  StageServerOptions options_;
+  int port_ = 0;
+  std::unique_ptr<StageActor> actor_;
+  std::unique_ptr<StageService> service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  std::mutex mu_;
+  std::condition_variable shutdown_cv_;
+  bool shutdown_requested_ = false;
+  bool serving_ = false;
+  grpc::HealthCheckServiceInterface* health_ = nullptr;
+};
+
+}  // namespace seam::server

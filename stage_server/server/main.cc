@@ -1,0 +1,117 @@
+// seam-stage: one pipeline stage server process. Parses its flags, starts the
+// StageServer, writes the bound port for whoever started it, and turns
+// SIGTERM / SIGINT into a graceful drain and exit.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/time/time.h"
+#include "seam/core/logging.h"
+#include "seam/server/stage_server.h"
+
+namespace {
+
+// SIGTERM / SIGINT: the handler only writes the signal number to a pipe (any
+// thread may take the signal, some are started by libraries before main);
+// a watcher thread reads it and asks the server to shut down.
+int signal_pipe[2] = {-1, -1};
+
+void OnSignal(int signal) {
+  const char byte = static_cast<char>(signal);
+  [[maybe_unused]] ssize_t n = write(signal_pipe[1], &byte, 1);
+}
+
+bool InstallSignalHandlers() {
+  if (pipe(signal_pipe) != 0) return false;
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  return sigaction(SIGTERM, &action, nullptr) == 0 && sigaction(SIGINT, &action, nullptr) == 0;
+}
+
+// Writes the port to `path` through a temporary file and a rename, so a
+// reader never sees a partial number.
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"seam-stage: serves one pipeline stage of a transformer language model"};
+  std::string listen = "127.0.0.1:0", port_file, ucx_mode = "tcp", log_level = "info";
+  double handoff_timeout_s = 10.0, drain_timeout_s = 20.0;
+  app.add_option("--listen", listen, "host:port for the gRPC server (port 0: any free port)")->capture_default_str();
+  app.add_option("--port-file", port_file, "write the bound port to this file once serving");
+  app.add_option("--ucx-mode", ucx_mode, "data plane: tcp (detects dead peers) or shm (shared memory)")
+      ->capture_default_str();
+  app.add_option("--handoff-timeout", handoff_timeout_s, "seconds a microbatch waits for a neighbour's handoff")
+      ->capture_default_str();
+  app.add_option("--drain-timeout", drain_timeout_s, "seconds a shutdown waits for in-flight microbatches")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  seam::InitLogging(log_level, "stage");
+  if (!InstallSignalHandlers()) {
+    std::cerr << "seam-stage: cannot install signal handlers\n";
+    return 1;
+  }
+
+  absl::StatusOr<seam::server::UcxMode> mode = seam::server::ParseUcxMode(ucx_mode);
+  if (!mode.ok()) {
+    std::cerr << "seam-stage: --ucx-mode: " << mode.status().message() << "\n";
+    return 2;
+  }
+  seam::server::StageServerOptions options;
+  options.listen = listen;
+  options.ucx_mode = *mode;
+  options.handoff_timeout = absl::Seconds(handoff_timeout_s);
+  options.drain_timeout = absl::Seconds(drain_timeout_s);
+  absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "seam-stage: " << server.status().ToString() << "\n";
+    return 1;
+  }
+  if (!port_file.empty() && !WritePortFile(port_file, (*server)->port())) {
+    std::cerr << "seam-stage: cannot write --port-file " << port_file << "\n";
+    return 1;
+  }
+
+  seam::server::StageServer* s = server->get();
+  std::thread([s] {
+    char received = 0;
+    while (read(signal_pipe[0], &received, 1) < 0 && errno == EINTR) {
+    }
+    SEAM_LOG_INFO("signal {}: shutting down", static_cast<int>(received));
+    s->RequestShutdown();
+  }).detach();
+
+  absl::Status stopped = s->Wait();
+  if (!stopped.ok()) {
+    SEAM_LOG_ERROR("{}", stopped.ToString());
+    std::_Exit(1);  // in-flight work would keep the process past its bound
+  }
+  server->reset();
+  return 0;
+}

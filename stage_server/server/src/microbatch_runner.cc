@@ -1,0 +1,97 @@
+// One microbatch on one stage: order and content checks, frees, handoff in,
+// compute, handoff out or sampling.
+#include "microbatch_runner.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "request_checks.h"
+#include "seam/core/logging.h"
+#include "seam/core/status.h"
+#include "stage_handoff.h"
+
+namespace seam::server {
+
+MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<StageCompute> compute,
+                                   handoff::UcxWorker& worker, handoff::UcxEndpoint previous,
+                                   handoff::UcxEndpoint next, absl::Duration handoff_timeout)
+    : config_(config),
+      compute_(std::move(compute)),
+      worker_(worker),
+      previous_(std::move(previous)),
+      next_(std::move(next)),
+      handoff_timeout_(handoff_timeout) {}
+
+v1::MicrobatchResult MicrobatchRunner::Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const {
+  v1::MicrobatchResult result;
+  result.set_microbatch_id(d.microbatch_id());
+  v1::StageError* e = result.mutable_error();
+  e->set_code(static_cast<int>(why.code()));
+  e->set_message(std::string(why.message()));
+  e->set_pipeline_rank(config_.pipeline_rank());
+  e->set_tp_rank(0);
+  return result;
+}
+
+v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d) {
+  v1::MicrobatchResult result;
+  result.set_microbatch_id(d.microbatch_id());
+  absl::Status status = RunChecked(d, result);
+  if (!status.ok()) {
+    SEAM_LOG_WARN("microbatch {} (sequence {}): {}", d.microbatch_id(), d.sequence_number(), status.ToString());
+    return Refuse(d, status);
+  }
+  return result;
+}
+
+absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result) {
+  SEAM_RETURN_IF_ERROR(CheckDescriptorOrder(d, config_.epoch(), last_sequence_number_));
+  for (uint64_t id : d.finished_sequence_ids()) {
+    sampler_.Forget(id);
+    absl::Status freed = compute_->Free(id);
+    if (!freed.ok() && !absl::IsNotFound(freed)) {
+      return Annotate(freed, absl::StrCat("finished_sequence_ids: freeing sequence ", id));
+    }
+  }
+  SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, compute_->model_config().vocab_size));
+  // Every stage sees the same descriptor, so from here on the previous stage
+  // runs this microbatch too: its sequence number is used.
+  last_sequence_number_ = d.sequence_number();
+
+  std::vector<models::SequenceStep> steps;
+  for (const v1::SequenceEntry& s : d.sequences()) {
+    steps.push_back(models::SequenceStep{s.sequence_id(), {s.token_ids().begin(), s.token_ids().end()},
+                                         static_cast<int64_t>(s.position_start())});
+  }
+  std::vector<boundary::PipelineTensors> in;
+  if (!compute_->is_first()) {
+    handoff::HandoffExpectation expect;
+    expect.microbatch_id = d.microbatch_id();
+    expect.sequence_number = d.sequence_number();
+    expect.epoch = d.epoch();
+    expect.validator = [&](const v1::StreamState& header) {
+      return CheckHandoffHeader(header, d, config_, *compute_);
+    };
+    handoff::HandoffReceiver receiver(worker_, previous_.valid() ? &previous_ : nullptr);
+    absl::StatusOr<handoff::ReceivedHandoff> got = receiver.Receive(expect, absl::Now() + handoff_timeout_);
+    if (!got.ok()) {
+      return Annotate(got.status(), absl::StrCat("handoff from pipeline rank ", config_.pipeline_rank() - 1));
+    }
+    in = UnframeHandoff(got->header, std::move(got->tensors), compute_->tp());
+  }
+  const bool all_logits = compute_->is_last() && SequenceSampler::NeedsAllLogits(d);
+  SEAM_ASSIGN_OR_RETURN(StageOutput out, compute_->Run(steps, all_logits, in));
+  if (!compute_->is_last()) {
+    SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *compute_, out.handoff));
+    handoff::HandoffSender sender(worker_, next_);
+    absl::Status sent = sender.Send(framed.header, framed.tensors, absl::Now() + handoff_timeout_);
+    if (!sent.ok()) return Annotate(sent, absl::StrCat("handoff to pipeline rank ", config_.pipeline_rank() + 1));
+    return absl::OkStatus();  // the ack: an answer with no sequences
+  }
+  SEAM_ASSIGN_OR_RETURN(std::vector<v1::SequenceResult> sequences, sampler_.Sample(d, out.logits, all_logits));
+  for (v1::SequenceResult& s : sequences) *result.add_sequences() = std::move(s);
+  return absl::OkStatus();
+}
+
+}  // namespace seam::server

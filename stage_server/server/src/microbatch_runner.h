@@ -1,0 +1,51 @@
+// MicrobatchRunner: runs one microbatch descriptor on a configured stage,
+// from checks through compute to its answer: receive the previous stage's
+// handoff (non-first), compute, then send the handoff on (non-last) or
+// sample each sequence's next token (last). Owned and driven by the stage
+// actor's thread, which also owns the UCX worker it uses.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "seam/handoff/handoff.h"
+#include "seam/handoff/ucx_worker.h"
+#include "seam/server/stage_compute.h"
+#include "seam/v1/stage_service.pb.h"
+#include "sequence_sampler.h"
+
+namespace seam::server {
+
+class MicrobatchRunner {
+ public:
+  // `previous` / `next`: endpoints to the neighbours (invalid where there is none).
+  MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<StageCompute> compute, handoff::UcxWorker& worker,
+                   handoff::UcxEndpoint previous, handoff::UcxEndpoint next, absl::Duration handoff_timeout);
+
+  // Runs `d` and returns its answer; an error of any step becomes the
+  // result's error, with this stage's pipeline rank. Never throws, never
+  // waits past the handoff timeout for a neighbour.
+  v1::MicrobatchResult Run(const v1::MicrobatchDescriptor& d);
+
+  // The answer for a descriptor that is not run (drained away, abandoned).
+  v1::MicrobatchResult Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const;
+
+  std::optional<uint64_t> last_sequence_number() const { return last_sequence_number_; }
+  bool has_neighbours() const { return previous_.valid() || next_.valid(); }
+
+ private:
+  absl::Status RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result);
+
+  v1::StageConfig config_;
+  std::unique_ptr<StageCompute> compute_;
+  handoff::UcxWorker& worker_;
+  handoff::UcxEndpoint previous_, next_;
+  absl::Duration handoff_timeout_;
+  SequenceSampler sampler_;
+  std::optional<uint64_t> last_sequence_number_;
+};
+
+}  // namespace seam::server

@@ -1,0 +1,195 @@
+// The stage actor's mailbox loop and its control messages (Configure, Drain).
+// Microbatches themselves are run by MicrobatchRunner on this thread.
+#include "seam/server/stage_actor.h"
+
+#include <chrono>
+#include <future>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "microbatch_runner.h"
+#include "seam/core/logging.h"
+#include "seam/core/status.h"
+
+namespace seam::server {
+namespace {
+
+v1::MicrobatchResult ErrorResult(const v1::MicrobatchDescriptor& d, const absl::Status& why, uint32_t rank) {
+  v1::MicrobatchResult result;
+  result.set_microbatch_id(d.microbatch_id());
+  result.mutable_error()->set_code(static_cast<int>(why.code()));
+  result.mutable_error()->set_message(std::string(why.message()));
+  result.mutable_error()->set_pipeline_rank(rank);
+  return result;
+}
+
+}  // namespace
+
+StageActor::StageActor(StageActorOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<StageActor>> StageActor::Start(StageActorOptions options) {
+  std::unique_ptr<StageActor> actor(new StageActor(std::move(options)));
+  std::promise<absl::Status> started;
+  std::future<absl::Status> ready = started.get_future();
+  actor->thread_ = std::thread([a = actor.get(), &started] { a->Loop(&started); });
+  absl::Status status = ready.get();
+  if (!status.ok()) {
+    actor->thread_.join();
+    return status;
+  }
+  return actor;
+}
+
+StageActor::~StageActor() {
+  Drain(/*abandon=*/true, [](v1::StageStatus) {});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void StageActor::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mailbox_.push_back(std::move(task));
+  }
+  changed_.notify_all();
+}
+
+void StageActor::Loop(std::promise<absl::Status>* started) {
+  absl::StatusOr<std::unique_ptr<handoff::UcxWorker>> worker = handoff::UcxWorker::Create(options_.ucx);
+  if (!worker.ok()) {
+    started->set_value(Annotate(worker.status(), "creating the UCX worker"));
+    return;
+  }
+  worker_ = std::move(*worker);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    worker_address_ = worker_->Address();
+  }
+  started->set_value(absl::OkStatus());
+  while (true) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (mailbox_.empty() && !quit_) {
+        if (runner_ != nullptr && runner_->has_neighbours()) {
+          // Idle with neighbours: keep the worker progressing so their
+          // wire-up and sends move on, polling the mailbox between rounds.
+          lock.unlock();
+          const bool progressed = worker_->Progress();
+          lock.lock();
+          if (!progressed && mailbox_.empty() && !quit_) changed_.wait_for(lock, std::chrono::milliseconds(2));
+        } else {
+          changed_.wait(lock, [this] { return !mailbox_.empty() || quit_; });
+        }
+      }
+      if (mailbox_.empty()) {
+        if (quit_) break;
+        continue;
+      }
+      task = std::move(mailbox_.front());
+      mailbox_.pop_front();
+    }
+    task();
+  }
+  runner_.reset();
+  worker_.reset();
+}
+
+v1::StageStatus StageActor::StatusLocked() const {
+  v1::StageStatus s;
+  s.set_state(state_);
+  if (config_.has_value()) *s.mutable_config() = *config_;
+  s.mutable_worker_address()->set_ucx_address(worker_address_);
+  s.mutable_worker_address()->set_host("");
+  s.set_microbatches_in_flight(in_flight_);
+  s.set_last_sequence_number(last_sequence_number_);
+  s.set_error(error_);
+  return s;
+}
+
+v1::StageStatus StageActor::Status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return StatusLocked();
+}
+
+void StageActor::SetServing(bool serving) {
+  if (options_.on_serving) options_.on_serving(serving);
+}
+
+void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(v1::MicrobatchResult)> done) {
+  uint32_t rank = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rank = config_.has_value() ? config_->pipeline_rank() : 0;
+    if (accepting_) {
+      ++in_flight_;
+      mailbox_.push_back([this, d = std::move(descriptor), done = std::move(done), rank] {
+        v1::MicrobatchResult result;
+        bool abandon = false;
+        std::string state;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          abandon = abandon_;
+          state = v1::StageState_Name(state_) + (error_.empty() ? "" : ": " + error_);
+        }
+        if (abandon) {
+          result = ErrorResult(d, absl::CancelledError("abandoned by Shutdown before it ran"), rank);
+        } else if (runner_ == nullptr) {
+          result = ErrorResult(d, absl::FailedPreconditionError(absl::StrCat("stage is not ready (", state, ")")),
+                               rank);
+        } else {
+          result = runner_->Run(d);
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          --in_flight_;
+          if (runner_ != nullptr && runner_->last_sequence_number().has_value()) {
+            last_sequence_number_ = *runner_->last_sequence_number();
+          }
+        }
+        done(std::move(result));
+      });
+      changed_.notify_all();
+      return;
+    }
+  }
+  done(ErrorResult(descriptor,
+                   absl::FailedPreconditionError("stage is draining or stopped; it takes no more microbatches"),
+                   rank));
+}
+
+void StageActor::Drain(bool abandon, std::function<void(v1::StageStatus)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+    if (abandon) abandon_ = true;
+    if (state_ != v1::STAGE_STATE_STOPPED) state_ = v1::STAGE_STATE_DRAINING;
+  }
+  SetServing(false);
+  Post([this, done = std::move(done)] {
+    v1::StageStatus s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      state_ = v1::STAGE_STATE_STOPPED;
+      s = StatusLocked();
+    }
+    changed_.notify_all();
+    done(s);
+  });
+}
+
+bool StageActor::WaitStopped(absl::Time deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (state_ != v1::STAGE_STATE_STOPPED) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    changed_.wait_for(lock, absl::ToChronoMilliseconds(left) + std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace seam::server

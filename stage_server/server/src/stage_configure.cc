@@ -1,0 +1,121 @@
+// The stage actor's configuration messages: Configure checks a config on the
+// caller's thread, then loads it (weights, TP group, neighbour endpoints) on
+// the actor thread.
+#include <utility>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/str_cat.h"
+#include "microbatch_runner.h"
+#include "request_checks.h"
+#include "seam/core/logging.h"
+#include "seam/core/status.h"
+#include "seam/server/stage_actor.h"
+#include "seam/server/stage_compute.h"
+#include "seam/weights/model_config.h"
+
+namespace seam::server {
+
+void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
+  absl::Status refused;
+  v1::StageStatus now;
+  bool wait_for_load = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) {
+      refused = absl::FailedPreconditionError(
+          absl::StrCat("stage is ", v1::StageState_Name(state_), " after Drain; it takes no new configuration"));
+    } else if (config_.has_value()) {
+      if (!google::protobuf::util::MessageDifferencer::Equals(*config_, config)) {
+        refused = absl::FailedPreconditionError(absl::StrCat(
+            "stage is already configured (", v1::StageState_Name(state_),
+            ") with a different config; restart the stage server to change it"));
+      } else {
+        wait_for_load = state_ == v1::STAGE_STATE_LOADING;
+      }
+    } else {
+      refused = CheckStageConfig(config);
+      if (refused.ok()) {
+        config_ = config;
+        state_ = v1::STAGE_STATE_LOADING;
+        error_.clear();
+        mailbox_.push_back([this, config, done] { Load(config, done); });
+        changed_.notify_all();
+        return;
+      }
+    }
+    now = StatusLocked();
+  }
+  if (wait_for_load) {  // the same config again: answer once the first load ends
+    Post([this, done] { done(absl::OkStatus(), Status()); });
+    return;
+  }
+  done(refused, now);
+}
+
+void StageActor::Load(v1::StageConfig config, StatusCallback done) {
+  auto failed = [&](const absl::Status& why) {
+    SEAM_LOG_ERROR("configure failed: {}", why.ToString());
+    v1::StageStatus s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      state_ = accepting_ ? v1::STAGE_STATE_FAILED : v1::STAGE_STATE_DRAINING;
+      error_ = why.ToString();
+      s = StatusLocked();
+    }
+    changed_.notify_all();
+    done(absl::OkStatus(), s);
+  };
+  auto invalid = [&](const absl::Status& why) {  // a config check: nothing was loaded
+    v1::StageStatus s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      config_.reset();
+      state_ = accepting_ ? v1::STAGE_STATE_UNCONFIGURED : v1::STAGE_STATE_DRAINING;
+      s = StatusLocked();
+    }
+    done(why, s);
+  };
+  absl::StatusOr<weights::ModelConfig> model = weights::LoadModelConfig(config.model_dir());
+  if (!model.ok()) {
+    if (absl::IsNotFound(model.status()) || absl::IsInvalidArgument(model.status())) {
+      return invalid(Annotate(model.status(), "model_dir"));
+    }
+    return failed(Annotate(model.status(), "model_dir"));
+  }
+  absl::Status fits = CheckStageConfigAgainstModel(config, *model);
+  if (!fits.ok()) return invalid(fits);
+
+  SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {})", config.first_layer(),
+                config.last_layer(), config.model_dir(), config.tp_size(), config.attn_dp_size());
+  absl::StatusOr<std::unique_ptr<StageCompute>> compute = LoadStageCompute(config, *model);
+  if (!compute.ok()) return failed(Annotate(compute.status(), "loading the stage"));
+  handoff::UcxEndpoint previous, next;
+  if (!config.previous_stage().ucx_address().empty()) {
+    absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.previous_stage().ucx_address());
+    if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to previous_stage"));
+    previous = std::move(*ep);
+  }
+  if (!config.next_stage().ucx_address().empty()) {
+    absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.next_stage().ucx_address());
+    if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to next_stage"));
+    next = std::move(*ep);
+  }
+  runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*compute), *worker_, std::move(previous),
+                                               std::move(next), options_.handoff_timeout);
+  v1::StageStatus s;
+  bool serving = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    serving = accepting_;
+    state_ = accepting_ ? v1::STAGE_STATE_READY : v1::STAGE_STATE_DRAINING;
+    s = StatusLocked();
+  }
+  changed_.notify_all();
+  if (serving) SetServing(true);
+  SEAM_LOG_INFO("stage ready: pipeline rank {} of {}, epoch {}", config.pipeline_rank(), config.pipeline_size(),
+                config.epoch());
+  done(absl::OkStatus(), s);
+}
+
+}  // namespace seam::server

@@ -1,0 +1,47 @@
+// The pipeline handoff between neighbouring stages as this server frames it:
+// per-TP-rank boundary::PipelineTensors become tensors named "r<rank>.hidden"
+// (and "r<rank>.residual" for a pending stream) under a StreamState header
+// declaring the producer's facts; the receiver checks that header against
+// what it derives from its own configuration before taking any payload.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "seam/boundary/pipeline_handoff.h"
+#include "seam/core/tensor.h"
+#include "seam/server/stage_compute.h"
+#include "seam/v1/stage_service.pb.h"
+#include "seam/v1/stream_state.pb.h"
+
+namespace seam::server {
+
+// Tokens of all sequences of a microbatch.
+uint64_t TokenCount(const v1::MicrobatchDescriptor& d);
+
+struct OutgoingHandoff {
+  v1::StreamState header;  // lists no tensors (the sender fills them in)
+  std::vector<std::pair<std::string, Tensor>> tensors;
+};
+
+// Frames this stage's output for microbatch `d`. INVALID_ARGUMENT when the
+// ranks' tensors disagree on their state or are not on DP rows.
+absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, const v1::StageConfig& config,
+                                             const StageCompute& compute,
+                                             const std::vector<boundary::PipelineTensors>& ranks);
+
+// Checks a received header for microbatch `d` against this (receiving)
+// stage: producer facts (against `config` and the kind and exit policy this
+// stage derives for its producer from the same model), token counts and the
+// tensor list. INVALID_ARGUMENT naming the field.
+absl::Status CheckHandoffHeader(const v1::StreamState& header, const v1::MicrobatchDescriptor& d,
+                                const v1::StageConfig& config, const StageCompute& compute);
+
+// Splits verified tensors (in header order) back into one handoff per TP rank.
+std::vector<boundary::PipelineTensors> UnframeHandoff(const v1::StreamState& header, std::vector<Tensor> tensors,
+                                                      int tp);
+
+}  // namespace seam::server

@@ -1,0 +1,107 @@
+// Process-level wiring of a stage server: actor, gRPC server, health, shutdown.
+#include "seam/server/stage_server.h"
+
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "seam/core/logging.h"
+#include "stage_service.h"
+
+namespace seam::server {
+namespace {
+
+constexpr char kServiceName[] = "seam.v1.StageControl";
+
+}  // namespace
+
+absl::StatusOr<UcxMode> ParseUcxMode(const std::string& text) {
+  if (text == "tcp") return UcxMode::kTcp;
+  if (text == "shm") return UcxMode::kShm;
+  return absl::InvalidArgumentError(absl::StrCat("ucx mode '", text, "': expected tcp or shm"));
+}
+
+StageServer::StageServer(const StageServerOptions& options) : options_(options) {}
+
+absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServerOptions& options) {
+  std::unique_ptr<StageServer> self(new StageServer(options));
+  StageActorOptions actor;
+  if (options.ucx_mode == UcxMode::kTcp) {
+    actor.ucx.error_mode = handoff::UcxErrorMode::kPeer;
+    actor.ucx.config = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
+  } else {
+    actor.ucx.error_mode = handoff::UcxErrorMode::kNone;
+  }
+  actor.handoff_timeout = options.handoff_timeout;
+  actor.on_serving = [s = self.get()](bool serving) { s->SetServing(serving); };
+  absl::StatusOr<std::unique_ptr<StageActor>> started = StageActor::Start(std::move(actor));
+  if (!started.ok()) return started.status();
+  self->actor_ = std::move(*started);
+  self->service_ = std::make_unique<StageService>(self->actor_.get(), [s = self.get()] { s->RequestShutdown(); });
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &self->port_);
+  builder.RegisterService(self->service_.get());
+  self->server_ = builder.BuildAndStart();
+  if (self->server_ == nullptr || self->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->health_ = self->server_->GetHealthCheckService();
+    self->health_->SetServingStatus(self->serving_);
+    self->health_->SetServingStatus(kServiceName, self->serving_);
+  }
+  SEAM_LOG_INFO("stage server listening on port {}", self->port_);
+  return self;
+}
+
+StageServer::~StageServer() {
+  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grpc_grace));
+  actor_.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  health_ = nullptr;
+}
+
+void StageServer::SetServing(bool serving) {
+  std::lock_guard<std::mutex> lock(mu_);
+  serving_ = serving;
+  if (health_ != nullptr) {
+    health_->SetServingStatus(serving);
+    health_->SetServingStatus(kServiceName, serving);
+  }
+}
+
+void StageServer::RequestShutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_requested_ = true;
+  }
+  shutdown_cv_.notify_all();
+}
+
+absl::Status StageServer::Wait() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    shutdown_cv_.wait(lock, [this] { return shutdown_requested_; });
+  }
+  SEAM_LOG_INFO("shutting down: draining the stage");
+  SetServing(false);
+  actor_->Drain(/*abandon=*/false, [](v1::StageStatus) {});
+  absl::Status status = absl::OkStatus();
+  if (!actor_->WaitStopped(absl::Now() + options_.drain_timeout)) {
+    status = absl::DeadlineExceededError(
+        absl::StrCat("the stage did not drain within ", absl::FormatDuration(options_.drain_timeout)));
+  }
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grpc_grace));
+  server_->Wait();
+  SEAM_LOG_INFO("stage server stopped");
+  return status;
+}
+
+}  // namespace seam::server

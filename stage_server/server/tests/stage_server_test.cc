@@ -1,0 +1,299 @@
+// End-to-end tests of seam-stage: real child processes, real gRPC on
+// loopback, a tiny random checkpoint. Tokens are compared with an in-process
+// StageGroup over the same checkpoint.
+#include <signal.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "seam/models/stage_group.h"
+#include "seam/weights/random_checkpoint.h"
+#include "stage_process.h"
+
+namespace seam::server {
+namespace {
+
+using testing::Context;
+using testing::Health;
+using testing::StageProcess;
+
+weights::ModelConfig TinyConfig() {
+  weights::ModelConfig c;
+  c.architecture = "qwen3";
+  c.vocab_size = 128;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.intermediate_size = 96;
+  c.rms_norm_eps = 1e-6f;
+  c.rope_theta = 10000.0f;
+  c.max_position_embeddings = 512;
+  c.tie_word_embeddings = true;
+  c.dtype = DType::kF32;
+  c.bos_token_id = 0;
+  c.eos_token_id = 127;
+  return c;
+}
+
+const std::string& CheckpointDir() {
+  static const std::string dir = [] {
+    std::string pattern = (std::filesystem::temp_directory_path() / "seam_stage_ckpt_XXXXXX").string();
+    SEAM_CHECK(mkdtemp(pattern.data()) != nullptr);
+    weights::RandomCheckpointOptions options;
+    options.seed = 21;
+    options.scale = 10.0f;
+    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(TinyConfig(), options, pattern));
+    return pattern;
+  }();
+  return dir;
+}
+
+constexpr uint64_t kEpoch = 7;
+
+v1::StageConfig SingleStage() {
+  v1::StageConfig c;
+  c.set_model_dir(CheckpointDir());
+  c.set_first_layer(0);
+  c.set_last_layer(1);
+  c.set_tp_size(1);
+  c.set_attn_dp_size(1);
+  c.set_pipeline_rank(0);
+  c.set_pipeline_size(1);
+  c.set_epoch(kEpoch);
+  return c;
+}
+
+v1::MicrobatchDescriptor Descriptor(uint64_t id, uint64_t sequence_number) {
+  v1::MicrobatchDescriptor d;
+  d.set_microbatch_id(id);
+  d.set_sequence_number(sequence_number);
+  d.set_epoch(kEpoch);
+  return d;
+}
+
+void AddSequence(v1::MicrobatchDescriptor& d, uint64_t sequence, const std::vector<int32_t>& tokens,
+                 uint64_t start, bool prefill) {
+  v1::SequenceEntry* s = d.add_sequences();
+  s->set_request_id("req-" + std::to_string(sequence));
+  s->set_sequence_id(sequence);
+  for (int32_t t : tokens) s->add_token_ids(t);
+  s->set_position_start(start);
+  s->set_is_prefill(prefill);
+  s->mutable_sampling()->set_temperature(0.0f);
+}
+
+// One Run stream driven step by step: write a descriptor, read its answer.
+class RunClient {
+ public:
+  explicit RunClient(StageProcess& stage) : context_(Context()), stream_(stage.stub().Run(context_.get())) {}
+  v1::MicrobatchResult Exchange(const v1::MicrobatchDescriptor& d) {
+    EXPECT_TRUE(stream_->Write(d));
+    v1::MicrobatchResult result;
+    EXPECT_TRUE(stream_->Read(&result));
+    return result;
+  }
+  grpc::Status Close() {
+    stream_->WritesDone();
+    return stream_->Finish();
+  }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::MicrobatchDescriptor, v1::MicrobatchResult>> stream_;
+};
+
+v1::StageStatus Configure(StageProcess& stage, const v1::StageConfig& config, grpc::Status* status) {
+  v1::StageStatus out;
+  *status = stage.stub().Configure(Context().get(), config, &out);
+  return out;
+}
+
+std::vector<int32_t> SampledTokens(const v1::MicrobatchResult& r) {
+  std::vector<int32_t> tokens;
+  for (const v1::SequenceResult& s : r.sequences()) {
+    EXPECT_TRUE(s.has_sampled_token()) << s.ShortDebugString();
+    tokens.push_back(s.sampled_token());
+  }
+  return tokens;
+}
+
+// Greedy tokens from an in-process StageGroup over the same checkpoint.
+std::vector<int32_t> ReferenceArgmax(models::StageGroup& group, const std::vector<models::SequenceStep>& steps) {
+  absl::StatusOr<std::vector<Tensor>> logits = group.Step(steps, false);
+  SEAM_CHECK_OK(logits.status());
+  std::vector<int32_t> tokens;
+  for (const Tensor& row : *logits) {
+    Tensor out = Tensor::Empty({1}, DType::kI32);
+    SEAM_CHECK_OK(kernels::Argmax(row, out));
+    tokens.push_back(out.data<int32_t>()[0]);
+  }
+  return tokens;
+}
+
+TEST(StageServer, HealthIsNotServingUntilConfiguredThenServing) {
+  StageProcess stage;
+  EXPECT_EQ(stage.CheckHealth(), Health::kNotServing);
+  v1::StageStatus status;
+  ASSERT_TRUE(stage.stub().GetStatus(Context().get(), v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.state(), v1::STAGE_STATE_UNCONFIGURED);
+  EXPECT_FALSE(status.worker_address().ucx_address().empty());
+
+  grpc::Status rpc;
+  status = Configure(stage, SingleStage(), &rpc);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(status.state(), v1::STAGE_STATE_READY) << status.error();
+  EXPECT_EQ(stage.CheckHealth(), Health::kServing);
+}
+
+TEST(StageServer, GreedyTokensEqualInProcessStageGroup) {
+  StageProcess stage;
+  grpc::Status rpc;
+  ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  const std::vector<int32_t> a = {3, 14, 15, 92, 65}, b = {35, 89, 79};
+
+  RunClient run(stage);
+  v1::MicrobatchDescriptor prefill = Descriptor(100, 1);
+  AddSequence(prefill, 1, a, 0, true);
+  AddSequence(prefill, 2, b, 0, true);
+  v1::MicrobatchResult first = run.Exchange(prefill);
+  ASSERT_FALSE(first.has_error()) << first.error().message();
+  EXPECT_EQ(first.microbatch_id(), 100u);
+  const std::vector<int32_t> got_prefill = SampledTokens(first);
+  ASSERT_EQ(got_prefill.size(), 2u);
+
+  v1::MicrobatchDescriptor decode = Descriptor(101, 2);
+  AddSequence(decode, 1, {got_prefill[0]}, a.size(), false);
+  AddSequence(decode, 2, {got_prefill[1]}, b.size(), false);
+  v1::MicrobatchResult second = run.Exchange(decode);
+  ASSERT_FALSE(second.has_error()) << second.error().message();
+  const std::vector<int32_t> got_decode = SampledTokens(second);
+  EXPECT_TRUE(run.Close().ok());
+
+  absl::StatusOr<std::unique_ptr<models::StageGroup>> group =
+      models::StageGroup::Create(CheckpointDir(), 1, 1, boundary::ReductionPolicy::kAuto);
+  ASSERT_TRUE(group.ok()) << group.status();
+  const std::vector<int32_t> want_prefill = ReferenceArgmax(**group, {{1, a, 0}, {2, b, 0}});
+  EXPECT_EQ(got_prefill, want_prefill);
+  const std::vector<int32_t> want_decode = ReferenceArgmax(
+      **group, {{1, {want_prefill[0]}, static_cast<int64_t>(a.size())},
+                {2, {want_prefill[1]}, static_cast<int64_t>(b.size())}});
+  EXPECT_EQ(got_decode, want_decode);
+}
+
+void ExpectError(const v1::MicrobatchResult& r, absl::StatusCode code, const std::string& field) {
+  ASSERT_TRUE(r.has_error()) << r.ShortDebugString();
+  EXPECT_EQ(r.error().code(), static_cast<int>(code)) << r.error().message();
+  EXPECT_NE(r.error().message().find(field), std::string::npos) << r.error().message();
+  EXPECT_EQ(r.sequences_size(), 0);
+}
+
+TEST(StageServer, BadDescriptorsAreRejectedAndTheStageKeepsServing) {
+  StageProcess stage;
+  grpc::Status rpc;
+  ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  RunClient run(stage);
+
+  v1::MicrobatchDescriptor stale = Descriptor(1, 1);
+  stale.set_epoch(kEpoch + 1);
+  AddSequence(stale, 1, {5, 6}, 0, true);
+  ExpectError(run.Exchange(stale), absl::StatusCode::kFailedPrecondition, "epoch");
+
+  v1::MicrobatchDescriptor out_of_vocab = Descriptor(2, 1);
+  AddSequence(out_of_vocab, 1, {5, 128}, 0, true);
+  ExpectError(run.Exchange(out_of_vocab), absl::StatusCode::kInvalidArgument, "sequences[0].token_ids[1]");
+
+  ExpectError(run.Exchange(Descriptor(3, 1)), absl::StatusCode::kInvalidArgument, "sequences");
+
+  v1::MicrobatchDescriptor good = Descriptor(4, 1);
+  AddSequence(good, 1, {5, 6, 7}, 0, true);
+  v1::MicrobatchResult ok = run.Exchange(good);
+  ASSERT_FALSE(ok.has_error()) << ok.error().message();
+  ASSERT_EQ(ok.sequences_size(), 1);
+
+  v1::MicrobatchDescriptor replayed = Descriptor(5, 1);
+  AddSequence(replayed, 2, {8}, 0, true);
+  ExpectError(run.Exchange(replayed), absl::StatusCode::kFailedPrecondition, "sequence_number");
+
+  v1::MicrobatchDescriptor next = Descriptor(6, 2);
+  AddSequence(next, 1, {ok.sequences(0).sampled_token()}, 3, false);
+  next.add_finished_sequence_ids(99);  // unknown: freeing it is harmless
+  v1::MicrobatchResult later = run.Exchange(next);
+  ASSERT_FALSE(later.has_error()) << later.error().message();
+  EXPECT_EQ(later.sequences_size(), 1);
+  EXPECT_TRUE(run.Close().ok());
+
+  v1::StageStatus status;
+  ASSERT_TRUE(stage.stub().GetStatus(Context().get(), v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.last_sequence_number(), 2u);
+  EXPECT_EQ(status.microbatches_in_flight(), 0u);
+}
+
+TEST(StageServer, ConfigureChecksTheLayerRangeAndRefusesADifferentSecondConfig) {
+  StageProcess stage;
+  grpc::Status rpc;
+  v1::StageConfig beyond = SingleStage();
+  beyond.set_last_layer(5);
+  Configure(stage, beyond, &rpc);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(rpc.error_message().find("last_layer"), std::string::npos) << rpc.error_message();
+
+  v1::StageConfig no_tp = SingleStage();
+  no_tp.set_tp_size(0);
+  Configure(stage, no_tp, &rpc);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(rpc.error_message().find("tp_size"), std::string::npos) << rpc.error_message();
+
+  EXPECT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  EXPECT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY);
+  EXPECT_TRUE(rpc.ok());
+  v1::StageConfig other = SingleStage();
+  other.set_epoch(kEpoch + 1);
+  Configure(stage, other, &rpc);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << rpc.error_message();
+}
+
+TEST(StageServer, DrainStopsTheStageAndRefusesLaterMicrobatches) {
+  StageProcess stage;
+  grpc::Status rpc;
+  ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  v1::StageStatus drained;
+  ASSERT_TRUE(stage.stub().Drain(Context().get(), v1::DrainRequest(), &drained).ok());
+  EXPECT_EQ(drained.state(), v1::STAGE_STATE_STOPPED);
+  EXPECT_EQ(stage.CheckHealth(), Health::kNotServing);
+
+  RunClient run(stage);
+  v1::MicrobatchDescriptor d = Descriptor(1, 1);
+  AddSequence(d, 1, {5}, 0, true);
+  ExpectError(run.Exchange(d), absl::StatusCode::kFailedPrecondition, "draining");
+  EXPECT_TRUE(run.Close().ok());
+}
+
+TEST(StageServer, SigtermDrainsAndExitsZero) {
+  StageProcess stage;
+  grpc::Status rpc;
+  ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  std::optional<int> code = stage.SignalAndWait(SIGTERM, 15.0);
+  ASSERT_TRUE(code.has_value()) << "seam-stage did not exit within 15 s of SIGTERM";
+  EXPECT_EQ(*code, 0);
+}
+
+TEST(StageServer, ShutdownCallExitsZero) {
+  StageProcess stage;
+  v1::StageStatus status;
+  ASSERT_TRUE(stage.stub().Shutdown(Context().get(), v1::ShutdownRequest(), &status).ok());
+  EXPECT_EQ(status.state(), v1::STAGE_STATE_STOPPED);
+  std::optional<int> code = stage.SignalAndWait(0, 15.0);
+  ASSERT_TRUE(code.has_value()) << "seam-stage did not exit within 15 s of Shutdown";
+  EXPECT_EQ(*code, 0);
+}
+
+}  // namespace
+}  // namespace seam::server
