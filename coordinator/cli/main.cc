@@ -9,6 +9,7 @@
 #include "seam/coordinator/demo_command.h"
 #include "seam/coordinator/model_init_command.h"
 #include "seam/coordinator/plan_command.h"
+#include "seam/coordinator/run_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"seam: serves transformer language models split into pipeline stages"};
@@ -83,6 +84,17 @@ int main(int argc, char** argv) {
   bench_model_cmd->add_option("--repeats", bench_model.repeats, "best of N")->capture_default_str();
   bench_model_cmd->add_option("--json", bench_model.json_out, "also write results as JSON to this file");
 
+  seam::coordinator::RunCommandOptions run;
+  CLI::App* run_cmd = app.add_subcommand("run", "a local CPU pipeline of seam-stage processes and a seam-coordinator, "
+                                                "checked against a single-process run");
+  run_cmd->add_option("--model", run.model_dir, "Hugging Face model directory (default: a small random qwen3)");
+  run_cmd->add_option("--pp", run.pp, "pipeline stages (seam-stage processes)")->capture_default_str();
+  run_cmd->add_option("--tp", run.tp, "tensor-parallel ranks per stage")->capture_default_str();
+  run_cmd->add_option("--attn-dp", run.attn_dp, "attention data-parallel groups")->capture_default_str();
+  run_cmd->add_option("--max-new-tokens", run.max_new_tokens, "greedy tokens per prompt")->capture_default_str();
+  run_cmd->add_option("--prompts", run.prompts, "fixed prompts to send")->capture_default_str();
+  run_cmd->add_option("--ucx-mode", run.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,6 +104,7 @@ int main(int argc, char** argv) {
   if (plan_cmd->parsed()) return seam::coordinator::RunPlanCommand(plan, std::cout, std::cerr);
   if (bench_model_cmd->parsed()) return seam::coordinator::RunBenchModelCommand(bench_model, std::cout, std::cerr);
   if (check_cmd->parsed()) return seam::coordinator::RunCheckCommand(check, std::cout, std::cerr);
+  if (run_cmd->parsed()) return seam::coordinator::RunRunCommand(run, std::cout, std::cerr);
   if (demo_cmd->parsed()) return seam::coordinator::RunDemoCommand(demo, std::cout, std::cerr);
   if (init_cmd->parsed()) return seam::coordinator::RunModelInitCommand(init, std::cout, std::cerr);
   return 2;

@@ -1,0 +1,43 @@
+// seam-coordinator: the executable's flags (its only CLI11 translation unit);
+// everything else is RunCoordinatorServer.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_split.h"
+#include "service/coordinator_server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"seam-coordinator: drives a pipeline of seam-stage servers and serves the client API"};
+  seam::coordinator::CoordinatorServerOptions o;
+  std::string stages, stage_timeout = "10s", startup_timeout = "120s";
+  app.add_option("--listen", o.listen, "client API address")->capture_default_str();
+  app.add_option("--port-file", o.port_file, "write the bound port here once serving");
+  app.add_option("--stages", stages, "stage addresses in rank order, comma separated")->required();
+  app.add_option("--model", o.model_dir, "Hugging Face model directory")->required();
+  app.add_option("--tp", o.tp, "tensor-parallel ranks per stage")->capture_default_str();
+  app.add_option("--attn-dp", o.attn_dp, "attention data-parallel groups")->capture_default_str();
+  app.add_option("--layers", o.layers, "layer range per stage, e.g. 0-13,14-27 (default: even split)");
+  app.add_option("--kv-blocks", o.kv_blocks, "KV blocks per attention-DP group")->capture_default_str();
+  app.add_option("--max-queue", o.max_queue, "sequences waiting for admission")->capture_default_str();
+  app.add_option("--stage-timeout", stage_timeout, "longest a stage may take to answer a microbatch")
+      ->capture_default_str();
+  app.add_option("--startup-timeout", startup_timeout, "longest stage bring-up may take")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  o.stages = absl::StrSplit(stages, ',', absl::SkipEmpty());
+  if (!seam::coordinator::ParseDuration(stage_timeout, &o.stage_timeout) ||
+      !seam::coordinator::ParseDuration(startup_timeout, &o.startup_timeout)) {
+    std::cerr << "seam-coordinator: durations look like 10s, 500ms or 2m\n";
+    return 2;
+  }
+  if (o.stages.empty()) {
+    std::cerr << "seam-coordinator: --stages names no stage\n";
+    return 2;
+  }
+  return seam::coordinator::RunCoordinatorServer(o, std::cerr);
+}

@@ -1,0 +1,55 @@
+// LocalPipeline: P seam-stage processes and one seam-coordinator on loopback,
+// found next to the running executable (or in `bin_dir`), each with a port
+// file and a log in a fresh temporary directory. Used by `seam run` and the
+// end-to-end tests; the destructor kills whatever is still running.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "child_process.h"
+
+namespace seam::coordinator {
+
+struct LocalPipelineOptions {
+  std::string model_dir;        // required
+  std::string bin_dir;          // empty: ExecutableDir()
+  std::string work_dir;         // port files and logs; empty: a new /tmp/seam-run-XXXXXX
+  int pp = 2;
+  int tp = 1;
+  int attn_dp = 1;
+  std::string ucx_mode = "tcp";
+  std::string stage_timeout = "10s";
+  std::vector<std::string> extra_coordinator_args;
+  std::chrono::milliseconds startup_timeout{120000};
+};
+
+class LocalPipeline {
+ public:
+  // Starts the stages, waits for their ports, starts the coordinator and
+  // waits for its port (written once every stage is READY). On failure,
+  // everything started is killed and the error names the process and its log.
+  static absl::StatusOr<std::unique_ptr<LocalPipeline>> Start(const LocalPipelineOptions& options);
+  ~LocalPipeline();  // Stop()
+
+  std::string coordinator_address() const;
+  const std::string& work_dir() const { return work_dir_; }
+  ChildProcess& stage(int k) { return *stages_[k]; }
+  // SIGTERM, then SIGKILL after a grace period: coordinator first, then stages.
+  void Stop();
+  // The last lines of every log, for error reports.
+  std::string LogTails(int lines) const;
+
+ private:
+  LocalPipeline() = default;
+  std::string work_dir_;
+  std::vector<std::string> logs_;
+  std::vector<std::unique_ptr<ChildProcess>> stages_;
+  std::unique_ptr<ChildProcess> coordinator_;
+  int coordinator_port_ = 0;
+};
+
+}  // namespace seam::coordinator

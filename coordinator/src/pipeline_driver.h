@@ -1,0 +1,99 @@
+// PipelineDriver: the coordinator's actor. One thread owns the Scheduler and
+// the stage links: it admits client calls, sends each microbatch to every
+// stage in order, collects their results and reports tokens, scores and the
+// end of each call to the call's observer. Client threads only post messages.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/coordinator/scheduler.h"
+#include "seam/v1/sampling.pb.h"
+#include "service/stage_link.h"
+
+namespace seam::coordinator {
+
+// Receives the outcome of one call. Every method runs on the driver thread;
+// OnDone comes exactly once and last, after which the driver forgets the
+// observer (it must stay valid until then).
+class CallObserver {
+ public:
+  virtual ~CallObserver() = default;
+  virtual void OnToken(int sequence_index, int32_t token) = 0;
+  virtual void OnSequenceFinished(int sequence_index, FinishReason reason) = 0;
+  // Scoring calls: log p(token i+1 | tokens 0..i) of the sequence.
+  virtual void OnScore(int sequence_index, std::vector<float> token_logprobs) = 0;
+  // OK once every sequence finished; otherwise why the call failed.
+  virtual void OnDone(const absl::Status& status) = 0;
+  // True when the client went away; polled by the driver.
+  virtual bool Cancelled() const { return false; }
+};
+
+// One client call: a batch of prompts sampled alike, or sequences to score.
+struct DriverCall {
+  std::string client_request_id;  // for messages and stage errors
+  std::vector<std::vector<int32_t>> prompts;
+  v1::SamplingParams sampling;    // max_new_tokens already resolved (>= 1)
+  bool score = false;             // one prefill with return_token_logprobs, nothing generated
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  CallObserver* observer = nullptr;
+};
+
+struct PipelineDriverOptions {
+  SchedulerOptions scheduler;  // pipeline_stages must equal the number of links
+  // Longest a microbatch may stay unanswered by a stage after it was sent;
+  // a stage that misses it is taken as down (UNAVAILABLE for everyone).
+  std::chrono::milliseconds stage_timeout{10000};
+  // How often the driver checks deadlines and cancellations when idle.
+  std::chrono::milliseconds tick{20};
+};
+
+class PipelineDriver {
+ public:
+  // Takes the links (rank order) and starts them and the driver thread.
+  static absl::StatusOr<std::unique_ptr<PipelineDriver>> Create(const PipelineDriverOptions& options,
+                                                                std::vector<std::unique_ptr<StageLink>> links);
+  ~PipelineDriver();  // Shutdown()
+
+  // Hands a call to the driver; never blocks on the pipeline. A refusal
+  // (queue full, pipeline down, ...) arrives as observer->OnDone.
+  void Submit(DriverCall call);
+  // Ends every live call with UNAVAILABLE, closes the links, joins. Idempotent.
+  void Shutdown();
+
+  // Per stage: false once its stream broke or it missed a deadline.
+  std::vector<bool> StagesUp() const;
+  uint64_t Epoch() const;
+
+  struct State;  // driver-thread state (pipeline_driver_state.h)
+
+ private:
+  PipelineDriver(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
+                 std::vector<std::unique_ptr<StageLink>> links);
+  bool Post(std::function<void()> message);  // false once stopping
+  void Loop();
+
+  const PipelineDriverOptions options_;
+  std::vector<std::unique_ptr<StageLink>> links_;
+  std::unique_ptr<State> state_;  // touched only by the driver thread
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> inbox_;
+  bool stopping_ = false;
+  std::vector<bool> stages_up_;
+  uint64_t epoch_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace seam::coordinator

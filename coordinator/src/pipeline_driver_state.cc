@@ -1,0 +1,285 @@
+// The driver's decisions: how calls become scheduler requests, microbatches
+// become descriptors, and stage answers become tokens, failures and ends.
+#include "pipeline_driver_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace seam::coordinator {
+namespace {
+
+absl::Status FromStageError(const v1::StageError& e, const std::string& where) {
+  const auto code = e.code() == 0 ? absl::StatusCode::kInternal : static_cast<absl::StatusCode>(e.code());
+  return absl::Status(code, absl::StrCat(where, " (pipeline rank ", e.pipeline_rank(), ", tp rank ", e.tp_rank(),
+                                         "): ", e.message()));
+}
+
+}  // namespace
+
+PipelineDriver::State::State(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
+                             std::vector<StageLink*> links, std::function<void(int)> on_stage_down)
+    : options(options), scheduler(std::move(scheduler)), links(std::move(links)),
+      on_stage_down(std::move(on_stage_down)) {}
+
+void PipelineDriver::State::Admit(DriverCall call) {
+  auto c = std::make_shared<Call>();
+  c->call = std::move(call);
+  if (down) {
+    c->call.observer->OnDone(down_status);
+    return;
+  }
+  const std::string call_tag = absl::StrCat("c", next_call++);
+  for (size_t i = 0; i < c->call.prompts.size(); ++i) {
+    Request r;
+    r.id = absl::StrCat(call_tag, ".", i);
+    r.prompt_tokens = static_cast<int>(c->call.prompts[i].size());
+    r.max_new_tokens = c->call.score ? 1 : static_cast<int>(c->call.sampling.max_new_tokens());
+    if (!c->call.score) {
+      r.stop_token_ids.assign(c->call.sampling.stop_token_ids().begin(), c->call.sampling.stop_token_ids().end());
+    }
+    const absl::Status st = scheduler->Submit(r);
+    if (!st.ok()) {
+      for (const std::string& id : c->sequence_ids) {
+        (void)scheduler->Cancel(id);  // queued only: ends at once, nothing reached a stage
+        sequences.erase(id);
+      }
+      c->call.observer->OnDone(absl::Status(
+          st.code(), absl::StrCat("request '", c->call.client_request_id, "' prompt ", i, ": ", st.message())));
+      return;
+    }
+    Sequence& s = sequences[r.id];
+    s.call = c;
+    s.index = static_cast<int>(i);
+    s.tokens = c->call.prompts[i];
+    c->sequence_ids.push_back(r.id);
+  }
+  c->remaining = static_cast<int>(c->sequence_ids.size());
+  calls.push_back(std::move(c));
+}
+
+v1::MicrobatchDescriptor PipelineDriver::State::Describe(const Microbatch& mb) {
+  v1::MicrobatchDescriptor d;
+  d.set_microbatch_id(mb.id);
+  d.set_sequence_number(mb.sequence_number);
+  d.set_epoch(mb.epoch);
+  for (const auto& group : mb.entries_by_group) {
+    for (const MicrobatchEntry& e : group) {
+      Sequence& s = sequences.at(e.request_id);
+      if (e.is_prefill && e.start_position == 0 && s.sent) {
+        // Recomputed after a preemption: the stages free the old KV first.
+        to_free.push_back(s.sequence_id);
+        by_sequence_id.erase(s.sequence_id);
+        s.sequence_id = 0;
+      }
+      if (s.sequence_id == 0) {
+        s.sequence_id = next_sequence_id++;
+        by_sequence_id[s.sequence_id] = e.request_id;
+      }
+      s.sent = true;
+      v1::SequenceEntry* out = d.add_sequences();
+      out->set_request_id(s.call->call.client_request_id);
+      out->set_sequence_id(s.sequence_id);
+      if (e.is_prefill) {
+        out->mutable_token_ids()->Add(s.tokens.begin() + e.start_position,
+                                      s.tokens.begin() + e.start_position + e.num_tokens);
+      } else {
+        out->add_token_ids(e.input_token);
+      }
+      out->set_position_start(e.start_position);
+      out->set_is_prefill(e.is_prefill);
+      *out->mutable_sampling() = s.call->call.sampling;
+      out->set_return_token_logprobs(s.call->call.score);
+    }
+  }
+  for (uint64_t id : to_free) d.add_finished_sequence_ids(id);
+  to_free.clear();
+  return d;
+}
+
+std::string PipelineDriver::State::RequestsOf(const Microbatch& mb) const {
+  std::vector<std::string> ids;
+  for (const auto& group : mb.entries_by_group) {
+    for (const MicrobatchEntry& e : group) {
+      auto it = sequences.find(e.request_id);
+      const std::string id = it == sequences.end() ? e.request_id : it->second.call->call.client_request_id;
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  }
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&out, i ? ", '" : "'", ids[i], "'");
+  return out + "]";
+}
+
+void PipelineDriver::State::Pump() {
+  while (!down) {
+    std::optional<Microbatch> mb = scheduler->Next();
+    if (!mb) return;
+    const v1::MicrobatchDescriptor d = Describe(*mb);
+    InFlight& f = in_flight[mb->id];
+    f.microbatch = *mb;
+    f.deadline = Clock::now() + options.stage_timeout;
+    f.answered.assign(links.size(), false);
+    for (size_t k = 0; k < links.size(); ++k) {
+      if (absl::Status st = links[k]->Send(d); !st.ok()) return StageDown(static_cast<int>(k), st);
+    }
+  }
+}
+
+void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& result) {
+  auto it = in_flight.find(result.microbatch_id());
+  if (it == in_flight.end() || down) return;  // forgotten by GoDown
+  InFlight& f = it->second;
+  if (f.answered[stage]) return;
+  f.answered[stage] = true;
+  ++f.answers;
+  if (result.has_error() && f.error.ok()) {
+    f.error = FromStageError(result.error(), absl::StrCat("stage ", stage, " failed microbatch ", result.microbatch_id(),
+                                                          " of requests ", RequestsOf(f.microbatch)));
+  }
+  if (stage == static_cast<int>(links.size()) - 1) f.last = result;
+  if (f.answers == static_cast<int>(links.size())) Finalize(result.microbatch_id());
+}
+
+void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
+  InFlight f = std::move(in_flight.at(microbatch_id));
+  in_flight.erase(microbatch_id);
+  if (!f.error.ok()) return Handle(scheduler->Fail(microbatch_id, f.error).value_or(std::vector<SchedulerEvent>{}));
+  const int last = static_cast<int>(links.size()) - 1;
+  std::map<uint64_t, const v1::SequenceResult*> by_id;
+  for (const v1::SequenceResult& r : f.last.sequences()) by_id[r.sequence_id()] = &r;
+  std::vector<SequenceResult> results;
+  for (const auto& group : f.microbatch.entries_by_group) {
+    for (const MicrobatchEntry& e : group) {
+      Sequence& s = sequences.at(e.request_id);
+      SequenceResult r;
+      r.request_id = e.request_id;
+      const std::string where = absl::StrCat("stage ", last, " microbatch ", microbatch_id, " request '",
+                                             s.call->call.client_request_id, "' sequence ", s.sequence_id);
+      auto it = by_id.find(s.sequence_id);
+      if (it == by_id.end()) {
+        if (e.is_last_chunk) r.status = absl::InternalError(absl::StrCat(where, ": no result from the last stage"));
+      } else if (it->second->has_error()) {
+        r.status = FromStageError(it->second->error(), where);
+      } else {
+        r.token = it->second->sampled_token();
+        if (s.call->call.score && e.is_last_chunk) {
+          const auto& lp = it->second->token_logprobs();
+          if (lp.size() + 1 != static_cast<int>(s.tokens.size())) {
+            r.status = absl::UnimplementedError(absl::StrCat(
+                where, ": scoring needs ", s.tokens.size() - 1, " token log-probs, the last stage returned ",
+                lp.size(), " (the stages do not implement return_token_logprobs)"));
+          } else {
+            s.logprobs.assign(lp.begin(), lp.end());
+          }
+        }
+      }
+      results.push_back(std::move(r));
+    }
+  }
+  absl::StatusOr<std::vector<SchedulerEvent>> events = scheduler->Complete(microbatch_id, results);
+  if (!events.ok()) {
+    events = scheduler->Fail(microbatch_id, absl::InternalError(absl::StrCat(
+                                                "stage ", last, " answered microbatch ", microbatch_id, " of requests ",
+                                                RequestsOf(f.microbatch), " wrongly: ", events.status().message())));
+  }
+  Handle(events.value_or(std::vector<SchedulerEvent>{}));
+}
+
+void PipelineDriver::State::Release(Sequence& s) {
+  if (s.sent && s.sequence_id != 0) {
+    to_free.push_back(s.sequence_id);
+    by_sequence_id.erase(s.sequence_id);
+  }
+  s.ended = true;
+}
+
+void PipelineDriver::State::Handle(const std::vector<SchedulerEvent>& events) {
+  for (const SchedulerEvent& ev : events) {
+    auto it = sequences.find(ev.request_id);
+    if (it == sequences.end()) continue;
+    Sequence& s = it->second;
+    std::shared_ptr<Call> call = s.call;
+    CallObserver* obs = call->call.observer;
+    if (ev.kind == SchedulerEvent::Kind::kToken) {
+      s.tokens.push_back(ev.token);
+      if (!call->done && !call->call.score) obs->OnToken(s.index, ev.token);
+      continue;
+    }
+    Release(s);
+    --call->remaining;
+    const int index = s.index;
+    std::vector<float> logprobs = std::move(s.logprobs);
+    sequences.erase(it);
+    if (call->done) continue;
+    if (ev.kind == SchedulerEvent::Kind::kFailed) {
+      EndCall(call, ev.status);
+      continue;
+    }
+    if (ev.reason == FinishReason::kCancelled) {
+      EndCall(call, absl::CancelledError(absl::StrCat("request '", call->call.client_request_id, "' was cancelled")));
+      continue;
+    }
+    if (call->call.score) {
+      obs->OnScore(index, std::move(logprobs));
+    } else {
+      obs->OnSequenceFinished(index, ev.reason);
+    }
+    if (call->remaining == 0) EndCall(call, absl::OkStatus());
+  }
+}
+
+void PipelineDriver::State::EndCall(std::shared_ptr<Call> call, const absl::Status& status) {
+  call->done = true;
+  for (const std::string& id : call->sequence_ids) {
+    auto it = sequences.find(id);
+    if (it == sequences.end() || it->second.ended) continue;
+    absl::StatusOr<std::vector<SchedulerEvent>> events = scheduler->Cancel(id);
+    if (events.ok()) Handle(*events);  // in flight: it ends when its microbatch does
+  }
+  calls.erase(std::remove(calls.begin(), calls.end(), call), calls.end());
+  call->call.observer->OnDone(status);
+}
+
+void PipelineDriver::State::StageDown(int stage, const absl::Status& status) {
+  if (down) return;
+  on_stage_down(stage);
+  GoDown(absl::UnavailableError(
+      absl::StrCat("stage ", stage, " (", links[stage]->address(), ") is down: ", status.message())));
+}
+
+void PipelineDriver::State::OnBroken(int stage, const absl::Status& status) { StageDown(stage, status); }
+
+void PipelineDriver::State::GoDown(const absl::Status& status) {
+  if (down) return;
+  down = true;
+  down_status = status;
+  in_flight.clear();
+  absl::StatusOr<std::vector<SchedulerEvent>> events = scheduler->FailAll(status);
+  if (events.ok()) Handle(*events);
+  for (const std::shared_ptr<Call>& c : std::vector<std::shared_ptr<Call>>(calls)) {
+    if (!c->done) EndCall(c, status);
+  }
+}
+
+void PipelineDriver::State::CheckTimes(Clock::time_point now) {
+  for (const auto& [id, f] : in_flight) {
+    if (now <= f.deadline) continue;
+    const int stage = static_cast<int>(std::find(f.answered.begin(), f.answered.end(), false) - f.answered.begin());
+    return StageDown(stage, absl::DeadlineExceededError(absl::StrCat(
+                                "no answer to microbatch ", id, " of requests ", RequestsOf(f.microbatch), " within ",
+                                options.stage_timeout.count(), " ms")));
+  }
+  for (const std::shared_ptr<Call>& c : std::vector<std::shared_ptr<Call>>(calls)) {
+    if (c->done) continue;
+    if (c->call.observer->Cancelled()) {
+      EndCall(c, absl::CancelledError(absl::StrCat("request '", c->call.client_request_id, "' was cancelled by the client")));
+    } else if (now > c->call.deadline) {
+      EndCall(c, absl::DeadlineExceededError(absl::StrCat("request '", c->call.client_request_id, "' passed its deadline with ",
+                                                          c->remaining, " of ", c->sequence_ids.size(),
+                                                          " sequences unfinished")));
+    }
+  }
+}
+
+}  // namespace seam::coordinator

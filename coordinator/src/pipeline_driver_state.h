@@ -1,0 +1,84 @@
+// The driver thread's state: the Scheduler, the live calls and sequences and
+// the microbatches in flight, with the decisions taken on each message
+// (admit, send, complete, fail). Only the driver thread touches it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeline_driver.h"
+
+namespace seam::coordinator {
+
+struct PipelineDriver::State {
+  using Clock = std::chrono::steady_clock;
+
+  struct Call {
+    DriverCall call;
+    int remaining = 0;  // sequences not ended
+    bool done = false;  // observer->OnDone was called
+    std::vector<std::string> sequence_ids;
+  };
+  struct Sequence {
+    std::shared_ptr<Call> call;
+    int index = 0;
+    std::vector<int32_t> tokens;  // prompt, then generated
+    uint64_t sequence_id = 0;     // names its KV on the stages
+    bool sent = false;            // some stage may hold KV for sequence_id
+    bool ended = false;
+    std::vector<float> logprobs;  // scoring: from the last stage
+  };
+  struct InFlight {
+    Microbatch microbatch;
+    Clock::time_point deadline;
+    std::vector<bool> answered;  // per stage
+    int answers = 0;
+    absl::Status error;          // the first stage error
+    v1::MicrobatchResult last;   // the last stage's result
+  };
+
+  State(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
+        std::vector<StageLink*> links, std::function<void(int)> on_stage_down);
+
+  void Admit(DriverCall call);
+  // Sends every microbatch the scheduler offers, while the pipeline is up.
+  void Pump();
+  void OnResult(int stage, const v1::MicrobatchResult& result);
+  void OnBroken(int stage, const absl::Status& status);
+  // Stage deadlines of microbatches, client deadlines and cancellations.
+  void CheckTimes(Clock::time_point now);
+  // The pipeline takes no more work: every live call ends with `status`
+  // (UNAVAILABLE), and later calls are refused with it.
+  void GoDown(const absl::Status& status);
+  uint64_t Epoch() const { return scheduler->Epoch(); }
+
+ private:
+  void Finalize(uint64_t microbatch_id);
+  void Handle(const std::vector<SchedulerEvent>& events);
+  void EndCall(std::shared_ptr<Call> call, const absl::Status& status);
+  void Release(Sequence& seq);
+  void StageDown(int stage, const absl::Status& status);
+  v1::MicrobatchDescriptor Describe(const Microbatch& mb);
+  std::string RequestsOf(const Microbatch& mb) const;
+
+  PipelineDriverOptions options;
+  std::unique_ptr<Scheduler> scheduler;
+  std::vector<StageLink*> links;
+  std::function<void(int)> on_stage_down;
+  bool down = false;
+  absl::Status down_status;
+  uint64_t next_call = 1;
+  uint64_t next_sequence_id = 1;
+  std::map<std::string, Sequence> sequences;        // by scheduler request id
+  std::map<uint64_t, std::string> by_sequence_id;   // stage sequence id -> request id
+  std::vector<std::shared_ptr<Call>> calls;         // live calls
+  std::map<uint64_t, InFlight> in_flight;           // by microbatch id
+  std::vector<uint64_t> to_free;                    // finished_sequence_ids of the next descriptor
+};
+
+}  // namespace seam::coordinator

@@ -1,0 +1,147 @@
+// seam-coordinator's life: stages up, driver and service up, wait for a
+// signal, everything down.
+#include "service/coordinator_server.h"
+
+#include <csignal>
+#include <fstream>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "seam/weights/model_config.h"
+#include "service/coordinator_service.h"
+#include "service/grpc_stage_link.h"
+#include "service/stage_setup.h"
+
+namespace seam::coordinator {
+namespace {
+
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << port << "\n";
+    if (!f.good()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+v1::Metadata MakeMetadata(const weights::ModelConfig& config, const CoordinatorServerOptions& o,
+                          const std::vector<std::pair<int, int>>& layers) {
+  v1::Metadata m;
+  v1::ModelFacts* f = m.mutable_model();
+  f->set_architecture(config.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM");
+  f->set_num_layers(config.num_hidden_layers);
+  f->set_hidden_size(config.hidden_size);
+  f->set_vocab_size(config.vocab_size);
+  f->set_max_position_embeddings(config.max_position_embeddings);
+  f->set_dtype(v1::DTYPE_F32);
+  v1::Topology* t = m.mutable_topology();
+  t->set_pipeline_size(o.stages.size());
+  t->set_tp_size(o.tp);
+  t->set_attn_dp_size(o.attn_dp);
+  for (size_t k = 0; k < o.stages.size(); ++k) {
+    v1::StageInfo* s = t->add_stages();
+    s->set_pipeline_rank(k);
+    s->set_first_layer(layers[k].first);
+    s->set_last_layer(layers[k].second);
+    s->set_host(o.stages[k]);
+  }
+  return m;
+}
+
+}  // namespace
+
+bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
+  double value = 0;
+  std::string number = text;
+  double scale = 1000;
+  if (absl::EndsWith(text, "ms")) {
+    number = text.substr(0, text.size() - 2), scale = 1;
+  } else if (absl::EndsWith(text, "s")) {
+    number = text.substr(0, text.size() - 1);
+  } else if (absl::EndsWith(text, "m")) {
+    number = text.substr(0, text.size() - 1), scale = 60000;
+  }
+  if (!absl::SimpleAtod(number, &value) || value <= 0) return false;
+  *out = std::chrono::milliseconds(static_cast<int64_t>(value * scale));
+  return true;
+}
+
+int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(o.model_dir);
+  if (!config.ok()) return err << "seam-coordinator: " << config.status() << "\n", 2;
+  if (absl::Status s = weights::ValidateParallel(*config, o.tp, o.attn_dp); !s.ok()) {
+    return err << "seam-coordinator: " << s << "\n", 2;
+  }
+  auto layers = SplitLayers(config->num_hidden_layers, o.stages.size(), o.layers);
+  if (!layers.ok()) return err << "seam-coordinator: " << layers.status() << "\n", 2;
+
+  auto stages = ConnectStages(o.stages, o.startup_timeout);
+  if (!stages.ok()) return err << "seam-coordinator: " << stages.status() << "\n", 1;
+  PipelineDriverOptions driver_options;
+  driver_options.scheduler.pipeline_stages = o.stages.size();
+  driver_options.scheduler.dp_groups = o.attn_dp;
+  driver_options.scheduler.kv_blocks_per_dp_group = o.kv_blocks;
+  driver_options.scheduler.max_queue = o.max_queue;
+  driver_options.stage_timeout = o.stage_timeout;
+  const uint64_t epoch = 0;
+  PipelineLayout layout{o.model_dir, o.tp, o.attn_dp, epoch, *layers};
+  if (absl::Status s = ConfigureStages(*stages, layout, o.startup_timeout); !s.ok()) {
+    return err << "seam-coordinator: " << s << "\n", 1;
+  }
+  std::vector<std::unique_ptr<StageLink>> links;
+  for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
+  auto driver = PipelineDriver::Create(driver_options, std::move(links));
+  if (!driver.ok()) return err << "seam-coordinator: " << driver.status() << "\n", 1;
+
+  RequestLimits limits;
+  limits.vocab_size = config->vocab_size;
+  limits.max_positions = config->max_position_embeddings;
+  limits.max_prompt_tokens = driver_options.scheduler.max_tokens_per_microbatch;
+  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    (*driver)->Shutdown();
+    return err << "seam-coordinator: cannot listen on " << o.listen << "\n", 1;
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  if (!o.port_file.empty() && !WritePortFile(o.port_file, port)) {
+    (*driver)->Shutdown();
+    server->Shutdown();
+    return err << "seam-coordinator: cannot write port file " << o.port_file << "\n", 1;
+  }
+  err << "seam-coordinator: serving on port " << port << " with " << o.stages.size() << " stages\n";
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  server->GetHealthCheckService()->SetServingStatus(false);
+  (*driver)->Shutdown();  // every live call is answered UNAVAILABLE
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  for (StageEndpoint& e : *stages) {  // stages stay up; tell them we are gone
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    v1::StageStatus status;
+    (void)e.stub->Drain(&context, v1::DrainRequest(), &status);
+  }
+  return 0;
+}
+
+}  // namespace seam::coordinator

@@ -1,0 +1,33 @@
+// The seam-coordinator process: brings up the stages, starts the driver and
+// serves the client API until SIGINT/SIGTERM, then shuts down in order
+// (driver first, so every call is answered, then the gRPC server).
+#pragma once
+
+#include <chrono>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace seam::coordinator {
+
+struct CoordinatorServerOptions {
+  std::string listen = "127.0.0.1:0";     // client API address
+  std::string port_file;                  // where the bound port is written once serving
+  std::vector<std::string> stages;        // host:port of each stage, rank order
+  std::string model_dir;
+  int tp = 1;
+  int attn_dp = 1;
+  std::string layers;                     // "0-13,14-27"; empty: even split
+  int kv_blocks = 256;                    // KV blocks per attention-DP group
+  int max_queue = 1024;                   // sequences waiting for admission
+  std::chrono::milliseconds stage_timeout{10000};
+  std::chrono::milliseconds startup_timeout{120000};  // stages' gRPC, Configure and READY
+};
+
+// "10s", "500ms", "2m" or a number of seconds. False when unparsable.
+bool ParseDuration(const std::string& text, std::chrono::milliseconds* out);
+
+// Exit codes: 0 after a clean shutdown; 1 when bring-up failed; 2 bad arguments.
+int RunCoordinatorServer(const CoordinatorServerOptions& options, std::ostream& err);
+
+}  // namespace seam::coordinator

@@ -1,0 +1,104 @@
+// CoordinatorService: validation, hand-off to the driver, and GetMetadata
+// from the configured topology plus the driver's view of stage health.
+#include "service/coordinator_service.h"
+
+#include "service/call_reactors.h"
+
+namespace seam::coordinator {
+namespace {
+
+std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::chrono::steady_clock::time_point::max();
+  const auto left = deadline - std::chrono::system_clock::now();
+  if (left > std::chrono::hours(24 * 365)) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+}
+
+DriverCall MakeCall(const std::string& id, const google::protobuf::RepeatedPtrField<v1::TokenSequence>& seqs,
+                    const grpc::CallbackServerContext* context) {
+  DriverCall call;
+  call.client_request_id = id;
+  for (const v1::TokenSequence& s : seqs) call.prompts.emplace_back(s.token_ids().begin(), s.token_ids().end());
+  call.deadline = SteadyDeadline(context);
+  return call;
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+v1::FinishReason ToProto(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kMaxTokens: return v1::FINISH_REASON_MAX_NEW_TOKENS;
+    case FinishReason::kStopToken: return v1::FINISH_REASON_STOP_TOKEN;
+    case FinishReason::kCancelled: break;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grpc::CallbackServerContext* context,
+                                                                             const v1::GenerateRequest* request) {
+  auto* reactor = new GenerateStreamReactor(request->request_id());
+  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
+    reactor->OnDone(st);
+    return reactor;
+  }
+  DriverCall call = MakeCall(request->request_id(), request->prompts(), context);
+  call.sampling = request->sampling();
+  call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request->sampling(), limits_)));
+  call.observer = reactor;
+  driver_->Submit(std::move(call));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerContext* context,
+                                                          const v1::GenerateRequest* request,
+                                                          v1::GenerateResult* result) {
+  result->set_request_id(request->request_id());
+  auto* reactor = new UnaryCallReactor(result, nullptr, request->prompts_size());
+  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
+    reactor->OnDone(st);
+    return reactor;
+  }
+  DriverCall call = MakeCall(request->request_id(), request->prompts(), context);
+  call.sampling = request->sampling();
+  call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request->sampling(), limits_)));
+  call.observer = reactor;
+  driver_->Submit(std::move(call));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext* context,
+                                                    const v1::ScoreRequest* request, v1::ScoreResult* result) {
+  result->set_request_id(request->request_id());
+  auto* reactor = new UnaryCallReactor(nullptr, result, request->sequences_size());
+  if (absl::Status st = ValidateScoreRequest(*request, limits_); !st.ok()) {
+    reactor->OnDone(st);
+    return reactor;
+  }
+  DriverCall call = MakeCall(request->request_id(), request->sequences(), context);
+  call.sampling.set_max_new_tokens(1);  // greedy; the sampled token is dropped
+  call.score = true;
+  call.observer = reactor;
+  driver_->Submit(std::move(call));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetMetadata(grpc::CallbackServerContext* context,
+                                                          const v1::GetMetadataRequest*, v1::Metadata* response) {
+  *response = metadata_;
+  const std::vector<bool> up = driver_->StagesUp();
+  response->mutable_topology()->set_epoch(driver_->Epoch());
+  for (int k = 0; k < response->topology().stages_size() && k < static_cast<int>(up.size()); ++k) {
+    response->mutable_topology()->mutable_stages(k)->set_health(up[k] ? v1::STAGE_HEALTH_SERVING
+                                                                      : v1::STAGE_HEALTH_UNREACHABLE);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace seam::coordinator

@@ -1,0 +1,41 @@
+// CoordinatorService: the client API (seam.v1.Coordinator) on gRPC's callback
+// API. Reactions never block: each call is validated, handed to the
+// PipelineDriver, and answered from the driver's observer callbacks.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "pipeline_driver.h"
+#include "seam/v1/coordinator_service.grpc.pb.h"
+#include "service/request_validation.h"
+
+namespace seam::coordinator {
+
+class CoordinatorService final : public v1::Coordinator::CallbackService {
+ public:
+  // `metadata` holds the model facts and the topology as configured; stage
+  // health and epoch are filled in from `driver` on each GetMetadata.
+  CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata)
+      : driver_(driver), limits_(limits), metadata_(std::move(metadata)) {}
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
+                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* GenerateAll(grpc::CallbackServerContext* context, const v1::GenerateRequest* request,
+                                        v1::GenerateResult* result) override;
+  grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context, const v1::ScoreRequest* request,
+                                  v1::ScoreResult* result) override;
+  grpc::ServerUnaryReactor* GetMetadata(grpc::CallbackServerContext* context, const v1::GetMetadataRequest* request,
+                                        v1::Metadata* response) override;
+
+ private:
+  PipelineDriver* driver_;
+  RequestLimits limits_;
+  v1::Metadata metadata_;
+};
+
+// grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& status);
+v1::FinishReason ToProto(FinishReason reason);
+
+}  // namespace seam::coordinator

@@ -1,0 +1,140 @@
+// Stage bring-up over StageControl: GetStatus, Configure, GetStatus until READY.
+#include "service/stage_setup.h"
+
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace seam::coordinator {
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+std::string Describe(const grpc::Status& s) {
+  return absl::StrCat(s.error_message(), " (grpc code ", s.error_code(), ")");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::pair<int, int>>> SplitLayers(int num_layers, int stages, const std::string& spec) {
+  std::vector<std::pair<int, int>> out;
+  if (stages < 1 || num_layers < stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot split ", num_layers, " layers over ", stages, " stages: each needs a layer"));
+  }
+  if (spec.empty()) {
+    int first = 0;
+    for (int k = 0; k < stages; ++k) {
+      const int n = num_layers / stages + (k < num_layers % stages ? 1 : 0);
+      out.emplace_back(first, first + n - 1);
+      first += n;
+    }
+    return out;
+  }
+  int next = 0;
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    std::vector<absl::string_view> ends = absl::StrSplit(part, '-');
+    int a = 0, b = 0;
+    if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &a) || !absl::SimpleAtoi(ends[1], &b)) {
+      return absl::InvalidArgumentError(absl::StrCat("--layers range '", part, "' is not FIRST-LAST"));
+    }
+    if (a != next || b < a || b >= num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("--layers range '", part, "' must start at layer ", next,
+                                                     " and end by layer ", num_layers - 1));
+    }
+    out.emplace_back(a, b);
+    next = b + 1;
+  }
+  if (static_cast<int>(out.size()) != stages || next != num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("--layers '", spec, "' must give ", stages,
+                                                   " ranges covering layers 0-", num_layers - 1));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::string>& addresses,
+                                                         std::chrono::milliseconds wait) {
+  std::vector<StageEndpoint> out;
+  const auto deadline = Clock::now() + wait;
+  for (size_t k = 0; k < addresses.size(); ++k) {
+    StageEndpoint e;
+    e.address = addresses[k];
+    e.stub = v1::StageControl::NewStub(grpc::CreateChannel(e.address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    context.set_deadline(deadline);
+    const grpc::Status s = e.stub->GetStatus(&context, v1::GetStatusRequest(), &e.status);
+    if (!s.ok()) {
+      return absl::UnavailableError(absl::StrCat("stage ", k, " at ", e.address, " did not answer GetStatus within ",
+                                                 wait.count(), " ms: ", Describe(s)));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineLayout& layout,
+                             std::chrono::milliseconds wait) {
+  const int p = static_cast<int>(stages.size());
+  const auto deadline = Clock::now() + wait;
+  std::vector<absl::Status> results(p);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < p; ++k) {
+    v1::StageConfig c;
+    c.set_model_dir(layout.model_dir);
+    c.set_first_layer(layout.layers[k].first);
+    c.set_last_layer(layout.layers[k].second);
+    c.set_tp_size(layout.tp);
+    c.set_attn_dp_size(layout.attn_dp);
+    c.set_pipeline_rank(k);
+    c.set_pipeline_size(p);
+    if (k > 0) *c.mutable_previous_stage() = stages[k - 1].status.worker_address();
+    if (k + 1 < p) *c.mutable_next_stage() = stages[k + 1].status.worker_address();
+    c.set_epoch(layout.epoch);
+    threads.emplace_back([&, k, c] {
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      v1::StageStatus status;
+      const grpc::Status s = stages[k].stub->Configure(&context, c, &status);
+      if (!s.ok()) {
+        results[k] = absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                                  absl::StrCat("Configure of stage ", k, " at ", stages[k].address, ": ", Describe(s)));
+      } else if (status.state() == v1::STAGE_STATE_FAILED) {
+        results[k] = absl::FailedPreconditionError(
+            absl::StrCat("stage ", k, " at ", stages[k].address, " failed to configure: ", status.error()));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  for (int k = 0; k < p; ++k) {
+    for (;;) {
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      const grpc::Status s = stages[k].stub->GetStatus(&context, v1::GetStatusRequest(), &stages[k].status);
+      if (!s.ok()) {
+        return absl::UnavailableError(absl::StrCat("stage ", k, " at ", stages[k].address, ": ", Describe(s)));
+      }
+      const v1::StageState state = stages[k].status.state();
+      if (state == v1::STAGE_STATE_READY) break;
+      if (state == v1::STAGE_STATE_FAILED || state == v1::STAGE_STATE_STOPPED) {
+        return absl::FailedPreconditionError(absl::StrCat("stage ", k, " at ", stages[k].address,
+                                                          " is not serving: ", stages[k].status.error()));
+      }
+      if (Clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("stage ", k, " at ", stages[k].address, " not READY within ",
+                                                        wait.count(), " ms"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace seam::coordinator

@@ -1,0 +1,48 @@
+// Bringing up the pipeline from the coordinator: wait for each stage's gRPC,
+// read its worker address, split the layers, Configure every stage with its
+// neighbours' addresses, and wait until all of them are READY.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/v1/stage_service.grpc.pb.h"
+
+namespace seam::coordinator {
+
+struct StageEndpoint {
+  std::string address;  // host:port
+  std::shared_ptr<v1::StageControl::Stub> stub;
+  v1::StageStatus status;  // last seen
+};
+
+// Inclusive [first, last] layer ranges, one per stage. `spec` empty: an even
+// split (earlier stages take the remainder); otherwise "0-13,14-27", which
+// must cover 0..num_layers-1 in order without gaps. INVALID_ARGUMENT naming
+// the bad range.
+absl::StatusOr<std::vector<std::pair<int, int>>> SplitLayers(int num_layers, int stages, const std::string& spec);
+
+// Waits (up to `wait`) for every stage's GetStatus to answer. UNAVAILABLE
+// naming the stage that never answered.
+absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::string>& addresses,
+                                                         std::chrono::milliseconds wait);
+
+struct PipelineLayout {
+  std::string model_dir;
+  int tp = 1;
+  int attn_dp = 1;
+  uint64_t epoch = 0;
+  std::vector<std::pair<int, int>> layers;  // per stage
+};
+
+// Configures all stages at once (neighbours connect to each other while
+// loading), then waits for READY. FAILED_PRECONDITION with the stage's error
+// when one fails; DEADLINE_EXCEEDED when one is not READY within `wait`.
+absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineLayout& layout,
+                             std::chrono::milliseconds wait);
+
+}  // namespace seam::coordinator

@@ -1,0 +1,205 @@
+// PipelineDriver's decisions against fake stage links: tokens reach the call,
+// a stage error fails its microbatch, a broken or silent stage ends every
+// call UNAVAILABLE, and the client's limits (queue, deadline) are honoured.
+#include "pipeline_driver.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+namespace seam::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Answers each descriptor at once (from Send) unless told to stay silent; the
+// last stage samples (first input token + position + 1) % 256.
+class FakeLink : public StageLink {
+ public:
+  FakeLink(bool last, std::string address) : last_(last), address_(std::move(address)) {}
+  void Start(ResultCallback on_result, BrokenCallback on_broken) override {
+    on_result_ = std::move(on_result);
+    on_broken_ = std::move(on_broken);
+  }
+  absl::Status Send(const v1::MicrobatchDescriptor& d) override {
+    ++sent;
+    if (silent) return absl::OkStatus();
+    v1::MicrobatchResult r;
+    r.set_microbatch_id(d.microbatch_id());
+    if (error_code != 0) {
+      r.mutable_error()->set_code(error_code);
+      r.mutable_error()->set_message("handoff rejected");
+    } else if (last_) {
+      for (const v1::SequenceEntry& e : d.sequences()) {
+        v1::SequenceResult* s = r.add_sequences();
+        s->set_sequence_id(e.sequence_id());
+        s->set_request_id(e.request_id());
+        s->set_sampled_token((e.token_ids(0) + e.position_start() + e.token_ids_size()) % 256);
+      }
+    }
+    on_result_(r);
+    return absl::OkStatus();
+  }
+  void Close() override {}
+  std::string address() const override { return address_; }
+  void Break() { on_broken_(absl::UnavailableError("connection reset")); }
+
+  std::atomic<bool> silent{false};
+  std::atomic<int> error_code{0};
+  std::atomic<int> sent{0};
+
+ private:
+  bool last_;
+  std::string address_;
+  ResultCallback on_result_;
+  BrokenCallback on_broken_;
+};
+
+class Recorder : public CallObserver {
+ public:
+  explicit Recorder(size_t n) : tokens(n) {}
+  void OnToken(int i, int32_t t) override { tokens[i].push_back(t); }
+  void OnSequenceFinished(int, FinishReason) override { ++finished; }
+  void OnScore(int, std::vector<float>) override {}
+  void OnDone(const absl::Status& s) override { done.set_value(s); }
+  absl::Status Wait() {
+    auto f = done.get_future();
+    if (f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return absl::UnknownError("no OnDone");
+    return f.get();
+  }
+  std::vector<std::vector<int32_t>> tokens;
+  int finished = 0;
+  std::promise<absl::Status> done;
+};
+
+struct Pipeline {
+  explicit Pipeline(PipelineDriverOptions o = {}) {
+    std::vector<std::unique_ptr<StageLink>> links;
+    for (int k = 0; k < 2; ++k) {
+      auto l = std::make_unique<FakeLink>(k == 1, "stage" + std::to_string(k));
+      fakes.push_back(l.get());
+      links.push_back(std::move(l));
+    }
+    o.scheduler.pipeline_stages = 2;
+    if (o.stage_timeout == std::chrono::milliseconds(10000)) o.stage_timeout = std::chrono::milliseconds(300);
+    driver = PipelineDriver::Create(o, std::move(links)).value();
+  }
+  void Submit(Recorder& r, std::vector<std::vector<int32_t>> prompts, int max_new = 3, bool score = false,
+              std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
+    DriverCall c;
+    c.client_request_id = "client-1";
+    c.prompts = std::move(prompts);
+    c.sampling.set_max_new_tokens(max_new);
+    c.score = score;
+    c.deadline = deadline;
+    c.observer = &r;
+    driver->Submit(std::move(c));
+  }
+  std::vector<FakeLink*> fakes;
+  std::unique_ptr<PipelineDriver> driver;
+};
+
+TEST(PipelineDriver, TokensOfTheLastStageReachTheCall) {
+  Pipeline p;
+  Recorder r(2);
+  p.Submit(r, {{10, 20}, {5}});
+  ASSERT_TRUE(r.Wait().ok());
+  // Prefill [10,20] samples 10+0+2=12; decode 12 at position 2 -> 15; 15 at 3 -> 19.
+  EXPECT_EQ(r.tokens[0], (std::vector<int32_t>{12, 15, 19}));
+  EXPECT_EQ(r.tokens[1], (std::vector<int32_t>{6, 8, 11}));
+  EXPECT_EQ(r.finished, 2);
+  EXPECT_EQ(p.fakes[0]->sent.load(), p.fakes[1]->sent.load());
+}
+
+TEST(PipelineDriver, AStageErrorFailsTheCallWithItsCodeAndWhere) {
+  Pipeline p;
+  p.fakes[0]->error_code = static_cast<int>(absl::StatusCode::kDataLoss);
+  Recorder r(1);
+  p.Submit(r, {{1, 2, 3}});
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("stage 0 failed microbatch"));
+  EXPECT_THAT(s.message(), HasSubstr("'client-1'"));
+  EXPECT_THAT(s.message(), HasSubstr("handoff rejected"));
+  EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));  // the stage still answers
+}
+
+TEST(PipelineDriver, ABrokenStreamEndsEveryCallUnavailable) {
+  Pipeline p;
+  p.fakes[1]->silent = true;
+  Recorder a(1), b(1);
+  p.Submit(a, {{1, 2}});
+  p.Submit(b, {{3}});
+  while (p.fakes[1]->sent.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  p.fakes[1]->Break();
+  for (Recorder* r : {&a, &b}) {
+    const absl::Status s = r->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(s.message(), HasSubstr("stage 1 (stage1) is down: connection reset"));
+  }
+  EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, false}));
+  Recorder later(1);
+  p.Submit(later, {{4}});
+  EXPECT_EQ(later.Wait().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(PipelineDriver, ASilentStageMissesItsDeadline) {
+  Pipeline p;
+  p.fakes[0]->silent = true;
+  Recorder r(1);
+  const auto start = std::chrono::steady_clock::now();
+  p.Submit(r, {{1}});
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("stage 0 (stage0) is down: no answer to microbatch"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{false, true}));
+}
+
+TEST(PipelineDriver, AFullQueueIsResourceExhaustedAndNothingStays) {
+  PipelineDriverOptions o;
+  o.scheduler.max_queue = 1;
+  Pipeline p(o);
+  Recorder r(2);
+  p.Submit(r, {{1}, {2}});
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("request 'client-1' prompt 1:"));
+  Recorder ok(1);
+  p.Submit(ok, {{1}});
+  EXPECT_TRUE(ok.Wait().ok());
+}
+
+TEST(PipelineDriver, TheClientsDeadlineEndsTheCall) {
+  Pipeline p;
+  p.fakes[0]->silent = true;  // would take the stage timeout (300 ms)
+  Recorder r(1);
+  p.Submit(r, {{1}}, 3, false, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("request 'client-1' passed its deadline"));
+}
+
+TEST(PipelineDriver, ScoringWithoutLogprobsFromTheStagesIsUnimplemented) {
+  Pipeline p;
+  Recorder r(1);
+  p.Submit(r, {{1, 2, 3}}, 1, true);
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("scoring needs 2 token log-probs, the last stage returned 0"));
+}
+
+TEST(PipelineDriver, ShutdownAnswersEveryLiveCall) {
+  Pipeline p;
+  p.fakes[1]->silent = true;
+  Recorder r(1);
+  p.Submit(r, {{1}});
+  while (p.fakes[1]->sent.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  p.driver->Shutdown();
+  EXPECT_EQ(r.Wait().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace seam::coordinator
