@@ -1,12 +1,25 @@
 // Framing and checking of the stage-to-stage handoff (see stage_handoff.h).
 #include "stage_handoff.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 
 namespace seam::server {
 namespace {
 
 std::string TensorName(int rank, const char* part) { return absl::StrCat("r", rank, ".", part); }
+
+// The row form named after the ':' of an exit policy.
+std::optional<boundary::RowForm> RowFormOf(const std::string& exit_policy) {
+  const size_t colon = exit_policy.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const std::string name = exit_policy.substr(colon + 1);
+  for (boundary::RowForm f : {boundary::RowForm::kDpRows, boundary::RowForm::kAttnTpSlice, boundary::RowForm::kFfnRows}) {
+    if (name == boundary::RowFormName(f)) return f;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -27,11 +40,11 @@ absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, 
   OutgoingHandoff out;
   for (int r = 0; r < tp; ++r) {
     const boundary::PipelineTensors& t = ranks[r];
-    if ((t.state == boundary::StreamState::kPending) != pending || t.rows != boundary::RowForm::kDpRows) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("handoff: rank ", r, " exports state ", boundary::StreamStateName(t.state), " on ",
-                       boundary::RowFormName(t.rows), ", rank 0 state ", boundary::StreamStateName(ranks[0].state),
-                       " (every rank must agree, on DP rows)"));
+    if ((t.state == boundary::StreamState::kPending) != pending || t.rows != ranks[0].rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "handoff: rank ", r, " exports state ", boundary::StreamStateName(t.state), " on ",
+          boundary::RowFormName(t.rows), ", rank 0 state ", boundary::StreamStateName(ranks[0].state), " on ",
+          boundary::RowFormName(ranks[0].rows), " (every rank must agree)"));
     }
     out.tensors.emplace_back(TensorName(r, "hidden"), t.hidden);
     if (pending) out.tensors.emplace_back(TensorName(r, "residual"), t.residual);
@@ -51,10 +64,15 @@ absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, 
   p->set_tp_size(config.tp_size());
   p->set_attn_dp_size(config.attn_dp_size());
   p->set_last_stage_kind(compute.last_stage_kind());
-  p->set_exit_policy(compute.exit_policy());
+  p->set_exit_policy(absl::StrCat(compute.exit_policy(), ":", boundary::RowFormName(ranks[0].rows)));
   h.set_token_count(TokenCount(d));
+  const bool dp_rows = ranks[0].rows == boundary::RowForm::kDpRows;
   for (int g = 0; g < compute.attn_dp(); ++g) {
-    h.add_attn_dp_row_counts(static_cast<uint64_t>(ranks[g * attn_tp].hidden.dim(0)));
+    uint64_t count = 0;
+    for (int r = g * attn_tp; r < (g + 1) * attn_tp && (r == g * attn_tp || !dp_rows); ++r) {
+      count += static_cast<uint64_t>(ranks[r].hidden.dim(0));
+    }
+    h.add_attn_dp_row_counts(count);
   }
   return out;
 }
@@ -78,8 +96,10 @@ absl::Status CheckHandoffHeader(const v1::StreamState& h, const v1::MicrobatchDe
     return bad("producer.last_stage_kind: ", v1::StageKind_Name(p.last_stage_kind()), ", expected ",
                v1::StageKind_Name(compute.last_stage_kind()));
   }
-  if (p.exit_policy() != compute.exit_policy()) {
-    return bad("producer.exit_policy: '", p.exit_policy(), "', expected '", compute.exit_policy(), "'");
+  const std::optional<boundary::RowForm> form = RowFormOf(p.exit_policy());
+  if (p.exit_policy().rfind(compute.exit_policy() + ":", 0) != 0 || !form.has_value()) {
+    return bad("producer.exit_policy: '", p.exit_policy(), "', expected '", compute.exit_policy(),
+               ":<row form>'");
   }
   if (h.state() != v1::StreamState::STATE_WRITTEN && h.state() != v1::StreamState::STATE_PENDING) {
     return bad("state: ", v1::StreamState::State_Name(h.state()), ", expected STATE_WRITTEN or STATE_PENDING");
@@ -100,16 +120,30 @@ absl::Status CheckHandoffHeader(const v1::StreamState& h, const v1::MicrobatchDe
   uint64_t rows = 0;
   for (uint64_t n : h.attn_dp_row_counts()) rows += n;
   if (rows != h.token_count()) return bad("attn_dp_row_counts: sum ", rows, ", token_count ", h.token_count());
-  const int per_rank = pending ? 2 : 1;
+  const int per_rank = pending ? 2 : 1, attn_tp = tp / dp;
   if (h.tensors_size() != tp * per_rank) return bad("tensors: ", h.tensors_size(), ", expected ", tp * per_rank);
+  std::vector<uint64_t> group_rows(dp, 0);
   for (int i = 0; i < h.tensors_size(); ++i) {
     const int r = i / per_rank;
     const std::string want = TensorName(r, i % per_rank == 0 ? "hidden" : "residual");
     const v1::TensorDesc& t = h.tensors(i);
     if (t.name() != want) return bad("tensors[", i, "].name: '", t.name(), "', expected '", want, "'");
-    const uint64_t dp_rows = h.attn_dp_row_counts(r / (tp / dp));
-    if (t.shape_size() != 2 || static_cast<uint64_t>(t.shape(0)) != dp_rows || t.shape(1) != hidden_size) {
-      return bad("tensors[", i, "].shape of '", want, "': expected [", dp_rows, ", ", hidden_size, "]");
+    if (t.shape_size() != 2 || t.shape(1) != hidden_size || t.shape(0) != h.tensors(r * per_rank).shape(0)) {
+      return bad("tensors[", i, "].shape of '", want, "': expected [rows, ", hidden_size,
+                 "] with the rows of r", r, ".hidden");
+    }
+    const uint64_t rows_here = static_cast<uint64_t>(t.shape(0)), group = h.attn_dp_row_counts(r / attn_tp);
+    if (*form == boundary::RowForm::kDpRows && rows_here != group) {
+      return bad("tensors[", i, "].shape of '", want, "': ", rows_here, " rows, its DP group holds ", group);
+    }
+    if (i % per_rank == 0) group_rows[r / attn_tp] += rows_here;
+  }
+  if (*form != boundary::RowForm::kDpRows) {
+    for (int g = 0; g < dp; ++g) {
+      if (group_rows[g] != h.attn_dp_row_counts(g)) {
+        return bad("tensors: DP group ", g, "'s ranks hold ", group_rows[g], " rows, attn_dp_row_counts says ",
+                   h.attn_dp_row_counts(g));
+      }
     }
   }
   return absl::OkStatus();
@@ -119,10 +153,11 @@ std::vector<boundary::PipelineTensors> UnframeHandoff(const v1::StreamState& hea
                                                       int tp) {
   const bool pending = header.state() == v1::StreamState::STATE_PENDING;
   const int per_rank = pending ? 2 : 1;
+  const boundary::RowForm form = RowFormOf(header.producer().exit_policy()).value_or(boundary::RowForm::kDpRows);
   std::vector<boundary::PipelineTensors> ranks(tp);
   for (int r = 0; r < tp; ++r) {
     ranks[r].state = pending ? boundary::StreamState::kPending : boundary::StreamState::kWritten;
-    ranks[r].rows = boundary::RowForm::kDpRows;
+    ranks[r].rows = form;
     ranks[r].hidden = std::move(tensors[r * per_rank]);
     if (pending) ranks[r].residual = std::move(tensors[r * per_rank + 1]);
   }

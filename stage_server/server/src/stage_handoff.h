@@ -3,6 +3,11 @@
 // (and "r<rank>.residual" for a pending stream) under a StreamState header
 // declaring the producer's facts; the receiver checks that header against
 // what it derives from its own configuration before taking any payload.
+// ProducerFacts.exit_policy reads "<reduction policy>:<row form>" (e.g.
+// "rs+rsv:attn_tp_slice"): which rows each rank's tensors hold is part of how
+// the producer's exit was bound. attn_dp_row_counts[g] counts DP group g's
+// rows: those of any one of its ranks on dp_rows, the sum over its ranks
+// otherwise.
 #pragma once
 
 #include <string>
@@ -28,7 +33,7 @@ struct OutgoingHandoff {
 };
 
 // Frames this stage's output for microbatch `d`. INVALID_ARGUMENT when the
-// ranks' tensors disagree on their state or are not on DP rows.
+// ranks' tensors disagree on their state or row form.
 absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, const v1::StageConfig& config,
                                              const StageCompute& compute,
                                              const std::vector<boundary::PipelineTensors>& ranks);
@@ -40,7 +45,8 @@ absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, 
 absl::Status CheckHandoffHeader(const v1::StreamState& header, const v1::MicrobatchDescriptor& d,
                                 const v1::StageConfig& config, const StageCompute& compute);
 
-// Splits verified tensors (in header order) back into one handoff per TP rank.
+// Splits verified tensors (in header order, of a header that passed
+// CheckHandoffHeader) back into one handoff per TP rank.
 std::vector<boundary::PipelineTensors> UnframeHandoff(const v1::StreamState& header, std::vector<Tensor> tensors,
                                                       int tp);
 

@@ -3,140 +3,20 @@
 // StageGroup over the same checkpoint.
 #include <signal.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "seam/core/status.h"
-#include "seam/kernels/ops.h"
 #include "seam/models/stage_group.h"
-#include "seam/weights/random_checkpoint.h"
+#include "stage_fixtures.h"
 #include "stage_process.h"
 
 namespace seam::server {
 namespace {
 
-using testing::Context;
-using testing::Health;
-using testing::StageProcess;
-
-weights::ModelConfig TinyConfig() {
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.vocab_size = 128;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.intermediate_size = 96;
-  c.rms_norm_eps = 1e-6f;
-  c.rope_theta = 10000.0f;
-  c.max_position_embeddings = 512;
-  c.tie_word_embeddings = true;
-  c.dtype = DType::kF32;
-  c.bos_token_id = 0;
-  c.eos_token_id = 127;
-  return c;
-}
-
-const std::string& CheckpointDir() {
-  static const std::string dir = [] {
-    std::string pattern = (std::filesystem::temp_directory_path() / "seam_stage_ckpt_XXXXXX").string();
-    SEAM_CHECK(mkdtemp(pattern.data()) != nullptr);
-    weights::RandomCheckpointOptions options;
-    options.seed = 21;
-    options.scale = 10.0f;
-    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(TinyConfig(), options, pattern));
-    return pattern;
-  }();
-  return dir;
-}
-
-constexpr uint64_t kEpoch = 7;
-
-v1::StageConfig SingleStage() {
-  v1::StageConfig c;
-  c.set_model_dir(CheckpointDir());
-  c.set_first_layer(0);
-  c.set_last_layer(1);
-  c.set_tp_size(1);
-  c.set_attn_dp_size(1);
-  c.set_pipeline_rank(0);
-  c.set_pipeline_size(1);
-  c.set_epoch(kEpoch);
-  return c;
-}
-
-v1::MicrobatchDescriptor Descriptor(uint64_t id, uint64_t sequence_number) {
-  v1::MicrobatchDescriptor d;
-  d.set_microbatch_id(id);
-  d.set_sequence_number(sequence_number);
-  d.set_epoch(kEpoch);
-  return d;
-}
-
-void AddSequence(v1::MicrobatchDescriptor& d, uint64_t sequence, const std::vector<int32_t>& tokens,
-                 uint64_t start, bool prefill) {
-  v1::SequenceEntry* s = d.add_sequences();
-  s->set_request_id("req-" + std::to_string(sequence));
-  s->set_sequence_id(sequence);
-  for (int32_t t : tokens) s->add_token_ids(t);
-  s->set_position_start(start);
-  s->set_is_prefill(prefill);
-  s->mutable_sampling()->set_temperature(0.0f);
-}
-
-// One Run stream driven step by step: write a descriptor, read its answer.
-class RunClient {
- public:
-  explicit RunClient(StageProcess& stage) : context_(Context()), stream_(stage.stub().Run(context_.get())) {}
-  v1::MicrobatchResult Exchange(const v1::MicrobatchDescriptor& d) {
-    EXPECT_TRUE(stream_->Write(d));
-    v1::MicrobatchResult result;
-    EXPECT_TRUE(stream_->Read(&result));
-    return result;
-  }
-  grpc::Status Close() {
-    stream_->WritesDone();
-    return stream_->Finish();
-  }
-
- private:
-  std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::MicrobatchDescriptor, v1::MicrobatchResult>> stream_;
-};
-
-v1::StageStatus Configure(StageProcess& stage, const v1::StageConfig& config, grpc::Status* status) {
-  v1::StageStatus out;
-  *status = stage.stub().Configure(Context().get(), config, &out);
-  return out;
-}
-
-std::vector<int32_t> SampledTokens(const v1::MicrobatchResult& r) {
-  std::vector<int32_t> tokens;
-  for (const v1::SequenceResult& s : r.sequences()) {
-    EXPECT_TRUE(s.has_sampled_token()) << s.ShortDebugString();
-    tokens.push_back(s.sampled_token());
-  }
-  return tokens;
-}
-
-// Greedy tokens from an in-process StageGroup over the same checkpoint.
-std::vector<int32_t> ReferenceArgmax(models::StageGroup& group, const std::vector<models::SequenceStep>& steps) {
-  absl::StatusOr<std::vector<Tensor>> logits = group.Step(steps, false);
-  SEAM_CHECK_OK(logits.status());
-  std::vector<int32_t> tokens;
-  for (const Tensor& row : *logits) {
-    Tensor out = Tensor::Empty({1}, DType::kI32);
-    SEAM_CHECK_OK(kernels::Argmax(row, out));
-    tokens.push_back(out.data<int32_t>()[0]);
-  }
-  return tokens;
-}
+using namespace testing;  // NOLINT: the fixtures of these tests
 
 TEST(StageServer, HealthIsNotServingUntilConfiguredThenServing) {
   StageProcess stage;
@@ -186,13 +66,6 @@ TEST(StageServer, GreedyTokensEqualInProcessStageGroup) {
       **group, {{1, {want_prefill[0]}, static_cast<int64_t>(a.size())},
                 {2, {want_prefill[1]}, static_cast<int64_t>(b.size())}});
   EXPECT_EQ(got_decode, want_decode);
-}
-
-void ExpectError(const v1::MicrobatchResult& r, absl::StatusCode code, const std::string& field) {
-  ASSERT_TRUE(r.has_error()) << r.ShortDebugString();
-  EXPECT_EQ(r.error().code(), static_cast<int>(code)) << r.error().message();
-  EXPECT_NE(r.error().message().find(field), std::string::npos) << r.error().message();
-  EXPECT_EQ(r.sequences_size(), 0);
 }
 
 TEST(StageServer, BadDescriptorsAreRejectedAndTheStageKeepsServing) {

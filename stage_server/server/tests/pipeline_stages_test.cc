@@ -1,0 +1,127 @@
+// Two seam-stage processes as one pipeline, handing activations over UCX
+// (TCP in PEER mode): their tokens must equal a single stage's, and a dead
+// previous stage fails the waiting microbatch within the handoff timeout.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stage_fixtures.h"
+#include "stage_process.h"
+
+namespace seam::server {
+namespace {
+
+using namespace testing;  // NOLINT: the fixtures of these tests
+
+// Configures `first` (layer 0) and `second` (layer 1) as a two-stage pipeline.
+void ConfigurePipeline(StageProcess& first, StageProcess& second, uint32_t tp) {
+  const v1::WorkerAddress first_address = GetStatus(first).worker_address();
+  const v1::WorkerAddress second_address = GetStatus(second).worker_address();
+  v1::StageConfig a = SingleStage(), b = SingleStage();
+  a.set_tp_size(tp);
+  b.set_tp_size(tp);
+  a.set_pipeline_size(2);
+  b.set_pipeline_size(2);
+  a.set_last_layer(0);
+  b.set_pipeline_rank(1);
+  b.set_first_layer(1);
+  *a.mutable_next_stage() = second_address;
+  *b.mutable_previous_stage() = first_address;
+  grpc::Status rpc;
+  v1::StageStatus status = Configure(first, a, &rpc);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_EQ(status.state(), v1::STAGE_STATE_READY) << status.error();
+  status = Configure(second, b, &rpc);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_EQ(status.state(), v1::STAGE_STATE_READY) << status.error();
+}
+
+std::vector<v1::MicrobatchDescriptor> Prefill() {
+  v1::MicrobatchDescriptor d = Descriptor(10, 1);
+  AddSequence(d, 1, {3, 14, 15, 92, 65}, 0, true);
+  AddSequence(d, 2, {35, 89, 79}, 0, true);
+  return {d};
+}
+
+v1::MicrobatchDescriptor Decode(const std::vector<int32_t>& last) {
+  v1::MicrobatchDescriptor d = Descriptor(11, 2);
+  AddSequence(d, 1, {last[0]}, 5, false);
+  AddSequence(d, 2, {last[1]}, 3, false);
+  return d;
+}
+
+// Prefill then one decode step on a single stage: the tokens of each.
+std::vector<std::vector<int32_t>> SingleStageTokens() {
+  StageProcess stage;
+  grpc::Status rpc;
+  EXPECT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  RunClient run(stage);
+  const std::vector<int32_t> first = SampledTokens(run.Exchange(Prefill()[0]));
+  const std::vector<int32_t> second = SampledTokens(run.Exchange(Decode(first)));
+  EXPECT_TRUE(run.Close().ok());
+  return {first, second};
+}
+
+// Sends `d` to both stages (same order to every stage, as the coordinator
+// does) and returns the last stage's answer after checking the first's ack.
+v1::MicrobatchResult RunOnBoth(RunClient& first, RunClient& second, const v1::MicrobatchDescriptor& d) {
+  EXPECT_TRUE(first.Write(d));
+  EXPECT_TRUE(second.Write(d));
+  const v1::MicrobatchResult ack = first.Read();
+  EXPECT_FALSE(ack.has_error()) << ack.error().message();
+  EXPECT_EQ(ack.microbatch_id(), d.microbatch_id());
+  EXPECT_EQ(ack.sequences_size(), 0);
+  return second.Read();
+}
+
+void ExpectPipelineEqualsSingleStage(uint32_t tp) {
+  const std::vector<std::vector<int32_t>> want = SingleStageTokens();
+  StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp"});
+  ConfigurePipeline(first, second, tp);
+  RunClient run_first(first), run_second(second);
+  const v1::MicrobatchResult prefill = RunOnBoth(run_first, run_second, Prefill()[0]);
+  ASSERT_FALSE(prefill.has_error()) << prefill.error().message();
+  EXPECT_EQ(SampledTokens(prefill), want[0]);
+  const v1::MicrobatchResult decode = RunOnBoth(run_first, run_second, Decode(SampledTokens(prefill)));
+  ASSERT_FALSE(decode.has_error()) << decode.error().message();
+  EXPECT_EQ(SampledTokens(decode), want[1]);
+  EXPECT_TRUE(run_first.Close().ok());
+  EXPECT_TRUE(run_second.Close().ok());
+}
+
+TEST(PipelineStages, TwoStagesOverUcxTcpGiveTheSingleStageTokens) { ExpectPipelineEqualsSingleStage(1); }
+
+TEST(PipelineStages, TwoStagesOfTp2GiveTheSingleStageTokens) { ExpectPipelineEqualsSingleStage(2); }
+
+TEST(PipelineStages, ADeadPreviousStageFailsTheWaitingMicrobatchInsteadOfHanging) {
+  StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "3"});
+  ConfigurePipeline(first, second, 1);
+  ASSERT_TRUE(first.SignalAndWait(SIGKILL, 10.0).has_value());
+
+  RunClient run(second);
+  const auto start = std::chrono::steady_clock::now();
+  const v1::MicrobatchResult result = run.Exchange(Prefill()[0]);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(result.has_error());
+  const int code = result.error().code();
+  EXPECT_TRUE(code == static_cast<int>(absl::StatusCode::kUnavailable) ||
+              code == static_cast<int>(absl::StatusCode::kDeadlineExceeded))
+      << result.error().message();
+  EXPECT_NE(result.error().message().find("handoff from pipeline rank 0"), std::string::npos)
+      << result.error().message();
+  EXPECT_EQ(result.error().pipeline_rank(), 1u);
+  EXPECT_LT(waited, 8.0);
+
+  // The stage still answers: the next microbatch fails the same way, promptly.
+  v1::MicrobatchDescriptor next = Decode({1, 2});
+  const v1::MicrobatchResult again = run.Exchange(next);
+  EXPECT_TRUE(again.has_error());
+  EXPECT_TRUE(run.Close().ok());
+}
+
+}  // namespace
+}  // namespace seam::server
