@@ -98,6 +98,7 @@ absl::Status StageServer::Wait() {
     status = absl::DeadlineExceededError(
         absl::StrCat("the stage did not drain within ", absl::FormatDuration(options_.drain_timeout)));
   }
+  SEAM_LOG_INFO("stage drained; stopping gRPC");
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grpc_grace));
   server_->Wait();
   SEAM_LOG_INFO("stage server stopped");

@@ -78,9 +78,9 @@ v1::MicrobatchResult RunOnBoth(RunClient& first, RunClient& second, const v1::Mi
   return second.Read();
 }
 
-void ExpectPipelineEqualsSingleStage(uint32_t tp) {
+void ExpectPipelineEqualsSingleStage(uint32_t tp, const std::string& ucx_mode) {
   const std::vector<std::vector<int32_t>> want = SingleStageTokens();
-  StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp"});
+  StageProcess first({"--ucx-mode", ucx_mode}), second({"--ucx-mode", ucx_mode});
   ConfigurePipeline(first, second, tp);
   RunClient run_first(first), run_second(second);
   const v1::MicrobatchResult prefill = RunOnBoth(run_first, run_second, Prefill()[0]);
@@ -93,9 +93,13 @@ void ExpectPipelineEqualsSingleStage(uint32_t tp) {
   EXPECT_TRUE(run_second.Close().ok());
 }
 
-TEST(PipelineStages, TwoStagesOverUcxTcpGiveTheSingleStageTokens) { ExpectPipelineEqualsSingleStage(1); }
+TEST(PipelineStages, TwoStagesOverUcxTcpGiveTheSingleStageTokens) { ExpectPipelineEqualsSingleStage(1, "tcp"); }
 
-TEST(PipelineStages, TwoStagesOfTp2GiveTheSingleStageTokens) { ExpectPipelineEqualsSingleStage(2); }
+TEST(PipelineStages, TwoStagesOfTp2GiveTheSingleStageTokens) { ExpectPipelineEqualsSingleStage(2, "tcp"); }
+
+TEST(PipelineStages, TwoStagesOverSharedMemoryGiveTheSingleStageTokens) {
+  ExpectPipelineEqualsSingleStage(1, "shm");
+}
 
 TEST(PipelineStages, ADeadPreviousStageFailsTheWaitingMicrobatchInsteadOfHanging) {
   StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "3"});

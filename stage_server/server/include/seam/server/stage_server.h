@@ -34,7 +34,8 @@ struct StageServerOptions {
   UcxMode ucx_mode = UcxMode::kTcp;
   absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
   absl::Duration drain_timeout = absl::Seconds(20);     // longest a shutdown waits for in-flight work
-  absl::Duration grpc_grace = absl::Seconds(2);         // then open calls are cancelled
+  // Then calls still open (Run streams, idle connections) are cancelled.
+  absl::Duration grpc_grace = absl::Milliseconds(500);
 };
 
 class StageServer {
