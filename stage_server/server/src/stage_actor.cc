@@ -104,7 +104,7 @@ v1::StageStatus StageActor::StatusLocked() const {
   s.set_state(state_);
   if (config_.has_value()) *s.mutable_config() = *config_;
   s.mutable_worker_address()->set_ucx_address(worker_address_);
-  s.mutable_worker_address()->set_host("");
+  s.mutable_worker_address()->set_host(options_.host);
   s.set_microbatches_in_flight(in_flight_);
   s.set_last_sequence_number(last_sequence_number_);
   s.set_error(error_);

@@ -101,6 +101,27 @@ TEST(PipelineStages, TwoStagesOverSharedMemoryGiveTheSingleStageTokens) {
   ExpectPipelineEqualsSingleStage(1, "shm");
 }
 
+TEST(PipelineStages, AMismatchedHandoffIsRejectedAndBothStagesServeTheNextMicrobatch) {
+  StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "3"});
+  ConfigurePipeline(first, second, 1);
+  RunClient run_first(first), run_second(second);
+  // The second stage is told of microbatch 11 where the first ran 10.
+  v1::MicrobatchDescriptor ran = Prefill()[0], told = Prefill()[0];
+  told.set_microbatch_id(11);
+  ASSERT_TRUE(run_first.Write(ran));
+  ASSERT_TRUE(run_second.Write(told));
+  EXPECT_FALSE(run_first.Read().has_error());
+  ExpectError(run_second.Read(), absl::StatusCode::kFailedPrecondition, "microbatch_id");
+
+  v1::MicrobatchDescriptor fresh = Descriptor(12, 2);
+  AddSequence(fresh, 3, {7, 8, 9}, 0, true);
+  const v1::MicrobatchResult result = RunOnBoth(run_first, run_second, fresh);
+  ASSERT_FALSE(result.has_error()) << result.error().message();
+  EXPECT_EQ(result.sequences_size(), 1);
+  EXPECT_TRUE(run_first.Close().ok());
+  EXPECT_TRUE(run_second.Close().ok());
+}
+
 TEST(PipelineStages, ADeadPreviousStageFailsTheWaitingMicrobatchInsteadOfHanging) {
   StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "3"});
   ConfigurePipeline(first, second, 1);

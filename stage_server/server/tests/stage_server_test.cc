@@ -25,6 +25,7 @@ TEST(StageServer, HealthIsNotServingUntilConfiguredThenServing) {
   ASSERT_TRUE(stage.stub().GetStatus(Context().get(), v1::GetStatusRequest(), &status).ok());
   EXPECT_EQ(status.state(), v1::STAGE_STATE_UNCONFIGURED);
   EXPECT_FALSE(status.worker_address().ucx_address().empty());
+  EXPECT_EQ(status.worker_address().host(), "127.0.0.1");
 
   grpc::Status rpc;
   status = Configure(stage, SingleStage(), &rpc);

@@ -30,6 +30,7 @@ class MicrobatchRunner;
 
 struct StageActorOptions {
   handoff::UcxWorkerOptions ucx;                        // the data-plane worker
+  std::string host;                                     // reported in the worker address, for diagnostics
   absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
   // Called (on the actor thread, or the caller's for Drain) when the stage
   // starts or stops accepting microbatches: the health status to publish.
