@@ -66,19 +66,7 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
   }
   std::vector<boundary::PipelineTensors> in;
   if (!compute_->is_first()) {
-    handoff::HandoffExpectation expect;
-    expect.microbatch_id = d.microbatch_id();
-    expect.sequence_number = d.sequence_number();
-    expect.epoch = d.epoch();
-    expect.validator = [&](const v1::StreamState& header) {
-      return CheckHandoffHeader(header, d, config_, *compute_);
-    };
-    handoff::HandoffReceiver receiver(worker_, previous_.valid() ? &previous_ : nullptr);
-    absl::StatusOr<handoff::ReceivedHandoff> got = receiver.Receive(expect, absl::Now() + handoff_timeout_);
-    if (!got.ok()) {
-      return Annotate(got.status(), absl::StrCat("handoff from pipeline rank ", config_.pipeline_rank() - 1));
-    }
-    in = UnframeHandoff(got->header, std::move(got->tensors), compute_->tp());
+    SEAM_ASSIGN_OR_RETURN(in, ReceiveHandoff(d));
   }
   const bool all_logits = compute_->is_last() && SequenceSampler::NeedsAllLogits(d);
   SEAM_ASSIGN_OR_RETURN(StageOutput out, compute_->Run(steps, all_logits, in));
@@ -92,6 +80,32 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
   SEAM_ASSIGN_OR_RETURN(std::vector<v1::SequenceResult> sequences, sampler_.Sample(d, out.logits, all_logits));
   for (v1::SequenceResult& s : sequences) *result.add_sequences() = std::move(s);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::ReceiveHandoff(
+    const v1::MicrobatchDescriptor& d) {
+  handoff::HandoffExpectation expect;
+  expect.microbatch_id = d.microbatch_id();
+  expect.sequence_number = d.sequence_number();
+  expect.epoch = d.epoch();
+  expect.validator = [&](const v1::StreamState& header) { return CheckHandoffHeader(header, d, config_, *compute_); };
+  handoff::HandoffReceiver receiver(worker_, previous_.valid() ? &previous_ : nullptr);
+  const absl::Time deadline = absl::Now() + handoff_timeout_;
+  while (true) {
+    absl::StatusOr<handoff::ReceivedHandoff> got = receiver.Receive(expect, deadline);
+    if (got.ok()) {
+      late_handoff_possible_ = false;
+      return UnframeHandoff(got->header, std::move(got->tensors), compute_->tp());
+    }
+    if (absl::IsDeadlineExceeded(got.status())) late_handoff_possible_ = true;
+    // A rejected id or sequence number after a missed wait is most likely
+    // that late handoff (the receiver has taken it off the wire): wait again.
+    if (late_handoff_possible_ && absl::IsFailedPrecondition(got.status()) && absl::Now() < deadline) {
+      SEAM_LOG_WARN("microbatch {}: discarded a late handoff: {}", d.microbatch_id(), std::string(got.status().message()));
+      continue;
+    }
+    return Annotate(got.status(), absl::StrCat("handoff from pipeline rank ", config_.pipeline_rank() - 1));
+  }
 }
 
 }  // namespace seam::server

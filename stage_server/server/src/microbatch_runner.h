@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -38,6 +39,8 @@ class MicrobatchRunner {
 
  private:
   absl::Status RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result);
+  // The previous stage's handoff for `d`, within the handoff timeout.
+  absl::StatusOr<std::vector<boundary::PipelineTensors>> ReceiveHandoff(const v1::MicrobatchDescriptor& d);
 
   v1::StageConfig config_;
   std::unique_ptr<StageCompute> compute_;
@@ -46,6 +49,10 @@ class MicrobatchRunner {
   absl::Duration handoff_timeout_;
   SequenceSampler sampler_;
   std::optional<uint64_t> last_sequence_number_;
+  // Set when a handoff wait ran out of time: the previous stage may still
+  // send that handoff, so the next wait discards handoffs of other
+  // microbatches instead of failing on them.
+  bool late_handoff_possible_ = false;
 };
 
 }  // namespace seam::server

@@ -46,9 +46,10 @@ void RunStream::OnWriteDone(bool ok) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   outgoing_.pop_front();
   if (!ok) {
-    // The client is gone; OnDone follows. Answers still owed are dropped.
+    // The client is gone. Answers still owed are dropped.
     outgoing_.clear();
     writing_ = false;
+    MaybeFinishLocked();  // a cancelled call still needs Finish for OnDone
     return;
   }
   if (!outgoing_.empty()) {

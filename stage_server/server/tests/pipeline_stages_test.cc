@@ -122,6 +122,22 @@ TEST(PipelineStages, AMismatchedHandoffIsRejectedAndBothStagesServeTheNextMicrob
   EXPECT_TRUE(run_second.Close().ok());
 }
 
+TEST(PipelineStages, AHandoffThatArrivesAfterItsWaitIsDiscardedAndTheNextMicrobatchRuns) {
+  StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "1"});
+  ConfigurePipeline(first, second, 1);
+  RunClient run_first(first), run_second(second);
+  ExpectError(run_second.Exchange(Prefill()[0]), absl::StatusCode::kDeadlineExceeded, "handoff from pipeline rank 0");
+  EXPECT_FALSE(run_first.Exchange(Prefill()[0]).has_error());  // its handoff now waits at the second stage
+
+  v1::MicrobatchDescriptor fresh = Descriptor(12, 2);
+  AddSequence(fresh, 3, {7, 8, 9}, 0, true);
+  const v1::MicrobatchResult result = RunOnBoth(run_first, run_second, fresh);
+  ASSERT_FALSE(result.has_error()) << result.error().message();
+  EXPECT_EQ(result.sequences_size(), 1);
+  EXPECT_TRUE(run_first.Close().ok());
+  EXPECT_TRUE(run_second.Close().ok());
+}
+
 TEST(PipelineStages, ADeadPreviousStageFailsTheWaitingMicrobatchInsteadOfHanging) {
   StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "3"});
   ConfigurePipeline(first, second, 1);
