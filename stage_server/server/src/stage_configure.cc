@@ -78,10 +78,7 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   };
   absl::StatusOr<weights::ModelConfig> model = weights::LoadModelConfig(config.model_dir());
   if (!model.ok()) {
-    if (absl::IsNotFound(model.status()) || absl::IsInvalidArgument(model.status())) {
-      return invalid(Annotate(model.status(), "model_dir"));
-    }
-    return failed(Annotate(model.status(), "model_dir"));
+    return invalid(absl::InvalidArgumentError(absl::StrCat("model_dir: ", model.status().message())));
   }
   absl::Status fits = CheckStageConfigAgainstModel(config, *model);
   if (!fits.ok()) return invalid(fits);

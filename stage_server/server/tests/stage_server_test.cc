@@ -119,6 +119,12 @@ TEST(StageServer, ConfigureChecksTheLayerRangeAndRefusesADifferentSecondConfig) 
   EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(rpc.error_message().find("last_layer"), std::string::npos) << rpc.error_message();
 
+  v1::StageConfig missing = SingleStage();
+  missing.set_model_dir(CheckpointDir() + "/no-such-model");
+  Configure(stage, missing, &rpc);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(rpc.error_message().find("model_dir"), std::string::npos) << rpc.error_message();
+
   v1::StageConfig no_tp = SingleStage();
   no_tp.set_tp_size(0);
   Configure(stage, no_tp, &rpc);
@@ -163,6 +169,20 @@ TEST(StageServer, ShutdownCallExitsZero) {
   StageProcess stage;
   v1::StageStatus status;
   ASSERT_TRUE(stage.stub().Shutdown(Context().get(), v1::ShutdownRequest(), &status).ok());
+  EXPECT_EQ(status.state(), v1::STAGE_STATE_STOPPED);
+  std::optional<int> code = stage.SignalAndWait(0, 15.0);
+  ASSERT_TRUE(code.has_value()) << "seam-stage did not exit within 15 s of Shutdown";
+  EXPECT_EQ(*code, 0);
+}
+
+TEST(StageServer, ShutdownAbandoningInFlightWorkExitsZero) {
+  StageProcess stage;
+  grpc::Status rpc;
+  ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  v1::ShutdownRequest request;
+  request.set_abandon_in_flight(true);
+  v1::StageStatus status;
+  ASSERT_TRUE(stage.stub().Shutdown(Context().get(), request, &status).ok());
   EXPECT_EQ(status.state(), v1::STAGE_STATE_STOPPED);
   std::optional<int> code = stage.SignalAndWait(0, 15.0);
   ASSERT_TRUE(code.has_value()) << "seam-stage did not exit within 15 s of Shutdown";
