@@ -1,5 +1,5 @@
-// The stage actor's mailbox loop and its control messages (Configure, Drain).
-// Microbatches themselves are run by MicrobatchRunner on this thread.
+// The stage actor's mailbox loop, status snapshots and its microbatch and drain
+// messages; microbatches themselves are run by MicrobatchRunner on this thread.
 #include "seam/server/stage_actor.h"
 
 #include <chrono>
