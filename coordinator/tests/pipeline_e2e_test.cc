@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <thread>
 
@@ -166,6 +167,37 @@ TEST_F(PipelineE2e, BadInputIsInvalidArgumentAndServingGoesOn) {
   const grpc::Status s = stub_->GenerateAll(&context, Request("after", {{5, 6}}, 3), &result);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(result.completions(0).token_ids_size(), 3);
+}
+
+TEST_F(PipelineE2e, ScoreReturnsTheLogProbsOfTheSingleProcessRun) {
+  const std::vector<int32_t> tokens = {5, 17, 42, 8, 99};
+  v1::ScoreRequest request;
+  request.set_request_id("score");
+  request.add_sequences()->mutable_token_ids()->Add(tokens.begin(), tokens.end());
+  grpc::ClientContext context;
+  Deadline(context, 30);
+  v1::ScoreResult result;
+  const grpc::Status s = stub_->Score(&context, request, &result);
+  ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << pipeline_->LogTails(10);
+  ASSERT_EQ(result.scores_size(), 1);
+  ASSERT_EQ(result.scores(0).token_logprobs_size(), static_cast<int>(tokens.size()) - 1);
+
+  // log p(token[i+1] | token[0..i]) from the single-process logits, in double.
+  auto group = models::StageGroup::Create(ModelDir(), 1, 1, boundary::ReductionPolicy::kAuto).value();
+  const Tensor logits = group->Step({models::SequenceStep{1, tokens, 0}}, true).value()[0];
+  const std::vector<float> v = logits.ToFloats();
+  const int64_t vocab = logits.dim(-1);
+  double total = 0;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    double max = -1e300, sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) max = std::max(max, static_cast<double>(v[i * vocab + j]));
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(v[i * vocab + j] - max);
+    const double want = v[i * vocab + tokens[i + 1]] - max - std::log(sum);
+    total += want;
+    // fp32 log-softmax at the stage vs double here: 1e-4 absolute is far above their difference.
+    EXPECT_NEAR(result.scores(0).token_logprobs(static_cast<int>(i)), want, 1e-4) << "token " << i + 1;
+  }
+  EXPECT_NEAR(result.scores(0).total_logprob(), total, 1e-3);
 }
 
 TEST_F(PipelineE2e, GetMetadataDescribesTheTopology) {
