@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--model", check.model_dir, "Hugging Face model directory")->required();
   check_cmd->add_option("--tp", check.tp, "tensor-parallel ranks")->capture_default_str();
   check_cmd->add_option("--attn-dp", check.attn_dp, "attention data-parallel groups")->capture_default_str();
+  check_cmd->add_option("--pp", check.pp, "pipeline pieces (even layer ranges); tp 1 must match bitwise")
+      ->capture_default_str();
   check_cmd->add_option("--policy", check.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
       ->capture_default_str();
   check_cmd->add_option("--prompts", check.prompts, "prompts in the batch")->capture_default_str();

@@ -1,13 +1,15 @@
-// `seam check`: the same prompts through a TP group and through one rank,
-// teacher-forced with the single rank's greedy tokens so that every step's
-// logits are comparable, then the distributed greedy choice compared too.
+// `seam check`: the same prompts through a TP group (optionally split into
+// pipeline pieces) and through one rank, teacher-forced with the single rank's
+// greedy tokens so that every step's logits are comparable.
 #include "seam/coordinator/check_command.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/stage_group.h"
 
@@ -16,8 +18,10 @@ namespace {
 
 struct Error {
   double abs = 0, rel = 0;
+  bool bitwise = true;
   void Add(const Tensor& got, const Tensor& want) {
     const std::vector<float> a = got.ToFloats(), b = want.ToFloats();
+    if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) bitwise = false;
     double max_abs = 0, max_ref = 0;
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
       max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
@@ -39,6 +43,42 @@ int32_t ArgmaxLast(const Tensor& logits) {
   return best;
 }
 
+// The distributed side: pp pieces with even layer ranges; one step runs them
+// in order, handing each TP rank's PipelineTensors to the next piece.
+class Pieces {
+ public:
+  absl::Status Create(const CheckCommandOptions& o, boundary::ReductionPolicy policy, int layers) {
+    for (int k = 0; k < o.pp; ++k) {
+      models::StageGroupOptions so;
+      so.first_layer = k * layers / o.pp;
+      so.end_layer = (k + 1) * layers / o.pp;
+      auto g = models::StageGroup::Create(o.model_dir, o.tp, o.attn_dp, policy, so);
+      if (!g.ok()) return g.status();
+      ranges_ += absl::StrCat(k ? " " : "", "[", so.first_layer, ",", so.end_layer, ")");
+      groups_.push_back(std::move(*g));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& batch, bool all_logits) {
+    if (groups_.size() == 1) return groups_[0]->Step(batch, all_logits);
+    std::vector<boundary::PipelineTensors> in;
+    for (size_t k = 0; k < groups_.size(); ++k) {
+      auto piece = groups_[k]->StepPiece(batch, all_logits, in);
+      if (!piece.ok()) {
+        return absl::Status(piece.status().code(), absl::StrCat("piece ", k, ": ", piece.status().message()));
+      }
+      if (k + 1 == groups_.size()) return std::move(piece->logits);
+      in = std::move(piece->handoff);
+    }
+    return absl::InternalError("no pieces");
+  }
+  const std::string& ranges() const { return ranges_; }
+
+ private:
+  std::vector<std::unique_ptr<models::StageGroup>> groups_;
+  std::string ranges_;
+};
+
 }  // namespace
 
 int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostream& err) {
@@ -51,19 +91,28 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
     err << "seam check: --attn-dp " << o.attn_dp << " does not divide --tp " << o.tp << "\n";
     return 2;
   }
+  if (o.pp < 1) {
+    err << "seam check: --pp " << o.pp << " must be >= 1\n";
+    return 2;
+  }
   if (o.prompts < 1 || o.max_len < 2 || o.decode_steps < 0) {
     err << "seam check: --prompts must be >= 1, --max-len >= 2 and --decode-steps >= 0\n";
     return 2;
   }
-  auto dist = models::StageGroup::Create(o.model_dir, o.tp, o.attn_dp, *policy);
-  if (!dist.ok()) {
-    err << "seam check: tp " << o.tp << " group: " << dist.status() << "\n";
-    return dist.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  }
   auto ref = models::StageGroup::Create(o.model_dir, 1, 1, *policy);
   if (!ref.ok()) {
     err << "seam check: single rank: " << ref.status() << "\n";
-    return 1;
+    return ref.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  const int layers = static_cast<int>((*ref)->config().num_hidden_layers);
+  if (o.pp > layers) {
+    err << "seam check: --pp " << o.pp << " exceeds the model's " << layers << " layers\n";
+    return 2;
+  }
+  Pieces dist;
+  if (absl::Status s = dist.Create(o, *policy, layers); !s.ok()) {
+    err << "seam check: tp " << o.tp << " pp " << o.pp << " group: " << s << "\n";
+    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const int64_t vocab = (*ref)->config().vocab_size;
   std::mt19937_64 rng(o.seed);
@@ -76,7 +125,8 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
     batch.push_back(s);
   }
   out << "seam check: " << o.model_dir << " (" << (*ref)->config().architecture << ", " << vocab
-      << " vocab) tp " << o.tp << " attn_dp " << o.attn_dp << " policy " << o.policy << " vs 1 rank; "
+      << " vocab) tp " << o.tp << " attn_dp " << o.attn_dp << " pp " << o.pp << " (layers " << dist.ranges()
+      << ") policy " << o.policy << " vs 1 rank; "
       << o.prompts << " prompts, " << o.decode_steps << " decode steps\n";
 
   Error prefill, decode;
@@ -84,7 +134,7 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
   std::vector<int32_t> next(batch.size());
   for (int step = 0; step <= o.decode_steps; ++step) {
     auto want = (*ref)->Step(batch, step == 0);
-    auto got = (*dist)->Step(batch, step == 0);
+    auto got = dist.Step(batch, step == 0);
     if (!want.ok() || !got.ok()) {
       err << "seam check: step " << step << " failed: " << (want.ok() ? got.status() : want.status()) << "\n";
       return 1;
@@ -99,11 +149,15 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
       batch[i].tokens = {next[i]};
     }
   }
-  const bool ok = prefill.rel <= o.tolerance && decode.rel <= o.tolerance && token_mismatches == 0;
+  const bool bitwise = prefill.bitwise && decode.bitwise;
+  // One rank per piece runs the single rank's arithmetic in the same order.
+  const bool ok = prefill.rel <= o.tolerance && decode.rel <= o.tolerance && token_mismatches == 0 &&
+                  (bitwise || o.tp > 1);
   out << "prefill logits: max abs err " << prefill.abs << ", rel err " << prefill.rel << "\n";
   out << "decode logits:  max abs err " << decode.abs << ", rel err " << decode.rel << "\n";
   out << "greedy tokens:  " << (token_mismatches == 0 ? "identical" : std::to_string(token_mismatches) + " differ")
       << "\n";
+  out << "bitwise identical: " << (bitwise ? "yes" : "no") << (o.tp == 1 ? " (required at tp 1)" : "") << "\n";
   out << "tolerance: rel err <= " << o.tolerance
       << " (fp32 arithmetic; a TP split only reorders fp32 sums)\n";
   out << (ok ? "OK" : "MISMATCH") << "\n";

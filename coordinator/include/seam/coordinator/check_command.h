@@ -1,7 +1,7 @@
-// `seam check`: runs a checkpoint on a TP group (CPU ranks over real Gloo)
-// and on one rank, and compares the logits of a prefill and of a few decode
-// steps, and the greedy tokens. Prints the errors, the tolerance and OK or
-// MISMATCH.
+// `seam check`: runs a checkpoint on a TP group (CPU ranks over real Gloo),
+// optionally as pp pipeline pieces, and on one rank, and compares the logits
+// of a prefill and of a few decode steps, and the greedy tokens. Prints the
+// errors, whether the logits are bitwise identical, and OK or MISMATCH.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@ struct CheckCommandOptions {
   std::string model_dir;         // Hugging Face model directory
   int tp = 2;                    // TP ranks of the checked group
   int attn_dp = 1;               // attention-DP groups (must divide tp)
+  int pp = 1;                    // pipeline pieces (even layer ranges); at tp 1 logits must be bitwise equal
   std::string policy = "auto";   // ar | rs | rsv | rs+rsv | auto
   int prompts = 3;               // prompts in the batch (lengths differ)
   int max_len = 12;              // longest prompt
