@@ -39,18 +39,23 @@ v1::FinishReason ToProto(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+void CoordinatorService::SubmitGeneration(const v1::GenerateRequest& request, grpc::CallbackServerContext* context,
+                                          CallObserver* observer) {
+  if (absl::Status st = ValidateGenerateRequest(request, limits_); !st.ok()) {
+    observer->OnDone(st);
+    return;
+  }
+  DriverCall call = MakeCall(request.request_id(), request.prompts(), context);
+  call.sampling = request.sampling();
+  call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request.sampling(), limits_)));
+  call.observer = observer;
+  driver_->Submit(std::move(call));
+}
+
 grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grpc::CallbackServerContext* context,
                                                                              const v1::GenerateRequest* request) {
   auto* reactor = new GenerateStreamReactor(request->request_id());
-  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
-    reactor->OnDone(st);
-    return reactor;
-  }
-  DriverCall call = MakeCall(request->request_id(), request->prompts(), context);
-  call.sampling = request->sampling();
-  call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request->sampling(), limits_)));
-  call.observer = reactor;
-  driver_->Submit(std::move(call));
+  SubmitGeneration(*request, context, reactor);
   return reactor;
 }
 
@@ -59,15 +64,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerCo
                                                           v1::GenerateResult* result) {
   result->set_request_id(request->request_id());
   auto* reactor = new UnaryCallReactor(result, nullptr, request->prompts_size());
-  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
-    reactor->OnDone(st);
-    return reactor;
-  }
-  DriverCall call = MakeCall(request->request_id(), request->prompts(), context);
-  call.sampling = request->sampling();
-  call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request->sampling(), limits_)));
-  call.observer = reactor;
-  driver_->Submit(std::move(call));
+  SubmitGeneration(*request, context, reactor);
   return reactor;
 }
 
