@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "seam/coordinator/bench_model_command.h"
+#include "seam/coordinator/bench_pipeline_command.h"
 #include "seam/coordinator/check_command.h"
 #include "seam/coordinator/demo_command.h"
 #include "seam/coordinator/model_init_command.h"
@@ -85,6 +86,19 @@ int main(int argc, char** argv) {
   bench_model_cmd->add_option("--decode-steps", bench_model.decode_steps, "decode steps")->capture_default_str();
   bench_model_cmd->add_option("--repeats", bench_model.repeats, "best of N")->capture_default_str();
   bench_model_cmd->add_option("--json", bench_model.json_out, "also write results as JSON to this file");
+  seam::coordinator::BenchPipelineOptions bench_pp;
+  CLI::App* bench_pp_cmd = bench_cmd->add_subcommand(
+      "pipeline", "handoff MiB/s vs ucx_perftest; local pipeline tokens/s at PP 1..N vs ideal");
+  bench_pp_cmd->add_flag("--quick", bench_pp.quick, "few iterations, tiny model and workload (smoke test)");
+  bench_pp_cmd->add_option("--max-pp", bench_pp.max_pp, "pipeline stages up to")->capture_default_str();
+  bench_pp_cmd->add_option("--requests", bench_pp.requests, "concurrent requests")->capture_default_str();
+  bench_pp_cmd->add_option("--prompt-len", bench_pp.prompt_len, "prompt tokens")->capture_default_str();
+  bench_pp_cmd->add_option("--new-tokens", bench_pp.new_tokens, "generated tokens")->capture_default_str();
+  bench_pp_cmd->add_option("--layers", bench_pp.layers, "layers of the random qwen3")->capture_default_str();
+  bench_pp_cmd->add_option("--hidden", bench_pp.hidden, "hidden size")->capture_default_str();
+  bench_pp_cmd->add_option("--ucx-mode", bench_pp.ucx_mode, "pipeline stage transport: tcp or shm")
+      ->capture_default_str();
+  bench_pp_cmd->add_option("--json", bench_pp.json_out, "also write results as JSON to this file");
 
   seam::coordinator::RunCommandOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "a local CPU pipeline of seam-stage processes and a seam-coordinator, "
@@ -104,6 +118,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (plan_cmd->parsed()) return seam::coordinator::RunPlanCommand(plan, std::cout, std::cerr);
+  if (bench_pp_cmd->parsed()) return seam::coordinator::RunBenchPipelineCommand(bench_pp, std::cout, std::cerr);
   if (bench_model_cmd->parsed()) return seam::coordinator::RunBenchModelCommand(bench_model, std::cout, std::cerr);
   if (check_cmd->parsed()) return seam::coordinator::RunCheckCommand(check, std::cout, std::cerr);
   if (run_cmd->parsed()) return seam::coordinator::RunRunCommand(run, std::cout, std::cerr);
