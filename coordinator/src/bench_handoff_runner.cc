@@ -83,7 +83,7 @@ absl::StatusOr<double> PerftestBandwidth(const std::string& mode, size_t size, i
     std::remove(clog.c_str());
     auto s = ChildProcess::Spawn(server, slog);
     if (!s.ok()) return s.status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(300 * (attempt + 1)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 * (attempt + 1)));
     auto c = ChildProcess::Spawn(client, clog);
     if (!c.ok()) return c.status();
     const bool ok = Finish(**c, std::chrono::seconds(120));
@@ -121,7 +121,9 @@ absl::StatusOr<nlohmann::json> MeasureHandoffBandwidth(bool quick, const std::st
       << "  tcp: UCX_TLS=tcp UCX_NET_DEVICES=lo, seam in PEER mode; shm: UCX defaults, seam in NONE mode\n"
       << "  mode      size  iters   ucx_perftest   seam handoff (ratio)   seam raw send (ratio)\n";
   for (const std::string mode : {"tcp", "shm"}) {
-    for (size_t size : {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20, size_t{4} << 20}) {
+    std::vector<size_t> sizes = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20, size_t{4} << 20};
+    if (quick) sizes = {size_t{64} << 10, size_t{1} << 20};
+    for (size_t size : sizes) {
       const int full = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / size, 64, 1000));
       const int iters = quick ? std::max(4, full / 32) : full;
       const int warmup = std::max(2, iters / 10);
