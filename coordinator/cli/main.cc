@@ -7,10 +7,12 @@
 #include "seam/coordinator/bench_model_command.h"
 #include "seam/coordinator/bench_pipeline_command.h"
 #include "seam/coordinator/check_command.h"
+#include "seam/coordinator/client_commands.h"
 #include "seam/coordinator/demo_command.h"
 #include "seam/coordinator/model_init_command.h"
 #include "seam/coordinator/plan_command.h"
 #include "seam/coordinator/run_command.h"
+#include "seam/coordinator/serve_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"seam: serves transformer language models split into pipeline stages"};
@@ -111,6 +113,36 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--prompts", run.prompts, "fixed prompts to send")->capture_default_str();
   run_cmd->add_option("--ucx-mode", run.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
 
+  seam::coordinator::ServeCommandOptions serve;
+  CLI::App* serve_cmd = app.add_subcommand("serve", "a local CPU pipeline serving the client API until SIGINT/SIGTERM");
+  serve_cmd->add_option("--model", serve.model_dir, "Hugging Face model directory (default: a small random qwen3)");
+  serve_cmd->add_option("--pp", serve.pp, "pipeline stages (seam-stage processes)")->capture_default_str();
+  serve_cmd->add_option("--tp", serve.tp, "tensor-parallel ranks per stage")->capture_default_str();
+  serve_cmd->add_option("--attn-dp", serve.attn_dp, "attention data-parallel groups")->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "coordinator port on 127.0.0.1 (0: any free one)")->capture_default_str();
+  serve_cmd->add_option("--port-file", serve.port_file, "write the coordinator's port here once serving");
+  serve_cmd->add_option("--ucx-mode", serve.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
+
+  seam::coordinator::GenerateCommandOptions gen;
+  CLI::App* gen_cmd = app.add_subcommand("generate", "send token-id prompts to a seam-coordinator; print the tokens");
+  gen_cmd->alias("submit");
+  gen_cmd->add_option("--addr", gen.addr, "coordinator HOST:PORT")->required();
+  gen_cmd->add_option("--prompt", gen.prompts, "token ids, e.g. \"3 14 15\" (repeat for a batch)")->required();
+  gen_cmd->add_option("--max-new-tokens", gen.max_new_tokens, "tokens per prompt")->capture_default_str();
+  gen_cmd->add_option("--temperature", gen.temperature, "0: greedy")->capture_default_str();
+  gen_cmd->add_option("--top-k", gen.top_k, "0: off")->capture_default_str();
+  gen_cmd->add_option("--top-p", gen.top_p, "1: off")->capture_default_str();
+  gen_cmd->add_option("--seed", gen.seed, "sampling seed")->capture_default_str();
+  gen_cmd->add_flag("--stream", gen.stream, "use the streaming Generate call (text mode prints pieces as they come)");
+  gen_cmd->add_flag("--json", gen.json, "print one JSON document");
+  gen_cmd->add_option("--timeout", gen.timeout_s, "call deadline in seconds")->capture_default_str();
+
+  seam::coordinator::StatusCommandOptions stat;
+  CLI::App* stat_cmd = app.add_subcommand("status", "a seam-coordinator's health, model, topology and stages");
+  stat_cmd->add_option("--addr", stat.addr, "coordinator HOST:PORT")->required();
+  stat_cmd->add_flag("--json", stat.json, "print JSON");
+  stat_cmd->add_option("--timeout", stat.timeout_s, "call deadline in seconds")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -122,6 +154,9 @@ int main(int argc, char** argv) {
   if (bench_model_cmd->parsed()) return seam::coordinator::RunBenchModelCommand(bench_model, std::cout, std::cerr);
   if (check_cmd->parsed()) return seam::coordinator::RunCheckCommand(check, std::cout, std::cerr);
   if (run_cmd->parsed()) return seam::coordinator::RunRunCommand(run, std::cout, std::cerr);
+  if (serve_cmd->parsed()) return seam::coordinator::RunServeCommand(serve, std::cout, std::cerr);
+  if (gen_cmd->parsed()) return seam::coordinator::RunGenerateCommand(gen, std::cout, std::cerr);
+  if (stat_cmd->parsed()) return seam::coordinator::RunStatusCommand(stat, std::cout, std::cerr);
   if (demo_cmd->parsed()) return seam::coordinator::RunDemoCommand(demo, std::cout, std::cerr);
   if (init_cmd->parsed()) return seam::coordinator::RunModelInitCommand(init, std::cout, std::cerr);
   return 2;

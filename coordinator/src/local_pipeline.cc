@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "seam/weights/random_checkpoint.h"
 
 namespace seam::coordinator {
 
@@ -44,8 +45,8 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   const std::string port_file = p->work_dir_ + "/coordinator.port";
   const std::string log = p->work_dir_ + "/coordinator.log";
   p->logs_.push_back(log);
-  std::vector<std::string> argv = {bin + "/seam-coordinator", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                   "--stages", absl::StrJoin(addresses, ","), "--model", o.model_dir,
+  std::vector<std::string> argv = {bin + "/seam-coordinator", "--listen", o.coordinator_listen, "--port-file",
+                                   port_file, "--stages", absl::StrJoin(addresses, ","), "--model", o.model_dir,
                                    "--tp", std::to_string(o.tp), "--attn-dp", std::to_string(o.attn_dp),
                                    "--stage-timeout", o.stage_timeout};
   argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
@@ -68,6 +69,14 @@ void LocalPipeline::Stop() {
   for (auto& s : stages_) s->Stop(std::chrono::seconds(3));
 }
 
+std::string LocalPipeline::ExitedProcess() {
+  if (coordinator_ && !coordinator_->Running()) return absl::StrCat("seam-coordinator (pid ", coordinator_->pid(), ")");
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    if (!stages_[k]->Running()) return absl::StrCat("seam-stage ", k, " (pid ", stages_[k]->pid(), ")");
+  }
+  return "";
+}
+
 std::string LocalPipeline::LogTails(int lines) const {
   std::string out;
   for (const std::string& path : logs_) {
@@ -81,6 +90,23 @@ std::string LocalPipeline::LogTails(int lines) const {
     for (const std::string& line : tail) absl::StrAppend(&out, line, "\n");
   }
   return out;
+}
+
+absl::Status WriteDefaultModel(const std::string& dir) {
+  weights::ModelConfig c;
+  c.architecture = "qwen3";
+  c.num_hidden_layers = 4;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.intermediate_size = 128;
+  c.vocab_size = 256;
+  c.bos_token_id = 0;
+  c.eos_token_id = 1;
+  weights::RandomCheckpointOptions rc;
+  rc.seed = 1;
+  return weights::WriteRandomCheckpoint(c, rc, dir);
 }
 
 }  // namespace seam::coordinator

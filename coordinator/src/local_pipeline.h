@@ -23,6 +23,7 @@ struct LocalPipelineOptions {
   int attn_dp = 1;
   std::string ucx_mode = "tcp";
   std::string stage_timeout = "10s";
+  std::string coordinator_listen = "127.0.0.1:0";  // the client API address
   std::vector<std::string> extra_coordinator_args;
   std::chrono::milliseconds startup_timeout{120000};
 };
@@ -40,6 +41,8 @@ class LocalPipeline {
   ChildProcess& stage(int k) { return *stages_[k]; }
   // SIGTERM, then SIGKILL after a grace period: coordinator first, then stages.
   void Stop();
+  // The name and pid of a process that has exited, or "" while all run.
+  std::string ExitedProcess();
   // The last lines of every log, for error reports.
   std::string LogTails(int lines) const;
 
@@ -51,5 +54,9 @@ class LocalPipeline {
   std::unique_ptr<ChildProcess> coordinator_;
   int coordinator_port_ = 0;
 };
+
+// Writes the small random qwen3 checkpoint (4 layers, hidden 64, vocab 256)
+// that `seam run` and `seam serve` use without --model.
+absl::Status WriteDefaultModel(const std::string& dir);
 
 }  // namespace seam::coordinator

@@ -2,36 +2,22 @@
 // single-process greedy tokens from StageGroup + Generator for comparison.
 #include "seam/coordinator/run_command.h"
 
+#include <chrono>
 #include <filesystem>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "local_pipeline.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/generator.h"
 #include "seam/models/stage_group.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
-#include "seam/weights/random_checkpoint.h"
 
 namespace seam::coordinator {
 namespace {
-
-weights::ModelConfig DefaultConfig() {
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.num_hidden_layers = 4;
-  c.hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.intermediate_size = 128;
-  c.vocab_size = 256;
-  c.bos_token_id = 0;
-  c.eos_token_id = 1;
-  return c;
-}
 
 std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab) {
   const std::vector<std::vector<int32_t>> all = {
@@ -58,9 +44,7 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   std::string model_dir = o.model_dir;
   if (model_dir.empty()) {
     model_dir = work + "/model";
-    weights::RandomCheckpointOptions rc;
-    rc.seed = 1;
-    if (absl::Status s = weights::WriteRandomCheckpoint(DefaultConfig(), rc, model_dir); !s.ok()) {
+    if (absl::Status s = WriteDefaultModel(model_dir); !s.ok()) {
       return err << "seam run: " << s << "\n", 1;
     }
     out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << model_dir << "\n";
@@ -91,18 +75,25 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   v1::GenerateResult result;
+  const auto start = std::chrono::steady_clock::now();
   const grpc::Status s = stub->GenerateAll(&context, request, &result);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
     err << "seam run: GenerateAll failed (grpc code " << s.error_code() << "): " << s.error_message() << "\n"
         << (*pipeline)->LogTails(15);
     return 1;
   }
   std::vector<std::vector<int32_t>> got;
+  size_t generated = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     got.emplace_back(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
+    generated += got[i].size();
     out << "prompt " << i << " [" << absl::StrJoin(prompts[i], " ") << "] -> [" << absl::StrJoin(got[i], " ")
         << "]\n";
   }
+  out << "throughput: " << generated << " generated tokens in " << absl::StrFormat("%.3f", seconds) << " s ("
+      << absl::StrFormat("%.1f", seconds > 0 ? generated / seconds : 0.0)
+      << " tokens/s; GenerateAll wall time, " << prompts.size() << " prompts in one batch)\n";
   (*pipeline)->Stop();
 
   auto group = models::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto);

@@ -13,7 +13,7 @@ namespace seam::coordinator {
 struct RunCommandOptions {
   std::string model_dir;         // empty: the default small random qwen3 checkpoint in a temp dir
   int pp = 2;                    // seam-stage processes
-  int tp = 1;                    // TP ranks per stage
+  int tp = 2;                    // TP ranks per stage
   int attn_dp = 1;               // attention-DP groups per stage
   int max_new_tokens = 8;
   int prompts = 3;               // how many of the fixed prompts to send
