@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "seam/kernels/cpu_threads.h"
 #include "seam/weights/random_checkpoint.h"
 
 namespace seam::coordinator {
@@ -24,6 +25,13 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   const auto annotate = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(s.message(), "\n", p->LogTails(15)));
   };
+  // Every stage process runs tp CPU ranks on this host: split the cores among
+  // all of them (children inherit the environment; an operator's choice stands).
+  static const bool operator_chose = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
+  if (!operator_chose) {
+    const std::string blas_threads = std::to_string(kernels::CpuMathThreadsPerRank(o.pp * o.tp));
+    setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 1);
+  }
   std::vector<std::string> addresses;
   std::vector<std::string> port_files;
   for (int k = 0; k < o.pp; ++k) {

@@ -12,6 +12,7 @@
 #include "seam/comm/process_groups.h"
 #include "seam/comm/store.h"
 #include "seam/core/status.h"
+#include "seam/kernels/cpu_threads.h"
 #include "seam/weights/checkpoint.h"
 #include "src/rank_worker.h"
 
@@ -123,6 +124,8 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
                                                                boundary::ReductionPolicy policy,
                                                                const StageGroupOptions& options) {
   SEAM_RETURN_IF_ERROR(boundary::Topology::Make(tp, attn_dp, 0).status());
+  // The tp rank threads share this process's math-library pool.
+  kernels::ShareCpuMathThreads(tp);
   auto impl = std::make_unique<Impl>();
   impl->tp = tp;
   impl->attn_dp = attn_dp;
