@@ -14,6 +14,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   prometheus-cpp-dev
   iproute2
+  yamllint python3-yaml
 )
 
 missing=()
