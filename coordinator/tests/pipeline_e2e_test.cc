@@ -17,7 +17,6 @@
 #include "seam/models/generator.h"
 #include "seam/models/stage_group.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
-#include "seam/weights/random_checkpoint.h"
 
 namespace seam::coordinator {
 namespace {
@@ -28,19 +27,7 @@ std::string ModelDir() {
   static const std::string dir = [] {
     char tmpl[] = "/tmp/seam-e2e-model-XXXXXX";
     std::string d = mkdtemp(tmpl);
-    weights::ModelConfig c;
-    c.architecture = "qwen3";
-    c.num_hidden_layers = 4;
-    c.hidden_size = 64;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 16;
-    c.intermediate_size = 128;
-    c.vocab_size = 256;
-    c.eos_token_id = 1;
-    weights::RandomCheckpointOptions o;
-    o.seed = 1;
-    EXPECT_TRUE(weights::WriteRandomCheckpoint(c, o, d).ok());
+    EXPECT_TRUE(WriteDefaultModel(d).ok());  // the checkpoint `seam run` serves by default
     return d;
   }();
   return dir;
