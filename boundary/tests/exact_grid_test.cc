@@ -43,12 +43,7 @@ TEST_P(ExactGrid, DistributedStackEqualsSingleRankBitForBit) {
 
 std::string Name(const ::testing::TestParamInfo<GridParam>& info) {
   const auto [layout, variant, policy] = info.param;
-  std::string p = ReductionPolicyName(policy);
-  for (char& c : p) {
-    if (c == '+') c = '_';
-  }
-  return "dp" + std::to_string(layout.first) + "_atp" + std::to_string(layout.second) + "_" +
-         BatchVariantName(variant) + "_" + p;
+  return GridName(layout, variant, policy);
 }
 
 INSTANTIATE_TEST_SUITE_P(

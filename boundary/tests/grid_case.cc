@@ -71,4 +71,12 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
   return absl::OkStatus();
 }
 
+std::string GridName(std::pair<int, int> layout, BatchVariant variant, ReductionPolicy policy) {
+  std::string p = ReductionPolicyName(policy);
+  for (char& ch : p) {
+    if (ch == '+') ch = '_';
+  }
+  return absl::StrCat("dp", layout.first, "_atp", layout.second, "_", BatchVariantName(variant), "_", p);
+}
+
 }  // namespace seam::boundary::testing

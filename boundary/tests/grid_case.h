@@ -34,4 +34,7 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
 
 bool BitEqual(const Tensor& a, const Tensor& b);
 
+// Test-name fragment of a layout, variant and policy: "dp2_atp1_UNPADDED_rs_rsv".
+std::string GridName(std::pair<int, int> layout, BatchVariant variant, ReductionPolicy policy);
+
 }  // namespace seam::boundary::testing

@@ -77,8 +77,7 @@ TEST_P(PipelineSplit, SplitStackIsBitIdenticalToTheUnsplitStack) {
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
   const auto& [layout, variant, policy, pattern] = info.param;
-  return "dp" + std::to_string(layout.first) + "_atp" + std::to_string(layout.second) + "_" +
-         BatchVariantName(variant) + "_" + (policy == ReductionPolicy::kAr ? "ar" : "rs_rsv") + "_" + pattern;
+  return GridName(layout, variant, policy) + "_" + pattern;
 }
 
 INSTANTIATE_TEST_SUITE_P(
