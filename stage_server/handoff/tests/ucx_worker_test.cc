@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <numeric>
+#include <memory>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -116,20 +117,31 @@ INSTANTIATE_TEST_SUITE_P(Modes, UcxWorkerModeTest, ::testing::Values(UcxErrorMod
 
 // PEER mode only: forcing a send's endpoint closed in NONE mode is undefined
 // for the peer, so there a dead receiver is seen only as a missed deadline.
-TEST(UcxWorkerTest, SendToPeerKilledMidTransferEndsWithinDeadline) {
-  PeerProcess peer([](Channel& channel) {
-    PeerSide side;
-    if (!testing::ConnectChild(channel, UcxErrorMode::kPeer, side)) return 2;
-    // Wire up, then stop progressing so a rendezvous send cannot finish.
-    (void)channel.Read(absl::Seconds(10), [&] { side.worker->Progress(); });
+// A PEER-mode peer that wires up with `side`, takes one ping, then stops
+// progressing its worker (so a rendezvous send or a graceful close cannot
+// finish). nullptr if the setup failed.
+std::unique_ptr<PeerProcess> StartStalledPeer(PeerSide& side) {
+  auto peer = std::make_unique<PeerProcess>([](Channel& channel) {
+    PeerSide child;
+    if (!testing::ConnectChild(channel, UcxErrorMode::kPeer, child)) return 2;
+    (void)channel.Read(absl::Seconds(10), [&] { child.worker->Progress(); });
     ::pause();
     return 0;
   });
-  PeerSide side;
-  ASSERT_TRUE(testing::ConnectParent(peer.channel(), UcxErrorMode::kPeer, side).ok());
+  if (!testing::ConnectParent(peer->channel(), UcxErrorMode::kPeer, side).ok()) return nullptr;
   const char ping = 1;
-  ASSERT_TRUE(side.worker->Send(side.endpoint, 1, &ping, 1, absl::Now() + absl::Seconds(5)).ok());
-  ASSERT_TRUE(peer.channel().Write("stop").ok());
+  if (!side.worker->Send(side.endpoint, 1, &ping, 1, absl::Now() + absl::Seconds(5)).ok()) return nullptr;
+  if (!peer->channel().Write("stop").ok()) return nullptr;
+  return peer;
+}
+
+TEST(UcxWorkerTest, SendToPeerKilledMidTransferEndsWithinDeadline) {
+  std::unique_ptr<PeerProcess> stalled;  // outlives `side`, as the peer did before
+  PeerSide side;
+  stalled = StartStalledPeer(side);
+  ASSERT_NE(stalled, nullptr);
+  PeerProcess& peer = *stalled;
+  const char ping = 1;
   const std::vector<char> big = Pattern(32 << 20, 3);
   std::thread killer([&peer] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -151,18 +163,10 @@ TEST(UcxWorkerTest, SendToPeerKilledMidTransferEndsWithinDeadline) {
 }
 
 TEST(UcxWorkerTest, CloseWithAPeerThatNeverProgressesReturnsByItsDeadline) {
-  PeerProcess peer([](Channel& channel) {
-    PeerSide side;
-    if (!testing::ConnectChild(channel, UcxErrorMode::kPeer, side)) return 2;
-    (void)channel.Read(absl::Seconds(10), [&] { side.worker->Progress(); });
-    ::pause();
-    return 0;
-  });
+  std::unique_ptr<PeerProcess> stalled;  // outlives `side`, as the peer did before
   PeerSide side;
-  ASSERT_TRUE(testing::ConnectParent(peer.channel(), UcxErrorMode::kPeer, side).ok());
-  const char ping = 1;
-  ASSERT_TRUE(side.worker->Send(side.endpoint, 1, &ping, 1, absl::Now() + absl::Seconds(5)).ok());
-  ASSERT_TRUE(peer.channel().Write("stop").ok());
+  stalled = StartStalledPeer(side);
+  ASSERT_NE(stalled, nullptr);
   const absl::Time start = absl::Now();
   const absl::Status closed = side.endpoint.Close(start + absl::Milliseconds(300));
   const absl::Duration waited = absl::Now() - start;
