@@ -29,5 +29,9 @@ absl::Status Softmax(const Tensor& x, const Tensor& out);
 absl::Status Argmax(const Tensor& logits, const Tensor& out);
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
 absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
+absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
+                      const Tensor& ids);
+absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
+absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
 
 }  // namespace seam::kernels::cpu

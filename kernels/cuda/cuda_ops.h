@@ -2,15 +2,18 @@
 // Same contracts as the public ops; arguments are already validated by the
 // dispatcher (shapes, dtypes, all tensors on one CUDA device, contiguous).
 // Each launches on kernels::CurrentStream() and returns the launch status.
+// None synchronises with the host, so each can be captured in a CUDA graph.
 #pragma once
 
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/ops.h"
 
 namespace seam::kernels::cuda {
 
+// elementwise.cu, embedding.cu, norm.cu, activation.cu, rotary.cu
 absl::Status Embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, const Tensor& out);
 absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
 absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
@@ -19,5 +22,26 @@ absl::Status SiluAndMul(const Tensor& input, const Tensor& out);
 absl::Status RotaryEmbedding(const Tensor& q, const Tensor& k, const Tensor& positions, float theta,
                              int64_t rotary_dim);
 absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
+
+// matmul.cu (cuBLAS)
+absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
+
+// attention.cu
+absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache);
+absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttentionBatch& batch, float scale, const Tensor& out);
+
+// sampling.cu
+absl::Status Softmax(const Tensor& x, const Tensor& out);
+absl::Status Argmax(const Tensor& logits, const Tensor& out);
+absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
+absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
+
+// moe.cu
+absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
+                      const Tensor& ids);
+absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
+absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
 
 }  // namespace seam::kernels::cuda

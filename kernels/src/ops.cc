@@ -46,7 +46,7 @@ absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, "out"));
   SEAM_RETURN_IF_ERROR(ExpectShape(out, {x.dim(0), w.dim(0)}, "out"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&w, "w"}, {&out, "out"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, Matmul, x, w, out);
+  SEAM_KERNELS_DISPATCH(device, Matmul, x, w, out);
 }
 
 absl::Status Embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, const Tensor& out) {

@@ -55,7 +55,7 @@ absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_m
   SEAM_RETURN_IF_ERROR(ExpectShape(slot_mapping, {k.dim(0)}, "slot_mapping"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&k, "k"}, {&v, "v"}, {&slot_mapping, "slot_mapping"},
                                                      {&k_cache, "k_cache"}, {&v_cache, "v_cache"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, WriteKvCache, k, v, slot_mapping, k_cache, v_cache);
+  SEAM_KERNELS_DISPATCH(device, WriteKvCache, k, v, slot_mapping, k_cache, v_cache);
 }
 
 absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -77,7 +77,7 @@ absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor
                         CommonDevice({{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
                                       {&batch.query_start, "query_start"}, {&batch.context_lens, "context_lens"},
                                       {&batch.block_tables, "block_tables"}, {&out, "out"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, PagedAttention, q, k_cache, v_cache, batch, scale, out);
+  SEAM_KERNELS_DISPATCH(device, PagedAttention, q, k_cache, v_cache, batch, scale, out);
 }
 
 }  // namespace seam::kernels

@@ -60,7 +60,7 @@ absl::Status Softmax(const Tensor& x, const Tensor& out) {
   SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, "out"));
   SEAM_RETURN_IF_ERROR(ExpectShape(out, x.shape(), "out"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&out, "out"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, Softmax, x, out);
+  SEAM_KERNELS_DISPATCH(device, Softmax, x, out);
 }
 
 absl::Status Argmax(const Tensor& logits, const Tensor& out) {
@@ -68,7 +68,7 @@ absl::Status Argmax(const Tensor& logits, const Tensor& out) {
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(out, "out"));
   SEAM_RETURN_IF_ERROR(ExpectShape(out, {logits.dim(0)}, "out"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&logits, "logits"}, {&out, "out"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, Argmax, logits, out);
+  SEAM_KERNELS_DISPATCH(device, Argmax, logits, out);
 }
 
 absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out) {
@@ -79,7 +79,7 @@ absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Te
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(out, "out"));
   SEAM_RETURN_IF_ERROR(ExpectShape(out, {logits.dim(0)}, "out"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&logits, "logits"}, {&steps, "steps"}, {&out, "out"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, Sample, logits, params, steps, out);
+  SEAM_KERNELS_DISPATCH(device, Sample, logits, params, steps, out);
 }
 
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices) {
@@ -94,7 +94,7 @@ absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(indices, "indices"));
   SEAM_RETURN_IF_ERROR(ExpectShape(indices, {x.dim(0), k}, "indices"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&values, "values"}, {&indices, "indices"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, TopK, x, k, values, indices);
+  SEAM_KERNELS_DISPATCH(device, TopK, x, k, values, indices);
 }
 
 }  // namespace seam::kernels

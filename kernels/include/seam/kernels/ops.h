@@ -97,4 +97,22 @@ float SampleUniform(uint64_t seed, uint64_t step, uint64_t row);
 // ties go to the lower index.
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
 
+// ---- mixture-of-experts routing ----------------------------------------------
+
+// Router of a sparse block: softmax over each row of logits f32 [T, E] in fp32,
+// the top_k experts (ties to the lower index) with their probabilities, divided
+// by their sum when `renormalize`. weights: f32 [T, top_k] (descending);
+// ids: i32 [T, top_k].
+absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
+                      const Tensor& ids);
+
+// out[i] = x[rows[i]] for i in [0, M). x: [N, H]; rows: i32 [M] inside [0, N);
+// out: [M, H], same dtype as x.
+absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
+
+// Expert finalize: dst[rows[i]] += weights[i] · src[i] (fp32 arithmetic, rounded
+// once per call). dst: [N, H]; src: [M, H]; rows: i32 [M], distinct, inside
+// [0, N); weights: f32 [M].
+absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
+
 }  // namespace seam::kernels
