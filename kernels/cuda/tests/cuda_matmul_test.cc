@@ -1,3 +1,116 @@
-// CUDA matmul kernels against the CPU reference (filled in with the kernels).
+// CUDA Matmul (cuBLASLt, and its fallback kernel for dtype pairings cuBLASLt
+// lacks) against the CPU reference (OpenBLAS sgemm on fp32-widened operands),
+// over odd M, K, N, f32 and bf16; outputs are poisoned so unwritten elements show.
+//
+// Tolerances: both sides accumulate in fp32 (no TF32 on the GPU) but in
+// different orders (blocked/split sums vs OpenBLAS's kernels), so an f32
+// output agrees to ~1e-5 relative; with K = 1000 terms of magnitude ≤ 1 the
+// sum can cancel, so the absolute floor is scaled by sqrt(K) · 2^-23-ish
+// (1e-4). bf16/f16 outputs are each side's fp32 value rounded once: a few fp32
+// ulps can flip that rounding, i.e. one storage ulp (2^-8 relative for bf16).
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "cuda_test_util.h"
 #include "seam/kernels/ops.h"
+
+namespace seam::kernels::cuda_test {
+namespace {
+
+// Relative tolerance of the output dtype, absolute floor for cancellation.
+Tolerance MatmulTolerance(DType out) {
+  Tolerance t = ToleranceFor(out);
+  t.atol = out == DType::kF32 ? 1e-4f : 4e-3f;
+  return t;
+}
+
+void CheckMatmul(int64_t m, int64_t k, int64_t n, DType x_dtype, DType w_dtype, DType out_dtype, uint32_t seed) {
+  const std::string what = std::string("x ") + DTypeName(x_dtype) + " w " + DTypeName(w_dtype) + " out " +
+                           DTypeName(out_dtype) + " M=" + std::to_string(m) + " K=" + std::to_string(k) +
+                           " N=" + std::to_string(n);
+  const Tensor x = Random({m, k}, x_dtype, seed);
+  const Tensor w = Random({n, k}, w_dtype, seed + 1);
+  const Tensor out = PoisonedHost({m, n}, out_dtype);
+  ASSERT_TRUE(Matmul(x, w, out).ok()) << what;
+  const Tensor gout = PoisonedGpu({m, n}, out_dtype);
+  const absl::Status s = Matmul(OnGpu(x), OnGpu(w), gout);
+  ASSERT_TRUE(s.ok()) << what << ": " << s;
+  ExpectClose(gout, out, MatmulTolerance(out_dtype), what);
+}
+
+// (operand dtype, out dtype, M, K, N)
+using MatmulParam = std::tuple<DType, DType, int64_t, int64_t, int64_t>;
+class CudaMatmulTest : public CudaKernelsTest, public ::testing::WithParamInterface<MatmulParam> {};
+
+TEST_P(CudaMatmulTest, MatchesCpu) {
+  const auto& [in, out, m, k, n] = GetParam();
+  CheckMatmul(m, k, n, in, in, out, static_cast<uint32_t>(m * 131 + k * 7 + n));
+}
+
+std::string MatmulName(const ::testing::TestParamInfo<MatmulParam>& info) {
+  const auto& [in, out, m, k, n] = info.param;
+  return std::string(DTypeName(in)) + "_to_" + DTypeName(out) + "_" + std::to_string(m) + "x" + std::to_string(k) +
+         "x" + std::to_string(n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, CudaMatmulTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values<int64_t>(0, 1, 7, 33, 130),
+                                            ::testing::Values<int64_t>(64, 1000),
+                                            ::testing::Values<int64_t>(1, 95, 4096)),
+                         MatmulName);
+
+TEST_F(CudaKernelsTest, CudaMatmulF16AndMixedDtypes) {
+  CheckMatmul(7, 64, 95, DType::kF16, DType::kF16, DType::kF16, 1);
+  CheckMatmul(7, 64, 95, DType::kF16, DType::kF16, DType::kF32, 2);
+  CheckMatmul(7, 64, 95, DType::kBF16, DType::kBF16, DType::kF16, 3);  // no cuBLASLt kernel: fallback
+  CheckMatmul(7, 1000, 95, DType::kF32, DType::kBF16, DType::kF32, 4);  // mixed operands: fallback
+  CheckMatmul(33, 64, 130, DType::kBF16, DType::kF32, DType::kBF16, 5);
+}
+
+// Lm-head and fused-projection shapes of the decode benchmark.
+TEST_F(CudaKernelsTest, CudaMatmulModelShapes) {
+  CheckMatmul(3, 1024, 151936, DType::kBF16, DType::kBF16, DType::kF32, 6);
+  CheckMatmul(64, 1024, 6144, DType::kBF16, DType::kBF16, DType::kBF16, 7);
+  CheckMatmul(257, 1024, 4096, DType::kBF16, DType::kBF16, DType::kBF16, 8);
+}
+
+TEST_F(CudaKernelsTest, CudaMatmulZeroKWritesZeros) {
+  const Tensor x = Random({5, 0}, DType::kBF16, 9);
+  const Tensor w = Random({6, 0}, DType::kBF16, 10);
+  const Tensor out = PoisonedHost({5, 6}, DType::kF32);
+  ASSERT_TRUE(Matmul(x, w, out).ok());
+  const Tensor gout = PoisonedGpu({5, 6}, DType::kF32);
+  ASSERT_TRUE(Matmul(OnGpu(x), OnGpu(w), gout).ok());
+  ExpectClose(gout, out, kExact, "K = 0");
+}
+
+// Operands not on a 16-byte boundary: cuBLASLt must be asked for less-aligned kernels.
+TEST_F(CudaKernelsTest, CudaMatmulMisalignedOperands) {
+  const Tensor x = Random({7, 64}, DType::kBF16, 11);
+  const Tensor w = Random({95, 64}, DType::kBF16, 12);
+  const Tensor out = PoisonedHost({7, 95}, DType::kBF16);
+  ASSERT_TRUE(Matmul(x, w, out).ok());
+  const Tensor gout = MisalignedGpuCopy(PoisonedHost({7, 95}, DType::kBF16));
+  const absl::Status s = Matmul(MisalignedGpuCopy(x), MisalignedGpuCopy(w), gout);
+  ASSERT_TRUE(s.ok()) << s;
+  ExpectClose(gout, out, MatmulTolerance(DType::kBF16), "misaligned");
+}
+
+// The same call twice (the second from the cached plan) gives the same bits.
+TEST_F(CudaKernelsTest, CudaMatmulRepeatableFromCachedPlan) {
+  const Tensor x = OnGpu(Random({33, 1000}, DType::kBF16, 13));
+  const Tensor w = OnGpu(Random({4096, 1000}, DType::kBF16, 14));
+  const Tensor a = PoisonedGpu({33, 4096}, DType::kF32);
+  const Tensor b = PoisonedGpu({33, 4096}, DType::kF32);
+  ASSERT_TRUE(Matmul(x, w, a).ok());
+  ASSERT_TRUE(Matmul(x, w, b).ok());
+  absl::StatusOr<Tensor> ha = a.To(Device::CPU());
+  ASSERT_TRUE(ha.ok());
+  ExpectClose(b, *ha, kExact, "second call");
+}
+
+}  // namespace
+}  // namespace seam::kernels::cuda_test
