@@ -1,12 +1,646 @@
-// Paged attention on CUDA (placeholder until the kernels land).
-#include "cuda/cuda_ops.h"
+// Paged KV-cache writes and causal grouped-query attention over the cache on
+// CUDA, matching kernels/cpu/attention.cc (fp32 softmax with max subtraction,
+// fp32 accumulation, one rounding of the output).
+//
+// Design. Every grid size depends on shapes only (T, B, heads, max_blocks, D),
+// never on index values, and no launcher synchronises or allocates, so all of
+// them can be captured in a CUDA graph. Index values the host cannot check
+// without a sync are made harmless on the device: a slot past the cache is
+// skipped, a block id outside the cache reads as a zero row, a context longer
+// than the block table is cut to the table.
+//
+//  * WriteKvCache: one thread block per token row, 16-byte vectors, converting
+//    between the k/v dtype and the cache dtype.
+//  * Decode (T == B, i.e. one query row per sequence, since every sequence has
+//    at least one row): one thread block per (sequence, kv head, group of up
+//    to 8 query heads sharing it), so each K/V row is read once for the whole
+//    group. The context streams through in tiles of 128 tokens: sub-warps of
+//    lanes dot a 16-byte slice of a key with every head's query and reduce by
+//    shuffles, one warp per head updates the online softmax, then every thread
+//    accumulates a 16-byte slice of V for a subset of the tile's tokens.
+//  * Prefill and chunked prefill (anything else): one thread block per (tile
+//    of 64 query rows of one sequence, query head). K/V tiles of 32 tokens go
+//    through shared memory in fp32, with an online softmax per row; key tiles
+//    entirely in the causal future of the query tile are never loaded. Tiles
+//    are numbered over all sequences; each block finds its (sequence, first
+//    row) by a warp scan of query_start, and the grid is sized by the bound
+//    ceil(T / 64) + B on the number of tiles (blocks past the end exit).
+#include <cmath>
+
+#include "cuda_common.cuh"
+#include "cuda_ops.h"
 
 namespace seam::kernels::cuda {
-absl::Status WriteKvCache(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  return absl::UnimplementedError("WriteKvCache: no CUDA kernel yet");
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxHeadDim = 256;
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
 }
-absl::Status PagedAttention(const Tensor&, const Tensor&, const Tensor&, const AttentionBatch&, float,
-                            const Tensor&) {
-  return absl::UnimplementedError("PagedAttention: no CUDA kernel yet");
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
 }
+
+// ---- KV cache writes --------------------------------------------------------------
+
+// Block t copies row t of src into the cache row slots[t]; negative slots
+// (padding) and slots past the cache are skipped.
+template <typename TS, typename TD, int VEC>
+__global__ void WriteCacheKernel(const TS* __restrict__ src, const int32_t* __restrict__ slots, TD* __restrict__ cache,
+                                 int64_t num_slots, int row_elems) {
+  const int64_t t = blockIdx.x;
+  const int32_t slot = slots[t];
+  if (slot < 0 || slot >= num_slots) return;
+  const TS* in = src + t * row_elems;
+  TD* dst = cache + static_cast<int64_t>(slot) * row_elems;
+  for (int i = threadIdx.x * VEC; i < row_elems; i += blockDim.x * VEC) {
+    float f[VEC];
+    LoadFloats<TS, VEC>(in + i, f);
+    StoreFloats<TD, VEC>(dst + i, f);
+  }
+}
+
+template <typename TS, typename TD>
+absl::Status LaunchWriteCache(const Tensor& src, const Tensor& slots, const Tensor& cache, cudaStream_t stream) {
+  const int64_t rows = src.dim(0);
+  const int row_elems = static_cast<int>(src.numel() / rows);
+  const int64_t num_slots = cache.dim(0) * cache.dim(1);
+  constexpr int kVec = VecWidth<TS, TD>();
+  const bool vectorized =
+      row_elems % kVec == 0 && VecAligned<TS>(src.raw_data(), kVec) && VecAligned<TD>(cache.raw_data(), kVec);
+  const int vec = vectorized ? kVec : 1;
+  const int vectors = row_elems / vec;
+  const int threads = vectors >= 256 ? 256 : (vectors + 31) / 32 * 32;
+  const auto* s = static_cast<const TS*>(src.raw_data());
+  auto* d = static_cast<TD*>(cache.raw_data());
+  const int32_t* sl = slots.data<int32_t>();
+  const auto grid = static_cast<unsigned int>(rows);
+  if (vectorized) {
+    WriteCacheKernel<TS, TD, kVec><<<grid, threads, 0, stream>>>(s, sl, d, num_slots, row_elems);
+  } else {
+    WriteCacheKernel<TS, TD, 1><<<grid, threads, 0, stream>>>(s, sl, d, num_slots, row_elems);
+  }
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+absl::Status WriteOne(const Tensor& src, const Tensor& slots, const Tensor& cache, cudaStream_t stream,
+                      const char* src_name) {
+  return DispatchFloat(src.dtype(), src_name, [&](auto s_tag) -> absl::Status {
+    using TS = typename decltype(s_tag)::type;
+    return DispatchFloat(cache.dtype(), "cache", [&](auto d_tag) -> absl::Status {
+      using TD = typename decltype(d_tag)::type;
+      return LaunchWriteCache<TS, TD>(src, slots, cache, stream);
+    });
+  });
+}
+
+// ---- attention: shared pieces -------------------------------------------------------
+
+struct AttnParams {
+  const void* q;        // [T, Hq, D]
+  const void* k_cache;  // [num_blocks, block_size, Hk, D]
+  const void* v_cache;
+  void* out;  // [T, Hq, D]
+  const int32_t* query_start;
+  const int32_t* context_lens;
+  const int32_t* block_tables;
+  int64_t q_rows;
+  int num_seqs;
+  int max_blocks;
+  int block_size;
+  int num_blocks;
+  int hq;
+  int hk;
+  int group;  // hq / hk
+  int head_dim;
+  float scale;
+};
+
+// Cache slot of position pos through a sequence's block table, or -1 when the
+// table names a block outside the cache (read as a zero row).
+__device__ __forceinline__ int64_t SlotOf(const int32_t* table, int pos, const AttnParams& p) {
+  const int32_t block = table[pos / p.block_size];
+  if (block < 0 || block >= p.num_blocks) return -1;
+  return static_cast<int64_t>(block) * p.block_size + pos % p.block_size;
+}
+
+// Context length of sequence b, cut to what its block table row can hold.
+__device__ __forceinline__ int ContextOf(const AttnParams& p, int b) {
+  const int ctx = p.context_lens[b];
+  const int cap = p.max_blocks * p.block_size;
+  return ctx < cap ? ctx : cap;
+}
+
+// ---- decode --------------------------------------------------------------------------
+
+constexpr int kDecodeThreads = 256;
+constexpr int kDecodeWarps = kDecodeThreads / 32;
+constexpr int kDecodeHeads = 8;  // query heads one decode block serves (≤ kDecodeWarps)
+constexpr int kDecodeTile = 128;  // tokens staged per step (≤ kDecodeThreads)
+
+// Grid (B, Hk, ceil(group / kDecodeHeads)). Written for one query row per
+// sequence; a sequence with more rows is still right (rows run one after the
+// other with their own causal limit), only slower.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
+  __shared__ float q_s[kDecodeHeads][kMaxHeadDim];
+  __shared__ float s_s[kDecodeHeads][kDecodeTile];  // scores, then probabilities
+  __shared__ int64_t slot_s[kDecodeTile];
+  __shared__ float m_s[kDecodeHeads];
+  __shared__ float l_s[kDecodeHeads];
+  __shared__ float alpha_s[kDecodeHeads];
+  __shared__ float red_s[kDecodeThreads * VEC];  // partial outputs of the token lanes
+
+  const int b = blockIdx.x;
+  const int g = blockIdx.y;
+  const int h0 = g * p.group + static_cast<int>(blockIdx.z) * kDecodeHeads;
+  const int rest = p.group - static_cast<int>(blockIdx.z) * kDecodeHeads;
+  const int nh = rest < kDecodeHeads ? rest : kDecodeHeads;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int d = p.head_dim, nv = d / VEC;
+  const int q_begin = p.query_start[b];
+  const int q_len = p.query_start[b + 1] - q_begin;
+  const int ctx = ContextOf(p, b);
+  const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k_cache = static_cast<const T*>(p.k_cache);
+  const T* v_cache = static_cast<const T*>(p.v_cache);
+  T* out = static_cast<T*>(p.out);
+
+  // Score phase: `lanes` lanes (a power of two ≤ 32) per key, each dotting
+  // 16-byte slices. V phase: thread (tl, v) owns slice v for tokens tl, tl + tls, ...
+  int lanes = 1;
+  while (lanes < nv && lanes < 32) lanes <<= 1;
+  const int keys_per_warp = 32 / lanes;
+  const int sub = lane / lanes, sl = lane % lanes;
+  const int tls = kDecodeThreads / nv;
+  const int tl = tid / nv, vi = tid % nv;
+
+  for (int i = 0; i < q_len; ++i) {
+    const int64_t row = static_cast<int64_t>(q_begin) + i;
+    if (row < 0 || row >= p.q_rows) break;
+    const int visible = ctx - q_len + i + 1;  // positions 0 .. own position
+    for (int e = tid; e < nh * d; e += kDecodeThreads) {
+      q_s[e / d][e % d] = ToFloat(q[(row * p.hq + h0 + e / d) * d + e % d]);
+    }
+    if (tid < kDecodeHeads) {
+      m_s[tid] = -INFINITY;
+      l_s[tid] = 0.0f;
+    }
+    float acc[kDecodeHeads][VEC];
+#pragma unroll
+    for (int h = 0; h < kDecodeHeads; ++h) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) acc[h][j] = 0.0f;
+    }
+    __syncthreads();
+
+    for (int t0 = 0; t0 < visible; t0 += kDecodeTile) {
+      const int n = visible - t0 < kDecodeTile ? visible - t0 : kDecodeTile;
+      if (tid < n) slot_s[tid] = SlotOf(table, t0 + tid, p);
+      __syncthreads();
+
+      // Scores s = q . k * scale for every head of the block.
+      for (int base = warp * keys_per_warp; base < n; base += kDecodeWarps * keys_per_warp) {
+        const int t = base + sub;
+        float dot[kDecodeHeads];
+#pragma unroll
+        for (int h = 0; h < kDecodeHeads; ++h) dot[h] = 0.0f;
+        if (t < n && slot_s[t] >= 0) {
+          const T* krow = k_cache + (slot_s[t] * p.hk + g) * d;
+          for (int v = sl; v < nv; v += lanes) {
+            float k[VEC];
+            LoadFloats<T, VEC>(krow + v * VEC, k);
+#pragma unroll
+            for (int h = 0; h < kDecodeHeads; ++h) {
+              if (h < nh) {
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) dot[h] += q_s[h][v * VEC + j] * k[j];
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < kDecodeHeads; ++h) {
+          if (h < nh) {
+            for (int offset = lanes / 2; offset > 0; offset >>= 1) {
+              dot[h] += __shfl_xor_sync(kFullMask, dot[h], offset);
+            }
+            if (t < n && sl == 0) s_s[h][t] = dot[h] * p.scale;
+          }
+        }
+      }
+      __syncthreads();
+
+      // Online softmax, one warp per head.
+      if (warp < nh) {
+        const int h = warp;
+        float mx = -INFINITY;
+        for (int t = lane; t < n; t += 32) mx = fmaxf(mx, s_s[h][t]);
+        mx = WarpMax(mx);
+        const float m_old = m_s[h];
+        const float m_new = fmaxf(m_old, mx);
+        float sum = 0.0f;
+        for (int t = lane; t < n; t += 32) {
+          const float e = expf(s_s[h][t] - m_new);
+          s_s[h][t] = e;
+          sum += e;
+        }
+        sum = WarpSum(sum);
+        if (lane == 0) {
+          const float alpha = expf(m_old - m_new);  // 0 on the first tile
+          alpha_s[h] = alpha;
+          l_s[h] = l_s[h] * alpha + sum;
+          m_s[h] = m_new;
+        }
+      }
+      __syncthreads();
+
+      // acc = acc * alpha + sum_t p_t * v_t.
+      if (tl < tls) {
+#pragma unroll
+        for (int h = 0; h < kDecodeHeads; ++h) {
+          const float alpha = h < nh ? alpha_s[h] : 0.0f;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) acc[h][j] *= alpha;
+        }
+        for (int t = tl; t < n; t += tls) {
+          const int64_t slot = slot_s[t];
+          if (slot < 0) continue;
+          float v[VEC];
+          LoadFloats<T, VEC>(v_cache + (slot * p.hk + g) * d + vi * VEC, v);
+#pragma unroll
+          for (int h = 0; h < kDecodeHeads; ++h) {
+            if (h < nh) {
+              const float pr = s_s[h][t];
+#pragma unroll
+              for (int j = 0; j < VEC; ++j) acc[h][j] += pr * v[j];
+            }
+          }
+        }
+      }
+      __syncthreads();
+    }
+
+    // Sum the token lanes' partial outputs, one head at a time, and normalise.
+#pragma unroll
+    for (int h = 0; h < kDecodeHeads; ++h) {
+      if (h < nh) {
+        if (tl < tls) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) red_s[tl * d + vi * VEC + j] = acc[h][j];
+        }
+        __syncthreads();
+        const float l = l_s[h];
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int e = tid; e < d; e += kDecodeThreads) {
+          float s = 0.0f;
+          for (int k = 0; k < tls; ++k) s += red_s[k * d + e];
+          out[(row * p.hq + h0 + h) * d + e] = FromFloat<T>(s * inv);
+        }
+        __syncthreads();
+      }
+    }
+  }
+}
+
+template <typename T>
+absl::Status LaunchDecode(const AttnParams& p, cudaStream_t stream) {
+  constexpr int kVec = VecWidth<T>();
+  const bool vectorized =
+      p.head_dim % kVec == 0 && VecAligned<T>(p.k_cache, kVec) && VecAligned<T>(p.v_cache, kVec);
+  const dim3 grid(static_cast<unsigned int>(p.num_seqs), static_cast<unsigned int>(p.hk),
+                  static_cast<unsigned int>((p.group + kDecodeHeads - 1) / kDecodeHeads));
+  if (vectorized) {
+    DecodeKernel<T, kVec><<<grid, kDecodeThreads, 0, stream>>>(p);
+  } else {
+    DecodeKernel<T, 1><<<grid, kDecodeThreads, 0, stream>>>(p);
+  }
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+// ---- prefill ---------------------------------------------------------------------------
+
+constexpr int kTileRows = 64;  // query rows per block
+constexpr int kTileKeys = 32;  // keys per shared-memory tile
+constexpr int kPrefillThreads = 256;  // 16 x 16: thread (ty, tx) owns rows ty + 16 i
+
+// Floats of dynamic shared memory the prefill kernel needs for head_dim d.
+inline size_t PrefillSharedFloats(int d) {
+  return static_cast<size_t>(kTileRows) * (d + 1)        // q
+         + static_cast<size_t>(kTileKeys) * (d + 1)      // k (padded: rows read across lanes)
+         + static_cast<size_t>(kTileKeys) * d            // v
+         + static_cast<size_t>(kTileRows) * (kTileKeys + 1)  // scores / probabilities
+         + 2 * kTileRows;                                // row max, row sum
+}
+
+// Finds the (sequence, first row) of tile blockIdx.x, tiles numbered sequence
+// by sequence; sequence -1 when the tile is past the last one.
+__device__ void FindTile(const AttnParams& p, int* seq, int* first_row) {
+  const int lane = threadIdx.x % 32;
+  const int j = blockIdx.x;
+  int base = 0;
+  if (lane == 0) *seq = -1;
+  __syncwarp();
+  for (int b0 = 0; b0 < p.num_seqs; b0 += 32) {
+    const int b = b0 + lane;
+    int tiles = 0;
+    if (b < p.num_seqs) {
+      const int q_len = p.query_start[b + 1] - p.query_start[b];
+      tiles = q_len > 0 ? (q_len + kTileRows - 1) / kTileRows : 0;
+    }
+    int incl = tiles;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const int up = __shfl_up_sync(kFullMask, incl, offset);
+      if (lane >= offset) incl += up;
+    }
+    const int excl = incl - tiles;
+    if (tiles > 0 && j >= base + excl && j < base + incl) {
+      *seq = b;
+      *first_row = (j - base - excl) * kTileRows;
+    }
+    base += __shfl_sync(kFullMask, incl, 31);
+    if (base > j) break;
+  }
+}
+
+// Grid (ceil(T / kTileRows) + B, Hq). kDC: columns per thread, head_dim ≤ 16 * kDC.
+template <typename T, int VEC, int kDC>
+__global__ void __launch_bounds__(kPrefillThreads) PrefillKernel(AttnParams p) {
+  extern __shared__ float smem[];
+  __shared__ int tile_seq;
+  __shared__ int tile_row;
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  if (tid < 32) FindTile(p, &tile_seq, &tile_row);
+  __syncthreads();
+  const int b = tile_seq;
+  if (b < 0) return;
+  const int q0 = tile_row;
+
+  const int d = p.head_dim, nv = d / VEC;
+  const int h = blockIdx.y, g = h / p.group;
+  const int q_begin = p.query_start[b];
+  const int q_len = p.query_start[b + 1] - q_begin;
+  const int ctx = ContextOf(p, b);
+  const int rows = q_len - q0 < kTileRows ? q_len - q0 : kTileRows;
+  const int first_pos = ctx - q_len + q0;  // position of the tile's row 0
+  const int last_pos = first_pos + rows - 1;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k_cache = static_cast<const T*>(p.k_cache);
+  const T* v_cache = static_cast<const T*>(p.v_cache);
+  T* out = static_cast<T*>(p.out);
+
+  const int qs = d + 1, ks = d + 1, ss = kTileKeys + 1;  // row strides
+  float* q_s = smem;
+  float* k_s = q_s + kTileRows * qs;
+  float* v_s = k_s + kTileKeys * ks;
+  float* s_s = v_s + kTileKeys * d;
+  float* m_s = s_s + kTileRows * ss;
+  float* l_s = m_s + kTileRows;
+
+  for (int e = tid; e < kTileRows * d; e += kPrefillThreads) {
+    const int r = e / d, c = e % d;
+    const int64_t row = static_cast<int64_t>(q_begin) + q0 + r;
+    q_s[r * qs + c] = r < rows && row < p.q_rows ? ToFloat(q[(row * p.hq + h) * d + c]) : 0.0f;
+  }
+  if (tid < kTileRows) {
+    m_s[tid] = -INFINITY;
+    l_s[tid] = 0.0f;
+  }
+
+  // Position of each of this thread's rows; rows past the tile's end act as
+  // its last row (finite scores, never written).
+  int row_pos[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = ty + 16 * i;
+    row_pos[i] = r < rows ? first_pos + r : last_pos;
+  }
+  float acc[4][kDC];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int c = 0; c < kDC; ++c) acc[i][c] = 0.0f;
+  }
+
+  for (int k0 = 0; k0 <= last_pos; k0 += kTileKeys) {
+    __syncthreads();  // previous tile fully consumed (and q_s, m_s, l_s ready on the first)
+    for (int e = tid; e < kTileKeys * nv; e += kPrefillThreads) {
+      const int t = e / nv, v = e % nv;
+      const int pos = k0 + t;
+      float kf[VEC], vf[VEC];
+      const int64_t slot = pos <= last_pos ? SlotOf(table, pos, p) : -1;
+      if (slot >= 0) {
+        const int64_t at = (slot * p.hk + g) * d + v * VEC;
+        LoadFloats<T, VEC>(k_cache + at, kf);
+        LoadFloats<T, VEC>(v_cache + at, vf);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) kf[j] = vf[j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        k_s[t * ks + v * VEC + j] = kf[j];
+        v_s[t * d + v * VEC + j] = vf[j];
+      }
+    }
+    __syncthreads();
+
+    // Scores of rows ty + 16 i against keys tx and tx + 16, causally masked.
+    {
+      float s[4][2] = {};
+      for (int c = 0; c < d; ++c) {
+        const float k_a = k_s[tx * ks + c];
+        const float k_b = k_s[(tx + 16) * ks + c];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float qv = q_s[(ty + 16 * i) * qs + c];
+          s[i][0] += qv * k_a;
+          s[i][1] += qv * k_b;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          const int key = tx + 16 * jj;
+          s_s[(ty + 16 * i) * ss + key] = k0 + key <= row_pos[i] ? s[i][jj] * p.scale : -INFINITY;
+        }
+      }
+    }
+    __syncthreads();
+
+    // Online softmax: 4 threads per row, 8 keys each. The row's rescale
+    // factor alpha for the PV phase is kept in s_s's padding column.
+    {
+      const int r = tid / 4, part = tid % 4;
+      float* srow = s_s + r * ss;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < kTileKeys / 4; ++c) mx = fmaxf(mx, srow[part * (kTileKeys / 4) + c]);
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+      const float m_old = m_s[r];
+      const float m_new = fmaxf(m_old, mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // only for malformed rows
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kTileKeys / 4; ++c) {
+        const int at = part * (kTileKeys / 4) + c;
+        const float e = expf(srow[at] - m_use);
+        srow[at] = e;
+        sum += e;
+      }
+      sum += __shfl_xor_sync(kFullMask, sum, 1);
+      sum += __shfl_xor_sync(kFullMask, sum, 2);
+      if (part == 0) {
+        const float alpha = expf(m_old - m_use);
+        l_s[r] = l_s[r] * alpha + sum;
+        m_s[r] = m_new;
+        srow[kTileKeys] = alpha;
+      }
+    }
+    __syncthreads();
+
+    // acc = acc * alpha + P V for rows ty + 16 i, columns tx + 16 c.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float alpha = s_s[(ty + 16 * i) * ss + kTileKeys];
+#pragma unroll
+      for (int c = 0; c < kDC; ++c) acc[i][c] *= alpha;
+    }
+    const int keys = last_pos - k0 + 1 < kTileKeys ? last_pos - k0 + 1 : kTileKeys;
+    for (int t = 0; t < keys; ++t) {
+      float pr[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pr[i] = s_s[(ty + 16 * i) * ss + t];
+#pragma unroll
+      for (int c = 0; c < kDC; ++c) {
+        const int col = tx + 16 * c;
+        const float v = col < d ? v_s[t * d + col] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i][c] += pr[i] * v;
+      }
+    }
+  }
+  __syncthreads();
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = ty + 16 * i;
+    const int64_t row = static_cast<int64_t>(q_begin) + q0 + r;
+    if (r >= rows || row >= p.q_rows) continue;
+    const float l = l_s[r];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kDC; ++c) {
+      const int col = tx + 16 * c;
+      if (col < d) out[(row * p.hq + h) * d + col] = FromFloat<T>(acc[i][c] * inv);
+    }
+  }
+}
+
+template <typename T, int VEC, int kDC>
+absl::Status LaunchPrefillWith(const AttnParams& p, cudaStream_t stream) {
+  auto kernel = PrefillKernel<T, VEC, kDC>;
+  const size_t shared_bytes = PrefillSharedFloats(p.head_dim) * sizeof(float);
+  if (shared_bytes > 48 * 1024) {
+    SEAM_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(shared_bytes)));
+  }
+  const int64_t tiles = (p.q_rows + kTileRows - 1) / kTileRows + p.num_seqs;
+  const dim3 grid(static_cast<unsigned int>(tiles), static_cast<unsigned int>(p.hq));
+  kernel<<<grid, kPrefillThreads, shared_bytes, stream>>>(p);
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+template <typename T, int VEC>
+absl::Status LaunchPrefillVec(const AttnParams& p, cudaStream_t stream) {
+  if (p.head_dim <= 64) return LaunchPrefillWith<T, VEC, 4>(p, stream);
+  if (p.head_dim <= 128) return LaunchPrefillWith<T, VEC, 8>(p, stream);
+  return LaunchPrefillWith<T, VEC, 16>(p, stream);
+}
+
+template <typename T>
+absl::Status LaunchPrefill(const AttnParams& p, cudaStream_t stream) {
+  constexpr int kVec = VecWidth<T>();
+  const bool vectorized =
+      p.head_dim % kVec == 0 && VecAligned<T>(p.k_cache, kVec) && VecAligned<T>(p.v_cache, kVec);
+  if (vectorized) return LaunchPrefillVec<T, kVec>(p, stream);
+  return LaunchPrefillVec<T, 1>(p, stream);
+}
+
+}  // namespace
+
+absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache) {
+  if (k.numel() == 0) return absl::OkStatus();
+  SEAM_RETURN_IF_ERROR(CheckCurrentDevice(k, "WriteKvCache"));
+  if (k.dim(0) > 0x7fffffff) {
+    return absl::InvalidArgumentError(absl::StrCat("WriteKvCache: ", k.dim(0), " rows are too many"));
+  }
+  const cudaStream_t stream = Stream();
+  SEAM_RETURN_IF_ERROR(WriteOne(k, slot_mapping, k_cache, stream, "k"));
+  return WriteOne(v, slot_mapping, v_cache, stream, "v");
+}
+
+absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttentionBatch& batch, float scale, const Tensor& out) {
+  const DType dtype = q.dtype();
+  if (k_cache.dtype() != dtype || v_cache.dtype() != dtype || out.dtype() != dtype) {
+    return absl::UnimplementedError(absl::StrCat("PagedAttention: CUDA kernels take q, caches and out of one dtype, got q ",
+                                                 DTypeName(dtype), ", k_cache ", DTypeName(k_cache.dtype()),
+                                                 ", v_cache ", DTypeName(v_cache.dtype()), ", out ",
+                                                 DTypeName(out.dtype())));
+  }
+  const int64_t rows = q.dim(0), seqs = batch.context_lens.dim(0), d = q.dim(2);
+  if (rows == 0 || seqs == 0 || q.dim(1) == 0 || d == 0) return absl::OkStatus();
+  if (d > kMaxHeadDim) {
+    return absl::UnimplementedError(
+        absl::StrCat("PagedAttention: CUDA kernels take head_dim up to ", kMaxHeadDim, ", got ", d));
+  }
+  if (rows > 0x7fffffff || seqs > 0x7fffffff || batch.block_tables.dim(1) * k_cache.dim(1) > 0x7fffffff) {
+    return absl::InvalidArgumentError("PagedAttention: batch too large for 32-bit positions");
+  }
+  SEAM_RETURN_IF_ERROR(CheckCurrentDevice(q, "PagedAttention"));
+  AttnParams p{};
+  p.q = q.raw_data();
+  p.k_cache = k_cache.raw_data();
+  p.v_cache = v_cache.raw_data();
+  p.out = out.raw_data();
+  p.query_start = batch.query_start.data<int32_t>();
+  p.context_lens = batch.context_lens.data<int32_t>();
+  p.block_tables = batch.block_tables.data<int32_t>();
+  p.q_rows = rows;
+  p.num_seqs = static_cast<int>(seqs);
+  p.max_blocks = static_cast<int>(batch.block_tables.dim(1));
+  p.block_size = static_cast<int>(k_cache.dim(1));
+  p.num_blocks = static_cast<int>(k_cache.dim(0));
+  p.hq = static_cast<int>(q.dim(1));
+  p.hk = static_cast<int>(k_cache.dim(2));
+  p.group = p.hq / p.hk;
+  p.head_dim = static_cast<int>(d);
+  p.scale = scale;
+  if (p.max_blocks == 0) return absl::OkStatus();  // every context is empty
+  const cudaStream_t stream = Stream();
+  // Every sequence has at least one query row, so T == B means one row each.
+  const bool decode = rows == seqs;
+  return DispatchFloat(dtype, "q", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    return decode ? LaunchDecode<T>(p, stream) : LaunchPrefill<T>(p, stream);
+  });
+}
+
 }  // namespace seam::kernels::cuda

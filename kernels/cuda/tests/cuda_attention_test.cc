@@ -1,3 +1,299 @@
-// CUDA attention kernels against the CPU reference (filled in with the kernels).
+// CUDA KV-cache writes and paged attention against the CPU reference: the same
+// caches, block tables and queries run on host tensors and on CUDA copies, with
+// poisoned outputs so unwritten elements show.
+//
+// Tolerances (ToleranceFor): with f32 both sides widen nothing and sum in fp32,
+// but in different orders (online softmax over tiles and warp trees on the GPU,
+// a two-pass sequential softmax on the CPU), so results agree to a few fp32 ulps:
+// 1e-5 relative with a 1e-5 floor. With bf16 (f16) the inputs widen exactly to
+// fp32 on both sides and each side rounds its own fp32 result once, so they may
+// differ by one storage ulp: 2^-7 (2^-10) of the value.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "cuda_test_util.h"
 #include "seam/kernels/ops.h"
+#include "seam/kernels/stream.h"
+
+namespace seam::kernels::cuda_test {
+namespace {
+
+struct Seq {
+  int32_t q_len;
+  int32_t context;
+};
+
+// A paged batch on the host: caches filled with random rows, each sequence's
+// blocks drawn from a shuffled pool (so tables are not contiguous), unused
+// table columns set to -1 (never read).
+struct PagedCase {
+  Tensor q, k_cache, v_cache, query_start, context_lens, block_tables;
+  float scale = 0.0f;
+};
+
+constexpr int64_t kBlockSize = 16;
+
+PagedCase MakeCase(const std::vector<Seq>& seqs, int64_t hq, int64_t hk, int64_t d, DType dtype, uint32_t seed,
+                   float q_range = 1.0f) {
+  const int64_t b = static_cast<int64_t>(seqs.size());
+  int64_t max_blocks = 1, used_blocks = 0, rows = 0;
+  std::vector<int32_t> query_start{0}, context_lens;
+  for (const Seq& s : seqs) {
+    const int64_t used = (s.context + kBlockSize - 1) / kBlockSize;
+    max_blocks = std::max(max_blocks, used + 1);  // one spare column of -1
+    used_blocks += used;
+    rows += s.q_len;
+    query_start.push_back(static_cast<int32_t>(rows));
+    context_lens.push_back(s.context);
+  }
+  const int64_t num_blocks = used_blocks + 3;  // a few blocks nobody owns
+  std::vector<int32_t> pool(static_cast<size_t>(num_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::mt19937 gen(seed);
+  std::shuffle(pool.begin(), pool.end(), gen);
+  std::vector<int32_t> tables(static_cast<size_t>(b * max_blocks), -1);
+  size_t next = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t used = (seqs[i].context + kBlockSize - 1) / kBlockSize;
+    for (int64_t j = 0; j < used; ++j) tables[i * max_blocks + j] = pool[next++];
+  }
+  PagedCase c;
+  c.q = Random({rows, hq, d}, dtype, seed + 1, -q_range, q_range);
+  c.k_cache = Random({num_blocks, kBlockSize, hk, d}, dtype, seed + 2);
+  c.v_cache = Random({num_blocks, kBlockSize, hk, d}, dtype, seed + 3);
+  c.query_start = Tensor::FromInts(query_start, {b + 1});
+  c.context_lens = Tensor::FromInts(context_lens, {b});
+  c.block_tables = Tensor::FromInts(tables, {b, max_blocks});
+  c.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  return c;
+}
+
+// Runs the case on the CPU and on CUDA and compares the outputs.
+void ExpectAttentionMatchesCpu(const PagedCase& c, Tolerance tol, const std::string& what) {
+  const Tensor out = PoisonedHost(c.q.shape(), c.q.dtype());
+  const AttentionBatch batch{c.query_start, c.context_lens, c.block_tables};
+  ASSERT_TRUE(PagedAttention(c.q, c.k_cache, c.v_cache, batch, c.scale, out).ok()) << what;
+  const AttentionBatch gbatch{OnGpu(c.query_start), OnGpu(c.context_lens), OnGpu(c.block_tables)};
+  const Tensor gout = PoisonedGpu(c.q.shape(), c.q.dtype());
+  const absl::Status status = PagedAttention(OnGpu(c.q), OnGpu(c.k_cache), OnGpu(c.v_cache), gbatch, c.scale, gout);
+  ASSERT_TRUE(status.ok()) << what << ": " << status;
+  ExpectClose(gout, out, tol, what);
+}
+
+std::vector<Seq> Decode(const std::vector<int32_t>& contexts) {
+  std::vector<Seq> seqs;
+  for (int32_t ctx : contexts) seqs.push_back({1, ctx});
+  return seqs;
+}
+
+// (dtype, query heads per kv head, head_dim); two kv heads throughout.
+class PagedAttentionTest : public CudaKernelsTest,
+                           public ::testing::WithParamInterface<std::tuple<DType, int64_t, int64_t>> {
+ protected:
+  DType dtype() const { return std::get<0>(GetParam()); }
+  int64_t hk() const { return 2; }
+  int64_t hq() const { return hk() * std::get<1>(GetParam()); }
+  int64_t d() const { return std::get<2>(GetParam()); }
+  Tolerance tol() const { return ToleranceFor(dtype()); }
+  PagedCase Case(const std::vector<Seq>& seqs, uint32_t seed, float q_range = 1.0f) const {
+    return MakeCase(seqs, hq(), hk(), d(), dtype(), seed, q_range);
+  }
+};
+
+TEST_P(PagedAttentionTest, PrefillOfMixedLengthsMatchesCpu) {
+  // 130 rows span three query tiles; 1 and 17 share a tile boundary with others.
+  ExpectAttentionMatchesCpu(Case({{1, 1}, {17, 17}, {130, 130}}, 10), tol(), "prefill 1/17/130");
+}
+
+TEST_P(PagedAttentionTest, PrefillWithPeakedScoresMatchesCpu) {
+  // Large queries make the softmax peaked, so the max subtraction matters.
+  ExpectAttentionMatchesCpu(Case({{65, 65}, {3, 3}}, 20, 8.0f), tol(), "prefill, peaked");
+}
+
+TEST_P(PagedAttentionTest, DecodeBatchOfDifferentContextsMatchesCpu) {
+  // Context 1, exactly one block, one past a block, several blocks.
+  ExpectAttentionMatchesCpu(Case(Decode({1, 5, 16, 17, 40, 100, 129}), 30), tol(), "decode batch");
+}
+
+TEST_P(PagedAttentionTest, LongDecodeContextsMatchCpu) {
+  // Many 128-token tiles per sequence, the last one partial.
+  ExpectAttentionMatchesCpu(Case(Decode({3000, 1234, 2049}), 40, 4.0f), tol(), "long decode");
+}
+
+TEST_P(PagedAttentionTest, ChunkedPrefillMatchesCpu) {
+  // Chunks after a cached prefix, a decode row and a fresh prefill in one batch.
+  ExpectAttentionMatchesCpu(Case({{5, 40}, {1, 33}, {70, 200}, {64, 64}, {2, 1000}}, 50), tol(), "chunked prefill");
+}
+
+TEST_P(PagedAttentionTest, SingleLongPrefillChunkMatchesCpu) {
+  ExpectAttentionMatchesCpu(Case({{300, 700}}, 60), tol(), "one chunk of 300 after 400 cached");
+}
+
+std::string AttentionName(const ::testing::TestParamInfo<std::tuple<DType, int64_t, int64_t>>& info) {
+  return std::string(DTypeName(std::get<0>(info.param))) + "_group" + std::to_string(std::get<1>(info.param)) +
+         "_d" + std::to_string(std::get<2>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, PagedAttentionTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(int64_t{1}, int64_t{2}, int64_t{8}),
+                                            ::testing::Values(int64_t{64}, int64_t{128})),
+                         AttentionName);
+
+TEST_F(CudaKernelsTest, PagedAttentionServesGroupsWiderThanOneDecodeBlock) {
+  // 12 query heads per kv head: decode blocks of 8 and 4 heads.
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    ExpectAttentionMatchesCpu(MakeCase(Decode({1, 77, 300}), 24, 2, 64, dtype, 70), ToleranceFor(dtype),
+                              std::string("decode, group 12, ") + DTypeName(dtype));
+    ExpectAttentionMatchesCpu(MakeCase({{40, 40}, {3, 9}}, 24, 2, 64, dtype, 71), ToleranceFor(dtype),
+                              std::string("prefill, group 12, ") + DTypeName(dtype));
+  }
+}
+
+TEST_F(CudaKernelsTest, PagedAttentionHandlesOddAndLargeHeadDims) {
+  // 36: no 16-byte vectors for bf16 (scalar path); 72: vectors but not a power
+  // of two of them; 256: the largest head_dim.
+  for (int64_t d : {36, 72, 256}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      const std::string tag = "d" + std::to_string(d) + " " + DTypeName(dtype);
+      ExpectAttentionMatchesCpu(MakeCase(Decode({1, 50, 500}), 4, 2, d, dtype, 80), ToleranceFor(dtype),
+                                "decode " + tag);
+      ExpectAttentionMatchesCpu(MakeCase({{33, 33}, {20, 90}}, 4, 2, d, dtype, 81), ToleranceFor(dtype),
+                                "prefill " + tag);
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, PagedAttentionMatchesCpuInF16) {
+  ExpectAttentionMatchesCpu(MakeCase(Decode({7, 600}), 16, 8, 128, DType::kF16, 90), ToleranceFor(DType::kF16),
+                            "decode f16");
+  ExpectAttentionMatchesCpu(MakeCase({{100, 100}, {9, 30}}, 16, 8, 128, DType::kF16, 91),
+                            ToleranceFor(DType::kF16), "prefill f16");
+}
+
+TEST_F(CudaKernelsTest, PagedAttentionRejectsMixedDtypes) {
+  const PagedCase c = MakeCase(Decode({4}), 2, 1, 64, DType::kF32, 95);
+  const AttentionBatch gbatch{OnGpu(c.query_start), OnGpu(c.context_lens), OnGpu(c.block_tables)};
+  const Tensor k_bf16 = OnGpu(Random(c.k_cache.shape(), DType::kBF16, 96));
+  const absl::Status status = PagedAttention(OnGpu(c.q), k_bf16, OnGpu(c.v_cache), gbatch, c.scale,
+                                             PoisonedGpu(c.q.shape(), DType::kF32));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+}
+
+// Decode and prefill captured in a CUDA graph: the launchers neither sync nor
+// allocate, and the replayed graph gives the CPU's result.
+TEST_F(CudaKernelsTest, PagedAttentionIsCapturableInACudaGraph) {
+  for (const std::vector<Seq>& seqs : {Decode({1, 300, 2500}), std::vector<Seq>{{20, 20}, {70, 150}}}) {
+    const PagedCase c = MakeCase(seqs, 16, 8, 128, DType::kBF16, 100);
+    const Tensor out = PoisonedHost(c.q.shape(), c.q.dtype());
+    ASSERT_TRUE(PagedAttention(c.q, c.k_cache, c.v_cache, {c.query_start, c.context_lens, c.block_tables}, c.scale,
+                               out)
+                    .ok());
+    const AttentionBatch gbatch{OnGpu(c.query_start), OnGpu(c.context_lens), OnGpu(c.block_tables)};
+    const Tensor gq = OnGpu(c.q), gk = OnGpu(c.k_cache), gv = OnGpu(c.v_cache);
+    const Tensor gout = PoisonedGpu(c.q.shape(), c.q.dtype());
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    {
+      ScopedStream scoped(stream);
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      const absl::Status status = PagedAttention(gq, gk, gv, gbatch, c.scale, gout);
+      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+      ASSERT_TRUE(status.ok()) << status;
+    }
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ExpectClose(gout, out, ToleranceFor(DType::kBF16), "graph replay");
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// ---- WriteKvCache -------------------------------------------------------------------
+
+// Writes k/v rows through slot_mapping on both devices; negative slots leave
+// the cache as it was. The conversions round to nearest even on both sides.
+void ExpectCacheWriteMatchesCpu(DType kv_dtype, DType cache_dtype, int64_t hk, int64_t d) {
+  const std::string what = std::string(DTypeName(kv_dtype)) + " into " + DTypeName(cache_dtype) + " d" +
+                           std::to_string(d);
+  const int64_t num_blocks = 4, rows = 7;
+  const Tensor k = Random({rows, hk, d}, kv_dtype, 1);
+  const Tensor v = Random({rows, hk, d}, kv_dtype, 2);
+  const Tensor slots = Tensor::FromInts({5, -1, 16, 63, -7, 0, 33}, {rows});
+  const Tensor k_cache = Random({num_blocks, kBlockSize, hk, d}, cache_dtype, 3);
+  const Tensor v_cache = Random({num_blocks, kBlockSize, hk, d}, cache_dtype, 4);
+  const Tensor gk_cache = OnGpu(k_cache), gv_cache = OnGpu(v_cache);
+  ASSERT_TRUE(WriteKvCache(k, v, slots, k_cache, v_cache).ok()) << what;
+  const absl::Status status = WriteKvCache(OnGpu(k), OnGpu(v), OnGpu(slots), gk_cache, gv_cache);
+  ASSERT_TRUE(status.ok()) << what << ": " << status;
+  ExpectClose(gk_cache, k_cache, kExact, "k_cache, " + what);
+  ExpectClose(gv_cache, v_cache, kExact, "v_cache, " + what);
+}
+
+TEST_F(CudaKernelsTest, WriteKvCacheMatchesCpuAndSkipsNegativeSlots) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    ExpectCacheWriteMatchesCpu(dtype, dtype, 2, 128);
+    ExpectCacheWriteMatchesCpu(dtype, dtype, 3, 36);  // rows of odd vector counts
+  }
+}
+
+TEST_F(CudaKernelsTest, WriteKvCacheConvertsToTheCacheDtype) {
+  ExpectCacheWriteMatchesCpu(DType::kF32, DType::kBF16, 2, 64);
+  ExpectCacheWriteMatchesCpu(DType::kBF16, DType::kF32, 2, 64);
+}
+
+TEST_F(CudaKernelsTest, WriteKvCacheSkipsSlotsPastTheCacheWithoutHostChecks) {
+  // The CPU rejects such a slot; the CUDA launcher cannot see slot values
+  // without a sync, so it must leave the cache untouched for that row.
+  const int64_t hk = 2, d = 64, num_blocks = 2;
+  const Tensor k = Random({3, hk, d}, DType::kBF16, 5);
+  const Tensor v = Random({3, hk, d}, DType::kBF16, 6);
+  const Tensor k_cache = Random({num_blocks, kBlockSize, hk, d}, DType::kBF16, 7);
+  const Tensor v_cache = Random({num_blocks, kBlockSize, hk, d}, DType::kBF16, 8);
+  const Tensor gk_cache = OnGpu(k_cache), gv_cache = OnGpu(v_cache);
+  ASSERT_TRUE(WriteKvCache(k, v, Tensor::FromInts({3, -1, 31}, {3}), k_cache, v_cache).ok());
+  ASSERT_TRUE(WriteKvCache(OnGpu(k), OnGpu(v), OnGpu(Tensor::FromInts({3, 32, 31}, {3})), gk_cache, gv_cache).ok());
+  ExpectClose(gk_cache, k_cache, kExact, "k_cache");
+  ExpectClose(gv_cache, v_cache, kExact, "v_cache");
+}
+
+// The cache written on the GPU feeds the GPU attention: one decode step.
+TEST_F(CudaKernelsTest, WriteThenDecodeMatchesCpu) {
+  PagedCase c = MakeCase(Decode({17, 40}), 4, 2, 128, DType::kBF16, 110);
+  // New k/v of each sequence's last position (context - 1).
+  const Tensor k = Random({2, 2, 128}, DType::kBF16, 111);
+  const Tensor v = Random({2, 2, 128}, DType::kBF16, 112);
+  const int32_t* tables = c.block_tables.data<int32_t>();
+  const int64_t max_blocks = c.block_tables.dim(1);
+  std::vector<int32_t> slots;
+  for (int64_t b = 0; b < 2; ++b) {
+    const int32_t pos = (b == 0 ? 17 : 40) - 1;
+    slots.push_back(tables[b * max_blocks + pos / kBlockSize] * static_cast<int32_t>(kBlockSize) +
+                    pos % static_cast<int32_t>(kBlockSize));
+  }
+  const Tensor slot_mapping = Tensor::FromInts(slots, {2});
+  const Tensor gk_cache = OnGpu(c.k_cache), gv_cache = OnGpu(c.v_cache);
+  ASSERT_TRUE(WriteKvCache(k, v, slot_mapping, c.k_cache, c.v_cache).ok());
+  ASSERT_TRUE(WriteKvCache(OnGpu(k), OnGpu(v), OnGpu(slot_mapping), gk_cache, gv_cache).ok());
+  const Tensor out = PoisonedHost(c.q.shape(), c.q.dtype());
+  ASSERT_TRUE(
+      PagedAttention(c.q, c.k_cache, c.v_cache, {c.query_start, c.context_lens, c.block_tables}, c.scale, out).ok());
+  const Tensor gout = PoisonedGpu(c.q.shape(), c.q.dtype());
+  const AttentionBatch gbatch{OnGpu(c.query_start), OnGpu(c.context_lens), OnGpu(c.block_tables)};
+  ASSERT_TRUE(PagedAttention(OnGpu(c.q), gk_cache, gv_cache, gbatch, c.scale, gout).ok());
+  ExpectClose(gout, out, ToleranceFor(DType::kBF16), "decode after write");
+}
+
+}  // namespace
+}  // namespace seam::kernels::cuda_test
