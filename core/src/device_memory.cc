@@ -1,8 +1,11 @@
 #include "seam/core/device_memory.h"
 
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
 
 #ifdef SEAM_HAVE_CUDA
 #include "seam/core/cuda_check.h"
@@ -10,7 +13,35 @@
 
 namespace seam {
 
+namespace {
+thread_local void* current_cuda_stream = nullptr;
+}  // namespace
+
+void* CurrentCudaStream() { return current_cuda_stream; }
+void SetCurrentCudaStream(void* stream) { current_cuda_stream = stream; }
+
 #ifdef SEAM_HAVE_CUDA
+
+namespace {
+
+cudaStream_t Stream() { return static_cast<cudaStream_t>(current_cuda_stream); }
+
+// Keep freed blocks in the device's default pool instead of returning them to
+// the driver at every synchronisation (the pool's default threshold is 0).
+absl::Status CachePoolOnce(int device) {
+  static std::mutex mu;
+  static std::set<int> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.count(device) != 0) return absl::OkStatus();
+  cudaMemPool_t pool;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t threshold = UINT64_MAX;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  done.insert(device);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 int CudaDeviceCount() {
   int n = 0;
@@ -27,20 +58,21 @@ absl::Status DeviceMalloc(Device device, size_t bytes, void** out) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
   *out = nullptr;
   if (bytes == 0) return absl::OkStatus();
-  SEAM_CUDA_RETURN_IF_ERROR(cudaMalloc(out, bytes));
+  SEAM_RETURN_IF_ERROR(CachePoolOnce(device.index));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMallocAsync(out, bytes, Stream()));
   return absl::OkStatus();
 }
 
 void DeviceFree(Device device, void* ptr) {
   if (ptr == nullptr) return;
   cudaSetDevice(device.index);
-  cudaFree(ptr);
+  cudaFreeAsync(ptr, Stream());
 }
 
 absl::Status DeviceMemset(Device device, void* ptr, int value, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
-  SEAM_CUDA_RETURN_IF_ERROR(cudaMemset(ptr, value, bytes));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ptr, value, bytes, Stream()));
   return absl::OkStatus();
 }
 
@@ -52,7 +84,8 @@ absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device sr
   }
   const int dev = dst_device.is_cuda() ? dst_device.index : src_device.index;
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev));
-  SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, Stream()));
+  if (dst_device.is_cpu() || src_device.is_cpu()) SEAM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(Stream()));
   return absl::OkStatus();
 }
 

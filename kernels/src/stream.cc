@@ -1,13 +1,12 @@
-// The calling thread's current CUDA stream (an opaque handle; nullptr is the
-// legacy default stream). Thread-local, so each TP rank thread has its own.
+// The calling thread's current CUDA stream: the one core's device memory uses,
+// so kernels, allocations and copies of a thread are ordered on one stream.
 #include "seam/kernels/stream.h"
 
-namespace seam::kernels {
-namespace {
-thread_local StreamHandle current_stream = nullptr;
-}  // namespace
+#include "seam/core/device_memory.h"
 
-StreamHandle CurrentStream() { return current_stream; }
-void SetCurrentStream(StreamHandle stream) { current_stream = stream; }
+namespace seam::kernels {
+
+StreamHandle CurrentStream() { return CurrentCudaStream(); }
+void SetCurrentStream(StreamHandle stream) { SetCurrentCudaStream(stream); }
 
 }  // namespace seam::kernels

@@ -95,39 +95,52 @@ absl::Status KvCache::Free(uint64_t sequence) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CacheBatch> KvCache::BuildBatch(const std::vector<CacheSpan>& spans) const {
-  int64_t max_blocks = 1;
+absl::StatusOr<CacheBatchPlan> KvCache::PlanBatch(const std::vector<CacheSpan>& spans, int64_t table_width) const {
+  int64_t widest = 1;
   for (const CacheSpan& s : spans) {
     if (Capacity(s.sequence) < s.start + s.count) {
       return absl::FailedPreconditionError(absl::StrCat("KV cache: sequence ", s.sequence, " holds ",
                                                         Capacity(s.sequence), " tokens, the step needs ",
                                                         s.start + s.count, "; reserve it first"));
     }
-    max_blocks = std::max<int64_t>(max_blocks, tables_.at(s.sequence).size());
+    const int64_t blocks = static_cast<int64_t>(tables_.at(s.sequence).size());
+    if (table_width > 0 && blocks > table_width) {
+      return absl::OutOfRangeError(absl::StrCat("KV cache: sequence ", s.sequence, " spans ", blocks,
+                                                " blocks, more than the ", table_width, " this batch allows"));
+    }
+    widest = std::max(widest, blocks);
   }
-  const int64_t seqs = static_cast<int64_t>(spans.size());
-  std::vector<int32_t> slots, positions, query_start{0}, context_lens;
-  std::vector<int32_t> tables(seqs * max_blocks, 0);
-  for (int64_t i = 0; i < seqs; ++i) {
+  CacheBatchPlan plan;
+  plan.sequences = static_cast<int64_t>(spans.size());
+  plan.table_width = table_width > 0 ? table_width : widest;
+  plan.query_start.push_back(0);
+  plan.block_tables.assign(plan.sequences * plan.table_width, 0);
+  for (int64_t i = 0; i < plan.sequences; ++i) {
     const CacheSpan& s = spans[i];
     const std::vector<int32_t>& table = tables_.at(s.sequence);
     for (int64_t p = s.start; p < s.start + s.count; ++p) {
-      slots.push_back(static_cast<int32_t>(table[p / options_.block_size] * options_.block_size +
-                                           p % options_.block_size));
-      positions.push_back(static_cast<int32_t>(p));
+      plan.slot_mapping.push_back(static_cast<int32_t>(table[p / options_.block_size] * options_.block_size +
+                                                       p % options_.block_size));
+      plan.positions.push_back(static_cast<int32_t>(p));
     }
-    query_start.push_back(query_start.back() + static_cast<int32_t>(s.count));
-    context_lens.push_back(static_cast<int32_t>(s.start + s.count));
-    std::copy(table.begin(), table.end(), tables.begin() + i * max_blocks);
+    plan.query_start.push_back(plan.query_start.back() + static_cast<int32_t>(s.count));
+    plan.context_lens.push_back(static_cast<int32_t>(s.start + s.count));
+    std::copy(table.begin(), table.end(), plan.block_tables.begin() + i * plan.table_width);
   }
-  const int64_t tokens = static_cast<int64_t>(slots.size());
+  plan.tokens = static_cast<int64_t>(plan.slot_mapping.size());
+  return plan;
+}
+
+absl::StatusOr<CacheBatch> KvCache::BuildBatch(const std::vector<CacheSpan>& spans) const {
+  SEAM_ASSIGN_OR_RETURN(CacheBatchPlan plan, PlanBatch(spans));
   const Device device = options_.device;
+  const int64_t seqs = plan.sequences;
   CacheBatch batch;
-  SEAM_ASSIGN_OR_RETURN(batch.slot_mapping, OnDevice(slots, {tokens}, device));
-  SEAM_ASSIGN_OR_RETURN(batch.positions, OnDevice(positions, {tokens}, device));
-  SEAM_ASSIGN_OR_RETURN(batch.attention.query_start, OnDevice(query_start, {seqs + 1}, device));
-  SEAM_ASSIGN_OR_RETURN(batch.attention.context_lens, OnDevice(context_lens, {seqs}, device));
-  SEAM_ASSIGN_OR_RETURN(batch.attention.block_tables, OnDevice(tables, {seqs, max_blocks}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.slot_mapping, OnDevice(plan.slot_mapping, {plan.tokens}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.positions, OnDevice(plan.positions, {plan.tokens}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.attention.query_start, OnDevice(plan.query_start, {seqs + 1}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.attention.context_lens, OnDevice(plan.context_lens, {seqs}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.attention.block_tables, OnDevice(plan.block_tables, {seqs, plan.table_width}, device));
   return batch;
 }
 

@@ -51,18 +51,15 @@ absl::StatusOr<Attention> Attention::Load(const LoadContext& ctx, int64_t layer)
   attn.hidden_ = h;
   attn.eps_ = c.rms_norm_eps;
   attn.theta_ = c.rope_theta;
-  const weights::Checkpoint& ck = ctx.checkpoint;
   const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
-  SEAM_ASSIGN_OR_RETURN(attn.wq_, ck.LoadRows(LayerName(layer, "self_attn.q_proj.weight"), {heads * d, h}, a, atp,
-                                              ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(attn.wk_, ck.LoadRows(LayerName(layer, "self_attn.k_proj.weight"), {kv * d, h},
-                                              ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(attn.wv_, ck.LoadRows(LayerName(layer, "self_attn.v_proj.weight"), {kv * d, h},
-                                              ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(attn.wo_, ck.LoadCols(LayerName(layer, "self_attn.o_proj.weight"), {h, heads * d}, a, atp,
-                                              ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(attn.q_norm_, ck.Load(LayerName(layer, "self_attn.q_norm.weight"), {d}, ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(attn.k_norm_, ck.Load(LayerName(layer, "self_attn.k_norm.weight"), {d}, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(attn.wq_, ctx.LoadRows(LayerName(layer, "self_attn.q_proj.weight"), {heads * d, h}, a, atp));
+  SEAM_ASSIGN_OR_RETURN(attn.wk_, ctx.LoadRows(LayerName(layer, "self_attn.k_proj.weight"), {kv * d, h},
+                                               ctx.shard.kv_part, ctx.shard.kv_parts));
+  SEAM_ASSIGN_OR_RETURN(attn.wv_, ctx.LoadRows(LayerName(layer, "self_attn.v_proj.weight"), {kv * d, h},
+                                               ctx.shard.kv_part, ctx.shard.kv_parts));
+  SEAM_ASSIGN_OR_RETURN(attn.wo_, ctx.LoadCols(LayerName(layer, "self_attn.o_proj.weight"), {h, heads * d}, a, atp));
+  SEAM_ASSIGN_OR_RETURN(attn.q_norm_, ctx.Load(LayerName(layer, "self_attn.q_norm.weight"), {d}));
+  SEAM_ASSIGN_OR_RETURN(attn.k_norm_, ctx.Load(LayerName(layer, "self_attn.k_norm.weight"), {d}));
   return attn;
 }
 
@@ -70,18 +67,19 @@ absl::StatusOr<Tensor> Attention::Forward(const Tensor& x, const CacheBatch& ste
                                           int64_t cache_layer) const {
   const int64_t t = x.rows(), d = head_dim_;
   const DType dt = x.dtype();
+  const Device dev = x.device();
   if (step.positions.dim(0) != t) {
     return absl::InternalError(absl::StrCat("attention input has ", t, " rows but the step has ",
                                             step.positions.dim(0), " tokens"));
   }
-  Tensor q = Tensor::Empty({t, q_heads_ * d}, dt), k = Tensor::Empty({t, kv_heads_ * d}, dt),
-         v = Tensor::Empty({t, kv_heads_ * d}, dt);
+  Tensor q = Tensor::Empty({t, q_heads_ * d}, dt, dev), k = Tensor::Empty({t, kv_heads_ * d}, dt, dev),
+         v = Tensor::Empty({t, kv_heads_ * d}, dt, dev);
   SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wq_, q));
   SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wk_, k));
   SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wv_, v));
 
   // Per-head RMSNorm over head_dim: rows of the [T·heads, D] view.
-  Tensor qn = Tensor::Empty({t * q_heads_, d}, dt), kn = Tensor::Empty({t * kv_heads_, d}, dt);
+  Tensor qn = Tensor::Empty({t * q_heads_, d}, dt, dev), kn = Tensor::Empty({t * kv_heads_, d}, dt, dev);
   SEAM_ASSIGN_OR_RETURN(Tensor q_rows, q.Reshape({t * q_heads_, d}));
   SEAM_ASSIGN_OR_RETURN(Tensor k_rows, k.Reshape({t * kv_heads_, d}));
   SEAM_RETURN_IF_ERROR(kernels::RmsNorm(q_rows, q_norm_, eps_, qn));
@@ -94,11 +92,11 @@ absl::StatusOr<Tensor> Attention::Forward(const Tensor& x, const CacheBatch& ste
   SEAM_RETURN_IF_ERROR(
       kernels::WriteKvCache(k3, v3, step.slot_mapping, cache.k(cache_layer), cache.v(cache_layer)));
 
-  Tensor attn = Tensor::Empty({t, q_heads_, d}, dt);
+  Tensor attn = Tensor::Empty({t, q_heads_, d}, dt, dev);
   SEAM_RETURN_IF_ERROR(kernels::PagedAttention(q3, cache.k(cache_layer), cache.v(cache_layer), step.attention,
                                                1.0f / std::sqrt(static_cast<float>(d)), attn));
   SEAM_ASSIGN_OR_RETURN(Tensor attn_rows, attn.Reshape({t, q_heads_ * d}));
-  Tensor out = Tensor::Empty({t, hidden_}, dt);
+  Tensor out = Tensor::Empty({t, hidden_}, dt, dev);
   SEAM_RETURN_IF_ERROR(kernels::Matmul(attn_rows, wo_, out));  // partial over attention TP: never reduced here
   return out;
 }

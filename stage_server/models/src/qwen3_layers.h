@@ -19,20 +19,28 @@
 
 namespace seam::models::internal {
 
-// What every loader needs: the checkpoint, the rank's place and dtype.
+// What every loader needs: the checkpoint, the rank's place, dtype and
+// device. The loads read the checkpoint (host) and place the result.
 struct LoadContext {
   const weights::Checkpoint& checkpoint;
   const weights::ModelConfig& config;
   boundary::Topology topology;
   AttentionShard shard;
   DType dtype;
+  Device device;
+
+  absl::StatusOr<Tensor> Load(const std::string& name, const Shape& shape) const;
+  absl::StatusOr<Tensor> LoadRows(const std::string& name, const Shape& shape, int part, int parts) const;
+  absl::StatusOr<Tensor> LoadCols(const std::string& name, const Shape& shape, int part, int parts) const;
+  absl::StatusOr<Tensor> Place(const Tensor& host) const;
 };
 
 // "model.layers.<layer>.<suffix>".
 std::string LayerName(int64_t layer, const std::string& suffix);
 
-// The rows of `x` listed in `rows`, in that order, as a new contiguous tensor.
-Tensor GatherRows(const Tensor& x, const std::vector<int64_t>& rows);
+// The rows of `x` listed in `rows`, in that order, as a new contiguous tensor
+// on x's device.
+absl::StatusOr<Tensor> GatherRows(const Tensor& x, const std::vector<int32_t>& rows);
 // The rows of `a` followed by the rows of `b` (same columns and dtype).
 Tensor ConcatRows(const Tensor& a, const Tensor& b);
 
@@ -64,7 +72,9 @@ class DenseMlp {
   Tensor down_;     // [H, I/tp]
 };
 
-// Router (replicated) + experts (each sharded over TP). Runs on host tensors.
+// Router (replicated) + experts (each sharded over TP). Routing runs on the
+// tensors' device; the per-expert row lists are built on the host from the
+// routed ids (one small device-to-host copy per call).
 class MoeBlock {
  public:
   static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);

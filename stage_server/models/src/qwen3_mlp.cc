@@ -11,12 +11,35 @@ std::string LayerName(int64_t layer, const std::string& suffix) {
   return absl::StrCat("model.layers.", layer, ".", suffix);
 }
 
-Tensor GatherRows(const Tensor& x, const std::vector<int64_t>& rows) {
-  Tensor out = Tensor::Empty({static_cast<int64_t>(rows.size()), x.row_numel()}, x.dtype(), x.device());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    SEAM_CHECK_OK(CopyInto(x.Rows(rows[i], 1).Reshape({1, x.row_numel()}).value(),
-                           out.Rows(static_cast<int64_t>(i), 1)));
+absl::StatusOr<Tensor> LoadContext::Place(const Tensor& host) const {
+  return device.is_cpu() ? host : host.To(device);
+}
+
+absl::StatusOr<Tensor> LoadContext::Load(const std::string& name, const Shape& shape) const {
+  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.Load(name, shape, dtype));
+  return Place(t);
+}
+
+absl::StatusOr<Tensor> LoadContext::LoadRows(const std::string& name, const Shape& shape, int part, int parts) const {
+  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadRows(name, shape, part, parts, dtype));
+  return Place(t);
+}
+
+absl::StatusOr<Tensor> LoadContext::LoadCols(const std::string& name, const Shape& shape, int part, int parts) const {
+  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadCols(name, shape, part, parts, dtype));
+  return Place(t);
+}
+
+absl::StatusOr<Tensor> GatherRows(const Tensor& x, const std::vector<int32_t>& rows) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  Tensor out = Tensor::Empty({n, x.row_numel()}, x.dtype(), x.device());
+  if (n == 0) return out;
+  Tensor index = Tensor::FromInts(rows, {n});
+  if (!x.device().is_cpu()) {
+    SEAM_ASSIGN_OR_RETURN(index, index.To(x.device()));
   }
+  SEAM_ASSIGN_OR_RETURN(Tensor x2, x.Reshape({x.rows(), x.row_numel()}));
+  SEAM_RETURN_IF_ERROR(kernels::GatherRows(x2, index, out));
   return out;
 }
 
@@ -39,8 +62,8 @@ absl::StatusOr<DenseMlp> DenseMlp::Load(const LoadContext& ctx, const std::strin
   SEAM_ASSIGN_OR_RETURN(Tensor gate, ck.LoadRows(prefix + ".gate_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
   SEAM_ASSIGN_OR_RETURN(Tensor up, ck.LoadRows(prefix + ".up_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
   DenseMlp mlp;
-  mlp.gate_up_ = ConcatRows(gate, up);
-  SEAM_ASSIGN_OR_RETURN(mlp.down_, ck.LoadCols(prefix + ".down_proj.weight", {h, intermediate}, r, tp, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(mlp.gate_up_, ctx.Place(ConcatRows(gate, up)));
+  SEAM_ASSIGN_OR_RETURN(mlp.down_, ctx.LoadCols(prefix + ".down_proj.weight", {h, intermediate}, r, tp));
   return mlp;
 }
 

@@ -27,6 +27,14 @@ struct Qwen3Model::Impl {
   absl::StatusOr<boundary::Hidden> RunLayer(const DecoderLayer& layer, int64_t cache_layer, boundary::Hidden h,
                                             boundary::ForwardBatch& batch, const CacheBatch& step,
                                             KvCache& cache) const;
+  // The device half of a step, with no host synchronisation of its own.
+  // Enter: the embedding of `ids` (first piece) or the handoff `in`.
+  absl::StatusOr<boundary::Hidden> Enter(boundary::ForwardBatch& batch, const Tensor& ids,
+                                         const boundary::PipelineTensors* in) const;
+  // Every layer, then leave: logits of `last_rows` (every row when
+  // undefined) on the last piece, the handoff `out` on the others.
+  absl::StatusOr<Tensor> Run(boundary::Hidden h, boundary::ForwardBatch& batch, const CacheBatch& step,
+                             KvCache& cache, const Tensor& last_rows, boundary::PipelineTensors* out) const;
 };
 
 namespace {
@@ -42,11 +50,10 @@ absl::StatusOr<std::unique_ptr<DecoderLayer>> LoadLayer(const internal::LoadCont
   auto out = std::make_unique<DecoderLayer>();
   out->global_layer = layer;
   out->attn_norm.eps = out->ffn_norm.eps = c.rms_norm_eps;
-  SEAM_ASSIGN_OR_RETURN(out->attn_norm.weight, ctx.checkpoint.Load(internal::LayerName(layer, "input_layernorm.weight"),
-                                                                   {c.hidden_size}, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(out->attn_norm.weight,
+                        ctx.Load(internal::LayerName(layer, "input_layernorm.weight"), {c.hidden_size}));
   SEAM_ASSIGN_OR_RETURN(out->ffn_norm.weight,
-                        ctx.checkpoint.Load(internal::LayerName(layer, "post_attention_layernorm.weight"),
-                                            {c.hidden_size}, ctx.dtype));
+                        ctx.Load(internal::LayerName(layer, "post_attention_layernorm.weight"), {c.hidden_size}));
   SEAM_ASSIGN_OR_RETURN(internal::Attention attention, internal::Attention::Load(ctx, layer));
   out->attention = std::make_unique<internal::Attention>(std::move(attention));
   if (c.IsSparseLayer(layer)) {
@@ -93,24 +100,21 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
     return absl::InvalidArgumentError("reduction policy must be resolved (ResolveReductionPolicy) before loading");
   }
   SEAM_ASSIGN_OR_RETURN(impl->shard, AttentionShard::Of(c, topo.attn_tp(), topo.attn_tp_rank()));
-  const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype};
+  const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype, options.device};
 
   const bool first_piece = first == 0, last_piece = end == total;
   if (first_piece || (last_piece && c.tie_word_embeddings)) {
-    SEAM_ASSIGN_OR_RETURN(impl->embed,
-                          checkpoint.Load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, options.dtype));
+    SEAM_ASSIGN_OR_RETURN(impl->embed, ctx.Load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   }
   if (last_piece) {
     if (c.tie_word_embeddings) {
       impl->lm_head = impl->embed;
       if (!first_piece) impl->embed = Tensor();  // the last piece of a split reads the table as lm_head only
     } else {
-      SEAM_ASSIGN_OR_RETURN(impl->lm_head,
-                            checkpoint.Load("lm_head.weight", {c.vocab_size, c.hidden_size}, options.dtype));
+      SEAM_ASSIGN_OR_RETURN(impl->lm_head, ctx.Load("lm_head.weight", {c.vocab_size, c.hidden_size}));
     }
     impl->final_norm.eps = c.rms_norm_eps;
-    SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight,
-                          checkpoint.Load("model.norm.weight", {c.hidden_size}, options.dtype));
+    SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight, ctx.Load("model.norm.weight", {c.hidden_size}));
   }
 
   const weights::ModelConfig config_copy = c;
@@ -130,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> Qwen3Model::MakeCache(KvCacheOptions options) const {
+  options.device = impl_->options.device;
   return KvCache::Create(std::max<int64_t>(1, layers()), impl_->shard.kv_heads, impl_->config.head_dim, options);
 }
 
@@ -196,11 +201,13 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, c
                                                    " rows"));
   }
 
-  boundary::Hidden h;
+  const Device dev = m.options.device;
+  Tensor device_ids, last_rows;
   if (first) {
-    Tensor x = Tensor::Empty({rows, c.hidden_size}, m.options.dtype);
-    SEAM_RETURN_IF_ERROR(kernels::Embedding(Tensor::FromInts(ids, {rows}), m.embed, 0, x));
-    SEAM_ASSIGN_OR_RETURN(h, boundary::Start(batch, x));
+    device_ids = Tensor::FromInts(ids, {rows});
+    if (!dev.is_cpu()) {
+      SEAM_ASSIGN_OR_RETURN(device_ids, device_ids.To(dev));
+    }
   } else {
     for (const Tensor* t : {&in->hidden, &in->residual}) {
       if (t->defined() && (t->shape().size() != 2 || t->shape()[1] != c.hidden_size)) {
@@ -208,32 +215,66 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, c
                                                        "; this model's hidden size is ", c.hidden_size));
       }
     }
-    SEAM_ASSIGN_OR_RETURN(h, boundary::FromPp(*in, batch, *m.layers.front()->attn_boundary));
+  }
+  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, m.Enter(batch, device_ids, in));
+  if (last && !input.all_logits) {
+    std::vector<int32_t> selected;
+    int32_t end = 0;
+    for (const SequenceStep& s : input.sequences) selected.push_back((end += s.tokens.size()) - 1);
+    if (end != static_cast<int32_t>(selected.size())) {  // otherwise every row is a last row
+      last_rows = Tensor::FromInts(selected, {static_cast<int64_t>(selected.size())});
+      if (!dev.is_cpu()) {
+        SEAM_ASSIGN_OR_RETURN(last_rows, last_rows.To(dev));
+      }
+    }
   }
   SEAM_RETURN_IF_ERROR(cache.Reserve(spans));
   SEAM_ASSIGN_OR_RETURN(CacheBatch step, cache.BuildBatch(spans));
-  for (size_t l = 0; l < m.layers.size(); ++l) {
-    SEAM_ASSIGN_OR_RETURN(h, m.RunLayer(*m.layers[l], static_cast<int64_t>(l), h, batch, step, cache));
+  return m.Run(std::move(h), batch, step, cache, last_rows, out);
+}
+
+absl::StatusOr<Tensor> Qwen3Model::ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids,
+                                               const CacheBatch& step, KvCache& cache, const Tensor& last_rows) {
+  if (!is_first_piece() || !is_last_piece()) {
+    return absl::FailedPreconditionError("ForwardStep runs the whole stack; this rank holds a pipeline piece");
   }
-  if (!last) {
+  if (ids.rank() != 1 || ids.dim(0) != batch.rows.my_dp_rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("ids: expected [", batch.rows.my_dp_rows(), "], got ",
+                                                   ShapeToString(ids.shape())));
+  }
+  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, impl_->Enter(batch, ids, nullptr));
+  return impl_->Run(std::move(h), batch, step, cache, last_rows, nullptr);
+}
+
+absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::Enter(boundary::ForwardBatch& batch, const Tensor& ids,
+                                                         const boundary::PipelineTensors* in) const {
+  if (in != nullptr) return boundary::FromPp(*in, batch, *layers.front()->attn_boundary);
+  Tensor x = Tensor::Empty({ids.dim(0), config.hidden_size}, options.dtype, options.device);
+  SEAM_RETURN_IF_ERROR(kernels::Embedding(ids, embed, 0, x));
+  return boundary::Start(batch, x);
+}
+
+absl::StatusOr<Tensor> Qwen3Model::Impl::Run(boundary::Hidden h, boundary::ForwardBatch& batch,
+                                             const CacheBatch& step, KvCache& cache, const Tensor& last_rows,
+                                             boundary::PipelineTensors* out) const {
+  const weights::ModelConfig& c = config;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    SEAM_ASSIGN_OR_RETURN(h, RunLayer(*layers[l], static_cast<int64_t>(l), h, batch, step, cache));
+  }
+  if (options.end_layer != c.num_hidden_layers) {
     SEAM_ASSIGN_OR_RETURN(*out, boundary::ToPp(h, batch));
     if (out->hidden.defined() && !out->hidden.is_contiguous()) out->hidden = out->hidden.Clone();
     if (out->residual.defined() && !out->residual.is_contiguous()) out->residual = out->residual.Clone();
     return Tensor();
   }
-  SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, m.final_norm));
-
-  std::vector<int64_t> selected;
-  if (!input.all_logits) {
-    int64_t end = 0;
-    for (const SequenceStep& s : input.sequences) {
-      end += static_cast<int64_t>(s.tokens.size());
-      selected.push_back(end - 1);
-    }
+  SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, final_norm));
+  Tensor chosen = normed;
+  if (last_rows.defined()) {
+    chosen = Tensor::Empty({last_rows.dim(0), c.hidden_size}, normed.dtype(), normed.device());
+    SEAM_RETURN_IF_ERROR(kernels::GatherRows(normed, last_rows, chosen));
   }
-  Tensor chosen = input.all_logits ? normed : internal::GatherRows(normed, selected);
-  Tensor logits = Tensor::Empty({chosen.rows(), c.vocab_size}, DType::kF32);
-  SEAM_RETURN_IF_ERROR(kernels::Matmul(chosen, m.lm_head, logits));
+  Tensor logits = Tensor::Empty({chosen.rows(), c.vocab_size}, DType::kF32, options.device);
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(chosen, lm_head, logits));
   return logits;
 }
 

@@ -1,5 +1,13 @@
 // Device memory primitives behind Storage and CopyInto. With the CUDA path
 // built they call the CUDA runtime; without it any CUDA device is an error.
+//
+// CUDA memory is stream-ordered: DeviceMalloc/DeviceFree use the device's
+// memory pool on the calling thread's current stream (cudaMallocAsync /
+// cudaFreeAsync; the pool keeps freed memory cached, so a steady decode loop
+// never returns to the driver), and copies and memsets run on that stream.
+// An allocation made while the stream is being captured becomes part of the
+// CUDA graph. A copy that touches host memory waits for the stream; a
+// device-to-device copy does not.
 #pragma once
 
 #include <cstddef>
@@ -14,10 +22,16 @@ bool CudaAvailable();
 // Number of visible GPUs (0 without the CUDA path or without a GPU).
 int CudaDeviceCount();
 
+// The calling thread's current CUDA stream (an opaque cudaStream_t; nullptr
+// is the legacy default stream). Thread-local: each rank thread sets its own.
+void* CurrentCudaStream();
+void SetCurrentCudaStream(void* stream);
+
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out);
 void DeviceFree(Device device, void* ptr);
 absl::Status DeviceMemset(Device device, void* ptr, int value, size_t bytes);
-// Copies bytes between any two devices (host, CUDA); synchronous.
+// Copies bytes between any two devices (host, CUDA). Synchronous when the
+// host is involved; a device-to-device copy is ordered on the current stream.
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 
 }  // namespace seam

@@ -26,7 +26,7 @@ int64_t NumElements(const Shape& shape);
 class Storage {
  public:
   using Deleter = std::function<void(void*)>;
-  // Allocates `bytes` on `device` (64-byte aligned on host; cudaMalloc on CUDA).
+  // Allocates `bytes` on `device` (64-byte aligned on host; stream-ordered from the pool on CUDA, see device_memory.h).
   static absl::StatusOr<std::shared_ptr<Storage>> Allocate(size_t bytes, Device device);
   // Wraps memory owned elsewhere; `deleter` (may be empty) runs when the last user drops it.
   static std::shared_ptr<Storage> Wrap(void* data, size_t bytes, Device device, Deleter deleter = {});

@@ -39,6 +39,13 @@ struct CacheBatch {
   kernels::AttentionBatch attention;  // query_start, context_lens, block_tables
 };
 
+// The host form of a CacheBatch (what BuildBatch uploads): block tables are
+// table_width wide, zero-padded.
+struct CacheBatchPlan {
+  std::vector<int32_t> slot_mapping, positions, query_start, context_lens, block_tables;
+  int64_t tokens = 0, sequences = 0, table_width = 0;
+};
+
 class KvCache {
  public:
   // INVALID_ARGUMENT when a size is not positive or the budget holds no block
@@ -70,6 +77,10 @@ class KvCache {
   // Slot mapping, positions and attention batch of a step whose spans were
   // reserved (FAILED_PRECONDITION naming a span that does not fit).
   absl::StatusOr<CacheBatch> BuildBatch(const std::vector<CacheSpan>& spans) const;
+  // The same on the host. table_width 0 = the widest table of the step;
+  // otherwise every table must fit in it (OUT_OF_RANGE naming the sequence).
+  absl::StatusOr<CacheBatchPlan> PlanBatch(const std::vector<CacheSpan>& spans, int64_t table_width = 0) const;
+  const KvCacheOptions& options() const { return options_; }
 
  private:
   KvCache(KvCacheOptions options) : options_(options) {}

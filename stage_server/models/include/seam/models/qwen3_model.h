@@ -19,6 +19,7 @@
 #include "seam/boundary/layout.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
+#include "seam/core/device.h"
 #include "seam/core/dtype.h"
 #include "seam/core/tensor.h"
 #include "seam/models/kv_cache.h"
@@ -33,6 +34,7 @@ struct ModelOptions {
   DType dtype = DType::kF32;  // compute and weight dtype
   int first_layer = 0;        // first decoder layer this rank builds (> 0: not the first piece)
   int end_layer = -1;         // one past the last one (-1: to the last layer, the last piece)
+  Device device = Device::CPU();  // where weights, cache and the forward live
 };
 
 // One sequence's part of a step.
@@ -91,6 +93,15 @@ class Qwen3Model {
   // reserved then.
   absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
                                       const boundary::PipelineTensors* in, boundary::PipelineTensors* out);
+
+  // The whole stack (first and last piece) on inputs already on the model's
+  // device: token ids i32 [rows], the cache batch of reserved spans
+  // (KvCache::BuildBatch or a CacheBatchPlan uploaded by the caller), and
+  // last_rows i32 [S] (the rows whose logits come back; undefined: all rows).
+  // Issues no host synchronisation at TP 1 on CUDA, so a decode step can be
+  // captured in a CUDA graph (DecodeGraph). Returns fp32 logits on the device.
+  absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
+                                     KvCache& cache, const Tensor& last_rows = Tensor());
 
   struct Impl;
 
