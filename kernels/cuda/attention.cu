@@ -18,6 +18,9 @@
 //    lanes dot a 16-byte slice of a key with every head's query and reduce by
 //    shuffles, one warp per head updates the online softmax, then every thread
 //    accumulates a 16-byte slice of V for a subset of the tile's tokens.
+//    When those blocks would leave most SMs idle (small batches), each one
+//    becomes a cluster of up to 8 blocks splitting the context tiles, merged
+//    by rank 0 through distributed shared memory (no workspace, one kernel).
 //  * Prefill and chunked prefill (anything else): one thread block per (tile
 //    of 64 query rows of one sequence, query head), streaming K/V tiles
 //    through shared memory with an online softmax per row; key tiles entirely
@@ -28,8 +31,10 @@
 //    bf16/f16 with head_dim 64, 128 or 256 run both products on tensor cores
 //    (WMMA, fp32 accumulation; the probabilities are rounded to bf16/f16 for
 //    the P V product); every other case runs a kernel of fp32 FMAs.
+#include <cooperative_groups.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -152,10 +157,13 @@ constexpr int kDecodeWarps = kDecodeThreads / 32;
 constexpr int kDecodeHeads = 8;  // query heads one decode block serves (≤ kDecodeWarps)
 constexpr int kDecodeTile = 128;  // tokens staged per step (≤ kDecodeThreads)
 
-// Grid (B, Hk, ceil(group / kDecodeHeads)). Written for one query row per
-// sequence; a sequence with more rows is still right (rows run one after the
-// other with their own causal limit), only slower.
-template <typename T, int VEC>
+// Grid (S, B, Hk * ceil(group / kDecodeHeads)). With kSplit the S blocks of a
+// (sequence, head group) form one thread-block cluster: block r takes the
+// context tiles r, r + S, ..., and rank 0 merges the S partial softmaxes
+// through distributed shared memory, so no global workspace is needed.
+// Written for one query row per sequence; a sequence with more rows is still
+// right (rows run one after the other with their own causal limit), only slower.
+template <typename T, int VEC, bool kSplit>
 __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
   __shared__ float q_s[kDecodeHeads][kMaxHeadDim];
   __shared__ float s_s[kDecodeHeads][kDecodeTile];  // scores, then probabilities
@@ -164,11 +172,15 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
   __shared__ float l_s[kDecodeHeads];
   __shared__ float alpha_s[kDecodeHeads];
   __shared__ float red_s[kDecodeThreads * VEC];  // partial outputs of the token lanes
+  __shared__ float part_s[kSplit ? kDecodeHeads : 1][kSplit ? kMaxHeadDim : 1];  // this split's output
 
-  const int b = blockIdx.x;
-  const int g = blockIdx.y;
-  const int h0 = g * p.group + static_cast<int>(blockIdx.z) * kDecodeHeads;
-  const int rest = p.group - static_cast<int>(blockIdx.z) * kDecodeHeads;
+  const int split = blockIdx.x, splits = gridDim.x;
+  const int b = blockIdx.y;
+  const int chunks = (p.group + kDecodeHeads - 1) / kDecodeHeads;
+  const int g = static_cast<int>(blockIdx.z) / chunks;
+  const int chunk = static_cast<int>(blockIdx.z) % chunks;
+  const int h0 = g * p.group + chunk * kDecodeHeads;
+  const int rest = p.group - chunk * kDecodeHeads;
   const int nh = rest < kDecodeHeads ? rest : kDecodeHeads;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int d = p.head_dim, nv = d / VEC;
@@ -209,7 +221,7 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
     }
     __syncthreads();
 
-    for (int t0 = 0; t0 < visible; t0 += kDecodeTile) {
+    for (int t0 = split * kDecodeTile; t0 < visible; t0 += splits * kDecodeTile) {
       const int n = visible - t0 < kDecodeTile ? visible - t0 : kDecodeTile;
       if (tid < n) slot_s[tid] = SlotOf(table, t0 + tid, p);
       __syncthreads();
@@ -296,7 +308,8 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
       __syncthreads();
     }
 
-    // Sum the token lanes' partial outputs, one head at a time, and normalise.
+    // Sum the token lanes' partial outputs, one head at a time, and
+    // normalise (or keep the unnormalised sums for the merge of the splits).
 #pragma unroll
     for (int h = 0; h < kDecodeHeads; ++h) {
       if (h < nh) {
@@ -310,28 +323,90 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
         for (int e = tid; e < d; e += kDecodeThreads) {
           float s = 0.0f;
           for (int k = 0; k < tls; ++k) s += red_s[k * d + e];
-          out[(row * p.hq + h0 + h) * d + e] = FromFloat<T>(s * inv);
+          if constexpr (kSplit) {
+            part_s[h][e] = s;
+          } else {
+            out[(row * p.hq + h0 + h) * d + e] = FromFloat<T>(s * inv);
+          }
         }
         __syncthreads();
       }
     }
+    if constexpr (kSplit) {
+      // Rank 0 merges: out = sum_r o_r e^(m_r - M) / sum_r l_r e^(m_r - M).
+      // A split that saw no tokens has m = -inf, l = 0, o = 0 and adds nothing.
+      namespace cg = cooperative_groups;
+      cg::cluster_group cluster = cg::this_cluster();
+      cluster.sync();  // every split's m_s, l_s, part_s are final
+      if (cluster.block_rank() == 0) {
+        for (int e = tid; e < nh * d; e += kDecodeThreads) {
+          const int h = e / d, c = e % d;
+          float m_max = -INFINITY;
+          for (int r = 0; r < splits; ++r) m_max = fmaxf(m_max, cluster.map_shared_rank(&m_s[0], r)[h]);
+          const float m_use = m_max == -INFINITY ? 0.0f : m_max;
+          float num = 0.0f, den = 0.0f;
+          for (int r = 0; r < splits; ++r) {
+            const float weight = expf(cluster.map_shared_rank(&m_s[0], r)[h] - m_use);
+            num += cluster.map_shared_rank(&part_s[0][0], r)[h * kMaxHeadDim + c] * weight;
+            den += cluster.map_shared_rank(&l_s[0], r)[h] * weight;
+          }
+          out[(row * p.hq + h0 + h) * d + c] = FromFloat<T>(den > 0.0f ? num * (1.0f / den) : 0.0f);
+        }
+      }
+      cluster.sync();  // rank 0 is done reading the others' shared memory
+    }
   }
 }
 
+constexpr int kMaxSplits = 8;  // the portable cluster size
+
+template <typename T, int VEC>
+absl::Status LaunchDecodeWith(const AttnParams& p, int splits, cudaStream_t stream) {
+  const int chunks = (p.group + kDecodeHeads - 1) / kDecodeHeads;
+  const dim3 grid(static_cast<unsigned int>(splits), static_cast<unsigned int>(p.num_seqs),
+                  static_cast<unsigned int>(p.hk * chunks));
+  if (splits == 1) {
+    DecodeKernel<T, VEC, false><<<grid, kDecodeThreads, 0, stream>>>(p);
+    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(kDecodeThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned int>(splits);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, DecodeKernel<T, VEC, true>, p));
+  return absl::OkStatus();
+}
+
+// Splits the context across a cluster only when the (sequence, head group)
+// blocks alone would leave most SMs idle; from shapes only (the context is
+// bounded by the block table's width).
 template <typename T>
 absl::Status LaunchDecode(const AttnParams& p, cudaStream_t stream) {
+  if (p.num_seqs > 65535 || static_cast<int64_t>(p.hk) * ((p.group + kDecodeHeads - 1) / kDecodeHeads) > 65535) {
+    return absl::InvalidArgumentError("PagedAttention: too many sequences or heads for the decode grid");
+  }
+  int device = 0, sms = 0;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t blocks = static_cast<int64_t>(p.num_seqs) * p.hk * ((p.group + kDecodeHeads - 1) / kDecodeHeads);
+  const int64_t max_tiles = (static_cast<int64_t>(p.max_blocks) * p.block_size + kDecodeTile - 1) / kDecodeTile;
+  int64_t splits = blocks >= sms ? 1 : (sms + blocks - 1) / blocks;
+  splits = std::min<int64_t>({splits, kMaxSplits, max_tiles});
+  splits = std::max<int64_t>(splits, 1);
   constexpr int kVec = VecWidth<T>();
   const bool vectorized =
       p.head_dim % kVec == 0 && VecAligned<T>(p.k_cache, kVec) && VecAligned<T>(p.v_cache, kVec);
-  const dim3 grid(static_cast<unsigned int>(p.num_seqs), static_cast<unsigned int>(p.hk),
-                  static_cast<unsigned int>((p.group + kDecodeHeads - 1) / kDecodeHeads));
-  if (vectorized) {
-    DecodeKernel<T, kVec><<<grid, kDecodeThreads, 0, stream>>>(p);
-  } else {
-    DecodeKernel<T, 1><<<grid, kDecodeThreads, 0, stream>>>(p);
-  }
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  if (vectorized) return LaunchDecodeWith<T, kVec>(p, static_cast<int>(splits), stream);
+  return LaunchDecodeWith<T, 1>(p, static_cast<int>(splits), stream);
 }
 
 // ---- prefill ---------------------------------------------------------------------------

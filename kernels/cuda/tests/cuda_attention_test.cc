@@ -162,6 +162,17 @@ INSTANTIATE_TEST_SUITE_P(Grid, PagedAttentionTest,
                                             ::testing::Values(int64_t{64}, int64_t{128})),
                          AttentionName);
 
+TEST_F(CudaKernelsTest, LargeDecodeBatchWithoutContextSplitMatchesCpu) {
+  // 70 sequences x 2 kv heads fill more blocks than an H200 has SMs, so the
+  // decode kernel runs unsplit (smaller batches above run as clusters).
+  std::vector<int32_t> contexts;
+  for (int32_t i = 0; i < 70; ++i) contexts.push_back(1 + (i * 37) % 300);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    ExpectAttentionMatchesCpu(MakeCase(Decode(contexts), 2, 2, 128, dtype, 65), AttentionTolerance(dtype),
+                              std::string("decode of 70, ") + DTypeName(dtype));
+  }
+}
+
 TEST_F(CudaKernelsTest, PagedAttentionServesGroupsWiderThanOneDecodeBlock) {
   // 12 query heads per kv head: decode blocks of 8 and 4 heads.
   for (DType dtype : {DType::kF32, DType::kBF16}) {
