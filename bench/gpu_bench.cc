@@ -1,0 +1,386 @@
+// seam-bench-gpu: seam's GPU numbers on one device, each against a baseline
+// measured in the same run (bench/gpu/README.md says how they are reported).
+//
+//   norm     fused add+RMSNorm vs a device-to-device copy of the same traffic
+//   decode   decode steps at several batch sizes, CUDA graph and eager, vs the
+//            weight-bytes / copy-bandwidth floor
+//   prefill  prefill throughput and its matmul rate vs the bf16 matmul peak
+//            measured here
+//   logits   prefill logits and greedy decode of given prompts, for the oracle
+//            that compares them with transformers (tools/gpu_oracle.py)
+//
+// Usage: seam-bench-gpu <norm|decode|prefill|logits> [--flag value]...
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "seam/core/cuda_check.h"
+#include "seam/core/device_memory.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "seam/kernels/stream.h"
+#include "seam/models/decode_graph.h"
+#include "seam/models/qwen3_model.h"
+#include "seam/weights/checkpoint.h"
+
+namespace seam::bench {
+namespace {
+
+using json = nlohmann::json;
+using models::SequenceStep;
+using models::StepInput;
+
+const Device kGpu = Device::CUDA(0);
+
+// --key value pairs after the subcommand.
+class Flags {
+ public:
+  Flags(int argc, char** argv) {
+    for (int i = 2; i + 1 < argc; i += 2) values_[std::string(argv[i]).substr(2)] = argv[i + 1];
+  }
+  std::string Get(const std::string& key, const std::string& fallback) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? fallback : it->second;
+  }
+  int64_t Int(const std::string& key, int64_t fallback) const {
+    int64_t v = fallback;
+    auto it = values_.find(key);
+    if (it != values_.end() && !absl::SimpleAtoi(it->second, &v)) {
+      std::cerr << "--" << key << ": not an integer: " << it->second << "\n";
+      std::exit(2);
+    }
+    return v;
+  }
+  std::vector<int64_t> Ints(const std::string& key, const std::string& fallback) const {
+    std::vector<int64_t> out;
+    for (absl::string_view part : absl::StrSplit(Get(key, fallback), ',')) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(part, &v)) {
+        std::cerr << "--" << key << ": not a list of integers\n";
+        std::exit(2);
+      }
+      out.push_back(v);
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::cerr << what << ": " << s << "\n";
+    std::exit(1);
+  }
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> v, const char* what) {
+  Check(v.status(), what);
+  return std::move(*v);
+}
+
+DType ParseDType(const std::string& name) {
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f32") return DType::kF32;
+  if (name == "f16") return DType::kF16;
+  std::cerr << "--dtype: expected bf16, f16 or f32, got " << name << "\n";
+  std::exit(2);
+}
+
+void WriteJson(const Flags& flags, const json& j) {
+  const std::string path = flags.Get("json", "");
+  std::cout << j.dump(2) << "\n";
+  if (!path.empty()) std::ofstream(path) << j.dump(2) << "\n";
+}
+
+// Mean microseconds of `body` over `iters` launches on the current stream,
+// after `warmup` untimed ones, measured with CUDA events.
+double TimeUs(const std::function<void()>& body, int iters, int warmup = 5) {
+  cudaStream_t s = static_cast<cudaStream_t>(kernels::CurrentStream());
+  for (int i = 0; i < warmup; ++i) body();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, s);
+  for (int i = 0; i < iters; ++i) body();
+  cudaEventRecord(stop, s);
+  Check(SEAM_CUDA_STATUS(cudaEventSynchronize(stop)), "timing");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1000.0 * ms / iters;
+}
+
+Tensor RandomGpu(const Shape& shape, DType dtype, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(static_cast<size_t>(NumElements(shape)));
+  for (float& x : v) x = dist(gen);
+  return Value(Tensor::FromFloats(v, shape, dtype).To(kGpu), "upload");
+}
+
+// Device-to-device copy bandwidth in GB/s of traffic (bytes read + written).
+double CopyGbps(size_t bytes) {
+  Tensor a = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
+  Tensor b = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
+  const double us = TimeUs([&] { Check(CopyInto(a, b), "copy"); }, 20);
+  return 2.0 * bytes / us / 1e3;
+}
+
+int Norm(const Flags& flags) {
+  json out = json::array();
+  const DType dt = DType::kBF16;
+  for (int64_t hidden : {4096, 8192}) {
+    for (int64_t rows : {1, 16, 256, 4096, 32768}) {
+      const Tensor x = RandomGpu({rows, hidden}, dt, 1), res = RandomGpu({rows, hidden}, dt, 2);
+      const Tensor w = RandomGpu({hidden}, dt, 3), o = Tensor::Empty({rows, hidden}, dt, kGpu);
+      const size_t traffic = 4 * rows * hidden * DTypeSize(dt);  // read x, residual; write residual, out
+      const int iters = static_cast<int>(std::clamp<size_t>((size_t{20} << 30) / traffic, 50, 2000));
+      const double fused = TimeUs([&] { Check(kernels::FusedAddRmsNorm(x, res, w, 1e-6f, o), "norm"); }, iters);
+      // The same traffic as a copy: 2·rows·hidden elements read and written.
+      Tensor src = Tensor::Empty({2 * rows, hidden}, dt, kGpu), dst = Tensor::Empty({2 * rows, hidden}, dt, kGpu);
+      const double copy = TimeUs([&] { Check(CopyInto(src, dst), "copy"); }, iters);
+      out.push_back({{"rows", rows}, {"hidden", hidden}, {"dtype", "bf16"}, {"bytes", traffic},
+                     {"fused_us", fused}, {"fused_gbps", traffic / fused / 1e3}, {"copy_us", copy},
+                     {"copy_gbps", traffic / copy / 1e3}, {"ratio", copy / fused}});
+    }
+  }
+  WriteJson(flags, out);
+  return 0;
+}
+
+struct Model {
+  std::unique_ptr<weights::Checkpoint> checkpoint;
+  std::unique_ptr<models::Qwen3Model> model;
+  std::unique_ptr<models::KvCache> cache;
+};
+
+Model LoadModel(const Flags& flags, int64_t cache_bytes) {
+  Model m;
+  m.checkpoint = Value(weights::Checkpoint::Open(flags.Get("checkpoint", "")), "checkpoint");
+  models::ModelOptions options{Value(boundary::Topology::Make(1, 1, 0), "topology"), boundary::ReductionPolicy::kAr,
+                               ParseDType(flags.Get("dtype", "bf16"))};
+  options.device = kGpu;
+  m.model = Value(models::Qwen3Model::Load(*m.checkpoint, options), "load");
+  models::KvCacheOptions cache;
+  cache.budget_bytes = cache_bytes;
+  cache.dtype = options.dtype;
+  m.cache = Value(m.model->MakeCache(cache), "cache");
+  return m;
+}
+
+// Bytes of weights one decode step must read: every layer's projections and
+// norms, the final norm and the lm_head (the embedding rows are negligible).
+double WeightBytes(const weights::ModelConfig& c, DType dt) {
+  const double h = c.hidden_size, d = c.head_dim, q = c.num_attention_heads, kv = c.num_key_value_heads;
+  double params = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    params += h * d * (2 * q + 2 * kv) + 2 * h + 2 * d;
+    params += c.IsSparseLayer(l) ? c.num_experts_per_tok * 3.0 * h * c.moe_intermediate_size + c.num_experts * h
+                                 : 3.0 * h * c.intermediate_size;
+  }
+  params += h + static_cast<double>(c.vocab_size) * h;
+  return params * DTypeSize(dt);
+}
+
+absl::StatusOr<Tensor> Forward(Model& m, const StepInput& input) {
+  int64_t rows = 0;
+  for (const SequenceStep& s : input.sequences) rows += static_cast<int64_t>(s.tokens.size());
+  boundary::ForwardBatch batch(0, boundary::BatchVariant::kOrdinary, m.model->options().topology, {rows});
+  return m.model->Forward(batch, input, *m.cache);
+}
+
+std::vector<int32_t> ArgmaxToHost(const Tensor& logits) {
+  Tensor ids = Tensor::Empty({logits.rows()}, DType::kI32, logits.device());
+  Check(kernels::Argmax(logits, ids), "argmax");
+  Tensor host = Value(ids.To(Device::CPU()), "download");
+  return std::vector<int32_t>(host.data<int32_t>(), host.data<int32_t>() + host.numel());
+}
+
+std::vector<int32_t> RandomTokens(uint32_t seed, int64_t n, int64_t vocab) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(1, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> v(n);
+  for (int32_t& t : v) t = dist(gen);
+  return v;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+int Decode(const Flags& flags) {
+  const int64_t prompt = flags.Int("prompt-len", 128), steps = flags.Int("steps", 64);
+  Model m = LoadModel(flags, flags.Int("cache-mib", 6144) << 20);
+  const weights::ModelConfig& c = m.model->config();
+  const double copy_gbps = CopyGbps(size_t{1} << 30);
+  const double weight_bytes = WeightBytes(c, m.model->options().dtype);
+  const double floor_ms = weight_bytes / copy_gbps / 1e6;
+  json results = json::array();
+  uint64_t next_id = 0;
+  for (int64_t b : flags.Ints("batches", "1,8,64")) {
+    std::vector<std::vector<int32_t>> generated(2);
+    double ms[2] = {0, 0};
+    for (int graphed = 0; graphed < 2; ++graphed) {
+      StepInput prefill{{}, false};
+      const uint64_t first = next_id;
+      for (int64_t i = 0; i < b; ++i) {
+        prefill.sequences.push_back(SequenceStep{next_id++, RandomTokens(100 + i, prompt, c.vocab_size), 0});
+      }
+      std::vector<int32_t> last = ArgmaxToHost(Value(Forward(m, prefill), "prefill"));
+      std::unique_ptr<models::DecodeGraph> graph;
+      if (graphed) {
+        graph = Value(models::DecodeGraph::Capture(*m.model, *m.cache, b, prompt + steps + 1), "capture");
+      }
+      auto start = std::chrono::steady_clock::now();
+      for (int64_t s = 0; s < steps; ++s) {
+        StepInput step{{}, false};
+        for (int64_t i = 0; i < b; ++i) step.sequences.push_back(SequenceStep{first + i, {last[i]}, prompt + s});
+        if (graphed) {
+          kernels::ScopedStream on(graph->stream().handle());
+          last = ArgmaxToHost(Value(graph->Step(step), "graph step"));
+        } else {
+          last = ArgmaxToHost(Value(Forward(m, step), "eager step"));
+        }
+        generated[graphed].insert(generated[graphed].end(), last.begin(), last.end());
+      }
+      ms[graphed] = 1e3 * Seconds(start) / steps;
+      for (int64_t i = 0; i < b; ++i) Check(m.cache->Free(first + i), "free");
+    }
+    results.push_back({{"batch", b}, {"graph_ms_per_step", ms[1]}, {"eager_ms_per_step", ms[0]},
+                       {"graph_tokens_per_s", b * 1e3 / ms[1]}, {"eager_tokens_per_s", b * 1e3 / ms[0]},
+                       {"floor_ratio", ms[1] / floor_ms}, {"graph_tokens_equal_eager", generated[0] == generated[1]}});
+  }
+  WriteJson(flags, {{"copy_gbps", copy_gbps}, {"weight_bytes", weight_bytes}, {"floor_ms", floor_ms},
+                    {"prompt_len", prompt}, {"steps", steps}, {"results", results}});
+  return 0;
+}
+
+// bf16 matmul rate (TFLOP/s) of out[m, n] = x[m, k] · w[n, k]ᵀ.
+double MatmulTflops(int64_t m, int64_t n, int64_t k, DType dt) {
+  const Tensor x = RandomGpu({m, k}, dt, 7, 0.1f), w = RandomGpu({n, k}, dt, 8, 0.1f);
+  const Tensor out = Tensor::Empty({m, n}, dt, kGpu);
+  const double us = TimeUs([&] { Check(kernels::Matmul(x, w, out), "matmul"); }, 20, 3);
+  return 2.0 * m * n * k / us / 1e6;
+}
+
+int Prefill(const Flags& flags) {
+  const int64_t seqs = flags.Int("seqs", 8), len = flags.Int("len", 1024), repeats = flags.Int("repeats", 5);
+  Model m = LoadModel(flags, flags.Int("cache-mib", 4096) << 20);
+  const weights::ModelConfig& c = m.model->config();
+  const DType dt = m.model->options().dtype;
+  const int64_t tokens = seqs * len, h = c.hidden_size, d = c.head_dim;
+  // The prefill's matmul shapes, timed alone, and the peak over them and a square one.
+  struct Shape3 { const char* name; int64_t n, k; };
+  const std::vector<Shape3> shapes{{"qkv", (c.num_attention_heads + 2 * c.num_key_value_heads) * d, h},
+                                   {"o", h, c.num_attention_heads * d},
+                                   {"gate_up", 2 * c.intermediate_size, h},
+                                   {"down", h, c.intermediate_size}};
+  json shape_rates = json::array();
+  double peak = MatmulTflops(8192, 8192, 8192, dt);
+  for (const Shape3& s : shapes) {
+    const double r = MatmulTflops(tokens, s.n, s.k, dt);
+    peak = std::max(peak, r);
+    shape_rates.push_back({{"name", s.name}, {"m", tokens}, {"n", s.n}, {"k", s.k}, {"tflops", r}});
+  }
+  double flops = 0;  // matmul FLOPs of one prefill (lm_head on the last rows only)
+  for (const Shape3& s : shapes) flops += 2.0 * tokens * s.n * s.k * c.num_hidden_layers;
+  flops += 2.0 * seqs * c.vocab_size * h;
+  double best_ms = 1e30;
+  uint64_t id = 0;
+  for (int64_t r = 0; r < repeats + 1; ++r) {
+    StepInput input{{}, false};
+    for (int64_t i = 0; i < seqs; ++i) input.sequences.push_back(SequenceStep{id++, RandomTokens(i, len, c.vocab_size), 0});
+    Check(SEAM_CUDA_STATUS(cudaDeviceSynchronize()), "sync");
+    auto start = std::chrono::steady_clock::now();
+    Tensor logits = Value(Forward(m, input), "prefill");
+    Check(SEAM_CUDA_STATUS(cudaDeviceSynchronize()), "sync");
+    if (r > 0) best_ms = std::min(best_ms, 1e3 * Seconds(start));  // the first run warms up
+    for (const SequenceStep& s : input.sequences) Check(m.cache->Free(s.sequence), "free");
+  }
+  const double in_prefill = flops / (best_ms * 1e-3) / 1e12;
+  WriteJson(flags, {{"tokens", tokens}, {"ms", best_ms}, {"tokens_per_s", tokens / (best_ms * 1e-3)},
+                    {"matmul_tflops_peak", peak}, {"matmul_shapes", shape_rates},
+                    {"matmul_tflops_in_prefill", in_prefill}, {"matmul_fraction", in_prefill / peak},
+                    {"note", "matmul_tflops_in_prefill = matmul FLOPs / whole prefill time (attention, norms "
+                             "and the rest included), a lower bound on the matmuls' own rate"}});
+  return 0;
+}
+
+int Logits(const Flags& flags) {
+  const int64_t new_tokens = flags.Int("new-tokens", 8);
+  const std::string prefix = flags.Get("out", "");
+  if (prefix.empty()) {
+    std::cerr << "logits: --out PREFIX is required\n";
+    return 2;
+  }
+  std::ifstream in(flags.Get("prompts", ""));
+  if (!in) {
+    std::cerr << "logits: cannot read --prompts " << flags.Get("prompts", "") << "\n";
+    return 2;
+  }
+  const json prompts = json::parse(in);
+  Model m = LoadModel(flags, flags.Int("cache-mib", 2048) << 20);
+  const int64_t vocab = m.model->config().vocab_size;
+  std::ofstream bin(prefix + ".bin", std::ios::binary);
+  json meta = {{"vocab", vocab}, {"prompts", json::array()}};
+  auto write = [&bin](const Tensor& logits) {
+    Tensor host = Value(logits.To(Device::CPU()), "download");
+    bin.write(static_cast<const char*>(host.raw_data()), static_cast<std::streamsize>(host.nbytes()));
+    return host;
+  };
+  auto argmax_of_last = [vocab](const Tensor& host) {
+    const float* row = host.data<float>() + (host.rows() - 1) * vocab;
+    return static_cast<int32_t>(std::max_element(row, row + vocab) - row);  // first maximum
+  };
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::vector<int32_t> tokens = prompts[p].get<std::vector<int32_t>>();
+    const int64_t len = static_cast<int64_t>(tokens.size());
+    Tensor prefill = write(Value(Forward(m, StepInput{{SequenceStep{p, tokens, 0}}, true}), "prefill"));
+    std::vector<int32_t> chosen{argmax_of_last(prefill)};
+    if (new_tokens > 0) write(prefill.Rows(len - 1, 1).Clone());
+    for (int64_t k = 1; k < new_tokens; ++k) {
+      Tensor step = write(Value(Forward(m, StepInput{{SequenceStep{p, {chosen.back()}, len + k - 1}}, false}), "decode"));
+      chosen.push_back(argmax_of_last(step));
+    }
+    chosen.resize(new_tokens);
+    meta["prompts"].push_back({{"prefill_rows", len}, {"tokens", chosen}});
+    Check(m.cache->Free(p), "free");
+  }
+  std::ofstream(prefix + ".json") << meta.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace seam::bench
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (!seam::CudaAvailable()) {
+    std::cerr << "seam-bench-gpu: no CUDA device visible\n";
+    return 1;
+  }
+  seam::bench::Flags flags(argc, argv);
+  if (cmd == "norm") return seam::bench::Norm(flags);
+  if (cmd == "decode") return seam::bench::Decode(flags);
+  if (cmd == "prefill") return seam::bench::Prefill(flags);
+  if (cmd == "logits") return seam::bench::Logits(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|logits> [--flag value]...\n";
+  return 2;
+}
