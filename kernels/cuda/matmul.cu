@@ -234,8 +234,8 @@ absl::StatusOr<Plan*> PlanFor(LtState& state, const PlanKey& key, DType x_dtype,
     int found = 0;
     const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state.handle, plan->desc, plan->a, plan->b, plan->d,
                                                             plan->d, raw_pref, 1, &result, &found);
-    // NOT_SUPPORTED: no algorithm for this dtype pairing; use the fallback.
-    if (h == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // NOT_SUPPORTED / INVALID_VALUE: no algorithm for this dtype pairing; use the fallback.
+    if (h == CUBLAS_STATUS_NOT_SUPPORTED || h == CUBLAS_STATUS_INVALID_VALUE) {
       found = 0;
     } else {
       SEAM_CUBLAS_RETURN_IF_ERROR(h);
