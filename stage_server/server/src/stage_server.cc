@@ -1,6 +1,7 @@
 // Process-level wiring of a stage server: actor, gRPC server, health, shutdown.
 #include "seam/server/stage_server.h"
 
+#include <cstdlib>
 #include <utility>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -18,6 +19,15 @@ constexpr char kServiceName[] = "seam.v1.StageControl";
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> TcpUcxConfig(const std::string& listen_host,
+                                                              bool net_devices_from_environment) {
+  std::vector<std::pair<std::string, std::string>> config = {{"TLS", "tcp"}};
+  const bool loopback = listen_host == "localhost" || listen_host == "[::1]" || listen_host == "::1" ||
+                        listen_host.rfind("127.", 0) == 0;
+  if (loopback && !net_devices_from_environment) config.emplace_back("NET_DEVICES", "lo");
+  return config;
+}
+
 absl::StatusOr<UcxMode> ParseUcxMode(const std::string& text) {
   if (text == "tcp") return UcxMode::kTcp;
   if (text == "shm") return UcxMode::kShm;
@@ -31,7 +41,8 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
   StageActorOptions actor;
   if (options.ucx_mode == UcxMode::kTcp) {
     actor.ucx.error_mode = handoff::UcxErrorMode::kPeer;
-    actor.ucx.config = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
+    actor.ucx.config = TcpUcxConfig(options.listen.substr(0, options.listen.rfind(':')),
+                                    std::getenv("UCX_NET_DEVICES") != nullptr);
   } else {
     actor.ucx.error_mode = handoff::UcxErrorMode::kNone;
   }

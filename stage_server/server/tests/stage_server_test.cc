@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "seam/models/stage_group.h"
+#include "seam/server/stage_server.h"
 #include "stage_fixtures.h"
 #include "stage_process.h"
 
@@ -17,6 +18,17 @@ namespace seam::server {
 namespace {
 
 using namespace testing;  // NOLINT: the fixtures of these tests
+
+TEST(StageServer, TcpModeKeepsUcxOnLoopbackOnlyForALoopbackListenAddress) {
+  using Config = std::vector<std::pair<std::string, std::string>>;
+  const Config loopback = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
+  const Config any_device = {{"TLS", "tcp"}};
+  EXPECT_EQ(TcpUcxConfig("127.0.0.1", false), loopback);
+  EXPECT_EQ(TcpUcxConfig("localhost", false), loopback);
+  EXPECT_EQ(TcpUcxConfig("127.0.0.1", true), any_device);  // UCX_NET_DEVICES decides
+  EXPECT_EQ(TcpUcxConfig("0.0.0.0", false), any_device);   // a pod: reachable from other hosts
+  EXPECT_EQ(TcpUcxConfig("10.0.0.7", false), any_device);
+}
 
 TEST(StageServer, HealthIsNotServingUntilConfiguredThenServing) {
   StageProcess stage;

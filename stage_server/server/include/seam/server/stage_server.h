@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,10 +26,17 @@ namespace seam::server {
 class StageService;
 
 enum class UcxMode {
-  kTcp,  // PEER error mode over TCP on loopback: a dead neighbour is detected
+  kTcp,  // PEER error mode over TCP: a dead neighbour is detected
   kShm,  // shared memory between processes of one host, no peer detection
 };
 absl::StatusOr<UcxMode> ParseUcxMode(const std::string& text);  // "tcp" or "shm"
+
+// UCX settings of the tcp mode, on top of the UCX_* environment: TLS=tcp, and
+// NET_DEVICES=lo only for a loopback listen host when UCX_NET_DEVICES is not
+// set. Any other listen host (0.0.0.0 in a pod) leaves the devices to UCX or
+// UCX_NET_DEVICES, so that stages on different hosts can reach each other.
+std::vector<std::pair<std::string, std::string>> TcpUcxConfig(const std::string& listen_host,
+                                                              bool net_devices_from_environment);
 
 struct StageServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
