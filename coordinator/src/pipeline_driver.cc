@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pipeline_driver_state.h"
+#include "seam/core/logging.h"
 
 namespace seam::coordinator {
 
@@ -22,14 +23,65 @@ absl::StatusOr<std::unique_ptr<PipelineDriver>> PipelineDriver::Create(
   if (!scheduler.ok()) return scheduler.status();
   std::unique_ptr<PipelineDriver> driver(new PipelineDriver(options, std::move(*scheduler), std::move(links)));
   PipelineDriver* d = driver.get();
-  for (size_t k = 0; k < d->links_.size(); ++k) {
-    const int stage = static_cast<int>(k);
-    d->links_[k]->Start(
-        [d, stage](const v1::MicrobatchResult& r) { d->Post([d, stage, r] { d->state_->OnResult(stage, r); }); },
-        [d, stage](const absl::Status& st) { d->Post([d, stage, st] { d->state_->OnBroken(stage, st); }); });
-  }
+  d->StartLinks();
   d->thread_ = std::thread([d] { d->Loop(); });
   return driver;
+}
+
+void PipelineDriver::StartLinks() {
+  const uint64_t gen = generation_;
+  for (size_t k = 0; k < links_.size(); ++k) {
+    const int stage = static_cast<int>(k);
+    links_[k]->Start(
+        [this, stage, gen](const v1::MicrobatchResult& r) {
+          Post([this, stage, gen, r] {
+            if (gen == generation_) state_->OnResult(stage, r);
+          });
+        },
+        [this, stage, gen](const absl::Status& st) {
+          Post([this, stage, gen, st] {
+            if (gen == generation_) state_->OnBroken(stage, st);
+          });
+        });
+  }
+}
+
+void PipelineDriver::MaybeRecover() {
+  if (!options_.reconnect || !state_->Down() || recovering_ || std::chrono::steady_clock::now() < next_recovery_) {
+    return;
+  }
+  if (recovery_.joinable()) recovery_.join();  // the previous attempt already posted its outcome
+  recovering_ = true;
+  const uint64_t epoch = state_->Epoch();
+  recovery_ = std::thread([this, epoch] {
+    auto links =
+        std::make_shared<absl::StatusOr<std::vector<std::unique_ptr<StageLink>>>>(options_.reconnect(epoch));
+    Post([this, links] { InstallLinks(std::move(*links)); });  // refused once stopping: the links just close
+  });
+}
+
+void PipelineDriver::InstallLinks(absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> links) {
+  recovering_ = false;
+  next_recovery_ = std::chrono::steady_clock::now() + options_.reconnect_interval;
+  if (links.ok() && links->size() != links_.size()) {
+    links = absl::InternalError(absl::StrCat("reconnect gave ", links->size(), " links for ", links_.size(), " stages"));
+  }
+  if (!links.ok()) {
+    SEAM_LOG_WARN("pipeline still down (epoch {}): {}", state_->Epoch(), links.status().ToString());
+    return;
+  }
+  for (auto& l : links_) l->Close();
+  links_ = std::move(*links);
+  ++generation_;
+  StartLinks();
+  std::vector<StageLink*> raw;
+  for (auto& l : links_) raw.push_back(l.get());
+  state_->Recover(std::move(raw));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stages_up_.assign(links_.size(), true);
+  }
+  SEAM_LOG_INFO("pipeline back up: every stage reconfigured for epoch {}", state_->Epoch());
 }
 
 PipelineDriver::PipelineDriver(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
@@ -78,6 +130,7 @@ void PipelineDriver::Loop() {
     if (stop) break;
     state_->CheckTimes(State::Clock::now());
     state_->Pump();
+    MaybeRecover();
     std::lock_guard<std::mutex> lock(mu_);
     epoch_ = state_->Epoch();
   }
@@ -92,6 +145,7 @@ void PipelineDriver::Shutdown() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+  if (recovery_.joinable()) recovery_.join();
   for (auto& l : links_) l->Close();
 }
 

@@ -56,6 +56,13 @@ struct PipelineDriverOptions {
   std::chrono::milliseconds stage_timeout{10000};
   // How often the driver checks deadlines and cancellations when idle.
   std::chrono::milliseconds tick{20};
+  // Brings a down pipeline back: reaches every stage, configures it for
+  // `epoch` (the scheduler's, advanced by the failure) and returns fresh
+  // links in rank order. Runs on a thread of its own, again every
+  // reconnect_interval until it succeeds; calls meanwhile are refused
+  // UNAVAILABLE. Empty: the pipeline stays down.
+  std::function<absl::StatusOr<std::vector<std::unique_ptr<StageLink>>>(uint64_t epoch)> reconnect;
+  std::chrono::milliseconds reconnect_interval{1000};
 };
 
 class PipelineDriver {
@@ -82,6 +89,11 @@ class PipelineDriver {
                  std::vector<std::unique_ptr<StageLink>> links);
   bool Post(std::function<void()> message);  // false once stopping
   void Loop();
+  // Driver thread: starts links_ with callbacks of the current generation
+  // (messages of closed links are ignored).
+  void StartLinks();
+  void MaybeRecover();
+  void InstallLinks(absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> links);
 
   const PipelineDriverOptions options_;
   std::vector<std::unique_ptr<StageLink>> links_;
@@ -94,6 +106,11 @@ class PipelineDriver {
   std::vector<bool> stages_up_;
   uint64_t epoch_ = 0;
   std::thread thread_;
+  // Driver thread only: link generation and the recovery attempt.
+  uint64_t generation_ = 0;
+  bool recovering_ = false;
+  std::chrono::steady_clock::time_point next_recovery_{};
+  std::thread recovery_;
 };
 
 }  // namespace seam::coordinator

@@ -262,6 +262,14 @@ void PipelineDriver::State::GoDown(const absl::Status& status) {
   }
 }
 
+void PipelineDriver::State::Recover(std::vector<StageLink*> new_links) {
+  links = std::move(new_links);
+  down = false;
+  down_status = absl::OkStatus();
+  in_flight.clear();
+  to_free.clear();  // the stages were reloaded: they hold no sequence any more
+}
+
 void PipelineDriver::State::CheckTimes(Clock::time_point now) {
   for (const auto& [id, f] : in_flight) {
     if (now <= f.deadline) continue;

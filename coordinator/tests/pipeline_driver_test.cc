@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
+#include <thread>
 
 namespace seam::coordinator {
 namespace {
@@ -143,6 +145,62 @@ TEST(PipelineDriver, ABrokenStreamEndsEveryCallUnavailable) {
   Recorder later(1);
   p.Submit(later, {{4}});
   EXPECT_EQ(later.Wait().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(PipelineDriver, ADownPipelineComesBackThroughReconnectWithALaterEpoch) {
+  std::atomic<int> attempts{0};
+  std::atomic<uint64_t> reconnect_epoch{0};
+  std::atomic<bool> reachable{false};
+  std::vector<FakeLink*> fresh;
+  std::mutex fresh_mu;
+  PipelineDriverOptions o;
+  o.reconnect_interval = std::chrono::milliseconds(10);
+  o.reconnect = [&](uint64_t epoch) -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
+    ++attempts;
+    if (!reachable) return absl::UnavailableError("stage 1 did not answer GetStatus");
+    reconnect_epoch = epoch;
+    std::vector<std::unique_ptr<StageLink>> links;
+    std::lock_guard<std::mutex> lock(fresh_mu);
+    for (int k = 0; k < 2; ++k) {
+      auto l = std::make_unique<FakeLink>(k == 1, "stage" + std::to_string(k));
+      fresh.push_back(l.get());
+      links.push_back(std::move(l));
+    }
+    return links;
+  };
+  Pipeline p(o);
+  const uint64_t epoch_before = p.driver->Epoch();
+  p.fakes[1]->silent = true;
+  Recorder in_flight(1);
+  p.Submit(in_flight, {{1, 2}});
+  while (p.fakes[1]->sent.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  p.fakes[1]->Break();
+  EXPECT_EQ(in_flight.Wait().code(), absl::StatusCode::kUnavailable);
+
+  // Unreachable: attempts repeat and calls are refused UNAVAILABLE.
+  while (attempts.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Recorder refused(1);
+  p.Submit(refused, {{4}});
+  EXPECT_EQ(refused.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, false}));
+
+  reachable = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (p.driver->StagesUp() != std::vector<bool>{true, true} && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));
+  EXPECT_GT(reconnect_epoch.load(), epoch_before);
+  EXPECT_EQ(p.driver->Epoch(), reconnect_epoch.load());
+
+  Recorder after(1);
+  p.Submit(after, {{10, 20}});
+  ASSERT_TRUE(after.Wait().ok());
+  EXPECT_EQ(after.tokens[0], (std::vector<int32_t>{12, 15, 19}));
+  EXPECT_EQ(p.fakes[1]->sent.load(), 1);  // the old links carry nothing more
+  std::lock_guard<std::mutex> lock(fresh_mu);
+  ASSERT_EQ(fresh.size(), 2u);
+  EXPECT_GT(fresh[1]->sent.load(), 0);
 }
 
 TEST(PipelineDriver, ASilentStageMissesItsDeadline) {

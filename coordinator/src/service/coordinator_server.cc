@@ -98,6 +98,19 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   driver_options.stage_timeout = o.stage_timeout;
   const uint64_t epoch = 0;
   PipelineLayout layout{o.model_dir, o.tp, o.attn_dp, epoch, *layers};
+  // After a stage failure: reach every stage again (an unreachable one fails
+  // the attempt within a few seconds) and reload it for the new epoch.
+  driver_options.reconnect = [o, layout](uint64_t next_epoch)
+      -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
+    auto stages = ConnectStages(o.stages, std::chrono::milliseconds(3000));
+    if (!stages.ok()) return stages.status();
+    PipelineLayout next = layout;
+    next.epoch = next_epoch;
+    if (absl::Status s = ConfigureStages(*stages, next, o.startup_timeout); !s.ok()) return s;
+    std::vector<std::unique_ptr<StageLink>> links;
+    for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
+    return links;
+  };
   if (absl::Status s = ConfigureStages(*stages, layout, o.startup_timeout); !s.ok()) {
     return err << "seam-coordinator: " << s << "\n", 1;
   }

@@ -15,6 +15,22 @@
 #include "seam/weights/model_config.h"
 
 namespace seam::server {
+namespace {
+
+// `next` is `now` for a later epoch, with neighbours that may have moved
+// (a restarted stage has a new UCX worker address).
+bool IsNewEpochOf(const v1::StageConfig& now, const v1::StageConfig& next) {
+  if (next.epoch() <= now.epoch()) return false;
+  v1::StageConfig a = now, b = next;
+  for (v1::StageConfig* c : {&a, &b}) {
+    c->clear_epoch();
+    c->clear_previous_stage();
+    c->clear_next_stage();
+  }
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+}  // namespace
 
 void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
   absl::Status refused;
@@ -26,10 +42,26 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
       refused = absl::FailedPreconditionError(
           absl::StrCat("stage is ", v1::StageState_Name(state_), " after Drain; it takes no new configuration"));
     } else if (config_.has_value()) {
+      if (state_ != v1::STAGE_STATE_LOADING && IsNewEpochOf(*config_, config)) {
+        // The coordinator brings the pipeline back after a failure: drop the
+        // loaded stage (KV caches, neighbour endpoints) and load it afresh
+        // after the microbatches already queued.
+        config_ = config;
+        state_ = v1::STAGE_STATE_LOADING;
+        error_.clear();
+        mailbox_.push_back([this, config, done] {
+          SetServing(false);
+          runner_.reset();
+          Load(config, done);
+        });
+        changed_.notify_all();
+        return;
+      }
       if (!google::protobuf::util::MessageDifferencer::Equals(*config_, config)) {
         refused = absl::FailedPreconditionError(absl::StrCat(
             "stage is already configured (", v1::StageState_Name(state_),
-            ") with a different config; restart the stage server to change it"));
+            ") with a different config; only a later epoch of the same layout reloads it, restart the stage "
+            "server to change anything else"));
       } else {
         wait_for_load = state_ == v1::STAGE_STATE_LOADING;
       }

@@ -147,8 +147,39 @@ TEST(StageServer, ConfigureChecksTheLayerRangeAndRefusesADifferentSecondConfig) 
   EXPECT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY);
   EXPECT_TRUE(rpc.ok());
   v1::StageConfig other = SingleStage();
-  other.set_epoch(kEpoch + 1);
+  other.set_tp_size(2);
   Configure(stage, other, &rpc);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << rpc.error_message();
+  other.set_epoch(kEpoch + 1);  // a later epoch reloads the same layout only
+  Configure(stage, other, &rpc);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << rpc.error_message();
+}
+
+TEST(StageServer, ALaterEpochOfTheSameLayoutReloadsTheStage) {
+  StageProcess stage;
+  grpc::Status rpc;
+  ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  RunClient run(stage);
+  v1::MicrobatchDescriptor before = Descriptor(1, 1);
+  AddSequence(before, 1, {5, 6}, 0, true);
+  ASSERT_FALSE(run.Exchange(before).has_error());
+
+  v1::StageConfig next = SingleStage();
+  next.set_epoch(kEpoch + 1);
+  EXPECT_EQ(Configure(stage, next, &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  EXPECT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(stage.CheckHealth(), Health::kServing);
+
+  v1::MicrobatchDescriptor old_epoch = Descriptor(2, 2);
+  AddSequence(old_epoch, 2, {7, 8}, 0, true);
+  ExpectError(run.Exchange(old_epoch), absl::StatusCode::kFailedPrecondition, "epoch");
+  v1::MicrobatchDescriptor after = Descriptor(3, 3);
+  after.set_epoch(kEpoch + 1);
+  AddSequence(after, 1, {5, 6}, 0, true);  // sequence 1 again: the reload dropped its KV cache
+  EXPECT_FALSE(run.Exchange(after).has_error());
+
+  v1::StageConfig older = SingleStage();  // not a later epoch any more
+  Configure(stage, older, &rpc);
   EXPECT_EQ(rpc.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << rpc.error_message();
 }
 
