@@ -23,6 +23,7 @@ Exit 0: pass, 1: fail, 77: skipped (network namespaces cannot be created).
 Every wait has a deadline; namespaces and processes are removed on exit.
 """
 import argparse
+import ctypes
 import json
 import os
 import re
@@ -40,6 +41,12 @@ DEPLOY = os.path.join(REPO, "deploy")
 K8S_NAMESPACE = "seam-dev"  # the cpu-dev overlay's namespace: part of the stage DNS names
 SUBNET = "10.77.0"          # private to this run's bridge; the root namespace has no route to it
 PROMPTS = ["3 14 15 92 65", "27 18 28 18 28 45 90 45", "11 200 7"]  # `seam run --prompts 3`
+
+
+def die_with_parent():
+    """Child side of spawn(): SIGKILL when this test process dies, even by SIGKILL (ctest timeout)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def log(msg):
@@ -160,7 +167,7 @@ class Hosts:
     def spawn(self, ns, cmd, env, log_path):
         out = open(log_path, "w")
         p = subprocess.Popen(["ip", "netns", "exec", ns] + cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=die_with_parent)
         self.procs.append((p, log_path))
         return p
 
@@ -184,6 +191,15 @@ class Hosts:
         for ns in reversed(getattr(self, "names_created", [])):
             run(["ip", "netns", "delete", ns], check=False)
             shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+
+
+def sweep_leftovers():
+    """Namespaces of earlier runs whose process is gone (killed before its clean-up)."""
+    p = run(["ip", "netns", "list"], check=False)
+    for m in re.finditer(r"^(seam-mh-(\d+)-\S+)", p.stdout, re.M):
+        if not os.path.exists(f"/proc/{m.group(2)}"):
+            run(["ip", "netns", "delete", m.group(1)], check=False)
+            shutil.rmtree(f"/etc/netns/{m.group(1)}", ignore_errors=True)
 
 
 def log_tails(hosts, lines=15):
@@ -258,9 +274,15 @@ def main():
             print(f"FAIL: {b} is not built", flush=True)
             return 1
 
+    def on_signal(signum, _):  # SIGTERM / SIGINT: clean up like a failure
+        raise Fail(f"stopped by signal {signum}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
     tag = f"seam-mh-{os.getpid()}"
     hosts = Hosts(tag)
     try:
+        sweep_leftovers()
         hosts.create_switch()
     except (Fail, OSError, subprocess.SubprocessError) as e:
         hosts.cleanup()
