@@ -6,10 +6,12 @@
 //            weight-bytes / copy-bandwidth floor
 //   prefill  prefill throughput and its matmul rate vs the bf16 matmul peak
 //            measured here
+//   profile  each op of a decode step (or a prefill) alone at the model's
+//            shapes, eager and replayed from a CUDA graph: where a step's time goes
 //   logits   prefill logits and greedy decode of given prompts, for the oracle
 //            that compares them with transformers (tools/gpu_oracle.py)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|logits> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits> [--flag value]...
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "seam/core/cuda_check.h"
+#include "seam/core/cuda_graph.h"
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
@@ -323,6 +326,97 @@ int Prefill(const Flags& flags) {
   return 0;
 }
 
+
+// Mean microseconds per call of `body` replayed from a CUDA graph of 20 calls.
+double GraphUs(const std::function<void()>& body) {
+  CudaStream stream = Value(CudaStream::Create(kGpu), "stream");
+  kernels::ScopedStream on(stream.handle());
+  body();  // warm-up outside the capture
+  Check(stream.Synchronize(), "sync");
+  CudaGraph graph = Value(CudaGraph::Capture(stream, [&] {
+                            for (int i = 0; i < 20; ++i) body();
+                            return absl::OkStatus();
+                          }),
+                          "capture");
+  return TimeUs([&] { Check(graph.Launch(stream), "launch"); }, 20, 3) / 20;
+}
+
+int Profile(const Flags& flags) {
+  const weights::ModelConfig c =
+      Value(weights::Checkpoint::Open(flags.Get("checkpoint", "")), "checkpoint")->config();
+  const DType dt = ParseDType(flags.Get("dtype", "bf16"));
+  const int64_t seqs = flags.Int("seqs", 1), q_len = flags.Int("q-len", 1), context = flags.Int("context", 192);
+  const int64_t t = seqs * q_len, h = c.hidden_size, d = c.head_dim, qh = c.num_attention_heads,
+                kv = c.num_key_value_heads, inter = c.intermediate_size, vocab = c.vocab_size, bs = 16;
+  const int64_t blocks_per_seq = (context + bs - 1) / bs, blocks = seqs * blocks_per_seq;
+  const Tensor x = RandomGpu({t, h}, dt, 1), res = RandomGpu({t, h}, dt, 2), wn = RandomGpu({h}, dt, 3);
+  const Tensor hn = Tensor::Empty({t, h}, dt, kGpu);
+  const Tensor wq = RandomGpu({qh * d, h}, dt, 4, 0.02f), wk = RandomGpu({kv * d, h}, dt, 5, 0.02f);
+  const Tensor wo = RandomGpu({h, qh * d}, dt, 6, 0.02f), wgu = RandomGpu({2 * inter, h}, dt, 7, 0.02f);
+  const Tensor wd = RandomGpu({h, inter}, dt, 8, 0.02f), head = RandomGpu({vocab, h}, dt, 9, 0.02f);
+  const Tensor q = RandomGpu({t, qh, d}, dt, 10), k = RandomGpu({t, kv, d}, dt, 11), v = RandomGpu({t, kv, d}, dt, 12);
+  const Tensor qo = Tensor::Empty({t, qh * d}, dt, kGpu), ko = Tensor::Empty({t, kv * d}, dt, kGpu);
+  const Tensor q2 = q.Reshape({t * qh, d}).value(), k2 = k.Reshape({t * kv, d}).value();
+  const Tensor qn = Tensor::Empty({t * qh, d}, dt, kGpu), kn = Tensor::Empty({t * kv, d}, dt, kGpu);
+  const Tensor dn = RandomGpu({d}, dt, 13), gu = RandomGpu({t, 2 * inter}, dt, 14);
+  const Tensor act = Tensor::Empty({t, inter}, dt, kGpu), attn = Tensor::Empty({t, qh, d}, dt, kGpu);
+  const Tensor logits = Tensor::Empty({seqs, vocab}, DType::kF32, kGpu), ids = Tensor::Empty({seqs}, DType::kI32, kGpu);
+  const Tensor kc = RandomGpu({blocks, bs, kv, d}, dt, 15), vc = RandomGpu({blocks, bs, kv, d}, dt, 16);
+  std::vector<int32_t> pos(t), slots(t), qs{0}, lens, tables;
+  for (int64_t s = 0; s < seqs; ++s) {
+    for (int64_t i = 0; i < q_len; ++i) {
+      const int64_t p = context - q_len + i;
+      pos[s * q_len + i] = static_cast<int32_t>(p);
+      slots[s * q_len + i] = static_cast<int32_t>((s * blocks_per_seq + p / bs) * bs + p % bs);
+    }
+    qs.push_back(static_cast<int32_t>((s + 1) * q_len));
+    lens.push_back(static_cast<int32_t>(context));
+    for (int64_t b = 0; b < blocks_per_seq; ++b) tables.push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+  }
+  auto up = [](const std::vector<int32_t>& v, const Shape& shape) {
+    return Value(Tensor::FromInts(v, shape).To(kGpu), "upload");
+  };
+  const Tensor positions = up(pos, {t}), slot = up(slots, {t}), token_ids = up(std::vector<int32_t>(t, 7), {t});
+  kernels::AttentionBatch batch{up(qs, {seqs + 1}), up(lens, {seqs}), up(tables, {seqs, blocks_per_seq})};
+  const Tensor last = x.Rows(0, seqs);
+  struct Op {
+    const char* name;
+    int per_layer;  // calls per decoder layer (0: once per step)
+    std::function<void()> body;
+  };
+  const std::vector<Op> ops{
+      {"embedding", 0, [&] { Check(kernels::Embedding(token_ids, head, 0, hn), "embedding"); }},
+      {"fused_add_rmsnorm", 2, [&] { Check(kernels::FusedAddRmsNorm(x, res, wn, 1e-6f, hn), "norm"); }},
+      {"matmul_q", 1, [&] { Check(kernels::Matmul(x, wq, qo), "q"); }},
+      {"matmul_k_or_v", 2, [&] { Check(kernels::Matmul(x, wk, ko), "k"); }},
+      {"rmsnorm_q_heads", 1, [&] { Check(kernels::RmsNorm(q2, dn, 1e-6f, qn), "qnorm"); }},
+      {"rmsnorm_k_heads", 1, [&] { Check(kernels::RmsNorm(k2, dn, 1e-6f, kn), "knorm"); }},
+      {"rotary", 1, [&] { Check(kernels::RotaryEmbedding(q, k, positions, 1e6f, d), "rope"); }},
+      {"write_kv_cache", 1, [&] { Check(kernels::WriteKvCache(k, v, slot, kc, vc), "kv"); }},
+      {"attention", 1, [&] { Check(kernels::PagedAttention(q, kc, vc, batch, 0.088f, attn), "attention"); }},
+      {"matmul_o", 1, [&] { Check(kernels::Matmul(attn.Reshape({t, qh * d}).value(), wo, hn), "o"); }},
+      {"matmul_gate_up", 1, [&] { Check(kernels::Matmul(x, wgu, gu), "gate_up"); }},
+      {"silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu, act), "silu"); }},
+      {"matmul_down", 1, [&] { Check(kernels::Matmul(act, wd, hn), "down"); }},
+      {"final_rmsnorm", 0, [&] { Check(kernels::RmsNorm(x, wn, 1e-6f, hn), "final"); }},
+      {"lm_head_f32", 0, [&] { Check(kernels::Matmul(last, head, logits), "lm_head"); }},
+      {"argmax", 0, [&] { Check(kernels::Argmax(logits, ids), "argmax"); }},
+  };
+  json rows = json::array();
+  double eager_step = 0, graph_step = 0;
+  for (const Op& op : ops) {
+    const double eager = TimeUs(op.body, 50), graphed = GraphUs(op.body);
+    const double calls = op.per_layer == 0 ? 1.0 : static_cast<double>(op.per_layer * c.num_hidden_layers);
+    eager_step += eager * calls;
+    graph_step += graphed * calls;
+    rows.push_back({{"op", op.name}, {"eager_us", eager}, {"graph_us", graphed}, {"calls_per_step", calls},
+                    {"graph_us_per_step", graphed * calls}});
+  }
+  WriteJson(flags, {{"seqs", seqs}, {"q_len", q_len}, {"context", context}, {"ops", rows},
+                    {"sum_eager_ms", eager_step / 1e3}, {"sum_graph_ms", graph_step / 1e3}});
+  return 0;
+}
+
 int Logits(const Flags& flags) {
   const int64_t new_tokens = flags.Int("new-tokens", 8);
   const std::string prefix = flags.Get("out", "");
@@ -381,6 +475,7 @@ int main(int argc, char** argv) {
   if (cmd == "decode") return seam::bench::Decode(flags);
   if (cmd == "prefill") return seam::bench::Prefill(flags);
   if (cmd == "logits") return seam::bench::Logits(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|logits> [--flag value]...\n";
+  if (cmd == "profile") return seam::bench::Profile(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits> [--flag value]...\n";
   return 2;
 }

@@ -34,7 +34,8 @@ Checkpoints (under --work):
                                  moe_intermediate_size 768, norm_topk_prob
 
 Weights are drawn on the GPU: normal(0, std) for matrices (std 0.05 for the small
-models as in make_golden.py, 0.02 for the 0.6b shapes), 1 + 0.1 * normal(0, 1)
+models as in make_golden.py, 0.02 for the 0.6b shapes; HEAD_SCALE = 5 times that
+for the embedding and lm_head, so logits are peaked), 1 + 0.1 * normal(0, 1)
 for norm weights. rope_theta is 10000 for all (make_golden.py's value; the real
 Qwen3-0.6B uses 1e6). A checkpoint already in --work with the same spec is reused.
 
@@ -67,6 +68,13 @@ SEED = 4321
 PROMPT_LENGTHS = (7, 33, 100, 257)
 NEW_TOKENS = 8
 NORM_STD = 0.1
+# The embedding (tied lm_head) and lm_head draw with HEAD_SCALE x the weight
+# std. With the plain std a random model's logits are nearly flat (std ~0.6
+# over 151936 tokens, median top-2 gap ~0.1), so bf16 rounding alone flips
+# top-1 on a few percent of positions, in transformers' own bf16 run as much
+# as in seam's; a scale of 5 gives logits with std ~3, like a trained model's,
+# whose top-1 is a meaningful thing to compare.
+HEAD_SCALE = 5.0
 F32_REL_TOL = 1e-4
 BF16_TOP1_MIN = 0.99
 BF16_NEAR_TIE_FLOOR = 0.95
@@ -114,7 +122,7 @@ def classes(moe):
 
 
 def spec_of(name, moe, fields, std, seed_offset):
-    return {"name": name, "moe": moe, "fields": fields, "weight_std": std, "norm_std": NORM_STD,
+    return {"name": name, "moe": moe, "fields": fields, "weight_std": std, "norm_std": NORM_STD, "head_scale": HEAD_SCALE,
             "seed": SEED + seed_offset, "rope_theta": mg.ROPE_THETA, "made_by": "tools/gpu_oracle.py"}
 
 
@@ -130,6 +138,8 @@ def reinit_on_gpu(model, std, seed):
         noise = torch.randn(p.shape, generator=gen, device=p.device, dtype=torch.float32)
         if p.dim() < 2 and "norm" in name:
             p.copy_(1.0 + NORM_STD * noise)
+        elif "embed_tokens" in name or "lm_head" in name:
+            p.copy_(noise * std * HEAD_SCALE)
         else:
             p.copy_(noise * std)
 
