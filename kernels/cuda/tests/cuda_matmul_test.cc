@@ -1,5 +1,5 @@
-// CUDA Matmul (cuBLASLt, and its fallback kernel for dtype pairings cuBLASLt
-// lacks) against the CPU reference (OpenBLAS sgemm on fp32-widened operands),
+// CUDA Matmul (cuBLASLt, the GEMV kernel for M ≤ 8, and the fallback kernel
+// for dtype pairings cuBLASLt lacks) against the CPU reference (OpenBLAS sgemm on fp32-widened operands),
 // over odd M, K, N, f32 and bf16; outputs are poisoned so unwritten elements show.
 //
 // Tolerances: both sides accumulate in fp32 (no TF32 on the GPU) but in
@@ -62,17 +62,46 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaMatmulTest,
                                             ::testing::Values<int64_t>(1, 95, 4096)),
                          MatmulName);
 
+// Small M (≤ 8) with one operand dtype, K a multiple of the 16-byte vector
+// width and aligned operands takes the GEMV kernel; K = 1000 with 16-bit
+// operands (not a multiple of 8) and M = 9 (the first M past the GEMV) take
+// cuBLASLt. (operand dtype, out dtype, M, K, N)
+class CudaMatmulSmallMTest : public CudaKernelsTest, public ::testing::WithParamInterface<MatmulParam> {};
+
+TEST_P(CudaMatmulSmallMTest, MatchesCpu) {
+  const auto& [in, out, m, k, n] = GetParam();
+  CheckMatmul(m, k, n, in, in, out, static_cast<uint32_t>(m * 977 + k * 13 + n));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemv, CudaMatmulSmallMTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values<int64_t>(1, 2, 3, 7, 8, 9),
+                                            ::testing::Values<int64_t>(64, 1000, 1024, 3072),
+                                            ::testing::Values<int64_t>(1, 95, 1024, 4096)),
+                         MatmulName);
+
 TEST_F(CudaKernelsTest, CudaMatmulF16AndMixedDtypes) {
-  CheckMatmul(7, 64, 95, DType::kF16, DType::kF16, DType::kF16, 1);
-  CheckMatmul(7, 64, 95, DType::kF16, DType::kF16, DType::kF32, 2);
-  CheckMatmul(7, 64, 95, DType::kBF16, DType::kBF16, DType::kF16, 3);  // no cuBLASLt kernel: fallback
+  CheckMatmul(7, 64, 95, DType::kF16, DType::kF16, DType::kF16, 1);    // GEMV
+  CheckMatmul(7, 64, 95, DType::kF16, DType::kF16, DType::kF32, 2);    // GEMV
+  CheckMatmul(33, 64, 95, DType::kF16, DType::kF16, DType::kF16, 21);  // cuBLASLt
+  CheckMatmul(7, 64, 95, DType::kBF16, DType::kBF16, DType::kF16, 3);  // GEMV
+  CheckMatmul(33, 64, 95, DType::kBF16, DType::kBF16, DType::kF16, 23);  // no cuBLASLt kernel: fallback
+  CheckMatmul(2, 1024, 4096, DType::kF16, DType::kF16, DType::kBF16, 24);  // GEMV
+  CheckMatmul(3, 1024, 95, DType::kF32, DType::kF32, DType::kF16, 25);     // GEMV
   CheckMatmul(7, 1000, 95, DType::kF32, DType::kBF16, DType::kF32, 4);  // mixed operands: fallback
   CheckMatmul(33, 64, 130, DType::kBF16, DType::kF32, DType::kBF16, 5);
 }
 
 // Lm-head and fused-projection shapes of the decode benchmark.
 TEST_F(CudaKernelsTest, CudaMatmulModelShapes) {
-  CheckMatmul(3, 1024, 151936, DType::kBF16, DType::kBF16, DType::kF32, 6);
+  CheckMatmul(3, 1024, 151936, DType::kBF16, DType::kBF16, DType::kF32, 6);   // GEMV
+  CheckMatmul(4, 1024, 151936, DType::kBF16, DType::kBF16, DType::kF32, 16);  // GEMV, widest M it takes there
+  CheckMatmul(5, 1024, 151936, DType::kBF16, DType::kBF16, DType::kF32, 17);  // cuBLASLt
+  CheckMatmul(1, 1024, 1024, DType::kBF16, DType::kBF16, DType::kBF16, 18);
+  CheckMatmul(1, 2048, 1024, DType::kBF16, DType::kBF16, DType::kBF16, 19);
+  CheckMatmul(8, 3072, 1024, DType::kBF16, DType::kBF16, DType::kBF16, 20);
+  CheckMatmul(8, 1024, 6144, DType::kBF16, DType::kBF16, DType::kBF16, 22);
   CheckMatmul(64, 1024, 6144, DType::kBF16, DType::kBF16, DType::kBF16, 7);
   CheckMatmul(257, 1024, 4096, DType::kBF16, DType::kBF16, DType::kBF16, 8);
 }
@@ -97,6 +126,37 @@ TEST_F(CudaKernelsTest, CudaMatmulMisalignedOperands) {
   const absl::Status s = Matmul(MisalignedGpuCopy(x), MisalignedGpuCopy(w), gout);
   ASSERT_TRUE(s.ok()) << s;
   ExpectClose(gout, out, MatmulTolerance(DType::kBF16), "misaligned");
+}
+
+// Misaligned x or w sends a GEMV-sized problem to cuBLASLt; a misaligned out
+// alone stays on the GEMV (it stores element by element).
+TEST_F(CudaKernelsTest, CudaMatmulSmallMMisalignedOperands) {
+  const Tensor x = Random({3, 1024}, DType::kBF16, 31);
+  const Tensor w = Random({95, 1024}, DType::kBF16, 32);
+  const Tensor out = PoisonedHost({3, 95}, DType::kF32);
+  ASSERT_TRUE(Matmul(x, w, out).ok());
+  for (int variant = 0; variant < 3; ++variant) {
+    const Tensor gx = variant == 0 ? MisalignedGpuCopy(x) : OnGpu(x);
+    const Tensor gw = variant == 1 ? MisalignedGpuCopy(w) : OnGpu(w);
+    const Tensor gout =
+        variant == 2 ? MisalignedGpuCopy(PoisonedHost({3, 95}, DType::kF32)) : PoisonedGpu({3, 95}, DType::kF32);
+    const absl::Status s = Matmul(gx, gw, gout);
+    ASSERT_TRUE(s.ok()) << s;
+    ExpectClose(gout, out, MatmulTolerance(DType::kF32), "misaligned operand " + std::to_string(variant));
+  }
+}
+
+// Repeated GEMV calls give the same bits (fixed summation order).
+TEST_F(CudaKernelsTest, CudaMatmulGemvRepeatable) {
+  const Tensor x = OnGpu(Random({5, 3072}, DType::kBF16, 33));
+  const Tensor w = OnGpu(Random({1024, 3072}, DType::kBF16, 34));
+  const Tensor a = PoisonedGpu({5, 1024}, DType::kF32);
+  const Tensor b = PoisonedGpu({5, 1024}, DType::kF32);
+  ASSERT_TRUE(Matmul(x, w, a).ok());
+  ASSERT_TRUE(Matmul(x, w, b).ok());
+  absl::StatusOr<Tensor> ha = a.To(Device::CPU());
+  ASSERT_TRUE(ha.ok());
+  ExpectClose(b, *ha, kExact, "second call");
 }
 
 // The same call twice (the second from the cached plan) gives the same bits.
