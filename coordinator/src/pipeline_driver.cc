@@ -131,6 +131,10 @@ void PipelineDriver::Loop() {
     state_->CheckTimes(State::Clock::now());
     state_->Pump();
     MaybeRecover();
+    if (state_->Down() != reported_down_) {
+      reported_down_ = state_->Down();
+      if (options_.on_pipeline_up) options_.on_pipeline_up(!reported_down_);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     epoch_ = state_->Epoch();
   }

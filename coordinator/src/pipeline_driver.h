@@ -63,6 +63,10 @@ struct PipelineDriverOptions {
   // UNAVAILABLE. Empty: the pipeline stays down.
   std::function<absl::StatusOr<std::vector<std::unique_ptr<StageLink>>>(uint64_t epoch)> reconnect;
   std::chrono::milliseconds reconnect_interval{1000};
+  // Called on the driver thread with false when the pipeline goes down (a
+  // stage failed) and with true once reconnect brought it back; not for the
+  // shutdown. The coordinator's health status follows it.
+  std::function<void(bool up)> on_pipeline_up;
 };
 
 class PipelineDriver {
@@ -109,6 +113,7 @@ class PipelineDriver {
   // Driver thread only: link generation and the recovery attempt.
   uint64_t generation_ = 0;
   bool recovering_ = false;
+  bool reported_down_ = false;  // last value given to on_pipeline_up (inverted)
   std::chrono::steady_clock::time_point next_recovery_{};
   std::thread recovery_;
 };

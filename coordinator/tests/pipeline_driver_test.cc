@@ -153,7 +153,24 @@ TEST(PipelineDriver, ADownPipelineComesBackThroughReconnectWithALaterEpoch) {
   std::atomic<bool> reachable{false};
   std::vector<FakeLink*> fresh;
   std::mutex fresh_mu;
+  std::vector<bool> reported;  // on_pipeline_up, which the coordinator's health follows
+  std::mutex reported_mu;
+  auto reports = [&] {
+    std::lock_guard<std::mutex> lock(reported_mu);
+    return reported;
+  };
+  auto wait_reports = [&](const std::vector<bool>& want) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (reports() != want && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return reports();
+  };
   PipelineDriverOptions o;
+  o.on_pipeline_up = [&](bool up) {
+    std::lock_guard<std::mutex> lock(reported_mu);
+    reported.push_back(up);
+  };
   o.reconnect_interval = std::chrono::milliseconds(10);
   o.reconnect = [&](uint64_t epoch) -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
     ++attempts;
@@ -174,8 +191,10 @@ TEST(PipelineDriver, ADownPipelineComesBackThroughReconnectWithALaterEpoch) {
   Recorder in_flight(1);
   p.Submit(in_flight, {{1, 2}});
   while (p.fakes[1]->sent.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(reports().empty());  // up from the start: nothing reported
   p.fakes[1]->Break();
   EXPECT_EQ(in_flight.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(wait_reports({false}), (std::vector<bool>{false}));  // down: NOT_SERVING
 
   // Unreachable: attempts repeat and calls are refused UNAVAILABLE.
   while (attempts.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -183,6 +202,7 @@ TEST(PipelineDriver, ADownPipelineComesBackThroughReconnectWithALaterEpoch) {
   p.Submit(refused, {{4}});
   EXPECT_EQ(refused.Wait().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, false}));
+  EXPECT_EQ(reports(), (std::vector<bool>{false}));  // failed attempts report nothing
 
   reachable = true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -192,6 +212,7 @@ TEST(PipelineDriver, ADownPipelineComesBackThroughReconnectWithALaterEpoch) {
   ASSERT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));
   EXPECT_GT(reconnect_epoch.load(), epoch_before);
   EXPECT_EQ(p.driver->Epoch(), reconnect_epoch.load());
+  EXPECT_EQ(wait_reports({false, true}), (std::vector<bool>{false, true}));  // back: SERVING
 
   Recorder after(1);
   p.Submit(after, {{10, 20}});

@@ -17,7 +17,8 @@ the traffic). Every process is started the way deploy/ starts its pod:
 Checks: greedy tokens through the namespaces equal the single-process run
 (`seam run --pp 1`, which checks itself against StageGroup + Generator);
 cutting one stage's link ends in-flight streaming calls with UNAVAILABLE
-within 10 s; after the link returns, new calls succeed again.
+within 10 s and turns the coordinator's health NOT_SERVING; after the link
+returns, new calls succeed again and the health is SERVING again.
 
 Exit 0: pass, 1: fail, 77: skipped (network namespaces cannot be created).
 Every wait has a deadline; namespaces and processes are removed on exit.
@@ -238,6 +239,26 @@ def wait_serving(hosts, ns, seam, addr, deadline_s, what):
     raise Fail(f"{what}: coordinator at {addr} not serving within {deadline_s} s: {last}\n{log_tails(hosts)}")
 
 
+def wait_health(hosts, ns, seam, addr, want, within_s, what):
+    """The coordinator's grpc.health.v1 status ("" service) as `seam status`
+    reports it; waits up to within_s for `want`."""
+    deadline = time.monotonic() + within_s
+    health = ""
+    while True:
+        p = Hosts.ns(ns, [seam, "status", "--addr", addr, "--json", "--timeout", "2"], timeout=15, check=False)
+        try:
+            health = json.loads(p.stdout)["health"]
+        except (ValueError, KeyError):
+            health = (p.stderr or p.stdout).strip()
+        if health == want:
+            log(f"{what}: coordinator health {health}")
+            return
+        if time.monotonic() >= deadline:
+            raise Fail(f"{what}: coordinator health {health!r}, expected {want} within {within_s} s\n"
+                       f"{log_tails(hosts)}")
+        time.sleep(0.2)
+
+
 def reference_tokens(seam, model_dir, tp, attn_dp, max_new_tokens, work):
     p = run([seam, "run", "--model", model_dir, "--pp", "1", "--tp", str(tp), "--attn-dp", str(attn_dp),
              "--max-new-tokens", str(max_new_tokens), "--prompts", str(len(PROMPTS))], timeout=120, check=False,
@@ -410,6 +431,7 @@ def body(args, hosts, work, seam, stage_bin, coordinator_bin):
             if elapsed > args.unavailable_within:
                 raise Fail(f"in-flight call {i} ended after {elapsed:.2f} s, more than {args.unavailable_within} s")
         log(f"every in-flight call ended UNAVAILABLE, the last {worst:.2f} s after the cut")
+        wait_health(hosts, coord_ns, seam, addr, "NOT_SERVING", 2, "pipeline down")
         time.sleep(max(0.0, cut + args.cut_seconds - time.monotonic()))
     finally:
         Hosts.ns(cut_ns, ["ip", "link", "set", "eth0", "up"])
@@ -426,6 +448,7 @@ def body(args, hosts, work, seam, stage_bin, coordinator_bin):
             if got != want:
                 raise Fail(f"after recovery: tokens {got} differ from the single-process run {want}")
             log(f"new calls succeed {time.monotonic() - back:.1f} s after the link returned; tokens identical")
+            wait_health(hosts, coord_ns, seam, addr, "SERVING", 2, "pipeline back")
             return True
         last = p.stderr.strip()
         time.sleep(1)

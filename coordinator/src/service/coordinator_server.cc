@@ -4,6 +4,8 @@
 
 #include <csignal>
 #include <fstream>
+#include <memory>
+#include <mutex>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -53,6 +55,37 @@ v1::Metadata MakeMetadata(const weights::ModelConfig& config, const CoordinatorS
   }
   return m;
 }
+
+// The health status ("" and every service) from the pipeline's state: set
+// from the driver thread, applied once the server runs, NOT_SERVING for good
+// after Stop().
+class HealthGate {
+ public:
+  void Set(bool up) {
+    std::lock_guard<std::mutex> lock(mu_);
+    up_ = up;
+    Apply();
+  }
+  void Attach(grpc::HealthCheckServiceInterface* service) {
+    std::lock_guard<std::mutex> lock(mu_);
+    service_ = service;
+    Apply();
+  }
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    Apply();
+  }
+
+ private:
+  void Apply() {
+    if (service_ != nullptr) service_->SetServingStatus(up_ && !stopped_);
+  }
+  std::mutex mu_;
+  grpc::HealthCheckServiceInterface* service_ = nullptr;
+  bool up_ = true;
+  bool stopped_ = false;
+};
 
 }  // namespace
 
@@ -111,6 +144,11 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
     for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
     return links;
   };
+  // Health follows the pipeline: NOT_SERVING while it is down (between a
+  // stage failure and a successful reconnect). The driver may report before
+  // the server exists; the last value is applied once it does.
+  auto health = std::make_shared<HealthGate>();
+  driver_options.on_pipeline_up = [health](bool up) { health->Set(up); };
   if (absl::Status s = ConfigureStages(*stages, layout, o.startup_timeout); !s.ok()) {
     return err << "seam-coordinator: " << s << "\n", 1;
   }
@@ -135,7 +173,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
     (*driver)->Shutdown();
     return err << "seam-coordinator: cannot listen on " << o.listen << "\n", 1;
   }
-  server->GetHealthCheckService()->SetServingStatus(true);
+  health->Attach(server->GetHealthCheckService());
   if (!o.port_file.empty() && !WritePortFile(o.port_file, port)) {
     (*driver)->Shutdown();
     server->Shutdown();
@@ -145,7 +183,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
 
   int signal = 0;
   sigwait(&signals, &signal);
-  server->GetHealthCheckService()->SetServingStatus(false);
+  health->Stop();
   (*driver)->Shutdown();  // every live call is answered UNAVAILABLE
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   for (StageEndpoint& e : *stages) {  // stages stay up; tell them we are gone
