@@ -173,6 +173,31 @@ TEST_F(CudaKernelsTest, LargeDecodeBatchWithoutContextSplitMatchesCpu) {
   }
 }
 
+TEST_F(CudaKernelsTest, DecodeAroundTheContextSplitThresholdMatchesCpu) {
+  // The decode kernel splits a context across a cluster only when the table
+  // can hold more than 512 tokens: context 496 gives a table of 32 blocks
+  // (512 tokens, one block of warps), 497 one of 33 (two blocks per cluster).
+  // 2000 and a batch of both lengths run with more splits; the batch of 40
+  // sequences of group 2 x 4 kv heads fills more blocks than SMs (4 warps).
+  std::vector<int32_t> many;
+  for (int32_t i = 0; i < 40; ++i) many.push_back(1 + (i * 53) % 700);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t d : {64, 128}) {
+      const std::string tag = std::string(DTypeName(dtype)) + " d" + std::to_string(d);
+      int seed = 120;
+      for (const std::vector<int32_t>& contexts :
+           {std::vector<int32_t>{496}, std::vector<int32_t>{497}, std::vector<int32_t>{2000},
+            std::vector<int32_t>{497, 9, 496, 1}, many}) {
+        ExpectAttentionMatchesCpu(MakeCase(Decode(contexts), 8, 4, d, dtype, ++seed, 4.0f),
+                                  AttentionTolerance(dtype),
+                                  "decode of " + std::to_string(contexts.size()) + " up to " +
+                                      std::to_string(*std::max_element(contexts.begin(), contexts.end())) + ", " +
+                                      tag);
+      }
+    }
+  }
+}
+
 TEST_F(CudaKernelsTest, PagedAttentionServesGroupsWiderThanOneDecodeBlock) {
   // 12 query heads per kv head: decode blocks of 8 and 4 heads.
   for (DType dtype : {DType::kF32, DType::kBF16}) {
