@@ -9,6 +9,7 @@
 // inputs are distinct values (no near-ties at stake) or exact ties that test
 // the lower-index rule.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -127,6 +128,78 @@ TEST_F(CudaKernelsTest, CudaArgmaxAndTopKTiesGoToLowerIndex) {
   EXPECT_EQ(ToInts(indices), (std::vector<int32_t>{5, 40, 0, 1, 6, 41, 0, 1, 7, 42, 0, 1}));
 }
 
+// Argmax over few and many rows, narrow rows (one block per row) and wide ones
+// (a cluster of blocks per row); bf16 rows hold exact ties from rounding.
+using ArgmaxParam = std::tuple<DType, int64_t, int64_t>;  // dtype, rows, n
+class CudaArgmaxTest : public CudaKernelsTest, public ::testing::WithParamInterface<ArgmaxParam> {};
+
+TEST_P(CudaArgmaxTest, MatchesCpu) {
+  const auto& [dtype, rows, n] = GetParam();
+  const Tensor x = DistinctRows(rows, n, dtype, static_cast<uint32_t>(rows * 7 + n));
+  const Tensor out = Tensor::Empty({rows}, DType::kI32, Device::CPU());
+  ASSERT_TRUE(Argmax(x, out).ok());
+  const Tensor gout = PoisonedIndexGpu({rows});
+  ASSERT_TRUE(Argmax(OnGpu(x), gout).ok());
+  EXPECT_EQ(ToInts(gout), HostInts(out));
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, CudaArgmaxTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values<int64_t>(1, 3, 64, 300),
+                                            ::testing::Values<int64_t>(1, 7, 8193, kVocab)),
+                         RowName);
+
+// Wide rows with exact ties in different blocks of a row's cluster, +inf, -inf
+// and NaN, on the vector path (n = kVocab), the scalar path (odd n) and a
+// misaligned copy (scalar path): the CPU's answer, the lowest index among the
+// largest values, NaNs never taken unless at index 0 (then 0).
+TEST_F(CudaKernelsTest, CudaArgmaxWideRowTiesAndSpecialValues) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {kVocab, kVocab - 1}) {
+    constexpr int64_t kRows = 8;
+    std::vector<float> v(static_cast<size_t>(kRows * n), 0.0f);
+    auto at = [&](int64_t r, int64_t i) -> float& { return v[static_cast<size_t>(r * n + i)]; };
+    std::mt19937 gen(static_cast<uint32_t>(n));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& f : v) f = dist(gen);
+    std::vector<int32_t> want(kRows);
+    for (int64_t i = 0; i < n; ++i) at(0, i) = 0.5f;  // all equal
+    want[0] = 0;
+    at(1, 32768) = 2.0f, at(1, 28672) = 2.0f, at(1, n - 1) = 2.0f;  // ties in different blocks
+    want[1] = 28672;
+    at(2, n - 1) = 3.0f;  // the last element
+    want[2] = static_cast<int32_t>(n - 1);
+    at(3, 0) = nan, at(3, 5000) = 4.0f;  // NaN first: the CPU keeps index 0
+    want[3] = 0;
+    at(4, 100) = nan, at(4, 50000) = nan, at(4, 70000) = 5.0f, at(4, 140000) = nan;
+    want[4] = 70000;
+    at(5, 9999) = inf, at(5, 140000) = inf, at(5, 3) = nan;
+    want[5] = 9999;
+    for (int64_t i = 0; i < n; ++i) at(6, i) = -inf;
+    want[6] = 0;
+    at(7, 8191) = 1.5f, at(7, 8192) = 1.5f, at(7, 4096 * 8 + 1) = 1.5f;  // neighbours across a block edge
+    want[7] = 8191;
+    const Tensor x = Tensor::FromFloats(v, {kRows, n}, DType::kF32);
+    const Tensor out = Tensor::Empty({kRows}, DType::kI32, Device::CPU());
+    ASSERT_TRUE(Argmax(x, out).ok());
+    EXPECT_EQ(HostInts(out), want) << "CPU, n " << n;
+    const Tensor gout = PoisonedIndexGpu({kRows});
+    ASSERT_TRUE(Argmax(OnGpu(x), gout).ok());
+    EXPECT_EQ(ToInts(gout), want) << "n " << n;
+    const Tensor gmis = PoisonedIndexGpu({kRows});
+    ASSERT_TRUE(Argmax(MisalignedGpuCopy(x), gmis).ok());
+    EXPECT_EQ(ToInts(gmis), want) << "misaligned, n " << n;
+    // The same rows in bf16 (0.5, 1.5, 2.0, ... are exact): the 16-bit vector path.
+    const Tensor xb = Tensor::FromFloats(v, {kRows, n}, DType::kBF16);
+    const Tensor bout = Tensor::Empty({kRows}, DType::kI32, Device::CPU());
+    ASSERT_TRUE(Argmax(xb, bout).ok());
+    const Tensor gbout = PoisonedIndexGpu({kRows});
+    ASSERT_TRUE(Argmax(OnGpu(xb), gbout).ok());
+    EXPECT_EQ(ToInts(gbout), HostInts(bout)) << "bf16, n " << n;
+  }
+}
+
 TEST_F(CudaKernelsTest, CudaTopKOverVocabularyMatchesCpu) {
   const Tensor x = DistinctRows(3, kVocab, DType::kF32, 4);
   for (int64_t k : {int64_t{50}, int64_t{20000}}) {  // 20000 > one sorted chunk
@@ -202,6 +275,12 @@ TEST_F(CudaKernelsTest, CudaSampleGreedyIsArgmax) {
   const SamplingParams greedy{0.0f, 0, 1.0f, 42};
   EXPECT_EQ(SampleGpu(glogits, greedy, steps), ToInts(argmax));
   EXPECT_EQ(ToInts(argmax), SampleCpu(logits, greedy, steps));
+  // f32 and an odd width (the scalar path of the wide argmax).
+  const Tensor odd = DistinctRows(5, kVocab - 3, DType::kF32, 17);
+  const Tensor odd_argmax = PoisonedIndexGpu({5});
+  ASSERT_TRUE(Argmax(OnGpu(odd), odd_argmax).ok());
+  EXPECT_EQ(SampleGpu(OnGpu(odd), greedy, steps), ToInts(odd_argmax));
+  EXPECT_EQ(ToInts(odd_argmax), SampleCpu(odd, greedy, steps));
 }
 
 // Same (seed, step, row) → same token, run after run.
