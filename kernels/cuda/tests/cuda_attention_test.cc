@@ -198,6 +198,28 @@ TEST_F(CudaKernelsTest, DecodeAroundTheContextSplitThresholdMatchesCpu) {
   }
 }
 
+TEST_F(CudaKernelsTest, TensorCorePrefillAtTileBoundariesMatchesCpu) {
+  // bf16/f16 with head_dim 64 and 128 run the mma.sync prefill: query tiles of
+  // 64 rows and key tiles of 64 keys, double-buffered. Lengths just under, at
+  // and over those sizes, chunks whose first position is not tile-aligned,
+  // a decode row among them, and long sequences of odd and even numbers of
+  // key tiles; GQA 2 and 1, with peaked scores.
+  const std::vector<Seq> mixed{{1, 1}, {63, 63}, {64, 64}, {65, 65}, {127, 127}, {200, 200}};
+  const std::vector<Seq> chunked{{50, 300}, {64, 129}, {1, 70}, {129, 129}, {17, 80}};
+  const std::vector<Seq> longer{{520, 520}, {300, 700}};
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const auto& [hq, hk, d] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 64}, {4, 2, 128}, {2, 2, 128},
+                                    {16, 8, 128}}) {
+      const std::string tag = std::string(DTypeName(dtype)) + " hq" + std::to_string(hq) + " hk" +
+                              std::to_string(hk) + " d" + std::to_string(d);
+      ExpectAttentionMatchesCpu(MakeCase(mixed, hq, hk, d, dtype, 140), AttentionTolerance(dtype), "mixed, " + tag);
+      ExpectAttentionMatchesCpu(MakeCase(chunked, hq, hk, d, dtype, 141, 4.0f), AttentionTolerance(dtype),
+                                "chunked, peaked, " + tag);
+      ExpectAttentionMatchesCpu(MakeCase(longer, hq, hk, d, dtype, 142), AttentionTolerance(dtype), "long, " + tag);
+    }
+  }
+}
+
 TEST_F(CudaKernelsTest, PagedAttentionServesGroupsWiderThanOneDecodeBlock) {
   // 12 query heads per kv head: decode blocks of 8 and 4 heads.
   for (DType dtype : {DType::kF32, DType::kBF16}) {
