@@ -23,6 +23,9 @@ absl::Status RotaryEmbedding(const Tensor& q, const Tensor& k, const Tensor& pos
 absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
 absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache);
+absl::Status QkvNormRopeCache(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& positions, float theta, const Tensor& slot_mapping,
+                              const Tensor& k_cache, const Tensor& v_cache, const Tensor& q_out);
 absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const AttentionBatch& batch, float scale, const Tensor& out);
 absl::Status Softmax(const Tensor& x, const Tensor& out);

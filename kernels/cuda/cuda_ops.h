@@ -32,6 +32,11 @@ absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_m
 absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const AttentionBatch& batch, float scale, const Tensor& out);
 
+// attention_input.cu
+absl::Status QkvNormRopeCache(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& positions, float theta, const Tensor& slot_mapping,
+                              const Tensor& k_cache, const Tensor& v_cache, const Tensor& q_out);
+
 // sampling.cu
 absl::Status Softmax(const Tensor& x, const Tensor& out);
 absl::Status Argmax(const Tensor& logits, const Tensor& out);

@@ -3,6 +3,7 @@
 set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/activation.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/attention_input.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu

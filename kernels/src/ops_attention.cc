@@ -43,6 +43,36 @@ absl::Status ExpectBatch(const AttentionBatch& batch) {
 
 }  // namespace
 
+absl::Status QkvNormRopeCache(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& positions, float theta, const Tensor& slot_mapping,
+                              const Tensor& k_cache, const Tensor& v_cache, const Tensor& q_out) {
+  SEAM_RETURN_IF_ERROR(ExpectCaches(k_cache, v_cache));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(q_out, "q_out"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(q_out, 3, "q_out"));
+  const int64_t t = q_out.dim(0), hq = q_out.dim(1), d = q_out.dim(2), hk = k_cache.dim(2);
+  SEAM_RETURN_IF_ERROR(ExpectDimSize(k_cache, 3, d, "k_cache"));
+  if (d % 2 != 0) return absl::InvalidArgumentError(absl::StrCat("q_out: head_dim must be even, got ", d));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(qkv, "qkv"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(qkv, {t, (hq + 2 * hk) * d}, "qkv"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(q_norm, "q_norm"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(q_norm, {d}, "q_norm"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(k_norm, "k_norm"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(k_norm, {d}, "k_norm"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(positions, "positions"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(positions, {t}, "positions"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(slot_mapping, "slot_mapping"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(slot_mapping, {t}, "slot_mapping"));
+  if (!std::isfinite(eps) || eps < 0.0f) {
+    return absl::InvalidArgumentError(absl::StrCat("eps: expected a finite value >= 0, got ", eps));
+  }
+  SEAM_ASSIGN_OR_RETURN(Device device,
+                        CommonDevice({{&qkv, "qkv"}, {&q_norm, "q_norm"}, {&k_norm, "k_norm"},
+                                      {&positions, "positions"}, {&slot_mapping, "slot_mapping"},
+                                      {&k_cache, "k_cache"}, {&v_cache, "v_cache"}, {&q_out, "q_out"}}));
+  SEAM_KERNELS_DISPATCH(device, QkvNormRopeCache, qkv, q_norm, k_norm, eps, positions, theta, slot_mapping,
+                        k_cache, v_cache, q_out);
+}
+
 absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache) {
   SEAM_RETURN_IF_ERROR(ExpectCaches(k_cache, v_cache));

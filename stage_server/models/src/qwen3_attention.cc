@@ -1,6 +1,8 @@
-// Qwen3 attention on one attention-TP rank: q/k/v projections of this rank's
-// heads, per-head RMSNorm of q and k, rotary embedding, the paged KV cache,
-// and an o_proj that returns its partial sum unreduced.
+// Qwen3 attention on one attention-TP rank: one projection for this rank's
+// q, k and v heads (their weight rows side by side), per-head RMSNorm of q
+// and k with the rotary embedding and the cache write fused
+// (QkvNormRopeCache), paged attention, and an o_proj that returns its
+// partial sum unreduced.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -52,11 +54,14 @@ absl::StatusOr<Attention> Attention::Load(const LoadContext& ctx, int64_t layer)
   attn.eps_ = c.rms_norm_eps;
   attn.theta_ = c.rope_theta;
   const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
-  SEAM_ASSIGN_OR_RETURN(attn.wq_, ctx.LoadRows(LayerName(layer, "self_attn.q_proj.weight"), {heads * d, h}, a, atp));
-  SEAM_ASSIGN_OR_RETURN(attn.wk_, ctx.LoadRows(LayerName(layer, "self_attn.k_proj.weight"), {kv * d, h},
-                                               ctx.shard.kv_part, ctx.shard.kv_parts));
-  SEAM_ASSIGN_OR_RETURN(attn.wv_, ctx.LoadRows(LayerName(layer, "self_attn.v_proj.weight"), {kv * d, h},
-                                               ctx.shard.kv_part, ctx.shard.kv_parts));
+  const weights::Checkpoint& ck = ctx.checkpoint;
+  SEAM_ASSIGN_OR_RETURN(Tensor wq, ck.LoadRows(LayerName(layer, "self_attn.q_proj.weight"), {heads * d, h}, a, atp,
+                                               ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor wk, ck.LoadRows(LayerName(layer, "self_attn.k_proj.weight"), {kv * d, h},
+                                               ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor wv, ck.LoadRows(LayerName(layer, "self_attn.v_proj.weight"), {kv * d, h},
+                                               ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(attn.wqkv_, ctx.Place(ConcatRows(ConcatRows(wq, wk), wv)));
   SEAM_ASSIGN_OR_RETURN(attn.wo_, ctx.LoadCols(LayerName(layer, "self_attn.o_proj.weight"), {h, heads * d}, a, atp));
   SEAM_ASSIGN_OR_RETURN(attn.q_norm_, ctx.Load(LayerName(layer, "self_attn.q_norm.weight"), {d}));
   SEAM_ASSIGN_OR_RETURN(attn.k_norm_, ctx.Load(LayerName(layer, "self_attn.k_norm.weight"), {d}));
@@ -72,25 +77,13 @@ absl::StatusOr<Tensor> Attention::Forward(const Tensor& x, const CacheBatch& ste
     return absl::InternalError(absl::StrCat("attention input has ", t, " rows but the step has ",
                                             step.positions.dim(0), " tokens"));
   }
-  Tensor q = Tensor::Empty({t, q_heads_ * d}, dt, dev), k = Tensor::Empty({t, kv_heads_ * d}, dt, dev),
-         v = Tensor::Empty({t, kv_heads_ * d}, dt, dev);
-  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wq_, q));
-  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wk_, k));
-  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wv_, v));
-
-  // Per-head RMSNorm over head_dim: rows of the [T·heads, D] view.
-  Tensor qn = Tensor::Empty({t * q_heads_, d}, dt, dev), kn = Tensor::Empty({t * kv_heads_, d}, dt, dev);
-  SEAM_ASSIGN_OR_RETURN(Tensor q_rows, q.Reshape({t * q_heads_, d}));
-  SEAM_ASSIGN_OR_RETURN(Tensor k_rows, k.Reshape({t * kv_heads_, d}));
-  SEAM_RETURN_IF_ERROR(kernels::RmsNorm(q_rows, q_norm_, eps_, qn));
-  SEAM_RETURN_IF_ERROR(kernels::RmsNorm(k_rows, k_norm_, eps_, kn));
-
-  SEAM_ASSIGN_OR_RETURN(Tensor q3, qn.Reshape({t, q_heads_, d}));
-  SEAM_ASSIGN_OR_RETURN(Tensor k3, kn.Reshape({t, kv_heads_, d}));
-  SEAM_ASSIGN_OR_RETURN(Tensor v3, v.Reshape({t, kv_heads_, d}));
-  SEAM_RETURN_IF_ERROR(kernels::RotaryEmbedding(q3, k3, step.positions, theta_, d));
-  SEAM_RETURN_IF_ERROR(
-      kernels::WriteKvCache(k3, v3, step.slot_mapping, cache.k(cache_layer), cache.v(cache_layer)));
+  // One projection for q, k and v; then per-head norms, RoPE and the cache
+  // write in one pass.
+  Tensor qkv = Tensor::Empty({t, (q_heads_ + 2 * kv_heads_) * d}, dt, dev);
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wqkv_, qkv));
+  Tensor q3 = Tensor::Empty({t, q_heads_, d}, dt, dev);
+  SEAM_RETURN_IF_ERROR(kernels::QkvNormRopeCache(qkv, q_norm_, k_norm_, eps_, step.positions, theta_,
+                                                 step.slot_mapping, cache.k(cache_layer), cache.v(cache_layer), q3));
 
   Tensor attn = Tensor::Empty({t, q_heads_, d}, dt, dev);
   SEAM_RETURN_IF_ERROR(kernels::PagedAttention(q3, cache.k(cache_layer), cache.v(cache_layer), step.attention,

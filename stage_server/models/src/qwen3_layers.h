@@ -53,7 +53,7 @@ class Attention {
                                  int64_t cache_layer) const;
 
  private:
-  Tensor wq_, wk_, wv_, wo_;  // [qh·D, H], [kvh·D, H] ×2, [H, qh·D]
+  Tensor wqkv_, wo_;          // [(qh + 2·kvh)·D, H]: q, k, v rows; [H, qh·D]
   Tensor q_norm_, k_norm_;    // [D]
   int64_t q_heads_ = 0, kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;
   float eps_ = 1e-6f, theta_ = 1e6f;

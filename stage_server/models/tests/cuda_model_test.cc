@@ -7,6 +7,7 @@
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
+#include "seam/kernels/stream.h"
 #include "seam/models/decode_graph.h"
 #include "seam/models/qwen3_model.h"
 #include "tiny_checkpoint.h"
@@ -116,6 +117,7 @@ TEST_P(CudaModel, GraphDecodeEqualsEagerDecode) {
     ASSERT_TRUE(want.ok()) << want.status();
     auto got = (*graph)->Step(decode);
     ASSERT_TRUE(got.ok()) << got.status();
+    kernels::ScopedStream on((*graph)->stream().handle());  // the logits are ordered on the graph's stream
     auto host = got->To(Device::CPU());
     ASSERT_TRUE(host.ok()) << host.status();
     // Same kernels on the same inputs: the graph replays exactly the eager work.

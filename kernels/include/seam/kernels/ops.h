@@ -57,6 +57,18 @@ absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
 absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache);
 
+// Qwen3's attention input in one pass. qkv [T, (Hq + 2·Hk)·D] holds each
+// token's q, k and v projections side by side. Per head, q and k get an
+// RMSNorm over D (weights q_norm, k_norm [D]; rounded to their dtype) and then
+// the rotary embedding of RotaryEmbedding (rotary_dim = D); q lands in
+// q_out [T, Hq, D], and k and v are written into the caches at slot_mapping
+// as WriteKvCache does (negative slots skip the token). Hk = the caches' kv
+// heads. Equal to RmsNorm + RotaryEmbedding + WriteKvCache on copies of the
+// three column ranges, without their launches and round trips.
+absl::Status QkvNormRopeCache(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& positions, float theta, const Tensor& slot_mapping,
+                              const Tensor& k_cache, const Tensor& v_cache, const Tensor& q_out);
+
 struct AttentionBatch {
   Tensor query_start;   // i32 [B + 1]: rows of q belonging to sequence b are [qs[b], qs[b+1])
   Tensor context_lens;  // i32 [B]: tokens in the cache for sequence b, including this step's

@@ -38,7 +38,9 @@ class DecodeGraph {
   // earlier tokens are in the cache (INVALID_ARGUMENT otherwise), reserving
   // the blocks they need (RESOURCE_EXHAUSTED when the cache is full,
   // OUT_OF_RANGE past max_context, before anything is reserved). Returns the
-  // logits f32 [batch_size, vocab] on the device, overwritten by the next Step.
+  // logits f32 [batch_size, vocab] on the device, overwritten by the next Step
+  // and ordered on stream(): read them there (kernels::ScopedStream), since
+  // the stream does not synchronise with the legacy default stream.
   absl::StatusOr<Tensor> Step(const StepInput& input);
 
  private:
