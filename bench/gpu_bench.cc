@@ -38,6 +38,7 @@
 #include "seam/models/decode_graph.h"
 #include "seam/models/qwen3_model.h"
 #include "seam/weights/checkpoint.h"
+#include "seam/weights/model_config.h"
 
 namespace seam::bench {
 namespace {
@@ -342,8 +343,7 @@ double GraphUs(const std::function<void()>& body) {
 }
 
 int Profile(const Flags& flags) {
-  const weights::ModelConfig c =
-      Value(weights::Checkpoint::Open(flags.Get("checkpoint", "")), "checkpoint")->config();
+  const weights::ModelConfig c = Value(weights::LoadModelConfig(flags.Get("checkpoint", "")), "config.json");
   const DType dt = ParseDType(flags.Get("dtype", "bf16"));
   const int64_t seqs = flags.Int("seqs", 1), q_len = flags.Int("q-len", 1), context = flags.Int("context", 192);
   const int64_t t = seqs * q_len, h = c.hidden_size, d = c.head_dim, qh = c.num_attention_heads,
@@ -351,13 +351,10 @@ int Profile(const Flags& flags) {
   const int64_t blocks_per_seq = (context + bs - 1) / bs, blocks = seqs * blocks_per_seq;
   const Tensor x = RandomGpu({t, h}, dt, 1), res = RandomGpu({t, h}, dt, 2), wn = RandomGpu({h}, dt, 3);
   const Tensor hn = Tensor::Empty({t, h}, dt, kGpu);
-  const Tensor wq = RandomGpu({qh * d, h}, dt, 4, 0.02f), wk = RandomGpu({kv * d, h}, dt, 5, 0.02f);
+  const Tensor wqkv = RandomGpu({(qh + 2 * kv) * d, h}, dt, 4, 0.02f), qkv = RandomGpu({t, (qh + 2 * kv) * d}, dt, 5);
   const Tensor wo = RandomGpu({h, qh * d}, dt, 6, 0.02f), wgu = RandomGpu({2 * inter, h}, dt, 7, 0.02f);
   const Tensor wd = RandomGpu({h, inter}, dt, 8, 0.02f), head = RandomGpu({vocab, h}, dt, 9, 0.02f);
-  const Tensor q = RandomGpu({t, qh, d}, dt, 10), k = RandomGpu({t, kv, d}, dt, 11), v = RandomGpu({t, kv, d}, dt, 12);
-  const Tensor qo = Tensor::Empty({t, qh * d}, dt, kGpu), ko = Tensor::Empty({t, kv * d}, dt, kGpu);
-  const Tensor q2 = q.Reshape({t * qh, d}).value(), k2 = k.Reshape({t * kv, d}).value();
-  const Tensor qn = Tensor::Empty({t * qh, d}, dt, kGpu), kn = Tensor::Empty({t * kv, d}, dt, kGpu);
+  const Tensor q = RandomGpu({t, qh, d}, dt, 10);
   const Tensor dn = RandomGpu({d}, dt, 13), gu = RandomGpu({t, 2 * inter}, dt, 14);
   const Tensor act = Tensor::Empty({t, inter}, dt, kGpu), attn = Tensor::Empty({t, qh, d}, dt, kGpu);
   const Tensor logits = Tensor::Empty({seqs, vocab}, DType::kF32, kGpu), ids = Tensor::Empty({seqs}, DType::kI32, kGpu);
@@ -387,12 +384,9 @@ int Profile(const Flags& flags) {
   const std::vector<Op> ops{
       {"embedding", 0, [&] { Check(kernels::Embedding(token_ids, head, 0, hn), "embedding"); }},
       {"fused_add_rmsnorm", 2, [&] { Check(kernels::FusedAddRmsNorm(x, res, wn, 1e-6f, hn), "norm"); }},
-      {"matmul_q", 1, [&] { Check(kernels::Matmul(x, wq, qo), "q"); }},
-      {"matmul_k_or_v", 2, [&] { Check(kernels::Matmul(x, wk, ko), "k"); }},
-      {"rmsnorm_q_heads", 1, [&] { Check(kernels::RmsNorm(q2, dn, 1e-6f, qn), "qnorm"); }},
-      {"rmsnorm_k_heads", 1, [&] { Check(kernels::RmsNorm(k2, dn, 1e-6f, kn), "knorm"); }},
-      {"rotary", 1, [&] { Check(kernels::RotaryEmbedding(q, k, positions, 1e6f, d), "rope"); }},
-      {"write_kv_cache", 1, [&] { Check(kernels::WriteKvCache(k, v, slot, kc, vc), "kv"); }},
+      {"matmul_qkv", 1, [&] { Check(kernels::Matmul(x, wqkv, qkv), "qkv"); }},
+      {"qkv_norm_rope_cache", 1,
+       [&] { Check(kernels::QkvNormRopeCache(qkv, dn, dn, 1e-6f, positions, 1e6f, slot, kc, vc, q), "qkv input"); }},
       {"attention", 1, [&] { Check(kernels::PagedAttention(q, kc, vc, batch, 0.088f, attn), "attention"); }},
       {"matmul_o", 1, [&] { Check(kernels::Matmul(attn.Reshape({t, qh * d}).value(), wo, hn), "o"); }},
       {"matmul_gate_up", 1, [&] { Check(kernels::Matmul(x, wgu, gu), "gate_up"); }},
