@@ -1321,6 +1321,7 @@ __global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt) {
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        if (k0 + nt * 8 > warp_last) continue;  // all in every row's future: masked below
         const T* krow = k_s + (nt * 8 + gr) * kLd + 2 * tq;
 #pragma unroll
         for (int kk = 0; kk < kKSteps; ++kk) {
@@ -1393,6 +1394,7 @@ __global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
       const int v_col = (lane >> 4) * 8;
 #pragma unroll
       for (int j = 0; j < kPSteps; ++j) {
+        if (k0 + j * 16 > warp_last) break;  // P is zero from here on
 #pragma unroll
         for (int np = 0; np < kOTiles / 2; ++np) {
           uint32_t vb[4];
