@@ -164,7 +164,8 @@ INSTANTIATE_TEST_SUITE_P(Grid, PagedAttentionTest,
 
 TEST_F(CudaKernelsTest, LargeDecodeBatchWithoutContextSplitMatchesCpu) {
   // 70 sequences x 2 kv heads fill more blocks than an H200 has SMs, so the
-  // decode kernel runs unsplit (smaller batches above run as clusters).
+  // decode kernel runs unsplit with 4 warps per block (small batches of long
+  // contexts above run as clusters).
   std::vector<int32_t> contexts;
   for (int32_t i = 0; i < 70; ++i) contexts.push_back(1 + (i * 37) % 300);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
