@@ -2,7 +2,8 @@
 # Builds the CUDA path for sm_90 (H100/H200) and packs what a GPU machine
 # without seam's Debian dependencies needs to run the tests and the CLI:
 #
-#   OUT_DIR/bin/  every test executable and the seam binaries (debug info
+#   OUT_DIR/bin/  the GPU-relevant tests, the seam binaries and the
+#                 benchmarks (every executable with BUNDLE_ALL=1; debug info
 #                 stripped from the copies)
 #   OUT_DIR/lib/  the non-system shared libraries they load (from ldd)
 #   OUT_DIR/ucx/  UCX's transport modules, loaded at run time
@@ -38,6 +39,15 @@ for required in cuda_kernels_test comm_test kernels_test core_test seam; do
     exit 1
   fi
 done
+# By default only what a GPU run uses (BUNDLE_ALL=1 packs every executable):
+# the CUDA, kernel, core, comm, model and golden tests, the seam binaries and
+# the benchmarks. Every test binary links its own copy of the libraries, so
+# packing all of them passes the 64 MiB a bundle may carry.
+if [ "${BUNDLE_ALL:-0}" != 1 ]; then
+  gpu_targets=(cuda_kernels_test comm_test kernels_test core_test models_test golden_test handoff_test
+               seam seam-stage seam-coordinator seam-bench-gpu seam-bench-handoff)
+  mapfile -t targets < <(printf '%s\n' "${targets[@]}" | grep -Fx -f <(printf '%s\n' "${gpu_targets[@]}"))
+fi
 echo "gpu-bundle: building ${targets[*]}"
 # The required targets must build; any other executable that fails to build
 # is left out of the bundle with a warning.
