@@ -17,12 +17,13 @@
 //    group. Rows of at most 32 16-byte vectors (bf16/f16 up to head_dim 256,
 //    f32 up to 128) take the warp-parallel kernel: every warp streams its own
 //    chunks of keys (sub-warps of lanes per key, each lane one 16-byte slice,
-//    a chunk's K and V rows loaded together) with an online softmax and the V
-//    sums in registers, and one barrier merges the warps. Only when the
-//    blocks leave SMs idle and the block table holds more than 512 tokens
-//    does a block become a cluster of up to 8 blocks splitting the chunks,
-//    merged by rank 0 through distributed shared memory (no workspace, one
-//    kernel). Other rows take the older tiled kernel (tiles of 128 tokens
+//    a chunk's K and V rows loaded together, the block-table entries of its
+//    first chunk read before the context length is known) with an online
+//    softmax and the V sums in registers, and one barrier merges the warps.
+//    When the blocks would fill less than half of the GPU's warp slots, a
+//    block becomes a cluster of up to 8 blocks splitting the chunks (at least
+//    two chunks each, with only as many warps as its share needs), merged by
+//    rank 0 through distributed shared memory (no workspace, one kernel). Other rows take the older tiled kernel (tiles of 128 tokens
 //    staged in shared memory, clusters when SMs would idle).
 //  * Prefill and chunked prefill (anything else): one thread block per (tile
 //    of 64 query rows of one sequence, query head), streaming K/V tiles
@@ -154,6 +155,14 @@ __device__ __forceinline__ int ContextOf(const AttnParams& p, int b) {
   const int ctx = p.context_lens[b];
   const int cap = p.max_blocks * p.block_size;
   return ctx < cap ? ctx : cap;
+}
+
+// Cache row of position pos like SlotOf, as 32 bits: only for caches of at
+// most 2^31 - 1 rows (checked by the launcher).
+__device__ __forceinline__ int RowOf(const int32_t* table, int pos, const AttnParams& p) {
+  const int32_t block = table[pos / p.block_size];
+  if (block < 0 || block >= p.num_blocks) return -1;
+  return block * p.block_size + pos % p.block_size;
 }
 
 // ---- decode --------------------------------------------------------------------------
@@ -406,16 +415,14 @@ absl::Status LaunchDecodeWith(const AttnParams& p, int splits, cudaStream_t stre
 // rank 0 merges the blocks' results through distributed shared memory.
 constexpr int kDecodeUnroll = 4;      // keys per sub-warp and chunk
 constexpr int kFastDecodeThreads = 256;  // the most threads a block gets (8 warps)
-constexpr int kSplitMinTokens = 512;  // shorter contexts never split across blocks
 
 // Shared floats of the warp-parallel decode kernel.
 inline size_t FastDecodeSharedFloats(int warps, int heads, int d) {
   return (static_cast<size_t>(warps) + 1) * heads * (d + 2);
 }
 
-template <typename T, int VEC, int kHeads, bool kSplit>
+template <typename T, int VEC, int kHeads, int U, bool kSplit>
 __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) DecodeWarpKernel(AttnParams p) {
-  constexpr int U = kDecodeUnroll;
   extern __shared__ __align__(16) float dec_smem[];
   const int warps = static_cast<int>(blockDim.x) / 32;
   const int split = blockIdx.x, splits = gridDim.x;
@@ -445,6 +452,17 @@ __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) Decod
   T* out = static_cast<T*>(p.out);
   const int64_t kv_stride = static_cast<int64_t>(p.hk) * d;  // elements between cache rows
   const int64_t kv_off = static_cast<int64_t>(g) * d + sl * VEC;
+  const int cap = p.max_blocks * p.block_size;  // positions the table can hold
+
+  // Slots of this lane's keys in the warp's first chunk, read before the
+  // context length and the query rows are known (-2 past the table), so the
+  // block-table load overlaps the loads of query_start and context_lens.
+  int first[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int pos = gw * per_chunk + u * subs + sub;
+    first[u] = pos < cap ? RowOf(table, pos, p) : -2;
+  }
 
   float* o_s = dec_smem;                  // [warps][kHeads][d]: the warps' V sums
   float* m_s = o_s + warps * kHeads * d;  // [warps][kHeads]
@@ -480,24 +498,23 @@ __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) Decod
 
     // Slot of each of this lane's keys in chunk c: -2 past the visible
     // context (masked), -1 for a block outside the cache (a zero row).
-    int64_t slot[U];
+    int slot[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) slot[u] = -2;
-    auto slots_of = [&](int c, int64_t(&s)[U]) {
+    for (int u = 0; u < U; ++u) slot[u] = gw * per_chunk + u * subs + sub < visible ? first[u] : -2;
+    auto slots_of = [&](int c, int(&s)[U]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int pos = c * per_chunk + u * subs + sub;
-        s[u] = pos < visible ? SlotOf(table, pos, p) : -2;
+        s[u] = pos < visible ? RowOf(table, pos, p) : -2;
       }
     };
     int c = gw;
-    if (c * per_chunk < visible) slots_of(c, slot);
     for (; c * per_chunk < visible; c += total_warps) {
       Vec<T, VEC> kr[U], vr[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if (slot[u] >= 0 && active) {
-          const int64_t at = slot[u] * kv_stride + kv_off;
+          const int64_t at = static_cast<int64_t>(slot[u]) * kv_stride + kv_off;
           kr[u] = *reinterpret_cast<const Vec<T, VEC>*>(k_cache + at);
           vr[u] = *reinterpret_cast<const Vec<T, VEC>*>(v_cache + at);
         } else {
@@ -505,7 +522,7 @@ __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) Decod
           for (int j = 0; j < VEC; ++j) kr[u].v[j] = vr[u].v[j] = FromFloat<T>(0.0f);
         }
       }
-      int64_t next[U];
+      int next[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) next[u] = -2;
       if ((c + total_warps) * per_chunk < visible) slots_of(c + total_warps, next);
@@ -620,26 +637,50 @@ __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) Decod
   }
 }
 
-template <typename T, int VEC, int kHeads>
+// Grid shape of the warp-parallel decode kernel, from shapes only (the
+// context is bounded by the block table's width). The (sequence, head group)
+// blocks are split across a cluster whenever they alone would fill less than
+// half of the GPU's warp slots (kDecodeWarpsPerSm per SM), up to the portable
+// cluster size and never below two chunks per block; a block then gets only
+// as many warps as the chunks of its share of the table need.
+constexpr int kDecodeWarpsPerSm = 16;
+
+struct DecodeShape {
+  int splits;
+  int warps;
+};
+
+inline DecodeShape ChooseDecodeShape(int64_t blocks, int64_t max_ctx, int64_t per_chunk, int sms) {
+  const int64_t n_chunks = std::max<int64_t>((max_ctx + per_chunk - 1) / per_chunk, 1);
+  const int64_t target = static_cast<int64_t>(sms) * kDecodeWarpsPerSm;
+  int64_t splits = 1;
+  if (blocks * 4 * 2 <= target) {
+    splits = std::min<int64_t>((target + blocks * 4 - 1) / (blocks * 4), kMaxSplits);
+    splits = std::min<int64_t>(splits, n_chunks / 2);
+    splits = std::max<int64_t>(splits, 1);
+  }
+  // Few blocks: up to 8 warps each, for more keys in flight; many: 4, for more blocks per SM.
+  int64_t warps = blocks * splits <= sms ? 8 : 4;
+  warps = std::min<int64_t>(warps, (n_chunks + splits - 1) / splits);
+  warps = std::max<int64_t>(warps, 1);
+  return {static_cast<int>(splits), static_cast<int>(warps)};
+}
+
+template <typename T, int VEC, int kHeads, int U>
 absl::Status LaunchDecodeWarpWith(const AttnParams& p, int sms, cudaStream_t stream) {
   const int chunks = (p.group + kHeads - 1) / kHeads;
   const int64_t blocks = static_cast<int64_t>(p.num_seqs) * p.hk * chunks;
   const int64_t max_ctx = static_cast<int64_t>(p.max_blocks) * p.block_size;
-  // Split the context only when the blocks alone leave SMs idle and each
-  // block would otherwise stream a long context.
-  int64_t splits = 1;
-  if (blocks < sms && max_ctx > kSplitMinTokens) {
-    splits = std::min<int64_t>({(sms + blocks - 1) / blocks, kMaxSplits,
-                                (max_ctx + kSplitMinTokens - 1) / kSplitMinTokens});
-    splits = std::max<int64_t>(splits, 1);
-  }
-  // Few blocks: 8 warps each, for more keys in flight; many: 4, for more blocks per SM.
-  const int warps = blocks * splits <= sms ? 8 : 4;
+  int lanes = 1;
+  while (lanes < p.head_dim / VEC) lanes <<= 1;
+  const DecodeShape shape = ChooseDecodeShape(blocks, max_ctx, static_cast<int64_t>(32 / lanes) * U, sms);
+  const int64_t splits = shape.splits;
+  const int warps = shape.warps;
   const size_t shared_bytes = FastDecodeSharedFloats(warps, kHeads, p.head_dim) * sizeof(float);
   const dim3 grid(static_cast<unsigned int>(splits), static_cast<unsigned int>(p.num_seqs),
                   static_cast<unsigned int>(p.hk * chunks));
   if (splits == 1) {
-    auto kernel = DecodeWarpKernel<T, VEC, kHeads, false>;
+    auto kernel = DecodeWarpKernel<T, VEC, kHeads, U, false>;
     if (shared_bytes > 48 * 1024) {
       SEAM_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      static_cast<int>(shared_bytes)));
@@ -648,7 +689,7 @@ absl::Status LaunchDecodeWarpWith(const AttnParams& p, int sms, cudaStream_t str
     SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   }
-  auto kernel = DecodeWarpKernel<T, VEC, kHeads, true>;
+  auto kernel = DecodeWarpKernel<T, VEC, kHeads, U, true>;
   if (shared_bytes > 48 * 1024) {
     SEAM_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(shared_bytes)));
@@ -669,12 +710,14 @@ absl::Status LaunchDecodeWarpWith(const AttnParams& p, int sms, cudaStream_t str
   return absl::OkStatus();
 }
 
+// Groups of up to two query heads take chunks of 8 keys per sub-warp (twice
+// the bytes in flight per warp); wider groups keep 4 to bound registers.
 template <typename T, int VEC>
 absl::Status LaunchDecodeWarp(const AttnParams& p, int sms, cudaStream_t stream) {
-  if (p.group <= 1) return LaunchDecodeWarpWith<T, VEC, 1>(p, sms, stream);
-  if (p.group <= 2) return LaunchDecodeWarpWith<T, VEC, 2>(p, sms, stream);
-  if (p.group <= 4) return LaunchDecodeWarpWith<T, VEC, 4>(p, sms, stream);
-  return LaunchDecodeWarpWith<T, VEC, 8>(p, sms, stream);
+  if (p.group <= 1) return LaunchDecodeWarpWith<T, VEC, 1, kDecodeUnroll>(p, sms, stream);
+  if (p.group <= 2) return LaunchDecodeWarpWith<T, VEC, 2, kDecodeUnroll>(p, sms, stream);
+  if (p.group <= 4) return LaunchDecodeWarpWith<T, VEC, 4, kDecodeUnroll>(p, sms, stream);
+  return LaunchDecodeWarpWith<T, VEC, 8, kDecodeUnroll>(p, sms, stream);
 }
 
 // Splits the context across a cluster only when the (sequence, head group)
@@ -696,7 +739,9 @@ absl::Status LaunchDecode(const AttnParams& p, cudaStream_t stream) {
   constexpr int kVec = VecWidth<T>();
   const bool vectorized =
       p.head_dim % kVec == 0 && VecAligned<T>(p.k_cache, kVec) && VecAligned<T>(p.v_cache, kVec);
-  if (vectorized && VecAligned<T>(p.q, kVec) && p.head_dim / kVec <= 32) {
+  // The warp-parallel kernel keeps cache rows in 32 bits.
+  const bool rows_fit = static_cast<int64_t>(p.num_blocks) * p.block_size <= 0x7fffffff;
+  if (vectorized && rows_fit && VecAligned<T>(p.q, kVec) && p.head_dim / kVec <= 32) {
     return LaunchDecodeWarp<T, kVec>(p, sms, stream);
   }
   if (vectorized) return LaunchDecodeWith<T, kVec>(p, static_cast<int>(splits), stream);

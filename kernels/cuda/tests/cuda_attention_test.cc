@@ -44,14 +44,17 @@ struct PagedCase {
 
 constexpr int64_t kBlockSize = 16;
 
+// table_scale > 1 widens every table to table_scale times the columns the
+// longest context needs (the extra columns -1).
 PagedCase MakeCase(const std::vector<Seq>& seqs, int64_t hq, int64_t hk, int64_t d, DType dtype, uint32_t seed,
-                   float q_range = 1.0f) {
+                   float q_range = 1.0f, int64_t table_scale = 1) {
   const int64_t b = static_cast<int64_t>(seqs.size());
   int64_t max_blocks = 1, used_blocks = 0, rows = 0;
   std::vector<int32_t> query_start{0}, context_lens;
   for (const Seq& s : seqs) {
     const int64_t used = (s.context + kBlockSize - 1) / kBlockSize;
     max_blocks = std::max(max_blocks, used + 1);  // one spare column of -1
+    if (table_scale > 1) max_blocks = std::max(max_blocks, std::max<int64_t>(used, 1) * table_scale);
     used_blocks += used;
     rows += s.q_len;
     query_start.push_back(static_cast<int32_t>(rows));
@@ -175,11 +178,9 @@ TEST_F(CudaKernelsTest, LargeDecodeBatchWithoutContextSplitMatchesCpu) {
 }
 
 TEST_F(CudaKernelsTest, DecodeAroundTheContextSplitThresholdMatchesCpu) {
-  // The decode kernel splits a context across a cluster only when the table
-  // can hold more than 512 tokens: context 496 gives a table of 32 blocks
-  // (512 tokens, one block of warps), 497 one of 33 (two blocks per cluster).
-  // 2000 and a batch of both lengths run with more splits; the batch of 40
-  // sequences of group 2 x 4 kv heads fills more blocks than SMs (4 warps).
+  // Contexts around a table of 32 blocks (496: 32 blocks, 497: 33), a long
+  // one, a mixed batch, and a batch of 40 sequences of group 2 x 4 kv heads
+  // that fills more blocks than SMs (4 warps).
   std::vector<int32_t> many;
   for (int32_t i = 0; i < 40; ++i) many.push_back(1 + (i * 53) % 700);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -194,6 +195,34 @@ TEST_F(CudaKernelsTest, DecodeAroundTheContextSplitThresholdMatchesCpu) {
                                   "decode of " + std::to_string(contexts.size()) + " up to " +
                                       std::to_string(*std::max_element(contexts.begin(), contexts.end())) + ", " +
                                       tag);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, DecodeSplitChoicesMatchCpu) {
+  // Batches of 1, 8 and 64 sequences of one context each: the decode launcher
+  // picks the cluster size and warps per block from B, the kv heads and the
+  // table width, so short contexts of small batches split into clusters of
+  // mostly idle warps and large batches do not split. Tables with one spare
+  // column and three times wider than the context needs (unused columns -1).
+  int seed = 400;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t d : {64, 128}) {
+      for (int32_t b : {1, 8, 64}) {
+        for (int32_t ctx : {1, 15, 16, 17, 192, 2048, 3000}) {
+          if (b == 64 && ctx > 192) continue;  // keeps the CPU reference quick
+          for (int64_t table_scale : {1, 3}) {
+            std::vector<int32_t> contexts(static_cast<size_t>(b), ctx);
+            if (b > 1) contexts[1] = std::max(1, ctx / 3);  // one shorter context in the batch
+            PagedCase c = MakeCase(Decode(contexts), 4, 2, d, dtype, static_cast<uint32_t>(++seed), 4.0f,
+                                   table_scale);
+            ExpectAttentionMatchesCpu(c, AttentionTolerance(dtype),
+                                      "decode B" + std::to_string(b) + " ctx " + std::to_string(ctx) + " table x" +
+                                          std::to_string(table_scale) + ", " + DTypeName(dtype) + " d" +
+                                          std::to_string(d));
+          }
+        }
       }
     }
   }
