@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   bench_pp_cmd->add_option("--json", bench_pp.json_out, "also write results as JSON to this file");
 
   seam::coordinator::RunCommandOptions run;
-  CLI::App* run_cmd = app.add_subcommand("run", "a local CPU pipeline of seam-stage processes and a seam-coordinator, "
+  CLI::App* run_cmd = app.add_subcommand("run", "a local pipeline of seam-stage processes (CPU, or CUDA with --device) and a seam-coordinator, "
                                                 "checked against a single-process run");
   run_cmd->add_option("--model", run.model_dir, "Hugging Face model directory (default: a small random qwen3)");
   run_cmd->add_option("--pp", run.pp, "pipeline stages (seam-stage processes)")->capture_default_str();
@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--max-new-tokens", run.max_new_tokens, "greedy tokens per prompt")->capture_default_str();
   run_cmd->add_option("--prompts", run.prompts, "fixed prompts to send")->capture_default_str();
   run_cmd->add_option("--ucx-mode", run.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
+  run_cmd->add_option("--device", run.device, "where stages and the reference compute: cpu or cuda (rank r on GPU r)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
 
   seam::coordinator::ServeCommandOptions serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "a local CPU pipeline serving the client API until SIGINT/SIGTERM");

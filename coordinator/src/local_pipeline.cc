@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     const std::string log = absl::StrCat(p->work_dir_, "/stage", k, ".log");
     p->logs_.push_back(log);
     auto child = ChildProcess::Spawn({bin + "/seam-stage", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                      "--ucx-mode", o.ucx_mode},
+                                      "--ucx-mode", o.ucx_mode, "--device", o.device},
                                      log);
     if (!child.ok()) return child.status();
     p->stages_.push_back(std::move(*child));

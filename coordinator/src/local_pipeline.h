@@ -22,6 +22,7 @@ struct LocalPipelineOptions {
   int tp = 1;
   int attn_dp = 1;
   std::string ucx_mode = "tcp";
+  std::string device = "cpu";  // seam-stage --device: cpu | cuda | auto
   std::string stage_timeout = "10s";
   std::string coordinator_listen = "127.0.0.1:0";  // the client API address
   std::vector<std::string> extra_coordinator_args;

@@ -60,6 +60,7 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   lp.tp = o.tp;
   lp.attn_dp = o.attn_dp;
   lp.ucx_mode = o.ucx_mode;
+  lp.device = o.device;
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return err << "seam run: " << pipeline.status() << "\n", 1;
   out << "pipeline: " << o.pp << " seam-stage x TP " << o.tp << " behind seam-coordinator at "
@@ -96,7 +97,9 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
       << " tokens/s; GenerateAll wall time, " << prompts.size() << " prompts in one batch)\n";
   (*pipeline)->Stop();
 
-  auto group = models::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto);
+  models::StageGroupOptions reference;
+  reference.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
+  auto group = models::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto, reference);
   if (!group.ok()) return err << "seam run: single-process group: " << group.status() << "\n", 1;
   models::Generator generator(group->get());
   models::GenerationOptions g;

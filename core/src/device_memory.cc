@@ -54,6 +54,12 @@ int CudaDeviceCount() {
 
 bool CudaAvailable() { return CudaDeviceCount() > 0; }
 
+absl::Status UseDevice(Device device) {
+  if (device.is_cpu()) return absl::OkStatus();
+  SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
+  return absl::OkStatus();
+}
+
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
   *out = nullptr;
@@ -100,6 +106,7 @@ absl::Status NoCuda(Device device) {
 
 int CudaDeviceCount() { return 0; }
 bool CudaAvailable() { return false; }
+absl::Status UseDevice(Device device) { return device.is_cpu() ? absl::OkStatus() : NoCuda(device); }
 absl::Status DeviceMalloc(Device device, size_t, void**) { return NoCuda(device); }
 void DeviceFree(Device, void*) {}
 absl::Status DeviceMemset(Device device, void*, int, size_t) { return NoCuda(device); }

@@ -14,6 +14,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "seam/core/device_memory.h"
+
 #include "absl/time/time.h"
 #include "seam/core/logging.h"
 #include "seam/server/stage_server.h"
@@ -55,7 +57,7 @@ bool WritePortFile(const std::string& path, int port) {
 
 int main(int argc, char** argv) {
   CLI::App app{"seam-stage: serves one pipeline stage of a transformer language model"};
-  std::string listen = "127.0.0.1:0", port_file, ucx_mode = "tcp", log_level = "info";
+  std::string listen = "127.0.0.1:0", port_file, ucx_mode = "tcp", log_level = "info", device = "cpu";
   double handoff_timeout_s = 10.0, drain_timeout_s = 20.0;
   app.add_option("--listen", listen, "host:port for the gRPC server (port 0: any free port)")->capture_default_str();
   app.add_option("--port-file", port_file, "write the bound port to this file once serving");
@@ -64,6 +66,11 @@ int main(int argc, char** argv) {
   app.add_option("--handoff-timeout", handoff_timeout_s, "seconds a microbatch waits for a neighbour's handoff")
       ->capture_default_str();
   app.add_option("--drain-timeout", drain_timeout_s, "seconds a shutdown waits for in-flight microbatches")
+      ->capture_default_str();
+  app.add_option("--device", device,
+                 "where the stage computes: cpu, cuda (TP rank r on GPU r; needs tp GPUs) or auto (cuda when a GPU "
+                 "is visible)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   try {
@@ -88,6 +95,12 @@ int main(int argc, char** argv) {
   options.ucx_mode = *mode;
   options.handoff_timeout = absl::Seconds(handoff_timeout_s);
   options.drain_timeout = absl::Seconds(drain_timeout_s);
+  const bool cuda = device == "cuda" || (device == "auto" && seam::CudaAvailable());
+  if (cuda && !seam::CudaAvailable()) {
+    std::cerr << "seam-stage: --device cuda: no GPU is visible (or this build has no CUDA path)\n";
+    return 2;
+  }
+  options.device = cuda ? seam::Device::Kind::kCUDA : seam::Device::Kind::kCPU;
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

@@ -9,8 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/forward_batch.h"
+#include "seam/comm/nccl_communicator.h"
 #include "seam/comm/process_groups.h"
 #include "seam/comm/store.h"
+#include "seam/core/device_memory.h"
 #include "seam/core/status.h"
 #include "seam/kernels/cpu_threads.h"
 #include "seam/weights/checkpoint.h"
@@ -58,6 +60,36 @@ absl::Status CheckHandoff(const boundary::PipelineTensors& in, const boundary::T
   return absl::OkStatus();
 }
 
+// The handoff's tensors on `device` (shared, not copied, when already there).
+absl::StatusOr<boundary::PipelineTensors> Placed(const boundary::PipelineTensors& in, Device device) {
+  boundary::PipelineTensors out = in;
+  for (Tensor* t : {&out.hidden, &out.residual}) {
+    if (t->defined() && t->device() != device) {
+      SEAM_ASSIGN_OR_RETURN(*t, t->To(device));
+    }
+  }
+  return out;
+}
+
+// NCCL groups: group g rendezvouses under MakePrefixStore(g, store), rank = my_index.
+comm::CommunicatorFactory NcclGroupFactory(std::shared_ptr<comm::Store> store, comm::CommOptions options) {
+#ifdef SEAM_HAVE_NCCL
+  return [store, options](const std::string& group, const std::vector<int>& members,
+                          int my_index) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    comm::NcclOptions nccl;
+    nccl.comm = options;
+    SEAM_ASSIGN_OR_RETURN(std::unique_ptr<comm::NcclCommunicator> c,
+                          comm::MakeNcclCommunicator(comm::MakePrefixStore(group, store), group, my_index,
+                                                     static_cast<int>(members.size()), nccl));
+    return std::unique_ptr<comm::Communicator>(std::move(c));
+  };
+#else
+  return [](const std::string& group, const std::vector<int>&, int) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    return absl::FailedPreconditionError(absl::StrCat("group ", group, ": this build has no NCCL"));
+  };
+#endif
+}
+
 }  // namespace
 
 struct StageGroup::Impl {
@@ -78,6 +110,10 @@ struct StageGroup::Impl {
     if (!store_dir.empty()) std::filesystem::remove_all(store_dir, ignored);
   }
   int attn_tp() const { return tp / attn_dp; }
+  // TP rank r computes on GPU r of a CUDA group, on the host otherwise.
+  Device RankDevice(int r) const {
+    return options.device == Device::Kind::kCUDA ? Device::CUDA(r) : Device::CPU();
+  }
   std::string RankName(int r) const {
     return absl::StrCat("rank ", r, " (dp ", r / attn_tp(), ", attn_tp ", r % attn_tp(), ")");
   }
@@ -136,7 +172,14 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
       boundary::ResolveReductionPolicy(policy, impl->checkpoint->config().architecture);
   SEAM_ASSIGN_OR_RETURN(impl->store_dir, MakeStoreDir());
   SEAM_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::MakeFileStore(impl->store_dir));
-  const comm::CommunicatorFactory factory = comm::MakeGlooGroupFactory(store, comm::CommOptions{options.comm_timeout});
+  const bool cuda = options.device == Device::Kind::kCUDA;
+  if (cuda && CudaDeviceCount() < tp) {
+    return absl::FailedPreconditionError(absl::StrCat("a CUDA stage group of TP ", tp, " needs ", tp,
+                                                      " visible GPUs; this process sees ", CudaDeviceCount()));
+  }
+  const comm::CommOptions comm_options{options.comm_timeout};
+  const comm::CommunicatorFactory factory =
+      cuda ? NcclGroupFactory(store, comm_options) : comm::MakeGlooGroupFactory(store, comm_options);
 
   for (int r = 0; r < tp; ++r) {
     impl->ranks.push_back(std::make_unique<RankState>());
@@ -145,11 +188,13 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
   Impl* self = impl.get();
   SEAM_RETURN_IF_ERROR(self->RunOnAll([self, factory, tp, attn_dp, resolved](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
+    SEAM_RETURN_IF_ERROR(UseDevice(self->RankDevice(r)));
     SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
     SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
     const StageGroupOptions& o = self->options;
-    SEAM_ASSIGN_OR_RETURN(rank.model, Qwen3Model::Load(*self->checkpoint, ModelOptions{rank.topology, resolved, o.dtype,
-                                                                                       o.first_layer, o.end_layer}));
+    SEAM_ASSIGN_OR_RETURN(rank.model, Qwen3Model::Load(*self->checkpoint,
+                                                       ModelOptions{rank.topology, resolved, o.dtype, o.first_layer,
+                                                                    o.end_layer, self->RankDevice(r)}));
     SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(self->options.cache));
     return absl::OkStatus();
   }));
@@ -224,11 +269,22 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<SequenceStep
   Impl* self = &g;
   const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
+    const Device device = self->RankDevice(r);
+    SEAM_RETURN_IF_ERROR(UseDevice(device));
     boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
     batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
     rank.handoff = boundary::PipelineTensors{};
+    boundary::PipelineTensors entering;
+    if (!in.empty()) {
+      SEAM_ASSIGN_OR_RETURN(entering, Placed(in[r], device));
+    }
     SEAM_ASSIGN_OR_RETURN(rank.logits, rank.model->ForwardPiece(batch, inputs[rank.topology.dp_rank()], *rank.cache,
-                                                                in.empty() ? nullptr : &in[r], &rank.handoff));
+                                                                in.empty() ? nullptr : &entering, &rank.handoff));
+    // What leaves the group is on the host: handoffs for UCX, logits for sampling.
+    SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(rank.handoff, Device::CPU()));
+    if (rank.logits.defined() && !rank.logits.device().is_cpu()) {
+      SEAM_ASSIGN_OR_RETURN(rank.logits, rank.logits.To(Device::CPU()));
+    }
     return absl::OkStatus();
   });
   if (!run.ok()) {

@@ -18,6 +18,7 @@ struct RunCommandOptions {
   int max_new_tokens = 8;
   int prompts = 3;               // how many of the fixed prompts to send
   std::string ucx_mode = "tcp";  // tcp | shm
+  std::string device = "cpu";    // where the stages and the reference compute: cpu | cuda
 };
 
 // Exit codes: 0 tokens match; 1 mismatch or a failure (children killed); 2 bad arguments.

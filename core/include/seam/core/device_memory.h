@@ -27,6 +27,10 @@ int CudaDeviceCount();
 void* CurrentCudaStream();
 void SetCurrentCudaStream(void* stream);
 
+// Makes `device` the calling thread's current CUDA device (kernels launch
+// there); a no-op for the host. FAILED_PRECONDITION without the CUDA path.
+absl::Status UseDevice(Device device);
+
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out);
 void DeviceFree(Device device, void* ptr);
 absl::Status DeviceMemset(Device device, void* ptr, int value, size_t bytes);

@@ -23,6 +23,7 @@
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/kv_cache.h"
+#include "seam/core/device.h"
 #include "seam/models/qwen3_model.h"
 #include "seam/weights/model_config.h"
 
@@ -35,6 +36,10 @@ struct StageGroupOptions {
   absl::Duration rank_deadline = absl::Seconds(120);  // longest Create or Step waits for a rank
   int first_layer = 0;  // the piece's layers: [first_layer, end_layer) of the model
   int end_layer = -1;   // -1: to the last layer
+  // Where the ranks compute: the host (ranks joined over Gloo), or CUDA, where
+  // TP rank r uses GPU r and the ranks join over NCCL. Handoffs and logits
+  // cross the group's boundary as host tensors either way.
+  Device::Kind device = Device::Kind::kCPU;
 };
 
 // What one piece returns for a step.

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "seam/core/device.h"
 #include "seam/handoff/ucx_worker.h"
 #include "seam/v1/stage_service.pb.h"
 
@@ -32,6 +33,7 @@ struct StageActorOptions {
   handoff::UcxWorkerOptions ucx;                        // the data-plane worker
   std::string host;                                     // reported in the worker address, for diagnostics
   absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
+  Device::Kind device = Device::Kind::kCPU;            // where the stage's ranks compute
   // Called (on the actor thread, or the caller's for Drain) when the stage
   // starts or stops accepting microbatches: the health status to publish.
   std::function<void(bool serving)> on_serving;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "seam/boundary/pipeline_handoff.h"
+#include "seam/core/device.h"
 #include "seam/core/tensor.h"
 #include "seam/models/qwen3_model.h"
 #include "seam/v1/stage_service.pb.h"
@@ -52,8 +53,10 @@ class StageCompute {
 
 // Loads the stage a validated `config` describes (`model`: its checkpoint's
 // config): its layer range over a TP group of tp_size rank threads with
-// attn_dp_size attention-DP groups, reductions chosen for the architecture.
+// attn_dp_size attention-DP groups, reductions chosen for the architecture,
+// computing on `device` (CUDA: TP rank r on GPU r, handoffs host-staged).
 absl::StatusOr<std::unique_ptr<StageCompute>> LoadStageCompute(const v1::StageConfig& config,
-                                                               const weights::ModelConfig& model);
+                                                               const weights::ModelConfig& model,
+                                                               Device::Kind device = Device::Kind::kCPU);
 
 }  // namespace seam::server
