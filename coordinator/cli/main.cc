@@ -74,6 +74,13 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--decode-steps", check.decode_steps, "greedy decode steps")->capture_default_str();
   check_cmd->add_option("--seed", check.seed, "prompt seed")->capture_default_str();
   check_cmd->add_option("--tolerance", check.tolerance, "max relative logits error")->capture_default_str();
+  check_cmd->add_option("--device", check.device, "cpu or cuda (piece k's TP rank r on GPU k*tp + r when there are "
+                                                  "enough GPUs; the single-rank reference on GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  check_cmd->add_option("--dtype", check.dtype, "compute and weight dtype of both sides: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
 
   seam::coordinator::BenchModelOptions bench_model;
   CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks (ratios against a baseline of the same run)");

@@ -8,10 +8,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "seam/core/device_memory.h"
 #include "seam/kernels/cpu_threads.h"
 #include "seam/weights/random_checkpoint.h"
 
 namespace seam::coordinator {
+
+// Stage k's first GPU: stages get disjoint GPUs [k·tp, (k+1)·tp) when the host
+// has pp·tp of them, and share GPUs 0..tp-1 otherwise (ignored on the CPU).
+int FirstGpuOfStage(int k, int tp, int pp) { return CudaDeviceCount() >= pp * tp ? k * tp : 0; }
 
 absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalPipelineOptions& o) {
   std::unique_ptr<LocalPipeline> p(new LocalPipeline());
@@ -39,7 +44,8 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     const std::string log = absl::StrCat(p->work_dir_, "/stage", k, ".log");
     p->logs_.push_back(log);
     auto child = ChildProcess::Spawn({bin + "/seam-stage", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                      "--ucx-mode", o.ucx_mode, "--device", o.device},
+                                      "--ucx-mode", o.ucx_mode, "--device", o.device, "--first-gpu",
+                                      absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))},
                                      log);
     if (!child.ok()) return child.status();
     p->stages_.push_back(std::move(*child));

@@ -29,6 +29,9 @@ struct LocalPipelineOptions {
   std::chrono::milliseconds startup_timeout{120000};
 };
 
+// The first GPU of stage k of a local pipeline of pp stages × tp GPUs.
+int FirstGpuOfStage(int k, int tp, int pp);
+
 class LocalPipeline {
  public:
   // Starts the stages, waits for their ports, starts the coordinator and

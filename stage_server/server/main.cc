@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
                  "is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
+  int first_gpu = 0;
+  app.add_option("--first-gpu", first_gpu, "CUDA: TP rank r computes on GPU first-gpu + r")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.device = cuda ? seam::Device::Kind::kCUDA : seam::Device::Kind::kCPU;
+  options.first_gpu = first_gpu;
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

@@ -110,9 +110,9 @@ struct StageGroup::Impl {
     if (!store_dir.empty()) std::filesystem::remove_all(store_dir, ignored);
   }
   int attn_tp() const { return tp / attn_dp; }
-  // TP rank r computes on GPU r of a CUDA group, on the host otherwise.
+  // TP rank r computes on GPU first_gpu + r of a CUDA group, on the host otherwise.
   Device RankDevice(int r) const {
-    return options.device == Device::Kind::kCUDA ? Device::CUDA(r) : Device::CPU();
+    return options.device == Device::Kind::kCUDA ? Device::CUDA(options.first_gpu + r) : Device::CPU();
   }
   std::string RankName(int r) const {
     return absl::StrCat("rank ", r, " (dp ", r / attn_tp(), ", attn_tp ", r % attn_tp(), ")");
@@ -173,9 +173,10 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
   SEAM_ASSIGN_OR_RETURN(impl->store_dir, MakeStoreDir());
   SEAM_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::MakeFileStore(impl->store_dir));
   const bool cuda = options.device == Device::Kind::kCUDA;
-  if (cuda && CudaDeviceCount() < tp) {
-    return absl::FailedPreconditionError(absl::StrCat("a CUDA stage group of TP ", tp, " needs ", tp,
-                                                      " visible GPUs; this process sees ", CudaDeviceCount()));
+  if (cuda && (options.first_gpu < 0 || CudaDeviceCount() < options.first_gpu + tp)) {
+    return absl::FailedPreconditionError(absl::StrCat("a CUDA stage group of TP ", tp, " from GPU ", options.first_gpu,
+                                                      " needs GPUs up to ", options.first_gpu + tp - 1,
+                                                      "; this process sees ", CudaDeviceCount()));
   }
   const comm::CommOptions comm_options{options.comm_timeout};
   const comm::CommunicatorFactory factory =

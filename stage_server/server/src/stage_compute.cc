@@ -44,13 +44,14 @@ class PieceCompute final : public StageCompute {
 
 absl::StatusOr<std::unique_ptr<StageCompute>> LoadStageCompute(const v1::StageConfig& config,
                                                                const weights::ModelConfig& model,
-                                                               Device::Kind device) {
+                                                               Device::Kind device, int first_gpu) {
   const boundary::ReductionPolicy policy =
       boundary::ResolveReductionPolicy(boundary::ReductionPolicy::kAuto, model.architecture);
   models::StageGroupOptions options;
   options.first_layer = static_cast<int>(config.first_layer());
   options.end_layer = static_cast<int>(config.last_layer()) + 1;
   options.device = device;
+  options.first_gpu = first_gpu;
   SEAM_ASSIGN_OR_RETURN(std::unique_ptr<models::StageGroup> group,
                         models::StageGroup::Create(config.model_dir(), static_cast<int>(config.tp_size()),
                                                    static_cast<int>(config.attn_dp_size()), policy, options));

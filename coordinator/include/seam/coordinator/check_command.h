@@ -21,6 +21,8 @@ struct CheckCommandOptions {
   int decode_steps = 4;          // greedy decode steps after the prefill
   uint64_t seed = 1;             // prompt tokens
   double tolerance = 1e-4;       // max |a - b| / max |b| per logits tensor
+  std::string device = "cpu";    // cpu | cuda: the group's TP rank r (of piece k) on GPU k·tp + r, the reference on GPU 0
+  std::string dtype = "f32";     // f32 | bf16 (compute and weights, both sides)
 };
 
 // Exit codes: 0 OK; 1 MISMATCH or a run failed; 2 bad arguments.

@@ -37,9 +37,10 @@ struct StageGroupOptions {
   int first_layer = 0;  // the piece's layers: [first_layer, end_layer) of the model
   int end_layer = -1;   // -1: to the last layer
   // Where the ranks compute: the host (ranks joined over Gloo), or CUDA, where
-  // TP rank r uses GPU r and the ranks join over NCCL. Handoffs and logits
+  // TP rank r uses GPU first_gpu + r and the ranks join over NCCL. Handoffs and logits
   // cross the group's boundary as host tensors either way.
   Device::Kind device = Device::Kind::kCPU;
+  int first_gpu = 0;  // CUDA: TP rank r uses GPU first_gpu + r
 };
 
 // What one piece returns for a step.

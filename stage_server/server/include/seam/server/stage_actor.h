@@ -34,6 +34,7 @@ struct StageActorOptions {
   std::string host;                                     // reported in the worker address, for diagnostics
   absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
   Device::Kind device = Device::Kind::kCPU;            // where the stage's ranks compute
+  int first_gpu = 0;                                   // CUDA: TP rank r on GPU first_gpu + r
   // Called (on the actor thread, or the caller's for Drain) when the stage
   // starts or stops accepting microbatches: the health status to publish.
   std::function<void(bool serving)> on_serving;

@@ -54,9 +54,11 @@ class StageCompute {
 // Loads the stage a validated `config` describes (`model`: its checkpoint's
 // config): its layer range over a TP group of tp_size rank threads with
 // attn_dp_size attention-DP groups, reductions chosen for the architecture,
-// computing on `device` (CUDA: TP rank r on GPU r, handoffs host-staged).
+// computing on `device` (CUDA: TP rank r on GPU first_gpu + r, handoffs
+// host-staged).
 absl::StatusOr<std::unique_ptr<StageCompute>> LoadStageCompute(const v1::StageConfig& config,
                                                                const weights::ModelConfig& model,
-                                                               Device::Kind device = Device::Kind::kCPU);
+                                                               Device::Kind device = Device::Kind::kCPU,
+                                                               int first_gpu = 0);
 
 }  // namespace seam::server
