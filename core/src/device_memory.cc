@@ -37,6 +37,20 @@ absl::Status CachePoolOnce(int device) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, device));
   uint64_t threshold = UINT64_MAX;
   SEAM_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  // Pool memory is not covered by cudaDeviceEnablePeerAccess: let every peer
+  // GPU that can reach this one map it, as NCCL's intra-process P2P does with
+  // the buffers it is given.
+  int count = 0;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  for (int peer = 0; peer < count; ++peer) {
+    int can = 0;
+    if (peer == device || cudaDeviceCanAccessPeer(&can, peer, device) != cudaSuccess || !can) continue;
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = peer;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    SEAM_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAccess(pool, &access, 1));
+  }
   done.insert(device);
   return absl::OkStatus();
 }

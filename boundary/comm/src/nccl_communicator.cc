@@ -181,6 +181,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
       }
       SEAM_RETURN_IF_ERROR(EnsureScratch(n * es));
       SEAM_NCCL_RETURN_IF_ERROR(ncclAllReduce(src, scratch_, n, type, ncclSum, comm_, Stream()));
+      SEAM_RETURN_IF_ERROR(Enqueued());
       SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, static_cast<char*>(scratch_) + first * es, count * es,
                                                 cudaMemcpyDeviceToDevice, Stream()));
       return absl::OkStatus();
@@ -190,9 +191,15 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     float* acc = static_cast<float*>(scratch_);
     SEAM_CUDA_RETURN_IF_ERROR(internal::LaunchHalfToF32(src, half, acc, n, Stream()));
     SEAM_NCCL_RETURN_IF_ERROR(ncclAllReduce(acc, acc, n, ncclFloat32, ncclSum, comm_, Stream()));
+    SEAM_RETURN_IF_ERROR(Enqueued());
     SEAM_CUDA_RETURN_IF_ERROR(internal::LaunchF32ToHalf(acc + first, half, dst, count, Stream()));
     return absl::OkStatus();
   }
+
+  // The communicator is non-blocking: a collective may still be on its way
+  // into the stream when its call returns (ncclInProgress). Work that reads
+  // its result must be issued only after it is there.
+  absl::Status Enqueued() { return internal::WaitCommSettled(comm_, call_deadline_); }
 
   // Reduce-scatter as allreduce + slice: correct for any row counts, zero included.
   absl::Status Slice(const CallPlan& plan, const Tensor& input, const Tensor& output) {
@@ -209,6 +216,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
                                                         "by an earlier failure: ", broken_.ToString()));
     }
     const absl::Time deadline = absl::Now() + options_.comm.timeout;
+    call_deadline_ = deadline;
     absl::Status s = SEAM_CUDA_STATUS(cudaSetDevice(options_.device));
     if (s.ok()) s = body();
     if (s.ok()) s = internal::WaitStreamDone(comm_, Stream(), deadline);
@@ -232,6 +240,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   ncclComm_t comm_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  absl::Time call_deadline_ = absl::InfiniteFuture();  // of the collective being issued
   absl::Status broken_;
 };
 
