@@ -99,6 +99,41 @@ TEST(CheckCommand, ConfigThatDoesNotDivideOverTpExitsTwoNamingTheField) {
   EXPECT_NE(err.str().find("num_attention_heads"), std::string::npos) << err.str();
 }
 
+TEST(CheckCommand, Bf16GroupMatchesOneBf16RankWithinTheStatedTolerance) {
+  CheckCommandOptions o;
+  o.model_dir = Checkpoint(true);
+  o.tp = 2;
+  o.attn_dp = 2;
+  o.dtype = "bf16";
+  o.tolerance = 5e-2;
+  o.max_len = 9;
+  o.decode_steps = 3;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCheckCommand(o, out, err), 0) << out.str() << err.str();
+  EXPECT_NE(out.str().find("(bf16: each side rounds"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("\nOK\n"), std::string::npos) << out.str();
+}
+
+TEST(CheckCommand, Bf16AtATightToleranceIsAMismatch) {
+  CheckCommandOptions o;
+  o.model_dir = Checkpoint(false);
+  o.tp = 2;
+  o.dtype = "bf16";
+  o.tolerance = 1e-9;  // below bf16's rounding: the TP split must show
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCheckCommand(o, out, err), 1) << out.str() << err.str();
+  EXPECT_NE(out.str().find("MISMATCH"), std::string::npos) << out.str();
+}
+
+TEST(CheckCommand, UnknownDeviceOrDtypeExitsTwo) {
+  CheckCommandOptions o;
+  o.model_dir = Checkpoint(false);
+  o.device = "tpu";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCheckCommand(o, out, err), 2);
+  EXPECT_NE(err.str().find("--device must be cpu or cuda"), std::string::npos) << err.str();
+}
+
 TEST(CheckCommand, MissingModelDirectoryFailsNamingThePath) {
   CheckCommandOptions o;
   o.model_dir = "/nonexistent/seam-model";
