@@ -11,8 +11,9 @@
 //   logits   prefill logits and greedy decode of given prompts, for the oracle
 //            that compares them with transformers (tools/gpu_oracle.py)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm> [--flag value]...
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "seam/comm/allreduce_choice.h"
+#include "seam/comm/ipc_allreduce.h"
+#include "seam/comm/nccl_communicator.h"
 #include "seam/core/cuda_check.h"
 #include "seam/core/cuda_graph.h"
 #include "seam/core/device_memory.h"
@@ -455,6 +460,116 @@ int Logits(const Flags& flags) {
   return 0;
 }
 
+
+// allreduce-norm: one-shot IPC all-reduce + add + RMSNorm against NCCL
+// all-reduce + FusedAddRmsNorm, one thread per GPU, at each TP size of --tp
+// that fits the visible GPUs. Each call is waited for (as NCCL's is); rank
+// 0's median per-call latency is reported with the ratio and the choice of
+// ChooseFusedAllReduce over the table measured in this run.
+int AllReduceNorm(const Flags& flags) {
+  const std::vector<int64_t> tps = flags.Ints("tp", "2,4");
+  const std::vector<int64_t> token_list = flags.Ints("tokens", "1,7,64,256");
+  const std::vector<int64_t> hiddens = flags.Ints("hidden", "4096,8192");
+  const int iters = static_cast<int>(flags.Int("iters", 200));
+  const std::string dir = flags.Get("store", "/tmp/seam-bench-allreduce-norm-" + std::to_string(::getpid()));
+  auto store = seam::comm::MakeFileStore(dir);
+  if (!store.ok()) {
+    std::cerr << store.status() << "\n";
+    return 1;
+  }
+  nlohmann::json results = nlohmann::json::array();
+  int failures = 0;
+  for (int64_t tp : tps) {
+    if (tp < 2 || tp > CudaDeviceCount()) {
+      std::cerr << "allreduce-norm: skipping TP " << tp << " (" << CudaDeviceCount() << " GPUs visible)\n";
+      continue;
+    }
+    for (int64_t hidden : hiddens) {
+      seam::comm::AllReduceNormTable table;
+      std::vector<std::thread> threads;
+      std::vector<std::string> errors(tp);
+      for (int r = 0; r < tp; ++r) {
+        threads.emplace_back([&, r] {
+          auto fail = [&](const absl::Status& st) { errors[r] = st.ToString(); };
+          cudaSetDevice(r);
+          cudaStream_t stream;
+          if (cudaStreamCreate(&stream) != cudaSuccess) return fail(absl::InternalError("cudaStreamCreate"));
+          seam::kernels::ScopedStream scoped(stream);
+          const std::string prefix = "tp" + std::to_string(tp) + "_h" + std::to_string(hidden);
+          auto fusion = seam::comm::IpcAllReduceFusion::Create(seam::comm::MakePrefixStore(prefix + "_ipc", *store),
+                                                               r, static_cast<int>(tp), r, 256, hidden);
+          if (!fusion.ok()) return fail(fusion.status());
+          seam::comm::NcclOptions options;
+          options.device = r;
+          options.stream = stream;
+          auto nccl = seam::comm::MakeNcclCommunicator(seam::comm::MakePrefixStore(prefix + "_nccl", *store), "tp",
+                                                       r, static_cast<int>(tp), options);
+          if (!nccl.ok()) return fail(nccl.status());
+          const Device dev = Device::CUDA(r);
+          for (int64_t tokens : token_list) {
+            const Shape shape{tokens, hidden};
+            Tensor partial = Tensor::Zeros(shape, DType::kBF16, dev);
+            Tensor residual = Tensor::Zeros(shape, DType::kBF16, dev);
+            Tensor out = Tensor::Zeros(shape, DType::kBF16, dev);
+            Tensor weight = Tensor::Zeros({hidden}, DType::kBF16, dev);
+            auto time = [&](const std::function<absl::Status()>& call) -> double {
+              std::vector<double> us;
+              for (int i = 0; i < iters + 20; ++i) {
+                const auto t0 = std::chrono::steady_clock::now();
+                absl::Status st = call();
+                if (st.ok() && cudaStreamSynchronize(stream) != cudaSuccess) st = absl::InternalError("sync");
+                if (!st.ok()) {
+                  fail(st);
+                  return -1;
+                }
+                if (i >= 20) {
+                  us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                                   .count());
+                }
+              }
+              std::sort(us.begin(), us.end());
+              return us[us.size() / 2];
+            };
+            const double fused = time([&] { return (*fusion)->Run(partial, residual, weight, 1e-6f, out, stream); });
+            const double unfused = time([&]() -> absl::Status {
+              SEAM_RETURN_IF_ERROR((*nccl)->AllReduce(partial));
+              return seam::kernels::FusedAddRmsNorm(partial, residual, weight, 1e-6f, out);
+            });
+            const absl::Status check = (*fusion)->CheckError();
+            if (!check.ok()) fail(check);
+            if (r == 0) table[{tokens, hidden}] = {fused, unfused};
+          }
+          fusion->reset();
+          nccl->reset();
+          cudaStreamDestroy(stream);
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (int r = 0; r < tp; ++r) {
+        if (!errors[r].empty()) {
+          std::cerr << "allreduce-norm TP " << tp << " H " << hidden << " rank " << r << ": " << errors[r] << "\n";
+          ++failures;
+        }
+      }
+      for (const auto& [key, timing] : table) {
+        nlohmann::json row = {{"tp", tp},
+                              {"tokens", key.first},
+                              {"hidden", key.second},
+                              {"fused_us", timing.fused_us},
+                              {"unfused_us", timing.unfused_us},
+                              {"ratio", timing.fused_us / timing.unfused_us},
+                              {"chosen", seam::comm::ChooseFusedAllReduce(key.first, key.second, table) ? "fused"
+                                                                                                        : "unfused"}};
+        std::cout << row.dump() << "\n";
+        results.push_back(row);
+      }
+    }
+  }
+  const std::string json_path = flags.Get("json", "");
+  if (!json_path.empty()) std::ofstream(json_path) << results.dump(2) << "\n";
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace seam::bench
 
@@ -470,6 +585,7 @@ int main(int argc, char** argv) {
   if (cmd == "prefill") return seam::bench::Prefill(flags);
   if (cmd == "logits") return seam::bench::Logits(flags);
   if (cmd == "profile") return seam::bench::Profile(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits> [--flag value]...\n";
+  if (cmd == "allreduce-norm") return seam::bench::AllReduceNorm(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm> [--flag value]...\n";
   return 2;
 }
