@@ -29,10 +29,17 @@ cudaStream_t Stream() { return static_cast<cudaStream_t>(current_cuda_stream); }
 // Keep freed blocks in the device's default pool instead of returning them to
 // the driver at every synchronisation (the pool's default threshold is 0).
 absl::Status CachePoolOnce(int device) {
+  // Every allocation passes here: a thread that has seen the device set up
+  // skips the lock.
+  thread_local std::set<int> seen;
+  if (seen.count(device) != 0) return absl::OkStatus();
   static std::mutex mu;
   static std::set<int> done;
   std::lock_guard<std::mutex> lock(mu);
-  if (done.count(device) != 0) return absl::OkStatus();
+  if (done.count(device) != 0) {
+    seen.insert(device);
+    return absl::OkStatus();
+  }
   cudaMemPool_t pool;
   SEAM_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, device));
   uint64_t threshold = UINT64_MAX;
@@ -52,6 +59,7 @@ absl::Status CachePoolOnce(int device) {
     SEAM_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAccess(pool, &access, 1));
   }
   done.insert(device);
+  seen.insert(device);
   return absl::OkStatus();
 }
 

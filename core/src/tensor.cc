@@ -193,6 +193,11 @@ Tensor Tensor::Clone() const {
   return t;
 }
 
+absl::StatusOr<Tensor> Tensor::On(Device target) const {
+  if (device() == target) return *this;
+  return To(target);
+}
+
 absl::StatusOr<Tensor> Tensor::To(Device target) const {
   SEAM_ASSIGN_OR_RETURN(Tensor t, TryEmpty(shape_, dtype_, target));
   SEAM_RETURN_IF_ERROR(CopyInto(*this, t));

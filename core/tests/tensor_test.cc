@@ -81,3 +81,19 @@ TEST(Tensor, ZeroRowTensorsAreValid) {
 
 }  // namespace
 }  // namespace seam
+
+namespace seam {
+namespace {
+
+TEST(TensorOn, SharesATensorAlreadyOnTheDevice) {
+  const Tensor t = Tensor::FromFloats({1, 2, 3}, {3});
+  absl::StatusOr<Tensor> same = t.On(Device::CPU());
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->raw_data(), t.raw_data());
+  absl::StatusOr<Tensor> copy = t.To(Device::CPU());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_NE(copy->raw_data(), t.raw_data());
+}
+
+}  // namespace
+}  // namespace seam

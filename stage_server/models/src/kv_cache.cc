@@ -10,9 +10,7 @@ namespace {
 
 // A host i32 tensor moved to `device` when that is not the host.
 absl::StatusOr<Tensor> OnDevice(const std::vector<int32_t>& values, const Shape& shape, Device device) {
-  Tensor host = Tensor::FromInts(values, shape);
-  if (device.is_cpu()) return host;
-  return host.To(device);
+  return Tensor::FromInts(values, shape).On(device);
 }
 
 }  // namespace

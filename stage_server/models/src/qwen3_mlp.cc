@@ -11,9 +11,7 @@ std::string LayerName(int64_t layer, const std::string& suffix) {
   return absl::StrCat("model.layers.", layer, ".", suffix);
 }
 
-absl::StatusOr<Tensor> LoadContext::Place(const Tensor& host) const {
-  return device.is_cpu() ? host : host.To(device);
-}
+absl::StatusOr<Tensor> LoadContext::Place(const Tensor& host) const { return host.On(device); }
 
 absl::StatusOr<Tensor> LoadContext::Load(const std::string& name, const Shape& shape) const {
   SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.Load(name, shape, dtype));
@@ -34,10 +32,7 @@ absl::StatusOr<Tensor> GatherRows(const Tensor& x, const std::vector<int32_t>& r
   const int64_t n = static_cast<int64_t>(rows.size());
   Tensor out = Tensor::Empty({n, x.row_numel()}, x.dtype(), x.device());
   if (n == 0) return out;
-  Tensor index = Tensor::FromInts(rows, {n});
-  if (!x.device().is_cpu()) {
-    SEAM_ASSIGN_OR_RETURN(index, index.To(x.device()));
-  }
+  SEAM_ASSIGN_OR_RETURN(Tensor index, Tensor::FromInts(rows, {n}).On(x.device()));
   SEAM_ASSIGN_OR_RETURN(Tensor x2, x.Reshape({x.rows(), x.row_numel()}));
   SEAM_RETURN_IF_ERROR(kernels::GatherRows(x2, index, out));
   return out;

@@ -204,10 +204,7 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, c
   const Device dev = m.options.device;
   Tensor device_ids, last_rows;
   if (first) {
-    device_ids = Tensor::FromInts(ids, {rows});
-    if (!dev.is_cpu()) {
-      SEAM_ASSIGN_OR_RETURN(device_ids, device_ids.To(dev));
-    }
+    SEAM_ASSIGN_OR_RETURN(device_ids, Tensor::FromInts(ids, {rows}).On(dev));
   } else {
     for (const Tensor* t : {&in->hidden, &in->residual}) {
       if (t->defined() && (t->shape().size() != 2 || t->shape()[1] != c.hidden_size)) {
@@ -222,10 +219,8 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, c
     int32_t end = 0;
     for (const SequenceStep& s : input.sequences) selected.push_back((end += s.tokens.size()) - 1);
     if (end != static_cast<int32_t>(selected.size())) {  // otherwise every row is a last row
-      last_rows = Tensor::FromInts(selected, {static_cast<int64_t>(selected.size())});
-      if (!dev.is_cpu()) {
-        SEAM_ASSIGN_OR_RETURN(last_rows, last_rows.To(dev));
-      }
+      SEAM_ASSIGN_OR_RETURN(last_rows,
+                            Tensor::FromInts(selected, {static_cast<int64_t>(selected.size())}).On(dev));
     }
   }
   SEAM_RETURN_IF_ERROR(cache.Reserve(spans));

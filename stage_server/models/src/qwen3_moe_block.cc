@@ -46,11 +46,8 @@ absl::StatusOr<Tensor> MoeBlock::Forward(const Tensor& x) const {
   Tensor top_e = Tensor::Empty({n, top_k_}, DType::kI32, dev);
   SEAM_RETURN_IF_ERROR(kernels::Matmul(x, router_, logits));
   SEAM_RETURN_IF_ERROR(kernels::MoeRoute(logits, top_k_, norm_topk_prob_, top_w, top_e));
-  Tensor host_w = top_w, host_e = top_e;
-  if (!dev.is_cpu()) {
-    SEAM_ASSIGN_OR_RETURN(host_w, top_w.To(Device::CPU()));
-    SEAM_ASSIGN_OR_RETURN(host_e, top_e.To(Device::CPU()));
-  }
+  SEAM_ASSIGN_OR_RETURN(Tensor host_w, top_w.On(Device::CPU()));
+  SEAM_ASSIGN_OR_RETURN(Tensor host_e, top_e.On(Device::CPU()));
   const float* w = host_w.data<float>();
   const int32_t* ids = host_e.data<int32_t>();
   // Rows routed to each expert with their weights, in row order.
@@ -67,12 +64,8 @@ absl::StatusOr<Tensor> MoeBlock::Forward(const Tensor& x) const {
     const int64_t m = static_cast<int64_t>(rows_of[e].size());
     SEAM_ASSIGN_OR_RETURN(Tensor routed, GatherRows(x, rows_of[e]));
     SEAM_ASSIGN_OR_RETURN(Tensor y, experts_[e].Forward(routed));
-    Tensor rows = Tensor::FromInts(rows_of[e], {m});
-    Tensor weights = Tensor::FromFloats(weight_of[e], {m});
-    if (!dev.is_cpu()) {
-      SEAM_ASSIGN_OR_RETURN(rows, rows.To(dev));
-      SEAM_ASSIGN_OR_RETURN(weights, weights.To(dev));
-    }
+    SEAM_ASSIGN_OR_RETURN(Tensor rows, Tensor::FromInts(rows_of[e], {m}).On(dev));
+    SEAM_ASSIGN_OR_RETURN(Tensor weights, Tensor::FromFloats(weight_of[e], {m}).On(dev));
     SEAM_RETURN_IF_ERROR(kernels::ScatterAddRows(out, y, rows, weights));
   }
   return out;  // partial over TP: never reduced here

@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/forward_batch.h"
-#include "seam/comm/nccl_communicator.h"
 #include "seam/comm/process_groups.h"
 #include "seam/comm/store.h"
 #include "seam/core/device_memory.h"
@@ -64,30 +63,11 @@ absl::Status CheckHandoff(const boundary::PipelineTensors& in, const boundary::T
 absl::StatusOr<boundary::PipelineTensors> Placed(const boundary::PipelineTensors& in, Device device) {
   boundary::PipelineTensors out = in;
   for (Tensor* t : {&out.hidden, &out.residual}) {
-    if (t->defined() && t->device() != device) {
-      SEAM_ASSIGN_OR_RETURN(*t, t->To(device));
+    if (t->defined()) {
+      SEAM_ASSIGN_OR_RETURN(*t, t->On(device));
     }
   }
   return out;
-}
-
-// NCCL groups: group g rendezvouses under MakePrefixStore(g, store), rank = my_index.
-comm::CommunicatorFactory NcclGroupFactory(std::shared_ptr<comm::Store> store, comm::CommOptions options) {
-#ifdef SEAM_HAVE_NCCL
-  return [store, options](const std::string& group, const std::vector<int>& members,
-                          int my_index) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
-    comm::NcclOptions nccl;
-    nccl.comm = options;
-    SEAM_ASSIGN_OR_RETURN(std::unique_ptr<comm::NcclCommunicator> c,
-                          comm::MakeNcclCommunicator(comm::MakePrefixStore(group, store), group, my_index,
-                                                     static_cast<int>(members.size()), nccl));
-    return std::unique_ptr<comm::Communicator>(std::move(c));
-  };
-#else
-  return [](const std::string& group, const std::vector<int>&, int) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
-    return absl::FailedPreconditionError(absl::StrCat("group ", group, ": this build has no NCCL"));
-  };
-#endif
 }
 
 }  // namespace
@@ -180,7 +160,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
   }
   const comm::CommOptions comm_options{options.comm_timeout};
   const comm::CommunicatorFactory factory =
-      cuda ? NcclGroupFactory(store, comm_options) : comm::MakeGlooGroupFactory(store, comm_options);
+      cuda ? comm::MakeNcclGroupFactory(store, comm_options) : comm::MakeGlooGroupFactory(store, comm_options);
 
   for (int r = 0; r < tp; ++r) {
     impl->ranks.push_back(std::make_unique<RankState>());
@@ -283,8 +263,8 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<SequenceStep
                                                                 in.empty() ? nullptr : &entering, &rank.handoff));
     // What leaves the group is on the host: handoffs for UCX, logits for sampling.
     SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(rank.handoff, Device::CPU()));
-    if (rank.logits.defined() && !rank.logits.device().is_cpu()) {
-      SEAM_ASSIGN_OR_RETURN(rank.logits, rank.logits.To(Device::CPU()));
+    if (rank.logits.defined()) {
+      SEAM_ASSIGN_OR_RETURN(rank.logits, rank.logits.On(Device::CPU()));
     }
     return absl::OkStatus();
   });

@@ -97,6 +97,8 @@ class Tensor {
   Tensor Clone() const;
   // Contiguous deep copy on `device` (host<->CUDA through the CUDA runtime).
   absl::StatusOr<Tensor> To(Device device) const;
+  // This tensor when it already lives on `device` (shared, not copied), To(device) otherwise.
+  absl::StatusOr<Tensor> On(Device device) const;
   // Host tensors only: every element as float (any floating or integer dtype), row-major.
   std::vector<float> ToFloats() const;
   // Host tensors only: element at a flat row-major index, as float.

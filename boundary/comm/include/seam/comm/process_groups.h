@@ -71,6 +71,10 @@ class ProcessGroups {
 // Gloo groups: group g uses MakePrefixStore(g, store), rank = my_index.
 CommunicatorFactory MakeGlooGroupFactory(std::shared_ptr<Store> store, CommOptions options,
                                          GlooTransportOptions transport = {});
+// NCCL groups: group g rendezvouses under MakePrefixStore(g, store), rank =
+// my_index, on the calling thread's current GPU and its legacy stream.
+// Without NCCL in the build, every group fails with FAILED_PRECONDITION.
+CommunicatorFactory MakeNcclGroupFactory(std::shared_ptr<Store> store, CommOptions options);
 // Recording groups: group g is registry->World(g, members.size()).
 CommunicatorFactory MakeRecordingGroupFactory(std::shared_ptr<RecordingRegistry> registry);
 
