@@ -1,6 +1,8 @@
-// Runs the handoff bandwidth children of `seam bench pipeline`: per transport
-// and size, ucx_perftest (server + client on 127.0.0.1), then seam's handoff,
-// then seam's raw tagged send, each with the same iterations and warm-up.
+// Runs the handoff children of `seam bench pipeline`. Bandwidth: per transport
+// and size, ucx_perftest tag_bw (server + client on 127.0.0.1), then seam's
+// handoff, then seam's raw tagged send. Latency: per transport and token
+// count, ucx_perftest tag_lat at the handoff's payload bytes, then seam's
+// handoff ping-pong. Each pair uses the same iterations and warm-up.
 #include "bench_handoff_runner.h"
 
 #include <netinet/in.h>
@@ -15,9 +17,11 @@
 #include <iomanip>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "child_process.h"
 
@@ -65,13 +69,15 @@ std::vector<std::string> UcxEnv(const std::string& mode) {
   return argv;
 }
 
-// ucx_perftest -f -v prints a CSV header and one row; overall_bw is column 6 (MiB/s).
-absl::StatusOr<double> PerftestBandwidth(const std::string& mode, size_t size, int iters, int warmup,
-                                         const std::string& log_prefix) {
+// ucx_perftest -f -v prints a CSV header and one row; returns that row's
+// columns. tag_bw: overall_bw is column 6 (MiB/s). tag_lat: column 2 is the
+// 50th percentile one-way latency (us).
+absl::StatusOr<std::vector<std::string>> PerftestRow(const std::string& test, const std::string& mode, size_t size,
+                                                     int iters, int warmup, const std::string& log_prefix) {
   absl::Status last = absl::OkStatus();
   for (int attempt = 0; attempt < 3; ++attempt) {
     const std::string port = std::to_string(FreePort());
-    const std::vector<std::string> common = {"-t", "tag_bw", "-s", std::to_string(size), "-n",
+    const std::vector<std::string> common = {"-t", test, "-s", std::to_string(size), "-n",
                                              std::to_string(iters), "-w", std::to_string(warmup),
                                              "-p", port, "-f", "-v"};
     std::vector<std::string> server = UcxEnv(mode), client = UcxEnv(mode);
@@ -92,25 +98,63 @@ absl::StatusOr<double> PerftestBandwidth(const std::string& mode, size_t size, i
     std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipWhitespace());
     if (ok && lines.size() >= 2 && lines[lines.size() - 2].rfind("iterations,", 0) == 0) {
       std::vector<std::string> cols = absl::StrSplit(lines.back(), ',');
-      if (cols.size() >= 6) return std::stod(cols[5]);
+      if (cols.size() >= 6) return cols;
     }
-    last = absl::InternalError(absl::StrCat("ucx_perftest ", mode, " ", size, " bytes gave no bandwidth; see ", clog));
+    last = absl::InternalError(absl::StrCat("ucx_perftest ", test, " ", mode, " ", size, " bytes gave no result; see ",
+                                            clog));
   }
   return last;
 }
 
-absl::StatusOr<double> SeamBandwidth(const std::string& mode, const std::string& kind, size_t size, int iters,
-                                     int warmup, const std::string& log) {
-  auto child = ChildProcess::Spawn({ExecutableDir() + "/seam-bench-handoff", mode, kind, std::to_string(size),
-                                    std::to_string(iters), std::to_string(warmup)},
-                                   log);
+absl::StatusOr<double> PerftestBandwidth(const std::string& mode, size_t size, int iters, int warmup,
+                                         const std::string& log_prefix) {
+  auto row = PerftestRow("tag_bw", mode, size, iters, warmup, log_prefix);
+  if (!row.ok()) return row.status();
+  return std::stod((*row)[5]);
+}
+
+absl::StatusOr<double> PerftestLatency(const std::string& mode, size_t size, int iters, int warmup,
+                                       const std::string& log_prefix) {
+  auto row = PerftestRow("tag_lat", mode, size, iters, warmup, log_prefix);
+  if (!row.ok()) return row.status();
+  return std::stod((*row)[1]);
+}
+
+// Runs seam-bench-handoff with `args`; returns the last line it printed.
+absl::StatusOr<std::string> SeamBench(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv = {ExecutableDir() + "/seam-bench-handoff"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto child = ChildProcess::Spawn(argv, log);
   if (!child.ok()) return child.status();
   const bool ok = Finish(**child, std::chrono::seconds(180));
   std::vector<std::string> lines = absl::StrSplit(ReadFile(log), '\n', absl::SkipWhitespace());
   if (!ok || lines.empty()) {
-    return absl::InternalError(absl::StrCat("seam-bench-handoff ", mode, " ", kind, " ", size, " failed; see ", log));
+    return absl::InternalError(absl::StrCat("seam-bench-handoff ", absl::StrJoin(args, " "), " failed; see ", log));
   }
-  return std::stod(lines.back());
+  return lines.back();
+}
+
+absl::StatusOr<double> SeamBandwidth(const std::string& mode, const std::string& kind, size_t size, int iters,
+                                     int warmup, const std::string& log) {
+  auto line = SeamBench({mode, kind, std::to_string(size), std::to_string(iters), std::to_string(warmup)}, log);
+  if (!line.ok()) return line.status();
+  return std::stod(*line);
+}
+
+// {median, p99} one-way microseconds of seam's handoff ping-pong on the host.
+absl::StatusOr<std::pair<double, double>> SeamLatency(const std::string& mode, int64_t tokens, int64_t hidden,
+                                                      int iters, int warmup, const std::string& log) {
+  auto line = SeamBench({"latency", mode, std::to_string(tokens), std::to_string(hidden), std::to_string(iters),
+                         std::to_string(warmup), "cpu"},
+                        log);
+  if (!line.ok()) return line.status();
+  std::istringstream in(*line);
+  double median = 0, p99 = 0;
+  if (!(in >> median >> p99) || median <= 0 || p99 <= 0) {
+    return absl::InternalError(absl::StrCat("seam-bench-handoff latency ", mode, " ", tokens,
+                                            " printed no latency ('", *line, "'); see ", log));
+  }
+  return std::make_pair(median, p99);
 }
 
 }  // namespace
@@ -144,6 +188,42 @@ absl::StatusOr<nlohmann::json> MeasureHandoffBandwidth(bool quick, const std::st
                          {"ucx_perftest_mib_s", *perf}, {"seam_handoff_mib_s", *handoff},
                          {"seam_raw_mib_s", *raw}, {"handoff_ratio", *handoff / *perf},
                          {"raw_ratio", *raw / *perf}});
+    }
+  }
+  return results;
+}
+
+absl::StatusOr<nlohmann::json> MeasureHandoffLatency(bool quick, const std::string& work_dir, std::ostream& out) {
+  constexpr int64_t kHidden = 1024;
+  nlohmann::json results = nlohmann::json::array();
+  out << "\nhandoff latency, one-way us = round trip / 2 (a pending handoff: StreamState header + bf16 hidden and\n"
+      << "  residual [tokens, " << kHidden << "] on the host, CRC-32C; ratio = seam / ucx_perftest tag_lat at the "
+      << "payload size,\n  its 50th percentile; tcp and shm as above)\n"
+      << "  mode  tokens   payload  iters   ucx_perftest    seam median (ratio)      seam p99 (ratio)\n";
+  for (const std::string mode : {"tcp", "shm"}) {
+    std::vector<int64_t> token_counts = {1, 8, 64, 256, 1024};
+    if (quick) token_counts.pop_back();
+    for (int64_t tokens : token_counts) {
+      const size_t payload = static_cast<size_t>(2 * tokens * kHidden) * 2;  // two bf16 tensors
+      const int iters = quick ? 100 : static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / payload, 100, 1000));
+      const int warmup = std::max(10, iters / 10);
+      const std::string tag = absl::StrCat(work_dir, "/lat-", mode, "-", tokens);
+      auto perf = PerftestLatency(mode, payload, iters, warmup, tag + "-perftest");
+      if (!perf.ok()) return perf.status();
+      auto ours = SeamLatency(mode, tokens, kHidden, iters, warmup, tag + "-handoff.log");
+      if (!ours.ok()) return ours.status();
+      const auto [median, p99] = *ours;
+      std::ostringstream line;
+      line << std::fixed << std::setprecision(1) << "  " << std::left << std::setw(4) << mode << std::right
+           << std::setw(8) << tokens << std::setw(9) << (payload >> 10) << "K" << std::setw(7) << iters
+           << std::setw(15) << *perf << std::setw(15) << median << " (x" << std::setprecision(2) << median / *perf
+           << ")" << std::setprecision(1) << std::setw(14) << p99 << " (x" << std::setprecision(2) << p99 / *perf
+           << ")\n";
+      out << line.str() << std::flush;
+      results.push_back({{"mode", mode}, {"tokens", tokens}, {"hidden", kHidden}, {"dtype", "bf16"},
+                         {"payload_bytes", payload}, {"iters", iters}, {"warmup", warmup},
+                         {"ucx_perftest_median_us", *perf}, {"seam_median_us", median}, {"seam_p99_us", p99},
+                         {"median_ratio", median / *perf}, {"p99_ratio", p99 / *perf}});
     }
   }
   return results;

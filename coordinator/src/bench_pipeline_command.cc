@@ -1,5 +1,5 @@
-// `seam bench pipeline`: handoff bandwidth (bench_handoff_runner.cc), then one
-// fixed concurrent workload through local pipelines at PP 1..N back to back,
+// `seam bench pipeline`: handoff bandwidth and latency (bench_handoff_runner.cc),
+// then one fixed concurrent workload through local pipelines at PP 1..N back to back,
 // as generated tokens/s against ideal(P) = tokens/s at PP 1 x min(P, cores).
 #include "seam/coordinator/bench_pipeline_command.h"
 
@@ -107,6 +107,9 @@ int RunBenchPipelineCommand(const BenchPipelineOptions& given, std::ostream& out
   auto handoff = MeasureHandoffBandwidth(o.quick, work, out);
   if (!handoff.ok()) return err << "seam bench pipeline: " << handoff.status() << "\n", 1;
   results["handoff"] = *handoff;
+  auto latency = MeasureHandoffLatency(o.quick, work, out);
+  if (!latency.ok()) return err << "seam bench pipeline: " << latency.status() << "\n", 1;
+  results["handoff_latency"] = *latency;
 
   weights::ModelConfig c;
   c.architecture = "qwen3";
