@@ -81,6 +81,11 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--dtype", check.dtype, "compute and weight dtype of both sides: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  check_cmd->add_option("--allreduce-fusion", check.allreduce_fusion,
+                        "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm at stage inputs: off, auto "
+                        "(where a start-up measurement finds it no slower) or always")
+      ->check(CLI::IsMember({"off", "auto", "always"}))
+      ->capture_default_str();
 
   seam::coordinator::BenchModelOptions bench_model;
   CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks (ratios against a baseline of the same run)");
@@ -121,6 +126,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--ucx-mode", run.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
   run_cmd->add_option("--device", run.device, "where stages and the reference compute: cpu or cuda (rank r on GPU r)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  run_cmd->add_option("--dtype", run.dtype, "weights, activations and handoffs of the stages and the reference: f32 "
+                                            "or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  run_cmd->add_option("--allreduce-fusion", run.allreduce_fusion,
+                      "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm: off, auto or always")
+      ->check(CLI::IsMember({"off", "auto", "always"}))
       ->capture_default_str();
 
   seam::coordinator::ServeCommandOptions serve;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "local_pipeline.h"
+#include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/stage_group.h"
 
@@ -49,6 +50,8 @@ models::StageGroupOptions GroupOptions(const CheckCommandOptions& o) {
   so.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
   so.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   so.cache.dtype = so.dtype;
+  so.allreduce_fusion.mode = boundary::ParseAllReduceFusionMode(o.allreduce_fusion).value_or(
+      boundary::AllReduceFusionMode::kOff);
   return so;
 }
 
@@ -69,6 +72,8 @@ class Pieces {
     }
     return absl::OkStatus();
   }
+  // The first piece's all-reduce fusion report ("" without one).
+  std::string FusionReport() const { return groups_.empty() ? "" : groups_[0]->FusionReport(); }
   absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& batch, bool all_logits) {
     if (groups_.size() == 1) return groups_[0]->Step(batch, all_logits);
     std::vector<boundary::PipelineTensors> in;
@@ -111,6 +116,10 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
   }
   if ((o.device != "cpu" && o.device != "cuda") || (o.dtype != "f32" && o.dtype != "bf16")) {
     err << "seam check: --device must be cpu or cuda and --dtype f32 or bf16\n";
+    return 2;
+  }
+  if (auto mode = boundary::ParseAllReduceFusionMode(o.allreduce_fusion); !mode.ok()) {
+    err << "seam check: --allreduce-fusion: " << mode.status().message() << "\n";
     return 2;
   }
   auto ref = models::StageGroup::Create(o.model_dir, 1, 1, *policy, GroupOptions(o));
@@ -190,6 +199,7 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
       << (o.dtype == "bf16" ? " (bf16: each side rounds its own fp32 values at every op; greedy choices between "
                               "logits within 2x that of each other count as ties)\n"
                             : " (fp32 arithmetic; a TP split only reorders fp32 sums)\n");
+  if (const std::string report = dist.FusionReport(); !report.empty()) out << report << "\n";
   out << (ok ? "OK" : "MISMATCH") << "\n";
   return ok ? 0 : 1;
 }

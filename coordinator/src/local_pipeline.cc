@@ -43,10 +43,12 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     const std::string port_file = absl::StrCat(p->work_dir_, "/stage", k, ".port");
     const std::string log = absl::StrCat(p->work_dir_, "/stage", k, ".log");
     p->logs_.push_back(log);
-    auto child = ChildProcess::Spawn({bin + "/seam-stage", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                      "--ucx-mode", o.ucx_mode, "--device", o.device, "--first-gpu",
-                                      absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))},
-                                     log);
+    std::vector<std::string> stage = {bin + "/seam-stage", "--listen",  "127.0.0.1:0",
+                                      "--port-file",       port_file,   "--ucx-mode",
+                                      o.ucx_mode,          "--device",  o.device,
+                                      "--first-gpu",       absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))};
+    stage.insert(stage.end(), o.extra_stage_args.begin(), o.extra_stage_args.end());
+    auto child = ChildProcess::Spawn(stage, log);
     if (!child.ok()) return child.status();
     p->stages_.push_back(std::move(*child));
     port_files.push_back(port_file);

@@ -26,6 +26,7 @@ struct LocalPipelineOptions {
   std::string stage_timeout = "10s";
   std::string coordinator_listen = "127.0.0.1:0";  // the client API address
   std::vector<std::string> extra_coordinator_args;
+  std::vector<std::string> extra_stage_args;  // appended to every seam-stage command line
   std::chrono::milliseconds startup_timeout{120000};
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "local_pipeline.h"
+#include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/generator.h"
 #include "seam/models/stage_group.h"
@@ -61,6 +62,7 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   lp.attn_dp = o.attn_dp;
   lp.ucx_mode = o.ucx_mode;
   lp.device = o.device;
+  lp.extra_stage_args = {"--dtype", o.dtype, "--allreduce-fusion", o.allreduce_fusion};
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return err << "seam run: " << pipeline.status() << "\n", 1;
   out << "pipeline: " << o.pp << " seam-stage x TP " << o.tp << " behind seam-coordinator at "
@@ -99,6 +101,8 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
 
   models::StageGroupOptions reference;
   reference.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
+  reference.dtype = reference.cache.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  reference.allreduce_fusion.mode = *boundary::ParseAllReduceFusionMode(o.allreduce_fusion);
   auto group = models::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto, reference);
   if (!group.ok()) return err << "seam run: single-process group: " << group.status() << "\n", 1;
   models::Generator generator(group->get());

@@ -82,6 +82,13 @@ absl::Status UseDevice(Device device) {
   return absl::OkStatus();
 }
 
+absl::Status SynchronizeStream(Device device) {
+  if (device.is_cpu()) return absl::OkStatus();
+  SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(Stream()));
+  return absl::OkStatus();
+}
+
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
   *out = nullptr;
@@ -129,6 +136,7 @@ absl::Status NoCuda(Device device) {
 int CudaDeviceCount() { return 0; }
 bool CudaAvailable() { return false; }
 absl::Status UseDevice(Device device) { return device.is_cpu() ? absl::OkStatus() : NoCuda(device); }
+absl::Status SynchronizeStream(Device device) { return device.is_cpu() ? absl::OkStatus() : NoCuda(device); }
 absl::Status DeviceMalloc(Device device, size_t, void**) { return NoCuda(device); }
 void DeviceFree(Device, void*) {}
 absl::Status DeviceMemset(Device device, void*, int, size_t) { return NoCuda(device); }

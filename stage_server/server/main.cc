@@ -76,6 +76,16 @@ int main(int argc, char** argv) {
   app.add_option("--first-gpu", first_gpu, "CUDA: TP rank r computes on GPU first-gpu + r")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  std::string dtype = "f32", allreduce_fusion = "auto";
+  app.add_option("--dtype", dtype,
+                 "weights, activations and handoffs: f32 or bf16 (every stage of a pipeline alike; logits stay f32)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--allreduce-fusion", allreduce_fusion,
+                 "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm at stage inputs: off, auto (where "
+                 "a start-up measurement finds it no slower than NCCL + the fused add+norm) or always")
+      ->check(CLI::IsMember({"off", "auto", "always"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -104,8 +114,10 @@ int main(int argc, char** argv) {
     std::cerr << "seam-stage: --device cuda: no GPU is visible (or this build has no CUDA path)\n";
     return 2;
   }
-  options.device = cuda ? seam::Device::Kind::kCUDA : seam::Device::Kind::kCPU;
-  options.first_gpu = first_gpu;
+  options.compute.device = cuda ? seam::Device::Kind::kCUDA : seam::Device::Kind::kCPU;
+  options.compute.first_gpu = first_gpu;
+  options.compute.dtype = dtype == "bf16" ? seam::DType::kBF16 : seam::DType::kF32;
+  options.compute.allreduce_fusion = *seam::boundary::ParseAllReduceFusionMode(allreduce_fusion);
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

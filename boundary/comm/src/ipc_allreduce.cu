@@ -48,7 +48,6 @@ constexpr int64_t kMaxBlocks = IpcAllReduceFusion::kMaxTokens;  // one row per b
 struct FlagArea {
   unsigned long long flags[kMaxRanks][kMaxBlocks];  // [source rank][block] = last epoch published
   unsigned long long epoch[kMaxBlocks];             // this rank's per-block call counter
-  int error;                                        // sticky: a wait passed its deadline
 };
 
 struct PeerPointers {
@@ -58,6 +57,7 @@ struct PeerPointers {
 
 struct KernelArgs {
   PeerPointers peers;
+  int* error;  // mapped host flag, sticky: a wait passed its deadline
   const __nv_bfloat16* partial;
   __nv_bfloat16* residual;
   const __nv_bfloat16* weight;
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kMaxThreads) OneShotAllReduceAddRmsNormKernel(
     const unsigned long long start = GlobalTimerNs();
     while (slot.load(cuda::memory_order_acquire) < epoch) {
       if (GlobalTimerNs() - start > a.timeout_ns) {
-        cuda::atomic_ref<int, cuda::thread_scope_system> error(own->error);
+        cuda::atomic_ref<int, cuda::thread_scope_system> error(*a.error);
         error.store(1, cuda::memory_order_relaxed);
         break;
       }
@@ -191,13 +191,16 @@ __global__ void __launch_bounds__(kMaxThreads) OneShotAllReduceAddRmsNormKernel(
   }
 }
 
-// What one rank publishes through the store.
+// What one rank publishes through the store: raw pointers for its own
+// process, IPC handles for others.
 struct Published {
   int64_t pid;
   int32_t device;
   int32_t pad;
   uint64_t data;
   uint64_t flags;
+  cudaIpcMemHandle_t data_handle;
+  cudaIpcMemHandle_t flags_handle;
 };
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -212,6 +215,7 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
   ~IpcAllReduceFusionImpl() override {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
+    for (void* p : opened_) cudaIpcCloseMemHandle(p);
     if (joined_) {
       // Free only once every peer has stopped using this rank's buffers.
       store_->Set(absl::StrCat("closed/", rank_), {1}).IgnoreError();
@@ -221,6 +225,7 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     }
     if (data_ != nullptr) cudaFree(data_);
     if (flags_ != nullptr) cudaFree(flags_);
+    if (error_ != nullptr) cudaFreeHost(error_);
   }
 
   int rank() const override { return rank_; }
@@ -236,16 +241,29 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMalloc(&flags_, sizeof(FlagArea))), ctx));
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMemset(data_, 0, data_bytes)), ctx));
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMemset(flags_, 0, sizeof(FlagArea))), ctx));
+    SEAM_RETURN_IF_ERROR(
+        Annotate(SEAM_CUDA_STATUS(cudaHostAlloc(reinterpret_cast<void**>(&error_), sizeof(int), cudaHostAllocMapped)),
+                 ctx));
+    *error_ = 0;
+    SEAM_RETURN_IF_ERROR(
+        Annotate(SEAM_CUDA_STATUS(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_, 0)), ctx));
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaDeviceSynchronize()), ctx));
 
-    Published mine{static_cast<int64_t>(getpid()), device_, 0, reinterpret_cast<uint64_t>(data_),
-                   reinterpret_cast<uint64_t>(flags_)};
+    Published mine{};
+    mine.pid = static_cast<int64_t>(getpid());
+    mine.device = device_;
+    mine.data = reinterpret_cast<uint64_t>(data_);
+    mine.flags = reinterpret_cast<uint64_t>(flags_);
+    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaIpcGetMemHandle(&mine.data_handle, data_)), ctx));
+    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaIpcGetMemHandle(&mine.flags_handle, flags_)), ctx));
     std::vector<char> bytes(sizeof(mine));
     std::memcpy(bytes.data(), &mine, sizeof(mine));
     SEAM_RETURN_IF_ERROR(Annotate(store_->Set(absl::StrCat("buffers/", rank_), bytes), ctx + ": rendezvous"));
     joined_ = true;
+    peers_.data[rank_] = static_cast<__nv_bfloat16*>(data_);
+    peers_.flags[rank_] = flags_;
     for (int p = 0; p < size_; ++p) {
-      Published theirs = mine;
+      Published theirs{};
       if (p != rank_) {
         absl::StatusOr<std::vector<char>> got = store_->Get(absl::StrCat("buffers/", p), options_.timeout);
         if (!got.ok()) return Annotate(got.status(), ctx + ": rendezvous");
@@ -254,29 +272,8 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
                                                   sizeof(theirs)));
         }
         std::memcpy(&theirs, got->data(), sizeof(theirs));
-        if (theirs.pid != mine.pid) {
-          return absl::UnimplementedError(absl::StrCat(
-              ctx, ": rank ", p, " is in another process (pid ", theirs.pid, "); only ranks of one process are ",
-              "supported (across processes the buffers would need cudaIpcGetMemHandle)"));
-        }
-        if (theirs.device == device_) {
-          return absl::InvalidArgumentError(absl::StrCat(ctx, ": rank ", p, " uses the same GPU ", device_));
-        }
-        int can = 0;
-        SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaDeviceCanAccessPeer(&can, device_, theirs.device)), ctx));
-        if (!can) {
-          return absl::FailedPreconditionError(
-              absl::StrCat(ctx, ": GPU ", device_, " cannot access peer GPU ", theirs.device));
-        }
-        const cudaError_t e = cudaDeviceEnablePeerAccess(theirs.device, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) {
-          cudaGetLastError();
-        } else {
-          SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(e), ctx));
-        }
+        SEAM_RETURN_IF_ERROR(Connect(p, theirs, ctx));
       }
-      peers_.data[p] = reinterpret_cast<__nv_bfloat16*>(theirs.data);
-      peers_.flags[p] = reinterpret_cast<FlagArea*>(theirs.flags);
     }
     // norm.cu's per-row thread count: a warp for rows of at most 64 vectors,
     // else the vector count rounded up to warps, at most 1024.
@@ -284,6 +281,45 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     threads_ = nvec <= 64 ? 32 : static_cast<int>((nvec + 31) / 32 * 32);
     if (threads_ > kMaxThreads) threads_ = kMaxThreads;
     return absl::OkStatus();
+  }
+
+  // Makes peer p's buffers visible to this rank: its raw pointers when it
+  // lives in this process (with peer access to its GPU), its IPC handles otherwise.
+  absl::Status Connect(int p, const Published& theirs, const std::string& ctx) {
+    if (theirs.device == device_ && !options_.allow_shared_device) {
+      return absl::InvalidArgumentError(absl::StrCat(ctx, ": rank ", p, " uses the same GPU ", device_,
+                                                     " (allow_shared_device is off)"));
+    }
+    if (theirs.pid != static_cast<int64_t>(getpid())) {
+      void* data = nullptr;
+      void* flags = nullptr;
+      SEAM_RETURN_IF_ERROR(Annotate(
+          SEAM_CUDA_STATUS(cudaIpcOpenMemHandle(&data, theirs.data_handle, cudaIpcMemLazyEnablePeerAccess)),
+          absl::StrCat(ctx, ": opening rank ", p, "'s buffers (pid ", theirs.pid, ")")));
+      opened_.push_back(data);
+      SEAM_RETURN_IF_ERROR(Annotate(
+          SEAM_CUDA_STATUS(cudaIpcOpenMemHandle(&flags, theirs.flags_handle, cudaIpcMemLazyEnablePeerAccess)),
+          absl::StrCat(ctx, ": opening rank ", p, "'s flags (pid ", theirs.pid, ")")));
+      opened_.push_back(flags);
+      peers_.data[p] = static_cast<__nv_bfloat16*>(data);
+      peers_.flags[p] = static_cast<FlagArea*>(flags);
+      return absl::OkStatus();
+    }
+    peers_.data[p] = reinterpret_cast<__nv_bfloat16*>(theirs.data);
+    peers_.flags[p] = reinterpret_cast<FlagArea*>(theirs.flags);
+    if (theirs.device == device_) return absl::OkStatus();
+    int can = 0;
+    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaDeviceCanAccessPeer(&can, device_, theirs.device)), ctx));
+    if (!can) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(ctx, ": GPU ", device_, " cannot access peer GPU ", theirs.device));
+    }
+    const cudaError_t e = cudaDeviceEnablePeerAccess(theirs.device, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();
+      return absl::OkStatus();
+    }
+    return Annotate(SEAM_CUDA_STATUS(e), ctx);
   }
 
   bool Supports(const Tensor& partial, const Tensor& residual, const Tensor& weight,
@@ -299,6 +335,7 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     if (tokens == 0) return absl::OkStatus();
     KernelArgs a{};
     a.peers = peers_;
+    a.error = error_device_;
     a.partial = static_cast<const __nv_bfloat16*>(partial.raw_data());
     a.residual = static_cast<__nv_bfloat16*>(residual.raw_data());
     a.weight = static_cast<const __nv_bfloat16*>(weight.raw_data());
@@ -316,13 +353,15 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     return Annotate(SEAM_CUDA_STATUS(cudaGetLastError()), Context());
   }
 
+  bool Failed() const override {
+    return error_ != nullptr && cuda::atomic_ref<int, cuda::thread_scope_system>(*error_).load(
+                                    cuda::memory_order_relaxed) != 0;
+  }
+
   absl::Status CheckError() override {
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaSetDevice(device_)), Context()));
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaDeviceSynchronize()), Context()));
-    int error = 0;
-    SEAM_RETURN_IF_ERROR(Annotate(
-        SEAM_CUDA_STATUS(cudaMemcpy(&error, &flags_->error, sizeof(int), cudaMemcpyDeviceToHost)), Context()));
-    if (error != 0) {
+    if (Failed()) {
       return absl::DeadlineExceededError(absl::StrCat(Context(), ": a peer did not publish its rows within ",
                                                       absl::FormatDuration(options_.timeout),
                                                       "; the results are invalid and the object is unusable"));
@@ -366,6 +405,9 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
   IpcAllReduceOptions options_;
   void* data_ = nullptr;
   FlagArea* flags_ = nullptr;
+  int* error_ = nullptr;         // mapped pinned host memory
+  int* error_device_ = nullptr;  // its device alias
+  std::vector<void*> opened_;    // peers' IPC mappings, closed before this rank's buffers are freed
   PeerPointers peers_{};
   int threads_ = 32;
   bool joined_ = false;

@@ -123,8 +123,10 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
   for (int l = first; l < end; ++l) {
     SEAM_ASSIGN_OR_RETURN(std::unique_ptr<DecoderLayer> layer, LoadLayer(ctx, l));
     const std::vector<boundary::StageDeclaration> stages = StagesOf(c, l);
-    SEAM_ASSIGN_OR_RETURN(auto boundaries, SEAM_APPEND_STAGES(l, boundary::StageItem{stages[0], &layer->attn_norm},
-                                                              boundary::StageItem{stages[1], &layer->ffn_norm}));
+    const boundary::StageOptions with{options.fusions};
+    SEAM_ASSIGN_OR_RETURN(auto boundaries,
+                          SEAM_APPEND_STAGES(l, boundary::StageItem{stages[0], &layer->attn_norm, with},
+                                             boundary::StageItem{stages[1], &layer->ffn_norm, with}));
     layer->attn_boundary = boundaries[0];
     layer->ffn_boundary = boundaries[1];
     impl->layers.push_back(std::move(layer));
@@ -148,12 +150,18 @@ absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::RunLayer(const DecoderLayer& 
   }
   SEAM_ASSIGN_OR_RETURN(h, layer.attn_boundary->Finish(attn_out, batch));
   SEAM_ASSIGN_OR_RETURN(x, layer.ffn_boundary->Prepare(h, batch));
+  // With fusions the FFN's exit is chosen before its compute (boundary contract).
+  std::unique_ptr<boundary::ExitScope> exit;
+  if (layer.ffn_boundary->has_fusions()) {
+    SEAM_ASSIGN_OR_RETURN(exit, layer.ffn_boundary->Exit(batch));
+  }
   Tensor ffn_out;
   if (layer.moe != nullptr) {
     SEAM_ASSIGN_OR_RETURN(ffn_out, layer.moe->Forward(x));
   } else {
     SEAM_ASSIGN_OR_RETURN(ffn_out, layer.mlp->Forward(x));
   }
+  if (exit != nullptr) return exit->Finish(ffn_out);
   return layer.ffn_boundary->Finish(ffn_out, batch);
 }
 

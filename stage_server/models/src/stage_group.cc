@@ -27,6 +27,8 @@ struct RankState {
   std::unique_ptr<KvCache> cache;
   Tensor logits;                     // the last step's output (last piece)
   boundary::PipelineTensors handoff;  // the last step's output (other pieces)
+  std::shared_ptr<boundary::IpcFusionProvider> fusions;  // null: no all-reduce fusion
+  std::string fusion_report;                            // what it measured and chose
 };
 
 absl::StatusOr<std::string> MakeStoreDir() {
@@ -85,6 +87,14 @@ struct StageGroup::Impl {
   std::vector<std::unique_ptr<internal::RankWorker>> workers;  // declared last: joined first
 
   ~Impl() {
+    // Each rank releases its state on its own thread, all at once: tearing
+    // down an IPC fusion waits for every peer's teardown.
+    if (!workers.empty() && workers.size() == static_cast<size_t>(tp) && ranks.size() == workers.size()) {
+      RunOnAll([this](int r) {
+        ranks[r].reset();
+        return absl::OkStatus();
+      }).IgnoreError();
+    }
     workers.clear();
     std::error_code ignored;
     if (!store_dir.empty()) std::filesystem::remove_all(store_dir, ignored);
@@ -134,6 +144,12 @@ int StageGroup::DpGroupOf(uint64_t sequence) const {
   return it == impl_->dp_of.end() ? -1 : it->second;
 }
 
+std::string StageGroup::FusionReport() const {
+  const RankState& r = *impl_->ranks[0];
+  if (r.fusions == nullptr) return "";
+  return absl::StrCat(r.fusion_report, "\nall-reduce fusion: ", r.fusions->runs(), " sums fused on rank 0 so far");
+}
+
 int64_t StageGroup::FreeBlocks(int dp) const { return impl_->ranks[dp * impl_->attn_tp()]->cache->free_blocks(); }
 
 absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string& model_dir, int tp, int attn_dp,
@@ -167,15 +183,20 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     impl->workers.push_back(std::make_unique<internal::RankWorker>(r));
   }
   Impl* self = impl.get();
-  SEAM_RETURN_IF_ERROR(self->RunOnAll([self, factory, tp, attn_dp, resolved](int r) -> absl::Status {
+  SEAM_RETURN_IF_ERROR(self->RunOnAll([self, factory, store, tp, attn_dp, resolved](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
     SEAM_RETURN_IF_ERROR(UseDevice(self->RankDevice(r)));
     SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
     SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
     const StageGroupOptions& o = self->options;
+    if (o.dtype == DType::kBF16) {
+      SEAM_ASSIGN_OR_RETURN(rank.fusions, boundary::MakeIpcFusionProvider(*rank.groups, store, self->RankDevice(r),
+                                                                     self->checkpoint->config().hidden_size,
+                                                                     o.allreduce_fusion, &rank.fusion_report));
+    }
     SEAM_ASSIGN_OR_RETURN(rank.model, Qwen3Model::Load(*self->checkpoint,
                                                        ModelOptions{rank.topology, resolved, o.dtype, o.first_layer,
-                                                                    o.end_layer, self->RankDevice(r)}));
+                                                                    o.end_layer, self->RankDevice(r), rank.fusions}));
     SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(self->options.cache));
     return absl::OkStatus();
   }));

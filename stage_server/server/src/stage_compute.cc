@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/reduction_policy.h"
+#include "seam/core/logging.h"
 #include "seam/core/status.h"
 #include "seam/models/stage_group.h"
 
@@ -44,17 +45,20 @@ class PieceCompute final : public StageCompute {
 
 absl::StatusOr<std::unique_ptr<StageCompute>> LoadStageCompute(const v1::StageConfig& config,
                                                                const weights::ModelConfig& model,
-                                                               Device::Kind device, int first_gpu) {
+                                                               const ComputeOptions& compute) {
   const boundary::ReductionPolicy policy =
       boundary::ResolveReductionPolicy(boundary::ReductionPolicy::kAuto, model.architecture);
   models::StageGroupOptions options;
   options.first_layer = static_cast<int>(config.first_layer());
   options.end_layer = static_cast<int>(config.last_layer()) + 1;
-  options.device = device;
-  options.first_gpu = first_gpu;
+  options.device = compute.device;
+  options.first_gpu = compute.first_gpu;
+  options.dtype = options.cache.dtype = compute.dtype;
+  options.allreduce_fusion.mode = compute.allreduce_fusion;
   SEAM_ASSIGN_OR_RETURN(std::unique_ptr<models::StageGroup> group,
                         models::StageGroup::Create(config.model_dir(), static_cast<int>(config.tp_size()),
                                                    static_cast<int>(config.attn_dp_size()), policy, options));
+  if (const std::string report = group->FusionReport(); !report.empty()) SEAM_LOG_INFO("{}", report);
   return std::unique_ptr<StageCompute>(new PieceCompute(std::move(group), boundary::ReductionPolicyName(policy)));
 }
 

@@ -117,7 +117,7 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
 
   SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {})", config.first_layer(),
                 config.last_layer(), config.model_dir(), config.tp_size(), config.attn_dp_size());
-  absl::StatusOr<std::unique_ptr<StageCompute>> compute = LoadStageCompute(config, *model, options_.device, options_.first_gpu);
+  absl::StatusOr<std::unique_ptr<StageCompute>> compute = LoadStageCompute(config, *model, options_.compute);
   if (!compute.ok()) return failed(Annotate(compute.status(), "loading the stage"));
   handoff::UcxEndpoint previous, next;
   if (!config.previous_stage().ucx_address().empty()) {

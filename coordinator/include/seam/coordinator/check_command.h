@@ -23,6 +23,7 @@ struct CheckCommandOptions {
   double tolerance = 1e-4;       // max |a - b| / max |b| per logits tensor
   std::string device = "cpu";    // cpu | cuda: the group's TP rank r (of piece k) on GPU k·tp + r, the reference on GPU 0
   std::string dtype = "f32";     // f32 | bf16 (compute and weights, both sides)
+  std::string allreduce_fusion = "auto";  // off | auto | always: the checked group's IPC fusion (CUDA bf16 TP > 1)
 };
 
 // Exit codes: 0 OK; 1 MISMATCH or a run failed; 2 bad arguments.

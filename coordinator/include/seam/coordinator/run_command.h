@@ -19,6 +19,8 @@ struct RunCommandOptions {
   int prompts = 3;               // how many of the fixed prompts to send
   std::string ucx_mode = "tcp";  // tcp | shm
   std::string device = "cpu";    // where the stages and the reference compute: cpu | cuda
+  std::string dtype = "f32";     // f32 | bf16: weights, activations and handoffs of the stages and the reference
+  std::string allreduce_fusion = "auto";  // off | auto | always (CUDA bf16 TP groups; seam-stage --allreduce-fusion)
 };
 
 // Exit codes: 0 tokens match; 1 mismatch or a failure (children killed); 2 bad arguments.

@@ -30,6 +30,9 @@ void SetCurrentCudaStream(void* stream);
 // Makes `device` the calling thread's current CUDA device (kernels launch
 // there); a no-op for the host. FAILED_PRECONDITION without the CUDA path.
 absl::Status UseDevice(Device device);
+// Waits until the calling thread's current stream on `device` has finished
+// its work; a no-op for the host.
+absl::Status SynchronizeStream(Device device);
 
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out);
 void DeviceFree(Device device, void* ptr);

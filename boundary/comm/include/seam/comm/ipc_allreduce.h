@@ -1,7 +1,8 @@
 // IpcAllReduceFusion: a one-shot all-reduce fused with the residual add and
 // RMSNorm, over peer-visible buffers of the ranks of one TP group, for
 // decode-sized batches (up to max_tokens rows of bf16, hidden up to 12288).
-// Opt-in: nothing creates one unless asked. Compiled, not yet run on GPUs.
+// Opt-in: nothing creates one unless asked (boundary/ipc_fusion.h offers it
+// as an input fusion).
 //
 // Per call, with partial_r the [T, H] contribution of rank r:
 //   x        = bf16( Σ_{r = 0..size-1} float(partial_r) )   (fp32, rank order, rounded once)
@@ -18,19 +19,23 @@
 //
 // Peers: every rank allocates with cudaMalloc (not the stream-ordered pool)
 // two halves of max_tokens × hidden bf16 (used by alternate calls, so one flag
-// exchange per call suffices) and a small flag area, enables peer access to
-// every peer's GPU and exchanges raw device pointers through the Store. This
-// works only for ranks that are threads of one process (Create checks the
-// process id); ranks in different processes would need cudaIpcGetMemHandle /
-// cudaIpcOpenMemHandle for the same two allocations (not implemented).
+// exchange per call suffices) and a small flag area, and publishes both
+// through the Store: as raw device pointers for ranks of the same process
+// (which then enable peer access to each other's GPU), and as CUDA IPC
+// handles (cudaIpcGetMemHandle) that a rank in another process opens with
+// cudaIpcOpenMemHandle. Ranks normally sit on distinct GPUs;
+// allow_shared_device lets several ranks share one (a one-GPU test of the
+// protocol): their kernels then must be co-resident on that GPU, which holds
+// for small grids only, and a wait that cannot be met ends at its deadline.
 // No multicast objects are created and NCCL is not involved.
 //
 // Synchronisation: each block of the kernel owns a fixed set of rows and a
 // per-block epoch counter kept in device memory (so a captured CUDA graph
 // replays correctly); a block publishes its rows and then waits, with a
 // deadline, for every peer's block of the same index to publish the same
-// epoch. A wait that passes the deadline sets a sticky error flag (read by
-// CheckError) and the block gives up; the object is then unusable.
+// epoch. A wait that passes the deadline sets a sticky error flag in mapped
+// host memory (read by Failed and CheckError) and the block gives up; the
+// object is then unusable.
 //
 // Contract: every rank calls Run in the same order with the same T and H; a
 // call is one kernel on `stream`. Destroy every rank's object (the destructor
@@ -52,6 +57,8 @@ namespace seam::comm {
 struct IpcAllReduceOptions {
   // Rendezvous deadline, destructor's peer wait, and each in-kernel flag wait.
   absl::Duration timeout = absl::Seconds(30);
+  // Lets ranks share a GPU (see above); otherwise such a peer is INVALID_ARGUMENT.
+  bool allow_shared_device = false;
 };
 
 class IpcAllReduceFusion {
@@ -89,6 +96,9 @@ class IpcAllReduceFusion {
   // Waits for the device and reports a flag wait that passed its deadline in
   // any earlier call (DEADLINE_EXCEEDED), or OK.
   virtual absl::Status CheckError() = 0;
+  // Whether a kernel that has already finished hit a deadline (no waiting:
+  // reads the mapped flag; a call still running is not seen yet).
+  virtual bool Failed() const = 0;
 };
 
 }  // namespace seam::comm

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "seam/boundary/forward_batch.h"
+#include "seam/boundary/fusion.h"
 #include "seam/boundary/layout.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
@@ -35,6 +36,9 @@ struct ModelOptions {
   int first_layer = 0;        // first decoder layer this rank builds (> 0: not the first piece)
   int end_layer = -1;         // one past the last one (-1: to the last layer, the last piece)
   Device device = Device::CPU();  // where weights, cache and the forward live
+  // Input fusions offered at every stage (boundary/fusion.h), e.g. the IPC
+  // one-shot all-reduce + add + norm of a CUDA TP group; null: none.
+  std::shared_ptr<boundary::FusionProvider> fusions;
 };
 
 // One sequence's part of a step.

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/kv_cache.h"
@@ -41,6 +42,10 @@ struct StageGroupOptions {
   // cross the group's boundary as host tensors either way.
   Device::Kind device = Device::Kind::kCPU;
   int first_gpu = 0;  // CUDA: TP rank r uses GPU first_gpu + r
+  // CUDA, bf16, TP > 1: the one-shot IPC all-reduce + add + RMSNorm at stage
+  // inputs (boundary/ipc_fusion.h). kAuto measures both paths when the group
+  // starts and fuses only the token counts where the fused one is no slower.
+  boundary::IpcFusionOptions allreduce_fusion{boundary::AllReduceFusionMode::kOff};
 };
 
 // What one piece returns for a step.
@@ -72,6 +77,9 @@ class StageGroup {
   int DpGroupOf(uint64_t sequence) const;
   // Free KV blocks of attention-DP group `dp` (as each of its ranks sees them).
   int64_t FreeBlocks(int dp) const;
+  // What rank 0 measured and chose for the all-reduce fusion, and how many
+  // sums it has fused so far ("" when there is no fusion).
+  std::string FusionReport() const;
 
   // One forward of `sequences` (each at most once) on every rank. Returns fp32
   // logits per sequence, in input order: [tokens, vocab] with all_logits,

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "seam/core/device.h"
 #include "seam/handoff/ucx_worker.h"
+#include "seam/server/stage_compute.h"
 #include "seam/v1/stage_service.pb.h"
 
 namespace seam::server {
@@ -33,8 +34,7 @@ struct StageActorOptions {
   handoff::UcxWorkerOptions ucx;                        // the data-plane worker
   std::string host;                                     // reported in the worker address, for diagnostics
   absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
-  Device::Kind device = Device::Kind::kCPU;            // where the stage's ranks compute
-  int first_gpu = 0;                                   // CUDA: TP rank r on GPU first_gpu + r
+  ComputeOptions compute;                              // where and how the stage's ranks compute
   // Called (on the actor thread, or the caller's for Drain) when the stage
   // starts or stops accepting microbatches: the health status to publish.
   std::function<void(bool serving)> on_serving;

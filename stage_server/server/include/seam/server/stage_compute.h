@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/core/device.h"
 #include "seam/core/tensor.h"
@@ -51,14 +52,25 @@ class StageCompute {
   virtual absl::Status Free(uint64_t sequence) = 0;
 };
 
+// Where and how a stage's ranks compute.
+struct ComputeOptions {
+  Device::Kind device = Device::Kind::kCPU;  // the host, or CUDA: TP rank r on GPU first_gpu + r
+  int first_gpu = 0;
+  // Weights, activations and handoffs (every stage of a pipeline alike);
+  // logits are fp32 either way. Handoffs are host-staged on CUDA.
+  DType dtype = DType::kF32;
+  // CUDA bf16 TP groups: the IPC one-shot all-reduce + add + RMSNorm at stage
+  // inputs (boundary/ipc_fusion.h); auto fuses where a start-up measurement
+  // finds it no slower.
+  boundary::AllReduceFusionMode allreduce_fusion = boundary::AllReduceFusionMode::kAuto;
+};
+
 // Loads the stage a validated `config` describes (`model`: its checkpoint's
 // config): its layer range over a TP group of tp_size rank threads with
 // attn_dp_size attention-DP groups, reductions chosen for the architecture,
-// computing on `device` (CUDA: TP rank r on GPU first_gpu + r, handoffs
-// host-staged).
+// computing as `compute` says.
 absl::StatusOr<std::unique_ptr<StageCompute>> LoadStageCompute(const v1::StageConfig& config,
                                                                const weights::ModelConfig& model,
-                                                               Device::Kind device = Device::Kind::kCPU,
-                                                               int first_gpu = 0);
+                                                               const ComputeOptions& compute = {});
 
 }  // namespace seam::server

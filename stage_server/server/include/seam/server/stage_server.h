@@ -42,8 +42,7 @@ struct StageServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
   UcxMode ucx_mode = UcxMode::kTcp;
   absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
-  Device::Kind device = Device::Kind::kCPU;             // where the stage's ranks compute
-  int first_gpu = 0;                                    // CUDA: TP rank r on GPU first_gpu + r
+  ComputeOptions compute;                               // where and how the stage's ranks compute
   absl::Duration drain_timeout = absl::Seconds(20);     // longest a shutdown waits for in-flight work
   // Then calls still open (Run streams, idle connections) are cancelled.
   absl::Duration grpc_grace = absl::Milliseconds(500);

@@ -1,0 +1,210 @@
+// The IPC input fusion inside a real layer stack on one GPU: two TP ranks
+// (threads, each on its own stream) share GPU 0, their other collectives go
+// through the recording communicators (host-staged), and the fused
+// all-reduce + add + RMSNorm must give the built-in path's bits exactly (both
+// sum bf16 partials in fp32 in rank order and round once, and the kernel's
+// norm is FusedAddRmsNorm's). Also: the group-wide measurement gives every
+// rank the same table. Skipped without a GPU.
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "grid_case.h"
+#include "rank_threads.h"
+#include "seam/boundary/ipc_fusion.h"
+#include "seam/boundary/layer_stack.h"
+#include "seam/boundary/stream_ops.h"
+#include "seam/comm/store.h"
+#include "seam/comm/recording_communicator.h"
+#include "seam/core/device_memory.h"
+#include "seam/core/status.h"
+#include "seam/kernels/stream.h"
+
+namespace seam::boundary::testing {
+namespace {
+
+constexpr int64_t kWidth = 1024;
+const Device kGpu = Device::CUDA(0);
+
+Tensor Bf16OnGpu(const std::vector<float>& v, const Shape& shape) {
+  return Tensor::FromFloats(v, shape, DType::kBF16).To(kGpu).value();
+}
+
+// Rank r's share of a stage output: bf16(x · w_r), w = 3/8, 5/8.
+absl::StatusOr<Tensor> Partial(const Tensor& x, int rank) {
+  SEAM_ASSIGN_OR_RETURN(Tensor host, x.To(Device::CPU()));
+  std::vector<float> v = host.ToFloats();
+  for (float& f : v) f *= rank == 0 ? 0.375f : 0.625f;
+  return Bf16OnGpu(v, x.shape());
+}
+
+std::vector<float> Seeded(int64_t n, uint32_t seed, float base, float spread) {
+  std::vector<float> v(n);
+  uint32_t s = seed;
+  for (float& f : v) {
+    s = s * 1664525u + 1013904223u;
+    f = base + spread * (static_cast<float>(s >> 8) / 16777216.0f - 0.5f);
+  }
+  return v;
+}
+
+// One TP rank: two attention → FFN layers and the final norm, on GPU 0.
+absl::StatusOr<Tensor> Forward(const Topology& t, const StageComms& comms, std::shared_ptr<FusionProvider> fusions,
+                               const std::vector<float>& input, int64_t rows) {
+  SEAM_RETURN_IF_ERROR(UseDevice(kGpu));
+  NormParams norms[5];
+  for (int i = 0; i < 5; ++i) {
+    norms[i].weight = Bf16OnGpu(Seeded(kWidth, 7 + i, 1.0f, 0.5f), {kWidth});
+    norms[i].eps = 1e-6f;
+  }
+  LayerStack stack(LayerStackOptions{t, ReductionPolicy::kAr});
+  std::vector<std::shared_ptr<StageBoundary>> stages;
+  for (int l = 0; l < 2; ++l) {
+    SEAM_ASSIGN_OR_RETURN(auto b, SEAM_APPEND_STAGES(l, StageItem{DeclareAttn(), &norms[2 * l], {fusions}},
+                                                     StageItem{DeclareFfn(), &norms[2 * l + 1], {fusions}}));
+    stages.insert(stages.end(), b.begin(), b.end());
+  }
+  SEAM_RETURN_IF_ERROR(stack.Close());
+  ForwardBatch batch(1, BatchVariant::kOrdinary, t, {rows});
+  batch.comms = comms;
+  SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, Bf16OnGpu(input, {rows, kWidth})));
+  for (const auto& stage : stages) {
+    SEAM_ASSIGN_OR_RETURN(Tensor x, stage->Prepare(h, batch));
+    SEAM_ASSIGN_OR_RETURN(Tensor out, Partial(x, t.tp_rank));
+    if (stage->declaration().kind == StageKind::kFfn && stage->has_fusions()) {
+      SEAM_ASSIGN_OR_RETURN(auto scope, stage->Exit(batch));
+      SEAM_ASSIGN_OR_RETURN(h, scope->Finish(out));
+    } else {
+      SEAM_ASSIGN_OR_RETURN(h, stage->Finish(out, batch));
+    }
+  }
+  SEAM_ASSIGN_OR_RETURN(Tensor y, FinalNorm(h, batch, norms[4]));
+  return y.To(Device::CPU());
+}
+
+// A fresh FileStore directory, removed at scope exit.
+class StoreDir {
+ public:
+  StoreDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "seam_ipc_fusion_XXXXXX").string();
+    path_ = mkdtemp(pattern.data()) != nullptr ? pattern : "";
+  }
+  ~StoreDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Each rank thread's own stream: ranks sharing a GPU must not queue their
+// kernels behind each other's (the one-shot kernels wait for each other).
+class RankStream {
+ public:
+  RankStream() {
+    cudaSetDevice(0);
+    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    SetCurrentCudaStream(stream_);
+  }
+  ~RankStream() {
+    cudaStreamSynchronize(stream_);
+    SetCurrentCudaStream(nullptr);
+    cudaStreamDestroy(stream_);
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Runs both ranks with (fuse) or without the IPC fusion; returns rank 0's
+// output and checks rank 1's equals it. `runs` gets the fused calls per rank.
+Tensor RunTp2(bool fuse, const std::vector<float>& input, int64_t rows, std::vector<int64_t>* runs) {
+  StoreDir dir;
+  auto store = comm::MakeFileStore(dir.path());
+  EXPECT_TRUE(store.ok()) << store.status();
+  auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
+  std::vector<Tensor> outs(2);
+  runs->assign(2, 0);
+  auto results = RunRanks(2, 1, comm::MakeRecordingGroupFactory(registry),
+                          [&](const Topology& t, const StageComms& comms) -> absl::Status {
+                            RankStream stream;
+                            std::shared_ptr<IpcFusionProvider> provider;
+                            if (fuse) {
+                              comm::IpcAllReduceOptions ipc;
+                              ipc.allow_shared_device = true;
+                              ipc.timeout = absl::Seconds(20);
+                              SEAM_ASSIGN_OR_RETURN(std::unique_ptr<comm::IpcAllReduceFusion> kernel,
+                                                    comm::IpcAllReduceFusion::Create(*store, t.tp_rank, 2, 0, 64,
+                                                                                     kWidth, ipc));
+                              auto fusion = std::make_shared<IpcInputFusion>(SumGroup::kTp, std::move(kernel),
+                                                                             comm::AllReduceNormTable{}, true);
+                              auto attn = std::make_shared<IpcInputFusion>(SumGroup::kAttnTp, fusion->kernel(),
+                                                                           comm::AllReduceNormTable{}, true);
+                              provider = std::make_shared<IpcFusionProvider>(
+                                  std::vector<std::shared_ptr<IpcInputFusion>>{fusion, attn});
+                            }
+                            SEAM_ASSIGN_OR_RETURN(outs[t.tp_rank], Forward(t, comms, provider, input, rows));
+                            if (provider != nullptr) {
+                              (*runs)[t.tp_rank] = provider->runs();
+                              SEAM_RETURN_IF_ERROR(provider->candidates()[0]->kernel()->CheckError());
+                            }
+                            return absl::OkStatus();
+                          });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  if (outs[0].defined() && outs[1].defined()) EXPECT_TRUE(BitEqual(outs[0], outs[1]));
+  return outs[0];
+}
+
+TEST(IpcFusionGpuTest, FusedStackEqualsTheBuiltInPathBitForBit) {
+  if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
+  for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{32}}) {
+    const std::vector<float> input = Seeded(rows * kWidth, static_cast<uint32_t>(rows), 0.0f, 4.0f);
+    std::vector<int64_t> runs;
+    const Tensor reference = RunTp2(false, input, rows, &runs);
+    const Tensor fused = RunTp2(true, input, rows, &runs);
+    ASSERT_TRUE(reference.defined() && fused.defined());
+    EXPECT_TRUE(BitEqual(fused, reference)) << rows << " rows";
+    // Per rank: both FFN inputs and the second attention's input.
+    EXPECT_EQ(runs, (std::vector<int64_t>{3, 3})) << rows << " rows";
+  }
+}
+
+TEST(IpcFusionGpuTest, TheMeasurementGivesEveryRankTheSameTable) {
+  if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
+  StoreDir dir;
+  auto store = comm::MakeFileStore(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
+  std::vector<comm::AllReduceNormTable> tables(2);
+  auto results = RunRanks(2, 1, comm::MakeRecordingGroupFactory(registry),
+                          [&](const Topology& t, const StageComms& comms) -> absl::Status {
+                            RankStream stream;
+                            SEAM_RETURN_IF_ERROR(UseDevice(kGpu));
+                            comm::IpcAllReduceOptions ipc;
+                            ipc.allow_shared_device = true;
+                            SEAM_ASSIGN_OR_RETURN(auto kernel, comm::IpcAllReduceFusion::Create(
+                                                                   *store, t.tp_rank, 2, 0, 16, kWidth, ipc));
+                            SEAM_ASSIGN_OR_RETURN(tables[t.tp_rank],
+                                                  MeasureAllReduceNorm(*kernel, *comms.tp, kGpu, {1, 4, 16}, 5));
+                            return absl::OkStatus();
+                          });
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  ASSERT_EQ(tables[0].size(), 3u);
+  for (const auto& [key, timing] : tables[0]) {
+    EXPECT_EQ(key.second, kWidth);
+    EXPECT_GT(timing.fused_us, 0);
+    EXPECT_GT(timing.unfused_us, 0);
+    const auto other = tables[1].find(key);
+    ASSERT_NE(other, tables[1].end());
+    EXPECT_EQ(other->second.fused_us, timing.fused_us);
+    EXPECT_EQ(other->second.unfused_us, timing.unfused_us);
+  }
+}
+
+}  // namespace
+}  // namespace seam::boundary::testing
