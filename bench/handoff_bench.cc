@@ -41,7 +41,7 @@ struct Args {
 };
 
 // Latency mode: a pending stage's handoff, [tokens, hidden] bf16 hidden and
-// residual, on the host or (cuda) on GPU 0.
+// residual, on the host or (cuda) on GPU 0 and, when there is one, GPU 1 for the peer.
 struct LatencyArgs {
   bool tcp = true;
   bool cuda = false;
@@ -217,19 +217,23 @@ absl::StatusOr<std::vector<seam::Tensor>> ReceivePending(seam::handoff::HandoffR
   return act;
 }
 
-// Makes GPU 0 this process's device; called after the fork, in each process.
-absl::Status UseGpu() {
+// The GPU of one side: the pinging side on GPU 0, its peer on GPU 1 when
+// there is one (as pipeline stage 1 would be), else on GPU 0 as well.
+seam::Device GpuOf(bool peer) { return seam::Device::CUDA(peer && seam::CudaDeviceCount() > 1 ? 1 : 0); }
+
+// Makes this side's GPU the process's device; called after the fork, in each process.
+absl::Status UseGpu(bool peer) {
   if (seam::CudaDeviceCount() < 1) {
     return absl::FailedPreconditionError(
         "cuda: no CUDA device is visible to this process (or this build has no CUDA path); run without 'cuda' "
         "or on a GPU host");
   }
-  return seam::UseDevice(seam::Device::CUDA(0));
+  return seam::UseDevice(GpuOf(peer));
 }
 
 // The peer: receives each ping and sends the same activations back.
 int Pong(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep) {
-  const seam::Device device = a.cuda ? seam::Device::CUDA(0) : seam::Device::CPU();
+  const seam::Device device = a.cuda ? GpuOf(/*peer=*/true) : seam::Device::CPU();
   seam::handoff::HandoffSender sender(w, ep);
   seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
@@ -247,7 +251,7 @@ int Pong(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep) {
 // the last ITERS. Each interval covers the device-to-host copies, the send,
 // the peer's receive + send, this side's receive and the host-to-device copies.
 int Ping(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep, std::vector<double>& one_way_us) {
-  const seam::Device device = a.cuda ? seam::Device::CUDA(0) : seam::Device::CPU();
+  const seam::Device device = a.cuda ? GpuOf(/*peer=*/false) : seam::Device::CPU();
   std::vector<float> values(static_cast<size_t>(a.tokens * a.hidden));
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 977) * 0.5f;
   std::vector<seam::Tensor> act;
@@ -291,7 +295,7 @@ int RunLatency(const LatencyArgs& a) {
     close(to_parent[0]);
     if (a.cuda && seam::CudaDeviceCount() < 1) _exit(kNoCudaExit);
     if (a.cuda) {
-      if (absl::Status s = UseGpu(); !s.ok()) _exit(Fail("peer", s));
+      if (absl::Status s = UseGpu(/*peer=*/true); !s.ok()) _exit(Fail("peer", s));
     }
     std::unique_ptr<UcxWorker> w;
     UcxEndpoint ep;
@@ -305,7 +309,7 @@ int RunLatency(const LatencyArgs& a) {
   close(to_parent[1]);
   int rc = 0;
   if (a.cuda) {
-    if (absl::Status s = UseGpu(); !s.ok()) rc = Fail("latency", s);
+    if (absl::Status s = UseGpu(/*peer=*/false); !s.ok()) rc = Fail("latency", s);
   }
   std::unique_ptr<UcxWorker> w;
   UcxEndpoint ep;

@@ -21,6 +21,7 @@
 #include "seam/comm/recording_communicator.h"
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
+#include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
 
 namespace seam::boundary::testing {
@@ -33,12 +34,21 @@ Tensor Bf16OnGpu(const std::vector<float>& v, const Shape& shape) {
   return Tensor::FromFloats(v, shape, DType::kBF16).To(kGpu).value();
 }
 
-// Rank r's share of a stage output: bf16(x · w_r), w = 3/8, 5/8.
-absl::StatusOr<Tensor> Partial(const Tensor& x, int rank) {
-  SEAM_ASSIGN_OR_RETURN(Tensor host, x.To(Device::CPU()));
-  std::vector<float> v = host.ToFloats();
-  for (float& f : v) f *= rank == 0 ? 0.375f : 0.625f;
-  return Bf16OnGpu(v, x.shape());
+// Rank r's share of a stage output: bf16(x · w_r), w = 3/8, 5/8, computed on
+// the GPU as a product with w_r · I (one nonzero term per output, so exact
+// before the rounding). It must stay on the GPU: with two ranks on one GPU, a
+// copy to pageable host memory waits for the other rank's kernel, which may
+// be waiting for this rank's next one.
+Tensor ScaledIdentity(int rank) {
+  std::vector<float> w(kWidth * kWidth, 0.0f);
+  for (int64_t i = 0; i < kWidth; ++i) w[i * kWidth + i] = rank == 0 ? 0.375f : 0.625f;
+  return Bf16OnGpu(w, {kWidth, kWidth});
+}
+
+absl::StatusOr<Tensor> Partial(const Tensor& x, const Tensor& scaled_identity) {
+  SEAM_ASSIGN_OR_RETURN(Tensor out, Tensor::TryEmpty(x.shape(), DType::kBF16, kGpu));
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, scaled_identity, out));
+  return out;
 }
 
 std::vector<float> Seeded(int64_t n, uint32_t seed, float base, float spread) {
@@ -55,6 +65,7 @@ std::vector<float> Seeded(int64_t n, uint32_t seed, float base, float spread) {
 absl::StatusOr<Tensor> Forward(const Topology& t, const StageComms& comms, std::shared_ptr<FusionProvider> fusions,
                                const std::vector<float>& input, int64_t rows) {
   SEAM_RETURN_IF_ERROR(UseDevice(kGpu));
+  const Tensor scale = ScaledIdentity(t.tp_rank);
   NormParams norms[5];
   for (int i = 0; i < 5; ++i) {
     norms[i].weight = Bf16OnGpu(Seeded(kWidth, 7 + i, 1.0f, 0.5f), {kWidth});
@@ -73,7 +84,7 @@ absl::StatusOr<Tensor> Forward(const Topology& t, const StageComms& comms, std::
   SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, Bf16OnGpu(input, {rows, kWidth})));
   for (const auto& stage : stages) {
     SEAM_ASSIGN_OR_RETURN(Tensor x, stage->Prepare(h, batch));
-    SEAM_ASSIGN_OR_RETURN(Tensor out, Partial(x, t.tp_rank));
+    SEAM_ASSIGN_OR_RETURN(Tensor out, Partial(x, scale));
     if (stage->declaration().kind == StageKind::kFfn && stage->has_fusions()) {
       SEAM_ASSIGN_OR_RETURN(auto scope, stage->Exit(batch));
       SEAM_ASSIGN_OR_RETURN(h, scope->Finish(out));
@@ -104,10 +115,18 @@ class StoreDir {
 
 // Each rank thread's own stream: ranks sharing a GPU must not queue their
 // kernels behind each other's (the one-shot kernels wait for each other).
+// For the same reason the shared device's memory pool must not hand one
+// rank's freed block to the other by making its stream wait for the first's
+// (cudaMemPoolReuseAllowInternalDependencies); ranks on their own GPUs have
+// their own pools.
 class RankStream {
  public:
   RankStream() {
     cudaSetDevice(0);
+    cudaMemPool_t pool;
+    cudaDeviceGetDefaultMemPool(&pool, 0);
+    int no = 0;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no);
     cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     SetCurrentCudaStream(stream_);
   }
@@ -135,9 +154,13 @@ Tensor RunTp2(bool fuse, const std::vector<float>& input, int64_t rows, std::vec
                             RankStream stream;
                             std::shared_ptr<IpcFusionProvider> provider;
                             if (fuse) {
+                              // A first unfused forward on this thread sets up what the thread keeps
+                              // (e.g. its cuBLAS handle and workspace), whose creation may wait for the
+                              // GPU's running kernels: with a shared GPU, the peer's waiting one.
+                              SEAM_RETURN_IF_ERROR(Forward(t, comms, nullptr, input, rows).status());
                               comm::IpcAllReduceOptions ipc;
                               ipc.allow_shared_device = true;
-                              ipc.timeout = absl::Seconds(20);
+                              ipc.timeout = absl::Seconds(5);
                               SEAM_ASSIGN_OR_RETURN(std::unique_ptr<comm::IpcAllReduceFusion> kernel,
                                                     comm::IpcAllReduceFusion::Create(*store, t.tp_rank, 2, 0, 64,
                                                                                      kWidth, ipc));
@@ -160,19 +183,22 @@ Tensor RunTp2(bool fuse, const std::vector<float>& input, int64_t rows, std::vec
   return outs[0];
 }
 
-TEST(IpcFusionGpuTest, FusedStackEqualsTheBuiltInPathBitForBit) {
+class IpcFusionGpuRows : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(IpcFusionGpuRows, FusedStackEqualsTheBuiltInPathBitForBit) {
   if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
-  for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{32}}) {
-    const std::vector<float> input = Seeded(rows * kWidth, static_cast<uint32_t>(rows), 0.0f, 4.0f);
-    std::vector<int64_t> runs;
-    const Tensor reference = RunTp2(false, input, rows, &runs);
-    const Tensor fused = RunTp2(true, input, rows, &runs);
-    ASSERT_TRUE(reference.defined() && fused.defined());
-    EXPECT_TRUE(BitEqual(fused, reference)) << rows << " rows";
-    // Per rank: both FFN inputs and the second attention's input.
-    EXPECT_EQ(runs, (std::vector<int64_t>{3, 3})) << rows << " rows";
-  }
+  const int64_t rows = GetParam();
+  const std::vector<float> input = Seeded(rows * kWidth, static_cast<uint32_t>(rows), 0.0f, 4.0f);
+  std::vector<int64_t> runs;
+  const Tensor reference = RunTp2(false, input, rows, &runs);
+  const Tensor fused = RunTp2(true, input, rows, &runs);
+  ASSERT_TRUE(reference.defined() && fused.defined());
+  EXPECT_TRUE(BitEqual(fused, reference));
+  // Per rank: both FFN inputs and the second attention's input.
+  EXPECT_EQ(runs, (std::vector<int64_t>{3, 3}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Rows, IpcFusionGpuRows, ::testing::Values(1, 5, 32));
 
 TEST(IpcFusionGpuTest, TheMeasurementGivesEveryRankTheSameTable) {
   if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";

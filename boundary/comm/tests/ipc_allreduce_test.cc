@@ -165,6 +165,12 @@ void CheckTp(int n, bool shared) {
     RunRanks(n, [&](int r) {
       const int device = shared ? 0 : r;
       ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+      if (shared) {  // no stream of one rank may wait for the other's through a reused pool block
+        cudaMemPool_t pool;
+        ASSERT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+        int no = 0;
+        ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no), cudaSuccess);
+      }
       cudaStream_t stream;
       ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
       kernels::ScopedStream scoped(stream);

@@ -26,7 +26,12 @@
 // cudaIpcOpenMemHandle. Ranks normally sit on distinct GPUs;
 // allow_shared_device lets several ranks share one (a one-GPU test of the
 // protocol): their kernels then must be co-resident on that GPU, which holds
-// for small grids only, and a wait that cannot be met ends at its deadline.
+// for small grids only, each rank needs its own non-blocking stream, and the
+// device's memory pool must not make one rank's stream wait for the other's
+// (cudaMemPoolReuseAllowInternalDependencies off), and no rank may copy to
+// pageable host memory while its peer may be waiting for its next call (on
+// the H200 such a copy waits for the GPU's running kernels, the peer's
+// spinning one included); a wait that cannot be met ends at its deadline.
 // No multicast objects are created and NCCL is not involved.
 //
 // Synchronisation: each block of the kernel owns a fixed set of rows and a

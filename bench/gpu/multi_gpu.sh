@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The multi-GPU run (two or four GPUs of one host): NCCL tensor parallelism
+# under the boundary, the one-shot IPC all-reduce + add + RMSNorm against NCCL
+# + the fused add+norm, and pipelines across GPUs, with the handoff latency.
+#
+# Run it plainly from the repo root with the bundle of scripts/gpu-bundle.sh
+# in bundle/ (it calls scripts/gpu-run.sh for every seam binary):
+#
+#     bash bench/gpu/multi_gpu.sh [OUT_DIR] [PART]
+#
+# PART picks one part (each fits the 10 minutes one device command may take at
+# four GPUs); without it every part runs:
+#   tests     comm_test (NCCL), ipc_allreduce_test, boundary_ipc_fusion_gpu_test
+#   check     seam check --device cuda, Qwen3 and Qwen3-MoE, TP 2 (and 4) x
+#             attention DP 1, 2 x every policy, f32 and bf16 (fusion auto),
+#             and bf16 with --allreduce-fusion always (policy ar)
+#   fusion    seam-bench-gpu allreduce-norm: 1..256 tokens x hidden 4096, 8192
+#             at TP 2 (and 4): fused vs NCCL + FusedAddRmsNorm, and the choice
+#   pipeline  seam run --device cuda at PP 1, 2 x TP 1, 2 (as the GPUs allow),
+#             f32 and bf16, and seam-bench-handoff latency (host vs GPU-staged)
+# OUT_DIR (default $OUT, else bench/results/<date>-gpu<N>) gets one log per
+# run, summary.txt (one line per run) and tables.md (the README's tables).
+# NCCL_NVLS_ENABLE=0 throughout: no NVLink multicast objects are created.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0
+R=scripts/gpu-run.sh
+N=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+OUT_DIR="${1:-${OUT:-bench/results/$(date +%Y-%m-%d)-gpu$N}}"
+PART="${2:-all}"
+mkdir -p "$OUT_DIR"
+WORK="${SEAM_GPU_WORK:-/tmp/seam-multi-gpu}"
+mkdir -p "$WORK"
+SUMMARY="$OUT_DIR/summary.txt"
+TABLES="$OUT_DIR/tables.md"
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader > "$OUT_DIR/gpus.txt" 2>&1
+nvidia-smi topo -m > "$OUT_DIR/topology.txt" 2>&1
+echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $N GPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), part $PART" >> "$SUMMARY"
+TPS="2"
+[ "$N" -ge 4 ] && TPS="2 4"
+want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+multi() {  # parts that need a TP group of GPUs
+  [ "$N" -ge 2 ] && return 0
+  echo "$1: skipped, $N GPU visible (needs 2 or more)" >> "$SUMMARY"
+  return 1
+}
+
+model() {  # name, then seam model init flags
+  local name=$1; shift
+  [ -f "$WORK/$name/config.json" ] || $R seam model init "$@" --out "$WORK/$name" > "$WORK/$name.init.log" 2>&1
+}
+model qwen3 --layers 4 --hidden 1024 --heads 16 --kv-heads 8 --intermediate 3072 --vocab 8192 --seed 1
+model qwen3_moe --arch qwen3_moe --layers 4 --hidden 1024 --heads 16 --kv-heads 8 --intermediate 3072 \
+  --moe-intermediate 512 --experts 8 --top-k 2 --vocab 8192 --seed 2
+model mid --layers 8 --hidden 1024 --heads 16 --kv-heads 8 --intermediate 3072 --vocab 8192 --seed 3
+
+if want tests; then
+  $R comm_test --gtest_filter='*Nccl*' > "$OUT_DIR/comm_test_nccl.log" 2>&1
+  echo "comm_test nccl rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT_DIR/comm_test_nccl.log" | tr '\n' ' ')" >> "$SUMMARY"
+  for t in ipc_allreduce_test boundary_ipc_fusion_gpu_test; do
+    $R $t > "$OUT_DIR/$t.log" 2>&1
+    echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT_DIR/$t.log" | tr '\n' ' ')" >> "$SUMMARY"
+  done
+fi
+
+if want check && multi check; then
+  echo "| model | TP | attn DP | policy | dtype | fusion | prefill rel | decode rel | tokens | fused sums | result |" > "$OUT_DIR/check_table.md"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$OUT_DIR/check_table.md"
+  run_check() {  # model tp dp policy dtype fusion
+    local log="$OUT_DIR/check_$1_tp$2_dp$3_$4_$5_$6.log" tol=1e-4
+    [ "$5" = bf16 ] && tol=5e-2
+    $R seam check --device cuda --model "$WORK/$1" --tp "$2" --attn-dp "$3" --policy "$4" --dtype "$5" \
+      --allreduce-fusion "$6" --tolerance $tol > "$log" 2>&1
+    local rc=$?
+    local pre dec tok fused res
+    pre=$(sed -n 's/^prefill logits:.*rel err //p' "$log")
+    dec=$(sed -n 's/^decode logits:.*rel err //p' "$log")
+    tok=$(sed -n 's/^greedy tokens: *//p' "$log")
+    fused=$(sed -n 's/^all-reduce fusion: \([0-9]*\) sums.*/\1/p' "$log")
+    res=$(tail -1 "$log")
+    echo "check $1 tp$2 dp$3 $4 $5 fusion=$6 rc=$rc prefill_rel=$pre decode_rel=$dec fused=${fused:-0} tokens: $tok $res" >> "$SUMMARY"
+    echo "| $1 | $2 | $3 | $4 | $5 | $6 | $pre | $dec | $tok | ${fused:-0} | $res |" >> "$OUT_DIR/check_table.md"
+  }
+  for tp in $TPS; do
+    for m in qwen3 qwen3_moe; do
+      for dp in 1 2; do
+        for pol in ar rs rsv rs+rsv auto; do
+          for dt in f32 bf16; do run_check $m $tp $dp $pol $dt auto; done
+        done
+        run_check $m $tp $dp ar bf16 always
+      done
+    done
+  done
+fi
+
+if want fusion && multi fusion; then
+  tp_list=$(echo $TPS | tr ' ' ',')
+  $R seam-bench-gpu allreduce-norm --tp "$tp_list" --tokens 1,2,4,8,16,32,64,128,256 --hidden 4096,8192 \
+    --iters 300 --json "$OUT_DIR/allreduce_norm.json" > "$OUT_DIR/allreduce_norm.log" 2>&1
+  echo "allreduce-norm rc=$?" >> "$SUMMARY"
+  python3 - "$OUT_DIR/allreduce_norm.json" > "$OUT_DIR/fusion_table.md" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+print("| TP | hidden | tokens | fused µs | NCCL + add-norm µs | ratio | chosen |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['tp']} | {r['hidden']} | {r['tokens']} | {r['fused_us']:.1f} | {r['unfused_us']:.1f} | "
+          f"{r['ratio']:.2f} | {r['chosen']} |")
+PY
+fi
+
+if want pipeline; then
+  echo "| PP | TP | GPUs | dtype | tokens/s | vs PP1 TP1 | tokens match |" > "$OUT_DIR/pipeline_table.md"
+  echo "|---|---|---|---|---|---|---|" >> "$OUT_DIR/pipeline_table.md"
+  for dt in f32 bf16; do
+    base=""
+    for layout in "1 1" "2 1" "1 2" "2 2"; do
+      set -- $layout
+      [ $(($1 * $2)) -gt "$N" ] && continue
+      log="$OUT_DIR/run_pp$1_tp$2_$dt.log"
+      $R seam run --device cuda --model "$WORK/mid" --pp $1 --tp $2 --dtype $dt --prompts 3 --max-new-tokens 32 \
+        > "$log" 2>&1
+      rc=$?
+      tps=$(sed -n 's/.*(\([0-9.]*\) tokens\/s.*/\1/p' "$log")
+      [ -z "$base" ] && base=$tps
+      ratio=$(python3 -c "print(f'{float(\"${tps:-0}\")/float(\"${base:-1}\"):.2f}')" 2>/dev/null)
+      match=$(grep -q "tokens match" "$log" && echo yes || echo no)
+      echo "seam run pp$1 tp$2 $dt rc=$rc tokens/s=$tps match=$match" >> "$SUMMARY"
+      echo "| $1 | $2 | $(($1 * $2)) | $dt | $tps | $ratio | $match |" >> "$OUT_DIR/pipeline_table.md"
+    done
+  done
+  echo "| transport | tokens | host median µs | host p99 µs | GPU-staged median µs | GPU-staged p99 µs |" > "$OUT_DIR/handoff_table.md"
+  echo "|---|---|---|---|---|---|" >> "$OUT_DIR/handoff_table.md"
+  for mode in shm tcp; do
+    for t in 1 8 64 256; do
+      h=$($R seam-bench-handoff latency $mode $t 4096 300 30 cpu 2>>"$OUT_DIR/handoff.err")
+      g=$($R seam-bench-handoff latency $mode $t 4096 300 30 cuda 2>>"$OUT_DIR/handoff.err")
+      echo "handoff $mode tokens=$t hidden=4096 bf16 host=[$h] gpu=[$g]" >> "$SUMMARY"
+      set -- $h $g
+      echo "| $mode | $t | ${1:-} | ${2:-} | ${3:-} | ${4:-} |" >> "$OUT_DIR/handoff_table.md"
+    done
+  done
+fi
+
+for f in check_table fusion_table pipeline_table handoff_table; do
+  [ -f "$OUT_DIR/$f.md" ] && { echo "## $f"; cat "$OUT_DIR/$f.md"; echo; }
+done > "$TABLES"
+cat "$SUMMARY"
