@@ -16,7 +16,8 @@
 #             and bf16 with --allreduce-fusion always (policy ar)
 #   fusion    seam-bench-gpu allreduce-norm: 1..256 tokens x hidden 4096, 8192
 #             at TP 2 (and 4): fused vs NCCL + FusedAddRmsNorm, and the choice
-#   pipeline  seam run --device cuda at PP 1, 2 x TP 1, 2 (as the GPUs allow),
+#   pipeline  seam run --device cuda at PP 1, 2 x TP 1, 2 (TP as the GPUs
+#             allow; with fewer GPUs than PP x TP the stages share them),
 #             f32 and bf16, and seam-bench-handoff latency (host vs GPU-staged)
 # OUT_DIR (default $OUT, else bench/results/<date>-gpu<N>) gets one log per
 # run, summary.txt (one line per run) and tables.md (the README's tables).
@@ -116,7 +117,9 @@ if want pipeline; then
     base=""
     for layout in "1 1" "2 1" "1 2" "2 2"; do
       set -- $layout
-      [ $(($1 * $2)) -gt "$N" ] && continue
+      [ "$2" -gt "$N" ] && continue  # TP ranks need GPUs of their own (NCCL)
+      gpus=$(($1 * $2))
+      [ "$gpus" -gt "$N" ] && gpus="$N (stages share)"
       log="$OUT_DIR/run_pp$1_tp$2_$dt.log"
       $R seam run --device cuda --model "$WORK/mid" --pp $1 --tp $2 --dtype $dt --prompts 3 --max-new-tokens 32 \
         > "$log" 2>&1
@@ -126,7 +129,7 @@ if want pipeline; then
       ratio=$(python3 -c "print(f'{float(\"${tps:-0}\")/float(\"${base:-1}\"):.2f}')" 2>/dev/null)
       match=$(grep -q "tokens match" "$log" && echo yes || echo no)
       echo "seam run pp$1 tp$2 $dt rc=$rc tokens/s=$tps match=$match" >> "$SUMMARY"
-      echo "| $1 | $2 | $(($1 * $2)) | $dt | $tps | $ratio | $match |" >> "$OUT_DIR/pipeline_table.md"
+      echo "| $1 | $2 | $gpus | $dt | $tps | $ratio | $match |" >> "$OUT_DIR/pipeline_table.md"
     done
   done
   echo "| transport | tokens | host median µs | host p99 µs | GPU-staged median µs | GPU-staged p99 µs |" > "$OUT_DIR/handoff_table.md"

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
 
   seam::coordinator::CheckCommandOptions check;
   CLI::App* check_cmd =
-      app.add_subcommand("check", "compare a TP group's logits and greedy tokens with a single rank (CPU, Gloo)");
+      app.add_subcommand("check", "compare a TP group's logits and greedy tokens with a single rank (CPU over Gloo, "
+                                  "or GPUs over NCCL with --device cuda)");
   check_cmd->add_option("--model", check.model_dir, "Hugging Face model directory")->required();
   check_cmd->add_option("--tp", check.tp, "tensor-parallel ranks")->capture_default_str();
   check_cmd->add_option("--attn-dp", check.attn_dp, "attention data-parallel groups")->capture_default_str();

@@ -47,5 +47,29 @@ TEST(Crc32cTest, HardwarePathEqualsTableOnEveryLengthAndAlignment) {
   RecordProperty("hardware", Crc32cIsHardwareAccelerated() ? "sse4.2" : "table");
 }
 
+// Long inputs take the three-chain path (rounds of 3 x 8192 and 3 x 256
+// bytes); every boundary around those rounds must give the table's result.
+TEST(Crc32cTest, InterleavedChainsEqualTableAroundEveryRoundBoundary) {
+  std::vector<unsigned char> bytes(3 * 8192 * 2 + 3 * 256 + 64);
+  uint32_t x = 12345;
+  for (unsigned char& b : bytes) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<unsigned char>(x >> 24);
+  }
+  const size_t lengths[] = {767, 768, 769, 775, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 1, 3 * 8192 + 768,
+                            3 * 8192 + 775, 2 * 3 * 8192, 2 * 3 * 8192 + 3 * 256 + 17};
+  for (size_t offset : {0, 1, 5}) {
+    for (size_t length : lengths) {
+      if (offset + length > bytes.size()) continue;
+      ASSERT_EQ(Crc32c(bytes.data() + offset, length), Crc32cExtendPortable(0, bytes.data() + offset, length))
+          << "offset " << offset << " length " << length;
+      const size_t cut = length / 3;
+      ASSERT_EQ(Crc32cExtend(Crc32c(bytes.data() + offset, cut), bytes.data() + offset + cut, length - cut),
+                Crc32cExtendPortable(0, bytes.data() + offset, length))
+          << "extended at " << cut << ", length " << length;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace seam::handoff
