@@ -235,7 +235,9 @@ absl::Status UseGpu(bool peer) {
 int Pong(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep) {
   const seam::Device device = a.cuda ? GpuOf(/*peer=*/true) : seam::Device::CPU();
   seam::handoff::HandoffSender sender(w, ep);
-  seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr);
+  seam::handoff::HandoffReceiverOptions receive;
+  receive.page_locked = a.cuda;  // as a GPU stage receives
+  seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr, receive);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
     const absl::Time deadline = absl::Now() + kStepTimeout;
     auto act = ReceivePending(receiver, PendingExpectation(i, a), device, deadline);
@@ -261,7 +263,9 @@ int Ping(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep, std::vector<double
     act.push_back(*std::move(t));
   }
   seam::handoff::HandoffSender sender(w, ep);
-  seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr);
+  seam::handoff::HandoffReceiverOptions receive;
+  receive.page_locked = a.cuda;  // as a GPU stage receives
+  seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr, receive);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
     const seam::v1::StreamState header = PendingHeader(i, a.tokens);
     const seam::handoff::HandoffExpectation expect = PendingExpectation(i, a);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "seam/core/device_memory.h"
+#include "seam/core/host_staging.h"
 #include "seam/core/status.h"
 
 namespace seam {
@@ -199,7 +200,9 @@ absl::StatusOr<Tensor> Tensor::On(Device target) const {
 }
 
 absl::StatusOr<Tensor> Tensor::To(Device target) const {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, TryEmpty(shape_, dtype_, target));
+  // Leaving a GPU: into host staging memory (page-locked when a GPU is visible).
+  SEAM_ASSIGN_OR_RETURN(Tensor t, target.is_cpu() && device().is_cuda() ? EmptyHostStaging(shape_, dtype_, /*page_locked=*/true)
+                                                                         : TryEmpty(shape_, dtype_, target));
   SEAM_RETURN_IF_ERROR(CopyInto(*this, t));
   return t;
 }

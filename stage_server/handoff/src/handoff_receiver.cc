@@ -3,6 +3,7 @@
 // and CRC-32C before returning any tensor.
 #include <set>
 
+#include "seam/core/host_staging.h"
 #include "seam/core/status.h"
 #include "seam/handoff/crc32c.h"
 #include "seam/handoff/handoff.h"
@@ -107,7 +108,7 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectatio
     const v1::TensorDesc& desc = header.tensors(static_cast<int>(i));
     const std::string what = absl::StrCat("tensor '", desc.name(), "' of ", where);
     const DType dtype = FromWireDType(desc.dtype()).value();  // checked by CheckDescriptors
-    absl::StatusOr<Tensor> tensor = Tensor::TryEmpty(DescShape(desc), dtype);
+    absl::StatusOr<Tensor> tensor = EmptyHostStaging(DescShape(desc), dtype, options_.page_locked);
     if (!tensor.ok()) {
       Drain(microbatch, i, count);
       return Annotate(tensor.status(), what);

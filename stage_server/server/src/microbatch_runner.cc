@@ -89,7 +89,9 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
   expect.sequence_number = d.sequence_number();
   expect.epoch = d.epoch();
   expect.validator = [&](const v1::StreamState& header) { return CheckHandoffHeader(header, d, config_, *compute_); };
-  handoff::HandoffReceiver receiver(worker_, previous_.valid() ? &previous_ : nullptr);
+  handoff::HandoffReceiverOptions receive;
+  receive.page_locked = compute_->on_gpu();
+  handoff::HandoffReceiver receiver(worker_, previous_.valid() ? &previous_ : nullptr, receive);
   const absl::Time deadline = absl::Now() + handoff_timeout_;
   while (true) {
     absl::StatusOr<handoff::ReceivedHandoff> got = receiver.Receive(expect, deadline);

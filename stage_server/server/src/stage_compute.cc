@@ -13,8 +13,8 @@ namespace {
 
 class PieceCompute final : public StageCompute {
  public:
-  PieceCompute(std::unique_ptr<models::StageGroup> group, std::string exit_policy)
-      : group_(std::move(group)), exit_policy_(std::move(exit_policy)) {}
+  PieceCompute(std::unique_ptr<models::StageGroup> group, std::string exit_policy, bool on_gpu)
+      : group_(std::move(group)), exit_policy_(std::move(exit_policy)), on_gpu_(on_gpu) {}
 
   const weights::ModelConfig& model_config() const override { return group_->config(); }
   int tp() const override { return group_->tp(); }
@@ -24,6 +24,7 @@ class PieceCompute final : public StageCompute {
   // Every Qwen3 / Qwen3-MoE decoder layer ends with its FFN (dense or MoE).
   v1::StageKind last_stage_kind() const override { return v1::STAGE_KIND_FFN; }
   std::string exit_policy() const override { return exit_policy_; }
+  bool on_gpu() const override { return on_gpu_; }
 
   absl::StatusOr<StageOutput> Run(const std::vector<models::SequenceStep>& sequences, bool all_logits,
                                   const std::vector<boundary::PipelineTensors>& in) override {
@@ -39,6 +40,7 @@ class PieceCompute final : public StageCompute {
  private:
   std::unique_ptr<models::StageGroup> group_;
   std::string exit_policy_;
+  bool on_gpu_;
 };
 
 }  // namespace
@@ -59,7 +61,8 @@ absl::StatusOr<std::unique_ptr<StageCompute>> LoadStageCompute(const v1::StageCo
                         models::StageGroup::Create(config.model_dir(), static_cast<int>(config.tp_size()),
                                                    static_cast<int>(config.attn_dp_size()), policy, options));
   if (const std::string report = group->FusionReport(); !report.empty()) SEAM_LOG_INFO("{}", report);
-  return std::unique_ptr<StageCompute>(new PieceCompute(std::move(group), boundary::ReductionPolicyName(policy)));
+  return std::unique_ptr<StageCompute>(new PieceCompute(std::move(group), boundary::ReductionPolicyName(policy),
+                                                          compute.device == Device::Kind::kCUDA));
 }
 
 }  // namespace seam::server

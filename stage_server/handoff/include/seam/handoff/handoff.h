@@ -72,6 +72,10 @@ struct HandoffReceiverOptions {
   // After a rejection, how long the receiver keeps taking the rejected
   // handoff's payloads off the wire so they do not linger in UCX.
   absl::Duration drain_timeout = absl::Milliseconds(200);
+  // Payloads land in host staging memory (core/host_staging.h), reused from
+  // handoff to handoff; page-locked when set (a receiver that copies them
+  // onto a GPU next) and a GPU is visible.
+  bool page_locked = false;
 };
 
 // Receives handoffs from one sender. Uses the worker from its thread only.

@@ -44,6 +44,8 @@ class StageCompute {
   // kind of its last declared layer stage and the exit policy it was bound with.
   virtual v1::StageKind last_stage_kind() const = 0;
   virtual std::string exit_policy() const = 0;
+  // Whether the ranks compute on GPUs (handoffs then arrive in page-locked memory).
+  virtual bool on_gpu() const { return false; }
 
   // One step of `sequences`; `in` holds tp() handoffs unless is_first().
   virtual absl::StatusOr<StageOutput> Run(const std::vector<models::SequenceStep>& sequences, bool all_logits,
