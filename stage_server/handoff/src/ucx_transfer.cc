@@ -48,6 +48,12 @@ UcxWorker::Outcome UcxWorker::Wait(void* request, bool is_recv, absl::Time deadl
       return out;
     }
     if (watch != nullptr && watch->failed()) {
+      // A message that arrived before the peer failed still completes its receive.
+      ucp_worker_progress(worker);
+      if (complete()) {
+        ucp_request_free(request);
+        return out;
+      }
       out.end = Outcome::End::kPeerFailed;
       break;
     }
