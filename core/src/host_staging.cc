@@ -110,6 +110,7 @@ class StagingCache {
 bool HostStagingCanPageLock() { return StagingCache::PageLocked().pinned(); }
 
 absl::StatusOr<std::shared_ptr<Storage>> AllocateHostStaging(size_t bytes, bool page_locked) {
+  if (bytes > kMaxStagingBlockBytes) return Storage::Allocate(bytes, Device::CPU());
   const size_t size_class = ClassOf(bytes);
   StagingCache* cache = page_locked ? &StagingCache::PageLocked() : &StagingCache::Plain();
   absl::StatusOr<void*> p = cache->Take(size_class);

@@ -35,6 +35,16 @@ TEST(HostStagingTest, ReusesAReleasedBlockOfTheSameClass) {
   EXPECT_EQ(again->raw_data(), first);
 }
 
+TEST(HostStagingTest, GivesLargeRequestsTooUncached) {
+  const int64_t n = int64_t{kMaxStagingBlockBytes} / 4 + 1;
+  auto t = EmptyHostStaging({n}, DType::kF32, true);
+  ASSERT_TRUE(t.ok()) << t.status();
+  float* p = static_cast<float*>(t->raw_data());
+  p[0] = 1.0f;
+  p[n - 1] = 2.0f;
+  EXPECT_EQ(p[n - 1], 2.0f);
+}
+
 TEST(HostStagingTest, PageLockedExactlyWhenAskedAndAGpuIsVisible) {
   EXPECT_EQ(HostStagingCanPageLock(), CudaAvailable());
   for (bool page_locked : {false, true}) {

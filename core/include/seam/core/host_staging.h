@@ -20,6 +20,9 @@
 namespace seam {
 
 inline constexpr size_t kMaxCachedStagingBytes = size_t{1} << 30;
+// Larger requests get plain, uncached host memory (a power-of-two class
+// would waste up to half of it, and page-locking gigabytes takes seconds).
+inline constexpr size_t kMaxStagingBlockBytes = size_t{64} << 20;
 
 // Host storage of at least `bytes` (device() is the host).
 absl::StatusOr<std::shared_ptr<Storage>> AllocateHostStaging(size_t bytes, bool page_locked);
