@@ -74,8 +74,8 @@ if want check && multi check; then
       --allreduce-fusion "$6" --tolerance $tol > "$log" 2>&1
     local rc=$?
     local pre dec tok fused res
-    pre=$(sed -n 's/^prefill logits:.*rel err //p' "$log")
-    dec=$(sed -n 's/^decode logits:.*rel err //p' "$log")
+    pre=$(sed -n 's/^prefill logits:.*rel err \([^ ]*\).*/\1/p' "$log")
+    dec=$(sed -n 's/^decode logits:.*rel err \([^ ]*\) (\([0-9]*\) of \([0-9]*\) rows.*/\1 (\2 of \3 rows over)/p' "$log")
     tok=$(sed -n 's/^greedy tokens: *//p' "$log")
     fused=$(sed -n 's/^all-reduce fusion: \([0-9]*\) sums.*/\1/p' "$log")
     res=$(tail -1 "$log")

@@ -18,9 +18,16 @@
 namespace seam::coordinator {
 namespace {
 
+// Largest errors of the logits tensors added (rel: max |a - b| / max |b| per
+// tensor), and how many token rows on their own exceed `tolerance` that way
+// (one row far off, e.g. where a MoE expert choice flipped, reads differently
+// from every row a little off).
 struct Error {
+  explicit Error(double tolerance) : tolerance(tolerance) {}
+  double tolerance;
   double abs = 0, rel = 0;
   bool bitwise = true;
+  int64_t rows = 0, rows_above = 0;
   void Add(const Tensor& got, const Tensor& want) {
     const std::vector<float> a = got.ToFloats(), b = want.ToFloats();
     if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) bitwise = false;
@@ -32,7 +39,18 @@ struct Error {
     if (a.size() != b.size()) max_abs = INFINITY;
     abs = std::max(abs, max_abs);
     rel = std::max(rel, max_ref > 0 ? max_abs / max_ref : max_abs);
+    const int64_t vocab = want.dim(-1);
+    for (int64_t r = 0; a.size() == b.size() && r < want.rows(); ++r) {
+      double row_abs = 0, row_ref = 0;
+      for (int64_t v = r * vocab; v < (r + 1) * vocab; ++v) {
+        row_abs = std::max(row_abs, std::fabs(static_cast<double>(a[v]) - b[v]));
+        row_ref = std::max(row_ref, std::fabs(static_cast<double>(b[v])));
+      }
+      ++rows;
+      if ((row_ref > 0 ? row_abs / row_ref : row_abs) > tolerance) ++rows_above;
+    }
   }
+  std::string RowsText() const { return absl::StrCat(" (", rows_above, " of ", rows, " rows above the tolerance)"); }
 };
 
 int32_t ArgmaxLast(const Tensor& logits) {
@@ -152,7 +170,7 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
       << ") policy " << o.policy << " vs 1 rank; "
       << o.prompts << " prompts, " << o.decode_steps << " decode steps\n";
 
-  Error prefill, decode;
+  Error prefill(o.tolerance), decode(o.tolerance);
   int token_mismatches = 0, near_ties = 0;
   std::vector<int32_t> next(batch.size());
   for (int step = 0; step <= o.decode_steps; ++step) {
@@ -189,8 +207,8 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
   // One rank per piece runs the single rank's arithmetic in the same order.
   const bool ok = prefill.rel <= o.tolerance && decode.rel <= o.tolerance && token_mismatches == 0 &&
                   (bitwise || o.tp > 1);
-  out << "prefill logits: max abs err " << prefill.abs << ", rel err " << prefill.rel << "\n";
-  out << "decode logits:  max abs err " << decode.abs << ", rel err " << decode.rel << "\n";
+  out << "prefill logits: max abs err " << prefill.abs << ", rel err " << prefill.rel << prefill.RowsText() << "\n";
+  out << "decode logits:  max abs err " << decode.abs << ", rel err " << decode.rel << decode.RowsText() << "\n";
   out << "greedy tokens:  " << (token_mismatches == 0 ? "identical" : std::to_string(token_mismatches) + " differ");
   if (near_ties > 0) out << " (" << near_ties << " more differ within a bf16 near-tie of the reference)";
   out << "\n";

@@ -112,6 +112,8 @@ TEST(CheckCommand, Bf16GroupMatchesOneBf16RankWithinTheStatedTolerance) {
   EXPECT_EQ(RunCheckCommand(o, out, err), 0) << out.str() << err.str();
   EXPECT_NE(out.str().find("(bf16: each side rounds"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("\nOK\n"), std::string::npos) << out.str();
+  // 3 prompts x 3 decode steps: every decode row is within the tolerance.
+  EXPECT_NE(out.str().find("(0 of 9 rows above the tolerance)"), std::string::npos) << out.str();
 }
 
 TEST(CheckCommand, Bf16AtATightToleranceIsAMismatch) {
@@ -123,6 +125,8 @@ TEST(CheckCommand, Bf16AtATightToleranceIsAMismatch) {
   std::ostringstream out, err;
   EXPECT_EQ(RunCheckCommand(o, out, err), 1) << out.str() << err.str();
   EXPECT_NE(out.str().find("MISMATCH"), std::string::npos) << out.str();
+  // Every row differs from the single rank by more than 1e-9 (default: 3 prompts x 4 decode steps).
+  EXPECT_NE(out.str().find("(12 of 12 rows above the tolerance)"), std::string::npos) << out.str();
 }
 
 TEST(CheckCommand, UnknownDeviceOrDtypeExitsTwo) {
