@@ -141,6 +141,17 @@ std::vector<int64_t> PowersOfTwoUpTo(int64_t max_tokens) {
   return counts;
 }
 
+// Whether every rank of `group` says `ok` (a sum over the group, so all ranks
+// learn the same answer).
+absl::StatusOr<bool> EveryRank(comm::Communicator& group, Device device, bool ok) {
+  SEAM_ASSIGN_OR_RETURN(Tensor flag, Tensor::FromFloats({ok ? 1.0f : 0.0f}, {1}).To(device));
+  SEAM_RETURN_IF_ERROR(group.AllReduce(flag));
+  SEAM_ASSIGN_OR_RETURN(Tensor host, flag.To(Device::CPU()));
+  return host.ToFloats()[0] == static_cast<float>(group.size());
+}
+
+// The group's candidate, or null (auto only) when a rank could not build its
+// kernel, e.g. GPUs without peer access: the whole group then keeps NCCL.
 absl::StatusOr<std::shared_ptr<IpcInputFusion>> MakeCandidate(SumGroup completes, comm::Communicator& group,
                                                               const std::string& name,
                                                               std::shared_ptr<comm::Store> store, Device device,
@@ -148,19 +159,28 @@ absl::StatusOr<std::shared_ptr<IpcInputFusion>> MakeCandidate(SumGroup completes
                                                               std::string* log) {
   comm::IpcAllReduceOptions ipc;
   ipc.timeout = options.timeout;
-  SEAM_ASSIGN_OR_RETURN(std::unique_ptr<comm::IpcAllReduceFusion> kernel,
-                        comm::IpcAllReduceFusion::Create(comm::MakePrefixStore(name, store), group.rank(),
-                                                         group.size(), device.index, options.max_tokens, hidden, ipc));
-  comm::AllReduceNormTable table;
+  absl::StatusOr<std::unique_ptr<comm::IpcAllReduceFusion>> kernel = comm::IpcAllReduceFusion::Create(
+      comm::MakePrefixStore(name, store), group.rank(), group.size(), device.index, options.max_tokens, hidden, ipc);
   const bool always = options.mode == AllReduceFusionMode::kAlways;
+  SEAM_ASSIGN_OR_RETURN(bool everyone, EveryRank(group, device, kernel.ok()));
+  if (!everyone) {
+    const std::string why = kernel.ok() ? "another rank could not build its kernel" : kernel.status().ToString();
+    if (always) return absl::FailedPreconditionError(absl::StrCat("all-reduce fusion on ", name, ": ", why));
+    if (log != nullptr) {
+      absl::StrAppend(log, log->empty() ? "" : "\n", "all-reduce fusion on ", name, ": unavailable, NCCL only (", why,
+                      ")");
+    }
+    return std::shared_ptr<IpcInputFusion>();
+  }
+  comm::AllReduceNormTable table;
   if (!always) {
-    SEAM_ASSIGN_OR_RETURN(table, MeasureAllReduceNorm(*kernel, group, device, PowersOfTwoUpTo(options.max_tokens)));
+    SEAM_ASSIGN_OR_RETURN(table, MeasureAllReduceNorm(**kernel, group, device, PowersOfTwoUpTo(options.max_tokens)));
   }
   if (log != nullptr) {
     absl::StrAppend(log, log->empty() ? "" : "\n", "all-reduce fusion on ", name, " (", group.size(), " ranks, hidden ",
                     hidden, "): ", always ? "always" : DescribeTable(table, hidden));
   }
-  return std::make_shared<IpcInputFusion>(completes, std::move(kernel), std::move(table), always);
+  return std::make_shared<IpcInputFusion>(completes, *std::move(kernel), std::move(table), always);
 }
 
 }  // namespace
@@ -182,6 +202,7 @@ absl::StatusOr<std::shared_ptr<IpcFusionProvider>> MakeIpcFusionProvider(const c
   std::vector<std::shared_ptr<IpcInputFusion>> candidates;
   SEAM_ASSIGN_OR_RETURN(auto tp, MakeCandidate(SumGroup::kTp, groups.tp(), "ipc.tp", store, device, hidden, options,
                                                log));
+  if (tp == nullptr) return std::shared_ptr<IpcFusionProvider>();
   candidates.push_back(tp);
   if (groups.attn_tp_size() == groups.tp_size()) {
     // The same ranks in the same order: the TP group's kernel completes attention sums too.
@@ -191,7 +212,7 @@ absl::StatusOr<std::shared_ptr<IpcFusionProvider>> MakeIpcFusionProvider(const c
     SEAM_ASSIGN_OR_RETURN(auto attn, MakeCandidate(SumGroup::kAttnTp, groups.attn_tp(),
                                                    absl::StrCat("ipc.attn_tp.dp", groups.dp_rank()), store, device,
                                                    hidden, options, log));
-    candidates.push_back(attn);
+    if (attn != nullptr) candidates.push_back(attn);
   }
   return std::make_shared<IpcFusionProvider>(std::move(candidates));
 }

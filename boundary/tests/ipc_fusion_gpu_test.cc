@@ -4,11 +4,13 @@
 // all-reduce + add + RMSNorm must give the built-in path's bits exactly (both
 // sum bf16 partials in fp32 in rank order and round once, and the kernel's
 // norm is FusedAddRmsNorm's). Also: the group-wide measurement gives every
-// rank the same table. Skipped without a GPU.
+// rank the same table, and a group that cannot build the kernel keeps NCCL
+// (auto) or fails (always). Skipped without a GPU.
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
 #include <filesystem>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -18,6 +20,7 @@
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/stream_ops.h"
 #include "seam/comm/store.h"
+#include "seam/comm/process_groups.h"
 #include "seam/comm/recording_communicator.h"
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
@@ -229,6 +232,46 @@ TEST(IpcFusionGpuTest, TheMeasurementGivesEveryRankTheSameTable) {
     ASSERT_NE(other, tables[1].end());
     EXPECT_EQ(other->second.fused_us, timing.fused_us);
     EXPECT_EQ(other->second.unfused_us, timing.unfused_us);
+  }
+}
+
+// Two ranks on one GPU without allow_shared_device cannot build the kernel:
+// in auto the whole group keeps NCCL (and says why), in always it fails.
+TEST(IpcFusionGpuTest, AGroupThatCannotBuildTheKernelKeepsNcclInAutoAndFailsInAlways) {
+  if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
+  for (AllReduceFusionMode mode : {AllReduceFusionMode::kAuto, AllReduceFusionMode::kAlways}) {
+    StoreDir dir;
+    auto store = comm::MakeFileStore(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
+    std::vector<absl::StatusOr<std::shared_ptr<IpcFusionProvider>>> got(2, std::shared_ptr<IpcFusionProvider>());
+    std::vector<std::string> logs(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        RankStream stream;
+        auto groups = comm::ProcessGroups::Create(comm::Topology{2, 1, 1}, r, comm::MakeRecordingGroupFactory(registry));
+        if (!groups.ok()) {
+          got[r] = groups.status();
+          return;
+        }
+        IpcFusionOptions options;
+        options.mode = mode;
+        options.timeout = absl::Seconds(10);
+        got[r] = MakeIpcFusionProvider(**groups, *store, kGpu, kWidth, options, &logs[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      if (mode == AllReduceFusionMode::kAuto) {
+        ASSERT_TRUE(got[r].ok()) << got[r].status();
+        EXPECT_EQ(*got[r], nullptr);
+        EXPECT_NE(logs[r].find("unavailable, NCCL only"), std::string::npos) << logs[r];
+        EXPECT_NE(logs[r].find("same GPU"), std::string::npos) << logs[r];
+      } else {
+        EXPECT_TRUE(absl::IsFailedPrecondition(got[r].status())) << got[r].status();
+      }
+    }
   }
 }
 

@@ -217,9 +217,15 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     cudaDeviceSynchronize();
     for (void* p : opened_) cudaIpcCloseMemHandle(p);
     if (joined_) {
-      // Free only once every peer has stopped using this rank's buffers.
+      // Free only once every peer has stopped using this rank's buffers. A
+      // rank that never launched a kernel does not wait: peers read its rows
+      // only after its flag, which only its kernel publishes, so what is left
+      // is a peer's flag store into it, made at the start of a call this rank
+      // never joined (a group whose ranks already parted ways). This keeps a
+      // group that gives up before its first call (see MakeIpcFusionProvider)
+      // from waiting out the timeout.
       store_->Set(absl::StrCat("closed/", rank_), {1}).IgnoreError();
-      for (int p = 0; p < size_; ++p) {
+      for (int p = 0; ran_ && p < size_; ++p) {
         if (p != rank_) store_->Get(absl::StrCat("closed/", p), options_.timeout).status().IgnoreError();
       }
     }
@@ -348,6 +354,7 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     a.timeout_ns = static_cast<unsigned long long>(absl::ToInt64Nanoseconds(options_.timeout));
     const size_t shared = static_cast<size_t>(hidden_) * sizeof(float);
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaSetDevice(device_)), Context()));
+    ran_ = true;
     OneShotAllReduceAddRmsNormKernel<<<static_cast<unsigned int>(tokens), threads_, shared,
                                        static_cast<cudaStream_t>(stream)>>>(a);
     return Annotate(SEAM_CUDA_STATUS(cudaGetLastError()), Context());
@@ -411,6 +418,7 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
   PeerPointers peers_{};
   int threads_ = 32;
   bool joined_ = false;
+  bool ran_ = false;  // a kernel was launched
 };
 
 }  // namespace

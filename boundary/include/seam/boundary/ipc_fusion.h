@@ -99,7 +99,11 @@ struct IpcFusionOptions {
 // joined through `store` (fresh for this stage group; every rank calls this
 // together), then measured unless mode is kAlways. Returns nullptr (no
 // fusion) for kOff, a host device, a group of one rank, or a width the
-// kernel does not take; errors when a kernel cannot be built or measured.
+// kernel does not take, and, in kAuto, when a rank of the TP group cannot
+// build its kernel (e.g. GPUs without peer access: every rank of the group
+// learns it and keeps NCCL; an attention-TP group that cannot is left out
+// alone). Errors in kAlways when a kernel cannot be built, and when a
+// measurement fails.
 // `log`, when set, receives one line per measured group.
 absl::StatusOr<std::shared_ptr<IpcFusionProvider>> MakeIpcFusionProvider(
     const comm::ProcessGroups& groups, std::shared_ptr<comm::Store> store, Device device, int64_t hidden,
