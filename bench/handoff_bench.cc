@@ -163,12 +163,8 @@ constexpr int kNoCudaExit = 3;  // the peer found no GPU; the parent reports it
 
 // The header a pending stage 0 of layers [0, 1) sends (as FrameHandoff).
 seam::v1::StreamState PendingHeader(uint64_t microbatch, int64_t tokens) {
-  seam::v1::StreamState h;
-  h.set_microbatch_id(microbatch);
-  h.set_sequence_number(microbatch);
-  h.set_epoch(1);
+  seam::v1::StreamState h = Header(microbatch);
   h.set_state(seam::v1::StreamState::STATE_PENDING);
-  h.mutable_owed()->set_sum_group(seam::v1::SUM_GROUP_NONE);
   h.mutable_owed()->set_row_movement(seam::v1::ROW_MOVEMENT_NONE);
   h.mutable_owed()->set_residual_update_owed(true);
   seam::v1::ProducerFacts* p = h.mutable_producer();

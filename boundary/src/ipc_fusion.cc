@@ -141,6 +141,11 @@ std::vector<int64_t> PowersOfTwoUpTo(int64_t max_tokens) {
   return counts;
 }
 
+// Appends `line` to the report `log` (when there is one), one line each.
+void AppendLine(std::string* log, const std::string& line) {
+  if (log != nullptr) absl::StrAppend(log, log->empty() ? "" : "\n", line);
+}
+
 // Whether every rank of `group` says `ok` (a sum over the group, so all ranks
 // learn the same answer).
 absl::StatusOr<bool> EveryRank(comm::Communicator& group, Device device, bool ok) {
@@ -166,20 +171,15 @@ absl::StatusOr<std::shared_ptr<IpcInputFusion>> MakeCandidate(SumGroup completes
   if (!everyone) {
     const std::string why = kernel.ok() ? "another rank could not build its kernel" : kernel.status().ToString();
     if (always) return absl::FailedPreconditionError(absl::StrCat("all-reduce fusion on ", name, ": ", why));
-    if (log != nullptr) {
-      absl::StrAppend(log, log->empty() ? "" : "\n", "all-reduce fusion on ", name, ": unavailable, NCCL only (", why,
-                      ")");
-    }
+    AppendLine(log, absl::StrCat("all-reduce fusion on ", name, ": unavailable, NCCL only (", why, ")"));
     return std::shared_ptr<IpcInputFusion>();
   }
   comm::AllReduceNormTable table;
   if (!always) {
     SEAM_ASSIGN_OR_RETURN(table, MeasureAllReduceNorm(**kernel, group, device, PowersOfTwoUpTo(options.max_tokens)));
   }
-  if (log != nullptr) {
-    absl::StrAppend(log, log->empty() ? "" : "\n", "all-reduce fusion on ", name, " (", group.size(), " ranks, hidden ",
-                    hidden, "): ", always ? "always" : DescribeTable(table, hidden));
-  }
+  AppendLine(log, absl::StrCat("all-reduce fusion on ", name, " (", group.size(), " ranks, hidden ", hidden,
+                               "): ", always ? "always" : DescribeTable(table, hidden)));
   return std::make_shared<IpcInputFusion>(completes, *std::move(kernel), std::move(table), always);
 }
 

@@ -7,21 +7,20 @@
 // rank the same table, and a group that cannot build the kernel keeps NCCL
 // (auto) or fails (always). Skipped without a GPU.
 #include <cuda_runtime_api.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "comm_test_util.h"  // comm::testing::TempDir
 #include "grid_case.h"
 #include "rank_threads.h"
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/stream_ops.h"
-#include "seam/comm/store.h"
 #include "seam/comm/process_groups.h"
 #include "seam/comm/recording_communicator.h"
+#include "seam/comm/store.h"
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
@@ -99,23 +98,6 @@ absl::StatusOr<Tensor> Forward(const Topology& t, const StageComms& comms, std::
   return y.To(Device::CPU());
 }
 
-// A fresh FileStore directory, removed at scope exit.
-class StoreDir {
- public:
-  StoreDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "seam_ipc_fusion_XXXXXX").string();
-    path_ = mkdtemp(pattern.data()) != nullptr ? pattern : "";
-  }
-  ~StoreDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // Each rank thread's own stream: ranks sharing a GPU must not queue their
 // kernels behind each other's (the one-shot kernels wait for each other).
 // For the same reason the shared device's memory pool must not hand one
@@ -146,7 +128,7 @@ class RankStream {
 // Runs both ranks with (fuse) or without the IPC fusion; returns rank 0's
 // output and checks rank 1's equals it. `runs` gets the fused calls per rank.
 Tensor RunTp2(bool fuse, const std::vector<float>& input, int64_t rows, std::vector<int64_t>* runs) {
-  StoreDir dir;
+  comm::testing::TempDir dir;
   auto store = comm::MakeFileStore(dir.path());
   EXPECT_TRUE(store.ok()) << store.status();
   auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
@@ -182,7 +164,9 @@ Tensor RunTp2(bool fuse, const std::vector<float>& input, int64_t rows, std::vec
                             return absl::OkStatus();
                           });
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
-  if (outs[0].defined() && outs[1].defined()) EXPECT_TRUE(BitEqual(outs[0], outs[1]));
+  if (outs[0].defined() && outs[1].defined()) {
+    EXPECT_TRUE(BitEqual(outs[0], outs[1]));
+  }
   return outs[0];
 }
 
@@ -205,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(Rows, IpcFusionGpuRows, ::testing::Values(1, 5, 32));
 
 TEST(IpcFusionGpuTest, TheMeasurementGivesEveryRankTheSameTable) {
   if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
-  StoreDir dir;
+  comm::testing::TempDir dir;
   auto store = comm::MakeFileStore(dir.path());
   ASSERT_TRUE(store.ok()) << store.status();
   auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
@@ -240,7 +224,7 @@ TEST(IpcFusionGpuTest, TheMeasurementGivesEveryRankTheSameTable) {
 TEST(IpcFusionGpuTest, AGroupThatCannotBuildTheKernelKeepsNcclInAutoAndFailsInAlways) {
   if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
   for (AllReduceFusionMode mode : {AllReduceFusionMode::kAuto, AllReduceFusionMode::kAlways}) {
-    StoreDir dir;
+    comm::testing::TempDir dir;
     auto store = comm::MakeFileStore(dir.path());
     ASSERT_TRUE(store.ok()) << store.status();
     auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});

@@ -201,8 +201,9 @@ absl::StatusOr<Tensor> Tensor::On(Device target) const {
 
 absl::StatusOr<Tensor> Tensor::To(Device target) const {
   // Leaving a GPU: into host staging memory (page-locked when a GPU is visible).
-  SEAM_ASSIGN_OR_RETURN(Tensor t, target.is_cpu() && device().is_cuda() ? EmptyHostStaging(shape_, dtype_, /*page_locked=*/true)
-                                                                         : TryEmpty(shape_, dtype_, target));
+  const bool leaving_gpu = target.is_cpu() && device().is_cuda();
+  SEAM_ASSIGN_OR_RETURN(Tensor t, leaving_gpu ? EmptyHostStaging(shape_, dtype_, /*page_locked=*/true)
+                                              : TryEmpty(shape_, dtype_, target));
   SEAM_RETURN_IF_ERROR(CopyInto(*this, t));
   return t;
 }

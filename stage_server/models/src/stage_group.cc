@@ -89,7 +89,7 @@ struct StageGroup::Impl {
   ~Impl() {
     // Each rank releases its state on its own thread, all at once: tearing
     // down an IPC fusion waits for every peer's teardown.
-    if (!workers.empty() && workers.size() == static_cast<size_t>(tp) && ranks.size() == workers.size()) {
+    if (!workers.empty()) {  // Create pushes a rank state and a worker for each of the tp ranks together
       RunOnAll([this](int r) {
         ranks[r].reset();
         return absl::OkStatus();
