@@ -40,7 +40,7 @@
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
-#include "seam/models/decode_graph.h"
+#include "seam/runtime/decode_graph.h"
 #include "seam/models/qwen3_model.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/model_config.h"
@@ -253,9 +253,9 @@ int Decode(const Flags& flags) {
         prefill.sequences.push_back(SequenceStep{next_id++, RandomTokens(100 + i, prompt, c.vocab_size), 0});
       }
       std::vector<int32_t> last = ArgmaxToHost(Value(Forward(m, prefill), "prefill"));
-      std::unique_ptr<models::DecodeGraph> graph;
+      std::unique_ptr<runtime::DecodeGraph> graph;
       if (graphed) {
-        graph = Value(models::DecodeGraph::Capture(*m.model, *m.cache, b, prompt + steps + 1), "capture");
+        graph = Value(runtime::DecodeGraph::Capture(*m.model, *m.cache, b, prompt + steps + 1), "capture");
       }
       auto start = std::chrono::steady_clock::now();
       for (int64_t s = 0; s < steps; ++s) {

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "seam/models/stage_group.h"
+#include "seam/runtime/stage_group.h"
 #include "seam/core/status.h"
 #include "seam/weights/safetensors.h"
 
@@ -51,7 +51,7 @@ TEST_P(Golden, LogitsAndGreedyTokensMatchTransformers) {
   const std::string dir = std::string(SEAM_FIXTURES_DIR) + "/golden/" + arch;
   auto golden = weights::SafetensorsFile::Open(dir + "/golden.safetensors");
   ASSERT_TRUE(golden.ok()) << golden.status();
-  auto group = models::StageGroup::Create(dir, layout.first, layout.second, boundary::ReductionPolicy::kAuto);
+  auto group = runtime::StageGroup::Create(dir, layout.first, layout.second, boundary::ReductionPolicy::kAuto);
   ASSERT_TRUE(group.ok()) << group.status();
 
   // All prompts prefilled in one batch (different lengths), every position's logits.

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "comm_test_util.h"  // comm::testing::TempDir
+#include "seam/testing/temp_dir.h"
 #include "grid_case.h"
 #include "rank_threads.h"
 #include "seam/boundary/ipc_fusion.h"
@@ -128,7 +128,7 @@ class RankStream {
 // Runs both ranks with (fuse) or without the IPC fusion; returns rank 0's
 // output and checks rank 1's equals it. `runs` gets the fused calls per rank.
 Tensor RunTp2(bool fuse, const std::vector<float>& input, int64_t rows, std::vector<int64_t>* runs) {
-  comm::testing::TempDir dir;
+  seam::testing::TempDir dir;
   auto store = comm::MakeFileStore(dir.path());
   EXPECT_TRUE(store.ok()) << store.status();
   auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
@@ -189,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(Rows, IpcFusionGpuRows, ::testing::Values(1, 5, 32));
 
 TEST(IpcFusionGpuTest, TheMeasurementGivesEveryRankTheSameTable) {
   if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
-  comm::testing::TempDir dir;
+  seam::testing::TempDir dir;
   auto store = comm::MakeFileStore(dir.path());
   ASSERT_TRUE(store.ok()) << store.status();
   auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
@@ -224,7 +224,7 @@ TEST(IpcFusionGpuTest, TheMeasurementGivesEveryRankTheSameTable) {
 TEST(IpcFusionGpuTest, AGroupThatCannotBuildTheKernelKeepsNcclInAutoAndFailsInAlways) {
   if (CudaDeviceCount() < 1) GTEST_SKIP() << "needs a GPU";
   for (AllReduceFusionMode mode : {AllReduceFusionMode::kAuto, AllReduceFusionMode::kAlways}) {
-    comm::testing::TempDir dir;
+    seam::testing::TempDir dir;
     auto store = comm::MakeFileStore(dir.path());
     ASSERT_TRUE(store.ok()) << store.status();
     auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});

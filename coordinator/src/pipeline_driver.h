@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "seam/coordinator/scheduler.h"
 #include "seam/v1/sampling.pb.h"
-#include "service/stage_link.h"
+#include "stage_link.h"
 
 namespace seam::coordinator {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "seam/v1/stage_service.grpc.pb.h"
-#include "service/stage_link.h"
+#include "stage_link.h"
 
 namespace seam::coordinator {
 

@@ -23,7 +23,7 @@ class SequenceSampler {
   // `logits[i]` belongs to d.sequences(i): [tokens, vocab] when `all_logits`,
   // else [1, vocab]. A draw uses step = the index of the generated token in
   // its sequence's output (0 for the token after the prompt, as
-  // models::Generator counts), so a seeded run replays the same tokens.
+  // runtime::Generator counts), so a seeded run replays the same tokens.
   absl::StatusOr<std::vector<v1::SequenceResult>> Sample(const v1::MicrobatchDescriptor& d,
                                                          const std::vector<Tensor>& logits, bool all_logits);
 

@@ -8,7 +8,7 @@
 
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
-#include "seam/models/stage_group.h"
+#include "seam/runtime/stage_group.h"
 #include "stage_fixtures.h"
 #include "stage_process.h"
 
@@ -63,8 +63,8 @@ TEST(LastStageSampling, SeededDrawsAndTokenLogprobsMatchInProcessReference) {
   ASSERT_FALSE(second.has_error()) << second.error().message();
   EXPECT_TRUE(run.Close().ok());
 
-  absl::StatusOr<std::unique_ptr<models::StageGroup>> group =
-      models::StageGroup::Create(CheckpointDir(), 1, 1, boundary::ReductionPolicy::kAuto);
+  absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group =
+      runtime::StageGroup::Create(CheckpointDir(), 1, 1, boundary::ReductionPolicy::kAuto);
   ASSERT_TRUE(group.ok()) << group.status();
   absl::StatusOr<std::vector<Tensor>> all = (*group)->Step({{5, prompt, 0}}, true);
   ASSERT_TRUE(all.ok()) << all.status();

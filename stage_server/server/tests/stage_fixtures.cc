@@ -91,7 +91,7 @@ std::vector<int32_t> SampledTokens(const v1::MicrobatchResult& r) {
   return tokens;
 }
 
-std::vector<int32_t> ReferenceArgmax(models::StageGroup& group, const std::vector<models::SequenceStep>& steps) {
+std::vector<int32_t> ReferenceArgmax(runtime::StageGroup& group, const std::vector<models::SequenceStep>& steps) {
   absl::StatusOr<std::vector<Tensor>> logits = group.Step(steps, false);
   SEAM_CHECK_OK(logits.status());
   std::vector<int32_t> tokens;

@@ -11,7 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
-#include "seam/models/stage_group.h"
+#include "seam/runtime/stage_group.h"
 #include "seam/v1/stage_service.grpc.pb.h"
 #include "stage_process.h"
 
@@ -35,7 +35,7 @@ v1::StageStatus Configure(StageProcess& stage, const v1::StageConfig& config, gr
 v1::StageStatus GetStatus(StageProcess& stage);
 std::vector<int32_t> SampledTokens(const v1::MicrobatchResult& r);
 // Greedy tokens of one whole-model step on an in-process StageGroup.
-std::vector<int32_t> ReferenceArgmax(models::StageGroup& group, const std::vector<models::SequenceStep>& steps);
+std::vector<int32_t> ReferenceArgmax(runtime::StageGroup& group, const std::vector<models::SequenceStep>& steps);
 // The result is an error with `code` whose message contains `field`.
 void ExpectError(const v1::MicrobatchResult& r, absl::StatusCode code, const std::string& field);
 

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "seam/models/stage_group.h"
+#include "seam/runtime/stage_group.h"
 #include "seam/server/stage_server.h"
 #include "stage_fixtures.h"
 #include "stage_process.h"
@@ -70,8 +70,8 @@ TEST(StageServer, GreedyTokensEqualInProcessStageGroup) {
   const std::vector<int32_t> got_decode = SampledTokens(second);
   EXPECT_TRUE(run.Close().ok());
 
-  absl::StatusOr<std::unique_ptr<models::StageGroup>> group =
-      models::StageGroup::Create(CheckpointDir(), 1, 1, boundary::ReductionPolicy::kAuto);
+  absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group =
+      runtime::StageGroup::Create(CheckpointDir(), 1, 1, boundary::ReductionPolicy::kAuto);
   ASSERT_TRUE(group.ok()) << group.status();
   const std::vector<int32_t> want_prefill = ReferenceArgmax(**group, {{1, a, 0}, {2, b, 0}});
   EXPECT_EQ(got_prefill, want_prefill);

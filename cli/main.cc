@@ -1,0 +1,187 @@
+// The `seam` command line: parses arguments (the only translation unit that
+// includes CLI11) and hands each subcommand to seam_coordinator.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "bench_model_command.h"
+#include "bench_pipeline_command.h"
+#include "check_command.h"
+#include "client_commands.h"
+#include "demo_command.h"
+#include "model_init_command.h"
+#include "plan_command.h"
+#include "run_command.h"
+#include "serve_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"seam: serves transformer language models split into pipeline stages"};
+  app.set_version_flag("--version", std::string("seam ") + SEAM_VERSION);
+  app.require_subcommand(1);
+
+  seam::cli::PlanCommandOptions plan;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "print the bound stage plans of a model's layer stack");
+  plan_cmd->add_option("--tp", plan.tp, "tensor-parallel ranks")->required();
+  plan_cmd->add_option("--attn-dp", plan.attn_dp, "attention data-parallel groups (must divide --tp)")
+      ->capture_default_str();
+  plan_cmd->add_option("--layers", plan.layers, "decoder layers")->required();
+  plan_cmd->add_option("--policy", plan.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
+      ->capture_default_str();
+  plan_cmd->add_option("--arch", plan.arch, "architecture: qwen3 or qwen3_moe")->capture_default_str();
+  plan_cmd->add_flag("--json", plan.json, "print JSON instead of text");
+  plan_cmd->add_option("--rank", plan.rank, "build only this TP rank (default: every rank, compared)");
+
+  seam::cli::DemoCommandOptions demo;
+  CLI::App* demo_cmd = app.add_subcommand("demo", "kernels and collectives demo over Gloo on TCP loopback");
+  demo_cmd->add_option("--ranks", demo.ranks, "rank threads")->capture_default_str();
+  demo_cmd->add_option("--rows", demo.rows, "token rows")->capture_default_str();
+  demo_cmd->add_option("--hidden", demo.hidden, "hidden size")->capture_default_str();
+  demo_cmd->add_option("--seed", demo.seed, "random data seed")->capture_default_str();
+
+  seam::cli::ModelInitCommandOptions init;
+  CLI::App* model_cmd = app.add_subcommand("model", "model checkpoints");
+  model_cmd->require_subcommand(1);
+  CLI::App* init_cmd = model_cmd->add_subcommand("init", "write a Hugging Face checkpoint with random weights");
+  init_cmd->add_option("--arch", init.arch, "architecture: qwen3 or qwen3_moe")->capture_default_str();
+  init_cmd->add_option("--layers", init.layers, "num_hidden_layers")->required();
+  init_cmd->add_option("--hidden", init.hidden, "hidden_size")->required();
+  init_cmd->add_option("--heads", init.heads, "num_attention_heads")->required();
+  init_cmd->add_option("--kv-heads", init.kv_heads, "num_key_value_heads (default: --heads)");
+  init_cmd->add_option("--head-dim", init.head_dim, "head_dim (default: hidden / heads)");
+  init_cmd->add_option("--intermediate", init.intermediate, "intermediate_size (dense FFN)")->required();
+  init_cmd->add_option("--vocab", init.vocab, "vocab_size")->required();
+  init_cmd->add_option("--experts", init.experts, "num_experts (qwen3_moe)");
+  init_cmd->add_option("--top-k", init.top_k, "num_experts_per_tok (qwen3_moe)");
+  init_cmd->add_option("--moe-intermediate", init.moe_intermediate, "moe_intermediate_size (qwen3_moe)");
+  init_cmd->add_option("--dtype", init.dtype, "weights dtype: f32 or bf16")->capture_default_str();
+  init_cmd->add_option("--seed", init.seed, "random weights seed")->capture_default_str();
+  init_cmd->add_flag("--exact", init.exact, "dyadic weights whose fp32 sums are exact");
+  init_cmd->add_flag("--tie-embeddings", init.tie_embeddings, "tie lm_head to the embedding");
+  init_cmd->add_option("--out", init.out, "output directory")->required();
+
+  seam::cli::CheckCommandOptions check;
+  CLI::App* check_cmd =
+      app.add_subcommand("check", "compare a TP group's logits and greedy tokens with a single rank (CPU over Gloo, "
+                                  "or GPUs over NCCL with --device cuda)");
+  check_cmd->add_option("--model", check.model_dir, "Hugging Face model directory")->required();
+  check_cmd->add_option("--tp", check.tp, "tensor-parallel ranks")->capture_default_str();
+  check_cmd->add_option("--attn-dp", check.attn_dp, "attention data-parallel groups")->capture_default_str();
+  check_cmd->add_option("--pp", check.pp, "pipeline pieces (even layer ranges); tp 1 must match bitwise")
+      ->capture_default_str();
+  check_cmd->add_option("--policy", check.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
+      ->capture_default_str();
+  check_cmd->add_option("--prompts", check.prompts, "prompts in the batch")->capture_default_str();
+  check_cmd->add_option("--max-len", check.max_len, "longest prompt")->capture_default_str();
+  check_cmd->add_option("--decode-steps", check.decode_steps, "greedy decode steps")->capture_default_str();
+  check_cmd->add_option("--seed", check.seed, "prompt seed")->capture_default_str();
+  check_cmd->add_option("--tolerance", check.tolerance, "max relative logits error")->capture_default_str();
+  check_cmd->add_option("--device", check.device, "cpu or cuda (piece k's TP rank r on GPU k*tp + r when there are "
+                                                  "enough GPUs; the single-rank reference on GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  check_cmd->add_option("--dtype", check.dtype, "compute and weight dtype of both sides: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  check_cmd->add_option("--allreduce-fusion", check.allreduce_fusion,
+                        "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm at stage inputs: off, auto "
+                        "(where a start-up measurement finds it no slower) or always")
+      ->check(CLI::IsMember({"off", "auto", "always"}))
+      ->capture_default_str();
+
+  seam::cli::BenchModelOptions bench_model;
+  CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks (ratios against a baseline of the same run)");
+  CLI::App* bench_model_cmd = bench_cmd->add_subcommand("model", "prefill/decode tokens/s on CPU ranks, TP 1 vs TP 2");
+  bench_cmd->require_subcommand(1);
+  bench_model_cmd->add_option("--model", bench_model.model_dir, "model directory (default: a random qwen3)");
+  bench_model_cmd->add_option("--hidden", bench_model.hidden, "hidden size of the random model")->capture_default_str();
+  bench_model_cmd->add_option("--layers", bench_model.layers, "layers of the random model")->capture_default_str();
+  bench_model_cmd->add_option("--batch", bench_model.batch, "sequences")->capture_default_str();
+  bench_model_cmd->add_option("--prompt-len", bench_model.prompt_len, "prefill tokens per sequence")
+      ->capture_default_str();
+  bench_model_cmd->add_option("--decode-steps", bench_model.decode_steps, "decode steps")->capture_default_str();
+  bench_model_cmd->add_option("--repeats", bench_model.repeats, "best of N")->capture_default_str();
+  bench_model_cmd->add_option("--json", bench_model.json_out, "also write results as JSON to this file");
+  seam::cli::BenchPipelineOptions bench_pp;
+  CLI::App* bench_pp_cmd = bench_cmd->add_subcommand(
+      "pipeline", "handoff MiB/s vs ucx_perftest; local pipeline tokens/s at PP 1..N vs ideal");
+  bench_pp_cmd->add_flag("--quick", bench_pp.quick, "few iterations, tiny model and workload (smoke test)");
+  bench_pp_cmd->add_option("--max-pp", bench_pp.max_pp, "pipeline stages up to")->capture_default_str();
+  bench_pp_cmd->add_option("--requests", bench_pp.requests, "concurrent requests")->capture_default_str();
+  bench_pp_cmd->add_option("--prompt-len", bench_pp.prompt_len, "prompt tokens")->capture_default_str();
+  bench_pp_cmd->add_option("--new-tokens", bench_pp.new_tokens, "generated tokens")->capture_default_str();
+  bench_pp_cmd->add_option("--layers", bench_pp.layers, "layers of the random qwen3")->capture_default_str();
+  bench_pp_cmd->add_option("--hidden", bench_pp.hidden, "hidden size")->capture_default_str();
+  bench_pp_cmd->add_option("--ucx-mode", bench_pp.ucx_mode, "pipeline stage transport: tcp or shm")
+      ->capture_default_str();
+  bench_pp_cmd->add_option("--json", bench_pp.json_out, "also write results as JSON to this file");
+
+  seam::cli::RunCommandOptions run;
+  CLI::App* run_cmd = app.add_subcommand("run", "a local pipeline of seam-stage processes (CPU, or CUDA with --device) and a seam-coordinator, "
+                                                "checked against a single-process run");
+  run_cmd->add_option("--model", run.model_dir, "Hugging Face model directory (default: a small random qwen3)");
+  run_cmd->add_option("--pp", run.pp, "pipeline stages (seam-stage processes)")->capture_default_str();
+  run_cmd->add_option("--tp", run.tp, "tensor-parallel ranks per stage")->capture_default_str();
+  run_cmd->add_option("--attn-dp", run.attn_dp, "attention data-parallel groups")->capture_default_str();
+  run_cmd->add_option("--max-new-tokens", run.max_new_tokens, "greedy tokens per prompt")->capture_default_str();
+  run_cmd->add_option("--prompts", run.prompts, "fixed prompts to send")->capture_default_str();
+  run_cmd->add_option("--ucx-mode", run.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
+  run_cmd->add_option("--device", run.device, "where stages and the reference compute: cpu or cuda (rank r on GPU r)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  run_cmd->add_option("--dtype", run.dtype, "weights, activations and handoffs of the stages and the reference: f32 "
+                                            "or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  run_cmd->add_option("--allreduce-fusion", run.allreduce_fusion,
+                      "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm: off, auto or always")
+      ->check(CLI::IsMember({"off", "auto", "always"}))
+      ->capture_default_str();
+
+  seam::cli::ServeCommandOptions serve;
+  CLI::App* serve_cmd = app.add_subcommand("serve", "a local CPU pipeline serving the client API until SIGINT/SIGTERM");
+  serve_cmd->add_option("--model", serve.model_dir, "Hugging Face model directory (default: a small random qwen3)");
+  serve_cmd->add_option("--pp", serve.pp, "pipeline stages (seam-stage processes)")->capture_default_str();
+  serve_cmd->add_option("--tp", serve.tp, "tensor-parallel ranks per stage")->capture_default_str();
+  serve_cmd->add_option("--attn-dp", serve.attn_dp, "attention data-parallel groups")->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "coordinator port on 127.0.0.1 (0: any free one)")->capture_default_str();
+  serve_cmd->add_option("--port-file", serve.port_file, "write the coordinator's port here once serving");
+  serve_cmd->add_option("--ucx-mode", serve.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
+
+  seam::cli::GenerateCommandOptions gen;
+  CLI::App* gen_cmd = app.add_subcommand("generate", "send token-id prompts to a seam-coordinator; print the tokens");
+  gen_cmd->alias("submit");
+  gen_cmd->add_option("--addr", gen.addr, "coordinator HOST:PORT")->required();
+  gen_cmd->add_option("--prompt", gen.prompts, "token ids, e.g. \"3 14 15\" (repeat for a batch)")->required();
+  gen_cmd->add_option("--max-new-tokens", gen.max_new_tokens, "tokens per prompt")->capture_default_str();
+  gen_cmd->add_option("--temperature", gen.temperature, "0: greedy")->capture_default_str();
+  gen_cmd->add_option("--top-k", gen.top_k, "0: off")->capture_default_str();
+  gen_cmd->add_option("--top-p", gen.top_p, "1: off")->capture_default_str();
+  gen_cmd->add_option("--seed", gen.seed, "sampling seed")->capture_default_str();
+  gen_cmd->add_flag("--stream", gen.stream, "use the streaming Generate call (text mode prints pieces as they come)");
+  gen_cmd->add_flag("--json", gen.json, "print one JSON document");
+  gen_cmd->add_option("--timeout", gen.timeout_s, "call deadline in seconds")->capture_default_str();
+
+  seam::cli::StatusCommandOptions stat;
+  CLI::App* stat_cmd = app.add_subcommand("status", "a seam-coordinator's health, model, topology and stages");
+  stat_cmd->add_option("--addr", stat.addr, "coordinator HOST:PORT")->required();
+  stat_cmd->add_flag("--json", stat.json, "print JSON");
+  stat_cmd->add_option("--timeout", stat.timeout_s, "call deadline in seconds")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (plan_cmd->parsed()) return seam::cli::RunPlanCommand(plan, std::cout, std::cerr);
+  if (bench_pp_cmd->parsed()) return seam::cli::RunBenchPipelineCommand(bench_pp, std::cout, std::cerr);
+  if (bench_model_cmd->parsed()) return seam::cli::RunBenchModelCommand(bench_model, std::cout, std::cerr);
+  if (check_cmd->parsed()) return seam::cli::RunCheckCommand(check, std::cout, std::cerr);
+  if (run_cmd->parsed()) return seam::cli::RunRunCommand(run, std::cout, std::cerr);
+  if (serve_cmd->parsed()) return seam::cli::RunServeCommand(serve, std::cout, std::cerr);
+  if (gen_cmd->parsed()) return seam::cli::RunGenerateCommand(gen, std::cout, std::cerr);
+  if (stat_cmd->parsed()) return seam::cli::RunStatusCommand(stat, std::cout, std::cerr);
+  if (demo_cmd->parsed()) return seam::cli::RunDemoCommand(demo, std::cout, std::cerr);
+  if (init_cmd->parsed()) return seam::cli::RunModelInitCommand(init, std::cout, std::cerr);
+  return 2;
+}

@@ -1,0 +1,108 @@
+// `seam generate` / `seam submit`: parses token-id prompts, sends one
+// GenerateRequest (GenerateAll, or Generate with --stream) and prints each
+// prompt's tokens as text or one JSON document.
+#include <iostream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "grpc_client.h"
+#include "client_commands.h"
+#include "seam/v1/coordinator_service.grpc.pb.h"
+
+namespace seam::cli {
+namespace {
+
+bool ParsePrompt(const std::string& text, std::vector<int32_t>* tokens) {
+  for (absl::string_view piece : absl::StrSplit(text, absl::ByAnyChar(" ,\t"), absl::SkipEmpty())) {
+    int32_t t = 0;
+    if (!absl::SimpleAtoi(piece, &t) || t < 0) return false;
+    tokens->push_back(t);
+  }
+  return !tokens->empty();
+}
+
+std::string FinishName(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_MAX_NEW_TOKENS: return "max_new_tokens";
+    case v1::FINISH_REASON_STOP_TOKEN: return "stop_token";
+    case v1::FINISH_REASON_CONTEXT_LENGTH: return "context_length";
+    default: return "unspecified";
+  }
+}
+
+}  // namespace
+
+int RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& out, std::ostream& err) {
+  std::vector<std::vector<int32_t>> prompts(o.prompts.size());
+  for (size_t i = 0; i < o.prompts.size(); ++i) {
+    if (!ParsePrompt(o.prompts[i], &prompts[i])) {
+      err << "seam generate: --prompt \"" << o.prompts[i] << "\" is not a list of token ids like \"3 14 15\"\n";
+      return 2;
+    }
+  }
+  if (o.addr.empty() || prompts.empty() || o.max_new_tokens < 1 || o.temperature < 0 || o.top_k < 0 ||
+      o.top_p < 0 || o.top_p > 1 || o.timeout_s <= 0) {
+    err << "seam generate: needs --addr and at least one --prompt; --max-new-tokens >= 1, --temperature >= 0, "
+           "--top-k >= 0, --top-p within [0, 1], --timeout > 0\n";
+    return 2;
+  }
+  v1::GenerateRequest request;
+  request.set_request_id("seam-generate");
+  for (const auto& p : prompts) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
+  v1::SamplingParams* s = request.mutable_sampling();
+  s->set_temperature(o.temperature);
+  s->set_top_k(static_cast<uint32_t>(o.top_k));
+  s->set_top_p(o.top_p);
+  s->set_seed(o.seed);
+  s->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
+
+  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(o.addr, grpc::InsecureChannelCredentials()));
+  auto context = ContextWithTimeout(o.timeout_s);
+  std::vector<std::vector<int32_t>> tokens(prompts.size());
+  std::vector<v1::FinishReason> finish(prompts.size(), v1::FINISH_REASON_UNSPECIFIED);
+  grpc::Status status;
+  if (o.stream) {
+    auto reader = stub->Generate(context.get(), request);
+    v1::GenerateResponse r;
+    while (reader->Read(&r)) {
+      const uint32_t i = r.sequence_index();
+      if (i >= prompts.size()) continue;
+      tokens[i].insert(tokens[i].end(), r.token_ids().begin(), r.token_ids().end());
+      if (r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) finish[i] = r.finish_reason();
+      if (!o.json && r.token_ids_size() > 0) out << "[" << i << "] +" << absl::StrJoin(r.token_ids(), " ") << std::endl;
+    }
+    status = reader->Finish();
+  } else {
+    v1::GenerateResult result;
+    status = stub->GenerateAll(context.get(), request, &result);
+    for (int i = 0; status.ok() && i < result.completions_size() && i < static_cast<int>(prompts.size()); ++i) {
+      tokens[i].assign(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
+      finish[i] = result.completions(i).finish_reason();
+    }
+  }
+  if (!status.ok()) {
+    err << "seam generate: " << (o.stream ? "Generate" : "GenerateAll") << " on " << o.addr
+        << " failed: " << DescribeStatus(status) << "\n";
+    return 1;
+  }
+  if (o.json) {
+    nlohmann::json doc = {{"request_id", request.request_id()}, {"completions", nlohmann::json::array()}};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      doc["completions"].push_back(
+          {{"prompt", prompts[i]}, {"tokens", tokens[i]}, {"finish_reason", FinishName(finish[i])}});
+    }
+    out << doc.dump(2) << "\n";
+    return 0;
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    out << "prompt " << i << " [" << absl::StrJoin(prompts[i], " ") << "] -> [" << absl::StrJoin(tokens[i], " ")
+        << "] (" << FinishName(finish[i]) << ")\n";
+  }
+  return 0;
+}
+
+}  // namespace seam::cli

@@ -1,0 +1,128 @@
+// LocalPipeline: spawning and stopping the processes of a loopback pipeline.
+#include "local_pipeline.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "seam/core/device_memory.h"
+#include "seam/kernels/cpu_threads.h"
+#include "seam/weights/random_checkpoint.h"
+
+namespace seam::cli {
+
+// Stage k's first GPU: stages get disjoint GPUs [k·tp, (k+1)·tp) when the host
+// has pp·tp of them, and share GPUs 0..tp-1 otherwise (ignored on the CPU).
+int FirstGpuOfStage(int k, int tp, int pp) { return CudaDeviceCount() >= pp * tp ? k * tp : 0; }
+
+absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalPipelineOptions& o) {
+  std::unique_ptr<LocalPipeline> p(new LocalPipeline());
+  p->work_dir_ = o.work_dir;
+  if (p->work_dir_.empty()) {
+    char tmpl[] = "/tmp/seam-run-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("cannot create a directory under /tmp");
+    p->work_dir_ = tmpl;
+  }
+  const std::string bin = o.bin_dir.empty() ? ExecutableDir() : o.bin_dir;
+  const auto annotate = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), "\n", p->LogTails(15)));
+  };
+  // Every stage process runs tp CPU ranks on this host: split the cores among
+  // all of them (children inherit the environment; an operator's choice stands).
+  static const bool operator_chose = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
+  if (!operator_chose) {
+    const std::string blas_threads = std::to_string(kernels::CpuMathThreadsPerRank(o.pp * o.tp));
+    setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 1);
+  }
+  std::vector<std::string> addresses;
+  std::vector<std::string> port_files;
+  for (int k = 0; k < o.pp; ++k) {
+    const std::string port_file = absl::StrCat(p->work_dir_, "/stage", k, ".port");
+    const std::string log = absl::StrCat(p->work_dir_, "/stage", k, ".log");
+    p->logs_.push_back(log);
+    std::vector<std::string> stage = {bin + "/seam-stage", "--listen",  "127.0.0.1:0",
+                                      "--port-file",       port_file,   "--ucx-mode",
+                                      o.ucx_mode,          "--device",  o.device,
+                                      "--first-gpu",       absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))};
+    stage.insert(stage.end(), o.extra_stage_args.begin(), o.extra_stage_args.end());
+    auto child = ChildProcess::Spawn(stage, log);
+    if (!child.ok()) return child.status();
+    p->stages_.push_back(std::move(*child));
+    port_files.push_back(port_file);
+  }
+  for (int k = 0; k < o.pp; ++k) {
+    auto port = p->stages_[k]->WaitForPortFile(port_files[k], o.startup_timeout);
+    if (!port.ok()) return annotate(port.status());
+    addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+  }
+  const std::string port_file = p->work_dir_ + "/coordinator.port";
+  const std::string log = p->work_dir_ + "/coordinator.log";
+  p->logs_.push_back(log);
+  std::vector<std::string> argv = {bin + "/seam-coordinator", "--listen", o.coordinator_listen, "--port-file",
+                                   port_file, "--stages", absl::StrJoin(addresses, ","), "--model", o.model_dir,
+                                   "--tp", std::to_string(o.tp), "--attn-dp", std::to_string(o.attn_dp),
+                                   "--stage-timeout", o.stage_timeout};
+  argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
+  auto child = ChildProcess::Spawn(argv, log);
+  if (!child.ok()) return child.status();
+  p->coordinator_ = std::move(*child);
+  auto port = p->coordinator_->WaitForPortFile(port_file, o.startup_timeout);
+  if (!port.ok()) return annotate(port.status());
+  p->coordinator_port_ = *port;
+  return p;
+}
+
+LocalPipeline::~LocalPipeline() { Stop(); }
+
+std::string LocalPipeline::coordinator_address() const { return absl::StrCat("127.0.0.1:", coordinator_port_); }
+
+void LocalPipeline::Stop() {
+  if (coordinator_) coordinator_->Stop(std::chrono::seconds(5));
+  for (auto& s : stages_) s->Signal(SIGTERM);
+  for (auto& s : stages_) s->Stop(std::chrono::seconds(3));
+}
+
+std::string LocalPipeline::ExitedProcess() {
+  if (coordinator_ && !coordinator_->Running()) return absl::StrCat("seam-coordinator (pid ", coordinator_->pid(), ")");
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    if (!stages_[k]->Running()) return absl::StrCat("seam-stage ", k, " (pid ", stages_[k]->pid(), ")");
+  }
+  return "";
+}
+
+std::string LocalPipeline::LogTails(int lines) const {
+  std::string out;
+  for (const std::string& path : logs_) {
+    std::ifstream f(path);
+    std::deque<std::string> tail;
+    for (std::string line; std::getline(f, line);) {
+      tail.push_back(line);
+      if (static_cast<int>(tail.size()) > lines) tail.pop_front();
+    }
+    absl::StrAppend(&out, "--- ", path, " ---\n");
+    for (const std::string& line : tail) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+absl::Status WriteDefaultModel(const std::string& dir) {
+  weights::ModelConfig c;
+  c.architecture = "qwen3";
+  c.num_hidden_layers = 4;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.intermediate_size = 128;
+  c.vocab_size = 256;
+  c.bos_token_id = 0;
+  c.eos_token_id = 1;
+  weights::RandomCheckpointOptions rc;
+  rc.seed = 1;
+  return weights::WriteRandomCheckpoint(c, rc, dir);
+}
+
+}  // namespace seam::cli

@@ -1,0 +1,67 @@
+// LocalPipeline: P seam-stage processes and one seam-coordinator on loopback,
+// found next to the running executable (or in `bin_dir`), each with a port
+// file and a log in a fresh temporary directory. Used by `seam run` and the
+// end-to-end tests; the destructor kills whatever is still running.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "child_process.h"
+
+namespace seam::cli {
+
+struct LocalPipelineOptions {
+  std::string model_dir;        // required
+  std::string bin_dir;          // empty: ExecutableDir()
+  std::string work_dir;         // port files and logs; empty: a new /tmp/seam-run-XXXXXX
+  int pp = 2;
+  int tp = 1;
+  int attn_dp = 1;
+  std::string ucx_mode = "tcp";
+  std::string device = "cpu";  // seam-stage --device: cpu | cuda | auto
+  std::string stage_timeout = "10s";
+  std::string coordinator_listen = "127.0.0.1:0";  // the client API address
+  std::vector<std::string> extra_coordinator_args;
+  std::vector<std::string> extra_stage_args;  // appended to every seam-stage command line
+  std::chrono::milliseconds startup_timeout{120000};
+};
+
+// The first GPU of stage k of a local pipeline of pp stages × tp GPUs.
+int FirstGpuOfStage(int k, int tp, int pp);
+
+class LocalPipeline {
+ public:
+  // Starts the stages, waits for their ports, starts the coordinator and
+  // waits for its port (written once every stage is READY). On failure,
+  // everything started is killed and the error names the process and its log.
+  static absl::StatusOr<std::unique_ptr<LocalPipeline>> Start(const LocalPipelineOptions& options);
+  ~LocalPipeline();  // Stop()
+
+  std::string coordinator_address() const;
+  const std::string& work_dir() const { return work_dir_; }
+  ChildProcess& stage(int k) { return *stages_[k]; }
+  // SIGTERM, then SIGKILL after a grace period: coordinator first, then stages.
+  void Stop();
+  // The name and pid of a process that has exited, or "" while all run.
+  std::string ExitedProcess();
+  // The last lines of every log, for error reports.
+  std::string LogTails(int lines) const;
+
+ private:
+  LocalPipeline() = default;
+  std::string work_dir_;
+  std::vector<std::string> logs_;
+  std::vector<std::unique_ptr<ChildProcess>> stages_;
+  std::unique_ptr<ChildProcess> coordinator_;
+  int coordinator_port_ = 0;
+};
+
+// Writes the small random qwen3 checkpoint (4 layers, hidden 64, vocab 256)
+// that `seam run` and `seam serve` use without --model.
+absl::Status WriteDefaultModel(const std::string& dir);
+
+}  // namespace seam::cli

@@ -1,0 +1,35 @@
+// `seam model init`: writes a small Hugging Face checkpoint (config.json and
+// model.safetensors) with random weights for a Qwen3 or Qwen3-MoE shape, which
+// transformers and seam's stage servers both load.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace seam::cli {
+
+struct ModelInitCommandOptions {
+  std::string arch = "qwen3";  // qwen3 | qwen3_moe
+  int64_t layers = 0;          // num_hidden_layers (required)
+  int64_t hidden = 0;          // hidden_size (required)
+  int64_t heads = 0;           // num_attention_heads (required)
+  int64_t kv_heads = 0;        // num_key_value_heads (0: same as heads)
+  int64_t head_dim = 0;        // head_dim (0: hidden / heads)
+  int64_t intermediate = 0;    // intermediate_size (required)
+  int64_t vocab = 0;           // vocab_size (required)
+  int64_t experts = 0;         // num_experts (qwen3_moe only, required there)
+  int64_t top_k = 0;           // num_experts_per_tok (qwen3_moe only, required there)
+  int64_t moe_intermediate = 0;  // moe_intermediate_size (qwen3_moe only, required there)
+  std::string dtype = "f32";   // f32 | bf16
+  uint64_t seed = 0;           // random weights seed
+  bool exact = false;          // dyadic weights (exact fp32 sums)
+  bool tie_embeddings = false; // tie_word_embeddings (no lm_head.weight)
+  std::string out;             // output directory (required; created if missing)
+};
+
+// Exit codes: 0 written (summary on `out`); 1 the files could not be written
+// (message on `err`); 2 bad arguments (message naming the flag).
+int RunModelInitCommand(const ModelInitCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace seam::cli

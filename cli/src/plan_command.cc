@@ -1,0 +1,111 @@
+// `seam plan`: a Qwen3-like stack (attention + FFN per layer) bound inside a
+// LayerStack for each TP rank; the printed plans of all ranks must agree.
+#include "plan_command.h"
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/layer_stack.h"
+#include "seam/boundary/plan_printer.h"
+#include "seam/core/status.h"
+
+namespace seam::cli {
+namespace {
+
+using boundary::StageItem;
+
+// The bound boundaries of one rank's stack and the norms they point at.
+struct BuiltStack {
+  std::deque<boundary::NormParams> norms;
+  std::vector<std::shared_ptr<boundary::StageBoundary>> boundaries;
+};
+
+absl::StatusOr<std::unique_ptr<BuiltStack>> BuildStack(const PlanCommandOptions& options,
+                                                       const boundary::Topology& topology,
+                                                       boundary::ReductionPolicy policy) {
+  auto built = std::make_unique<BuiltStack>();
+  boundary::FfnDeclOptions ffn;
+  ffn.sparse = options.arch == "qwen3_moe";
+  boundary::LayerStackOptions stack_options;
+  stack_options.topology = topology;
+  stack_options.policy = policy;
+  boundary::LayerStack stack(std::move(stack_options));
+  for (int l = 0; l < options.layers; ++l) {
+    boundary::NormParams* attn_norm = &built->norms.emplace_back();
+    boundary::NormParams* ffn_norm = &built->norms.emplace_back();
+    SEAM_ASSIGN_OR_RETURN(auto appended,
+                          SEAM_APPEND_STAGES(l, StageItem{boundary::DeclareAttn(), attn_norm, {}},
+                                             StageItem{boundary::DeclareFfn(ffn), ffn_norm, {}}));
+    built->boundaries.insert(built->boundaries.end(), appended.begin(), appended.end());
+  }
+  SEAM_RETURN_IF_ERROR(stack.Close());
+  return built;
+}
+
+std::string Render(const BuiltStack& built, bool json) {
+  std::vector<const boundary::StagePlan*> plans;
+  for (const auto& b : built.boundaries) plans.push_back(&b->plan());
+  return json ? boundary::PlanToJson(plans) : boundary::PlanToText(plans);
+}
+
+// Empty when the options are usable; otherwise the message naming the bad value.
+std::string CheckArguments(const PlanCommandOptions& o) {
+  if (o.tp < 1) return absl::StrCat("--tp must be at least 1, got ", o.tp);
+  if (o.attn_dp < 1) return absl::StrCat("--attn-dp must be at least 1, got ", o.attn_dp);
+  if (o.tp % o.attn_dp != 0) {
+    return absl::StrCat("--attn-dp ", o.attn_dp, " does not divide --tp ", o.tp,
+                        " (attention TP would be ", o.tp, "/", o.attn_dp, ")");
+  }
+  if (o.layers < 1) return absl::StrCat("--layers must be at least 1, got ", o.layers);
+  if (o.rank < -1 || o.rank >= o.tp) {
+    return absl::StrCat("--rank ", o.rank, " is not a TP rank of --tp ", o.tp, " (0..", o.tp - 1, ")");
+  }
+  if (o.arch != "qwen3" && o.arch != "qwen3_moe") {
+    return absl::StrCat("unknown --arch '", o.arch, "' (known: qwen3, qwen3_moe)");
+  }
+  return "";
+}
+
+}  // namespace
+
+int RunPlanCommand(const PlanCommandOptions& options, std::ostream& out, std::ostream& err) {
+  if (std::string bad = CheckArguments(options); !bad.empty()) {
+    err << "seam plan: " << bad << "\n";
+    return 2;
+  }
+  absl::StatusOr<boundary::ReductionPolicy> parsed = boundary::ParseReductionPolicy(options.policy);
+  if (!parsed.ok()) {
+    err << "seam plan: unknown --policy '" << options.policy << "' (known: ar, rs, rsv, rs+rsv, auto)\n";
+    return 2;
+  }
+  const boundary::ReductionPolicy policy = boundary::ResolveReductionPolicy(*parsed, options.arch);
+
+  const int first = options.rank >= 0 ? options.rank : 0;
+  const int end = options.rank >= 0 ? options.rank + 1 : options.tp;
+  std::string reference;
+  for (int rank = first; rank < end; ++rank) {
+    absl::StatusOr<boundary::Topology> topology = boundary::Topology::Make(options.tp, options.attn_dp, rank);
+    if (!topology.ok()) {
+      err << "seam plan: " << topology.status().message() << "\n";
+      return 2;
+    }
+    absl::StatusOr<std::unique_ptr<BuiltStack>> built = BuildStack(options, *topology, policy);
+    if (!built.ok()) {
+      err << "seam plan: rank " << rank << " failed to bind its stack: " << built.status().ToString() << "\n";
+      return 1;
+    }
+    std::string text = Render(**built, options.json);
+    if (rank == first) {
+      reference = std::move(text);
+    } else if (text != reference) {
+      err << "seam plan: rank " << rank << "'s plan differs from rank " << first << "'s\n";
+      return 1;
+    }
+  }
+  out << reference;
+  return 0;
+}
+
+}  // namespace seam::cli

@@ -1,0 +1,127 @@
+// `seam run`: checkpoint, LocalPipeline, GenerateAll over gRPC, then the
+// single-process greedy tokens from StageGroup + Generator for comparison.
+#include "run_command.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "local_pipeline.h"
+#include "seam/boundary/ipc_fusion.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/runtime/generator.h"
+#include "seam/runtime/stage_group.h"
+#include "seam/v1/coordinator_service.grpc.pb.h"
+
+namespace seam::cli {
+namespace {
+
+std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab) {
+  const std::vector<std::vector<int32_t>> all = {
+      {3, 14, 15, 92, 65}, {27, 18, 28, 18, 28, 45, 90, 45}, {11, 200, 7}, {42}, {99, 98, 97, 96, 95, 94}};
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int32_t> p = all[i % all.size()];
+    for (int32_t& t : p) t = static_cast<int32_t>(t % vocab);
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.max_new_tokens < 1 || o.prompts < 1) {
+    err << "seam run: --pp, --tp, --max-new-tokens and --prompts must be >= 1 and --attn-dp must divide --tp\n";
+    return 2;
+  }
+  char tmpl[] = "/tmp/seam-run-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return err << "seam run: cannot create a directory under /tmp\n", 1;
+  const std::string work = tmpl;
+  std::string model_dir = o.model_dir;
+  if (model_dir.empty()) {
+    model_dir = work + "/model";
+    if (absl::Status s = WriteDefaultModel(model_dir); !s.ok()) {
+      return err << "seam run: " << s << "\n", 1;
+    }
+    out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << model_dir << "\n";
+  }
+  absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
+  if (!config.ok()) return err << "seam run: " << config.status() << "\n", 2;
+  const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size);
+
+  LocalPipelineOptions lp;
+  lp.model_dir = model_dir;
+  lp.work_dir = work;
+  lp.pp = o.pp;
+  lp.tp = o.tp;
+  lp.attn_dp = o.attn_dp;
+  lp.ucx_mode = o.ucx_mode;
+  lp.device = o.device;
+  lp.extra_stage_args = {"--dtype", o.dtype, "--allreduce-fusion", o.allreduce_fusion};
+  auto pipeline = LocalPipeline::Start(lp);
+  if (!pipeline.ok()) return err << "seam run: " << pipeline.status() << "\n", 1;
+  out << "pipeline: " << o.pp << " seam-stage x TP " << o.tp << " behind seam-coordinator at "
+      << (*pipeline)->coordinator_address() << " (logs in " << work << ")\n";
+
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel((*pipeline)->coordinator_address(), grpc::InsecureChannelCredentials()));
+  v1::GenerateRequest request;
+  request.set_request_id("seam-run");
+  for (const auto& p : prompts) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_sampling()->set_max_new_tokens(o.max_new_tokens);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::GenerateResult result;
+  const auto start = std::chrono::steady_clock::now();
+  const grpc::Status s = stub->GenerateAll(&context, request, &result);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!s.ok()) {
+    err << "seam run: GenerateAll failed (grpc code " << s.error_code() << "): " << s.error_message() << "\n"
+        << (*pipeline)->LogTails(15);
+    return 1;
+  }
+  std::vector<std::vector<int32_t>> got;
+  size_t generated = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    got.emplace_back(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
+    generated += got[i].size();
+    out << "prompt " << i << " [" << absl::StrJoin(prompts[i], " ") << "] -> [" << absl::StrJoin(got[i], " ")
+        << "]\n";
+  }
+  out << "throughput: " << generated << " generated tokens in " << absl::StrFormat("%.3f", seconds) << " s ("
+      << absl::StrFormat("%.1f", seconds > 0 ? generated / seconds : 0.0)
+      << " tokens/s; GenerateAll wall time, " << prompts.size() << " prompts in one batch)\n";
+  (*pipeline)->Stop();
+
+  runtime::StageGroupOptions reference;
+  reference.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
+  reference.dtype = reference.cache.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  reference.allreduce_fusion.mode = *boundary::ParseAllReduceFusionMode(o.allreduce_fusion);
+  auto group = runtime::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto, reference);
+  if (!group.ok()) return err << "seam run: single-process group: " << group.status() << "\n", 1;
+  runtime::Generator generator(group->get());
+  runtime::GenerationOptions g;
+  g.max_new_tokens = o.max_new_tokens;
+  g.eos_token_id = -1;  // the pipeline run had no stop tokens
+  auto want = generator.Generate(prompts, g);
+  if (!want.ok()) return err << "seam run: single-process run: " << want.status() << "\n", 1;
+  bool match = true;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (want->tokens[i] != got[i]) {
+      match = false;
+      out << "prompt " << i << " single-process: [" << absl::StrJoin(want->tokens[i], " ") << "]\n";
+    }
+  }
+  out << (match ? "tokens match the single-process run" : "MISMATCH: tokens differ from the single-process run")
+      << "\n";
+  if (match) std::filesystem::remove_all(work);
+  return match ? 0 : 1;
+}
+
+}  // namespace seam::cli

@@ -1,0 +1,29 @@
+// `seam run`: a local CPU pipeline of seam-stage processes behind a
+// seam-coordinator on loopback, a few greedy prompts through it, and the same
+// prompts through one in-process stage group; the tokens must match.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace seam::cli {
+
+struct RunCommandOptions {
+  std::string model_dir;         // empty: the default small random qwen3 checkpoint in a temp dir
+  int pp = 2;                    // seam-stage processes
+  int tp = 2;                    // TP ranks per stage
+  int attn_dp = 1;               // attention-DP groups per stage
+  int max_new_tokens = 8;
+  int prompts = 3;               // how many of the fixed prompts to send
+  std::string ucx_mode = "tcp";  // tcp | shm
+  std::string device = "cpu";    // where the stages and the reference compute: cpu | cuda
+  std::string dtype = "f32";     // f32 | bf16: weights, activations and handoffs of the stages and the reference
+  std::string allreduce_fusion = "auto";  // off | auto | always (CUDA bf16 TP groups; seam-stage --allreduce-fusion)
+};
+
+// Exit codes: 0 tokens match; 1 mismatch or a failure (children killed); 2 bad arguments.
+int RunRunCommand(const RunCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace seam::cli

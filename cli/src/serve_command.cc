@@ -1,0 +1,99 @@
+// `seam serve`: LocalPipeline started with SIGINT/SIGTERM blocked, then a loop
+// that waits for one of them while watching that every child still runs.
+#include "serve_command.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "local_pipeline.h"
+
+namespace seam::cli {
+namespace {
+
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!(f << port << "\n")) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// The pending or next signal of `set` within `ms`; 0 when none came.
+int WaitSignal(const sigset_t& set, long ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+}  // namespace
+
+int RunServeCommand(const ServeCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.port < 0 || o.port > 65535) {
+    err << "seam serve: --pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535\n";
+    return 2;
+  }
+  // Blocked before any child or thread exists; children unblock them after fork.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  char tmpl[] = "/tmp/seam-serve-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return err << "seam serve: cannot create a directory under /tmp\n", 1;
+  const std::string work = tmpl;
+  LocalPipelineOptions lp;
+  lp.model_dir = o.model_dir;
+  if (lp.model_dir.empty()) {
+    lp.model_dir = work + "/model";
+    if (absl::Status s = WriteDefaultModel(lp.model_dir); !s.ok()) return err << "seam serve: " << s << "\n", 1;
+    out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << lp.model_dir << "\n";
+  }
+  lp.work_dir = work;
+  lp.pp = o.pp;
+  lp.tp = o.tp;
+  lp.attn_dp = o.attn_dp;
+  lp.ucx_mode = o.ucx_mode;
+  lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
+  auto pipeline = LocalPipeline::Start(lp);
+  if (!pipeline.ok()) return err << "seam serve: " << pipeline.status() << "\n", 1;
+  const std::string addr = (*pipeline)->coordinator_address();
+  if (!o.port_file.empty() && !WritePortFile(o.port_file, std::stoi(addr.substr(addr.rfind(':') + 1)))) {
+    err << "seam serve: cannot write port file " << o.port_file << "\n";
+    return 1;
+  }
+  out << "serving on " << addr << ": " << o.pp << " seam-stage x TP " << o.tp << " (attention DP " << o.attn_dp
+      << ") behind seam-coordinator; logs in " << work << "\n"
+      << "try: seam generate --addr " << addr << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM" << std::endl;
+
+  int sig = 0;
+  std::string exited;
+  while ((sig = WaitSignal(signals, 200)) == 0) {
+    exited = (*pipeline)->ExitedProcess();
+    if (!exited.empty()) {
+      sig = WaitSignal(signals, 200);  // a Ctrl-C reaches the children too; prefer the signal
+      break;
+    }
+  }
+  if (sig == 0) {
+    err << "seam serve: " << exited << " exited; stopping\n" << (*pipeline)->LogTails(15);
+    (*pipeline)->Stop();
+    return 1;
+  }
+  out << "seam serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping" << std::endl;
+  (*pipeline)->Stop();
+  pipeline->reset();
+  if (!o.port_file.empty()) std::remove(o.port_file.c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(work, ignored);
+  out << "seam serve: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace seam::cli

@@ -1,0 +1,24 @@
+// `seam serve`: a local CPU pipeline (seam-stage processes behind a
+// seam-coordinator on loopback, as `seam run` starts) kept serving the client
+// API until SIGINT or SIGTERM, then shut down with every child reaped.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+namespace seam::cli {
+
+struct ServeCommandOptions {
+  std::string model_dir;         // empty: the default small random qwen3 checkpoint in a temp dir
+  int pp = 2;                    // seam-stage processes
+  int tp = 2;                    // TP ranks per stage
+  int attn_dp = 1;               // attention-DP groups per stage
+  int port = 0;                  // coordinator port on 127.0.0.1; 0 picks a free one
+  std::string port_file;         // written with the bound port once serving
+  std::string ucx_mode = "tcp";  // tcp | shm
+};
+
+// Exit codes: 0 stopped by a signal; 1 start failed or a process died; 2 bad arguments.
+int RunServeCommand(const ServeCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace seam::cli

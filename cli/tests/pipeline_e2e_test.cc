@@ -1,0 +1,231 @@
+// End to end on loopback: real seam-stage processes (PP 2, TP 1) behind a
+// real seam-coordinator, driven over gRPC. Greedy tokens equal the
+// single-process run; concurrent clients are all answered once; bad input is
+// refused while serving goes on; a SIGKILLed stage ends in-flight calls
+// UNAVAILABLE within 10 s and shows as down in GetMetadata.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <thread>
+
+#include "local_pipeline.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/runtime/generator.h"
+#include "seam/runtime/stage_group.h"
+#include "seam/v1/coordinator_service.grpc.pb.h"
+
+namespace seam::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ModelDir() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/seam-e2e-model-XXXXXX";
+    std::string d = mkdtemp(tmpl);
+    EXPECT_TRUE(WriteDefaultModel(d).ok());  // the checkpoint `seam run` serves by default
+    return d;
+  }();
+  return dir;
+}
+
+std::unique_ptr<LocalPipeline> StartPipeline() {
+  LocalPipelineOptions o;
+  o.model_dir = ModelDir();
+  o.bin_dir = SEAM_BIN_DIR;
+  o.startup_timeout = std::chrono::seconds(30);
+  auto p = LocalPipeline::Start(o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+v1::GenerateRequest Request(const std::string& id, std::vector<std::vector<int32_t>> prompts, int max_new) {
+  v1::GenerateRequest r;
+  r.set_request_id(id);
+  for (const auto& p : prompts) r.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
+  r.mutable_sampling()->set_max_new_tokens(max_new);
+  return r;
+}
+
+void Deadline(grpc::ClientContext& c, int seconds) {
+  c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+}
+
+class PipelineE2e : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) != 0) return;
+    pipeline_ = StartPipeline().release();
+  }
+  static void TearDownTestSuite() {
+    delete pipeline_;
+    pipeline_ = nullptr;
+  }
+  void SetUp() override {
+    if (access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) != 0) GTEST_SKIP() << "no seam-stage";
+    ASSERT_NE(pipeline_, nullptr);
+    stub_ = v1::Coordinator::NewStub(
+        grpc::CreateChannel(pipeline_->coordinator_address(), grpc::InsecureChannelCredentials()));
+  }
+  static LocalPipeline* pipeline_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+LocalPipeline* PipelineE2e::pipeline_ = nullptr;
+
+TEST_F(PipelineE2e, GreedyTokensEqualTheSingleProcessRun) {
+  const std::vector<std::vector<int32_t>> prompts = {{3, 14, 15, 92, 65}, {27, 18, 28}, {200}};
+  grpc::ClientContext context;
+  Deadline(context, 30);
+  v1::GenerateResult result;
+  const grpc::Status s = stub_->GenerateAll(&context, Request("greedy", prompts, 8), &result);
+  ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << pipeline_->LogTails(10);
+
+  auto group = runtime::StageGroup::Create(ModelDir(), 1, 1, boundary::ReductionPolicy::kAuto).value();
+  runtime::Generator generator(group.get());
+  runtime::GenerationOptions g;
+  g.max_new_tokens = 8;
+  g.eos_token_id = -1;
+  const runtime::GenerationResult want = generator.Generate(prompts, g).value();
+  ASSERT_EQ(result.completions_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(std::vector<int32_t>(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end()),
+              want.tokens[i]) << "prompt " << i;
+    EXPECT_EQ(result.completions(i).finish_reason(), v1::FINISH_REASON_MAX_NEW_TOKENS);
+  }
+}
+
+TEST_F(PipelineE2e, ConcurrentClientsAreEachAnsweredOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int j = 0; j < 2; ++j) {
+        const std::string id = "c" + std::to_string(t) + "-" + std::to_string(j);
+        const int max_new = 2 + (t + j) % 5;
+        std::vector<int32_t> prompt(1 + (t * 3 + j) % 9, static_cast<int32_t>(t * 10 + j));
+        grpc::ClientContext context;
+        Deadline(context, 40);
+        auto reader = stub_->Generate(&context, Request(id, {prompt}, max_new));
+        v1::GenerateResponse r;
+        int tokens = 0, finishes = 0;
+        bool ids_ok = true;
+        while (reader->Read(&r)) {
+          ids_ok = ids_ok && r.request_id() == id && r.sequence_index() == 0;
+          tokens += r.token_ids_size();
+          if (r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) ++finishes;
+        }
+        const grpc::Status s = reader->Finish();
+        EXPECT_TRUE(s.ok()) << id << ": " << s.error_message();
+        EXPECT_EQ(tokens, max_new) << id;
+        EXPECT_EQ(finishes, 1) << id;
+        EXPECT_TRUE(ids_ok) << id;
+        if (s.ok() && tokens == max_new && finishes == 1 && ids_ok) ++good;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(good.load(), 16);
+}
+
+TEST_F(PipelineE2e, BadInputIsInvalidArgumentAndServingGoesOn) {
+  {
+    grpc::ClientContext context;
+    Deadline(context, 10);
+    v1::GenerateResult result;
+    const grpc::Status s = stub_->GenerateAll(&context, Request("bad", {{1, 999}}, 2), &result);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message(), "request 'bad': prompt 0 token 1 is 999, outside the vocabulary [0, 256)");
+  }
+  {
+    grpc::ClientContext context;
+    Deadline(context, 10);
+    v1::GenerateResult result;
+    const grpc::Status s = stub_->GenerateAll(&context, Request("empty", {{}}, 2), &result);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message(), "request 'empty': prompt 0 is empty");
+  }
+  grpc::ClientContext context;
+  Deadline(context, 20);
+  v1::GenerateResult result;
+  const grpc::Status s = stub_->GenerateAll(&context, Request("after", {{5, 6}}, 3), &result);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(result.completions(0).token_ids_size(), 3);
+}
+
+TEST_F(PipelineE2e, ScoreReturnsTheLogProbsOfTheSingleProcessRun) {
+  const std::vector<int32_t> tokens = {5, 17, 42, 8, 99};
+  v1::ScoreRequest request;
+  request.set_request_id("score");
+  request.add_sequences()->mutable_token_ids()->Add(tokens.begin(), tokens.end());
+  grpc::ClientContext context;
+  Deadline(context, 30);
+  v1::ScoreResult result;
+  const grpc::Status s = stub_->Score(&context, request, &result);
+  ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << pipeline_->LogTails(10);
+  ASSERT_EQ(result.scores_size(), 1);
+  ASSERT_EQ(result.scores(0).token_logprobs_size(), static_cast<int>(tokens.size()) - 1);
+
+  // log p(token[i+1] | token[0..i]) from the single-process logits, in double.
+  auto group = runtime::StageGroup::Create(ModelDir(), 1, 1, boundary::ReductionPolicy::kAuto).value();
+  const Tensor logits = group->Step({models::SequenceStep{1, tokens, 0}}, true).value()[0];
+  const std::vector<float> v = logits.ToFloats();
+  const int64_t vocab = logits.dim(-1);
+  double total = 0;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    double max = -1e300, sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) max = std::max(max, static_cast<double>(v[i * vocab + j]));
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(v[i * vocab + j] - max);
+    const double want = v[i * vocab + tokens[i + 1]] - max - std::log(sum);
+    total += want;
+    // fp32 log-softmax at the stage vs double here: 1e-4 absolute is far above their difference.
+    EXPECT_NEAR(result.scores(0).token_logprobs(static_cast<int>(i)), want, 1e-4) << "token " << i + 1;
+  }
+  EXPECT_NEAR(result.scores(0).total_logprob(), total, 1e-3);
+}
+
+TEST_F(PipelineE2e, GetMetadataDescribesTheTopology) {
+  grpc::ClientContext context;
+  Deadline(context, 10);
+  v1::Metadata m;
+  ASSERT_TRUE(stub_->GetMetadata(&context, v1::GetMetadataRequest(), &m).ok());
+  EXPECT_EQ(m.model().vocab_size(), 256u);
+  EXPECT_EQ(m.model().num_layers(), 4u);
+  ASSERT_EQ(m.topology().stages_size(), 2);
+  EXPECT_EQ(m.topology().stages(0).last_layer(), 1u);
+  EXPECT_EQ(m.topology().stages(1).first_layer(), 2u);
+  EXPECT_EQ(m.topology().stages(1).health(), v1::STAGE_HEALTH_SERVING);
+}
+
+TEST(PipelineE2eKill, AKilledStageEndsInFlightCallsUnavailableWithinTenSeconds) {
+  if (access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) != 0) GTEST_SKIP() << "no seam-stage";
+  std::unique_ptr<LocalPipeline> p = StartPipeline();
+  ASSERT_NE(p, nullptr);
+  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(p->coordinator_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  Deadline(context, 60);
+  auto reader = stub->Generate(&context, Request("long", {{1, 2, 3}, {4, 5}}, 2000));
+  v1::GenerateResponse r;
+  ASSERT_TRUE(reader->Read(&r)) << p->LogTails(10);  // generation is under way
+  const auto killed = std::chrono::steady_clock::now();
+  p->stage(1).Signal(SIGKILL);
+  while (reader->Read(&r)) {
+  }
+  const grpc::Status s = reader->Finish();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(10));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("stage 1"));
+
+  grpc::ClientContext meta_context;
+  Deadline(meta_context, 10);
+  v1::Metadata m;
+  ASSERT_TRUE(stub->GetMetadata(&meta_context, v1::GetMetadataRequest(), &m).ok());
+  EXPECT_EQ(m.topology().stages(1).health(), v1::STAGE_HEALTH_UNREACHABLE);
+  EXPECT_EQ(m.topology().stages(0).health(), v1::STAGE_HEALTH_SERVING);
+}
+
+}  // namespace
+}  // namespace seam::coordinator

@@ -1,0 +1,110 @@
+// StageGroup: one stage's TP group on the CPU. Each of the tp ranks is a
+// thread with its own Gloo groups (found through a FileStore in a fresh
+// temporary directory), its models::Qwen3Model shards and its models::KvCache. Sequences are
+// assigned to attention-DP groups round-robin when first seen and stay there
+// (their KV cache lives there); a step runs one forward on every rank, and a
+// DP group with no sequence in the step still joins every collective.
+// A group may run one pipeline piece, a layer range (StageGroupOptions):
+// StepPiece then takes and returns one handoff per TP rank. Every piece
+// places sequences by the same rule, so given the same steps in the same
+// order a sequence lives on the same DP group (and its KV cache there) in
+// every piece, and TP rank r of one piece feeds TP rank r of the next.
+// Driven by one thread: Create, Step, StepPiece and Free must not run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "seam/boundary/ipc_fusion.h"
+#include "seam/boundary/pipeline_handoff.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/models/kv_cache.h"
+#include "seam/core/device.h"
+#include "seam/models/qwen3_model.h"
+#include "seam/weights/model_config.h"
+
+namespace seam::runtime {
+
+struct StageGroupOptions {
+  DType dtype = DType::kF32;                       // compute dtype
+  models::KvCacheOptions cache;                            // each rank's cache
+  absl::Duration comm_timeout = absl::Seconds(30);  // longest any collective waits for peers
+  absl::Duration rank_deadline = absl::Seconds(120);  // longest Create or Step waits for a rank
+  int first_layer = 0;  // the piece's layers: [first_layer, end_layer) of the model
+  int end_layer = -1;   // -1: to the last layer
+  // Where the ranks compute: the host (ranks joined over Gloo), or CUDA, where
+  // TP rank r uses GPU first_gpu + r and the ranks join over NCCL. Handoffs and logits
+  // cross the group's boundary as host tensors either way.
+  Device::Kind device = Device::Kind::kCPU;
+  int first_gpu = 0;  // CUDA: TP rank r uses GPU first_gpu + r
+  // CUDA, bf16, TP > 1: the one-shot IPC all-reduce + add + RMSNorm at stage
+  // inputs (boundary/ipc_fusion.h). kAuto measures both paths when the group
+  // starts and fuses only the token counts where the fused one is no slower.
+  boundary::IpcFusionOptions allreduce_fusion{boundary::AllReduceFusionMode::kOff};
+};
+
+// What one piece returns for a step.
+struct PieceOutput {
+  // Non-last piece: the handoff of each TP rank, index = TP rank (contiguous host tensors).
+  std::vector<boundary::PipelineTensors> handoff;
+  // Last piece: logits per sequence, as Step returns them.
+  std::vector<Tensor> logits;
+};
+
+class StageGroup {
+ public:
+  // Opens the checkpoint, starts tp rank threads, joins their Gloo groups and
+  // loads each rank's shards. `policy` may be kAuto (resolved for the
+  // checkpoint's architecture). INVALID_ARGUMENT for sizes that do not divide.
+  static absl::StatusOr<std::unique_ptr<StageGroup>> Create(const std::string& model_dir, int tp, int attn_dp,
+                                                            boundary::ReductionPolicy policy,
+                                                            const StageGroupOptions& options = {});
+  ~StageGroup();
+
+  const weights::ModelConfig& config() const;
+  int tp() const;
+  int attn_dp() const;
+  int first_layer() const;
+  int end_layer() const;         // resolved: never -1
+  bool is_first_piece() const;   // first_layer() == 0
+  bool is_last_piece() const;    // end_layer() == num_hidden_layers
+  // The DP group a sequence lives on, or -1 when it has none yet.
+  int DpGroupOf(uint64_t sequence) const;
+  // Free KV blocks of attention-DP group `dp` (as each of its ranks sees them).
+  int64_t FreeBlocks(int dp) const;
+  // What rank 0 measured and chose for the all-reduce fusion, and how many
+  // sums it has fused so far ("" when there is no fusion).
+  std::string FusionReport() const;
+
+  // One forward of `sequences` (each at most once) on every rank. Returns fp32
+  // logits per sequence, in input order: [tokens, vocab] with all_logits,
+  // [1, vocab] otherwise. RESOURCE_EXHAUSTED (nothing run) when a DP group's
+  // cache cannot hold its sequences; a failing rank fails the step with its
+  // status prefixed by "rank r (dp d, attn_tp a)", and the group refuses
+  // later steps with FAILED_PRECONDITION.
+  // The whole model only; FAILED_PRECONDITION on a group built for a layer range.
+  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& sequences, bool all_logits);
+  // One pipeline piece of a step: the same `sequences` (same order) that every
+  // piece of the pipeline runs. `in`: the previous piece's handoff, one per TP
+  // rank (empty on the first piece, tp() entries otherwise). Returns handoffs
+  // on a non-last piece, logits on the last; errors as Step, and
+  // INVALID_ARGUMENT (nothing placed) when `in` has the wrong count or a
+  // rank's handoff does not fit its rows.
+  absl::StatusOr<PieceOutput> StepPiece(const std::vector<models::SequenceStep>& sequences, bool all_logits,
+                                        const std::vector<boundary::PipelineTensors>& in);
+  // Returns a sequence's blocks on its DP group; NOT_FOUND for an unknown one.
+  absl::Status Free(uint64_t sequence);
+
+  struct Impl;
+
+ private:
+  explicit StageGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seam::runtime

@@ -1,0 +1,99 @@
+// The generation loop: batched prefill, then batched decode of the sequences
+// still running; token choice through kernels::Sample on the step's rows.
+#include "seam/runtime/generator.h"
+
+#include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
+
+namespace seam::runtime {
+namespace {
+
+struct Running {
+  size_t prompt;         // index into the prompts
+  uint64_t sequence;     // id on the stage group
+  int64_t length;        // tokens in the cache after this step
+  int32_t last;          // the token the next decode step feeds
+  bool started = false;  // the group has seen it (holds blocks)
+};
+
+// Chooses one token per row of `logits` ([B, V] fp32) at generation `step`.
+absl::StatusOr<std::vector<int32_t>> Choose(const std::vector<Tensor>& rows, const kernels::SamplingParams& params,
+                                            int step) {
+  const int64_t b = static_cast<int64_t>(rows.size()), vocab = rows.empty() ? 0 : rows[0].dim(1);
+  Tensor logits = Tensor::Empty({b, vocab}, DType::kF32);
+  for (int64_t i = 0; i < b; ++i) SEAM_RETURN_IF_ERROR(CopyInto(rows[i], logits.Rows(i, 1)));
+  Tensor steps = Tensor::FromInts(std::vector<int32_t>(b, step), {b});
+  Tensor out = Tensor::Empty({b}, DType::kI32);
+  SEAM_RETURN_IF_ERROR(kernels::Sample(logits, params, steps, out));
+  return std::vector<int32_t>(out.data<int32_t>(), out.data<int32_t>() + b);
+}
+
+}  // namespace
+
+absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<std::vector<int32_t>>& prompts,
+                                                     const GenerationOptions& options) {
+  if (options.max_new_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 0, got ", options.max_new_tokens));
+  }
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    if (prompts[p].empty()) return absl::InvalidArgumentError(absl::StrCat("prompt ", p, " is empty"));
+  }
+  const int64_t eos = options.eos_token_id == -2 ? group_->config().eos_token_id : options.eos_token_id;
+  GenerationResult result;
+  result.tokens.resize(prompts.size());
+  result.logits.resize(prompts.size());
+  if (options.max_new_tokens == 0) return result;
+
+  std::vector<Running> running;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    running.push_back(Running{p, next_sequence_++, static_cast<int64_t>(prompts[p].size()), 0});
+  }
+  auto free_all = [&] {
+    for (const Running& r : running) {
+      if (r.started) group_->Free(r.sequence).IgnoreError();
+    }
+  };
+
+  for (int step = 0; !running.empty(); ++step) {
+    std::vector<models::SequenceStep> batch;
+    for (const Running& r : running) {
+      if (step == 0) {
+        batch.push_back(models::SequenceStep{r.sequence, prompts[r.prompt], 0});
+      } else {
+        batch.push_back(models::SequenceStep{r.sequence, {r.last}, r.length - 1});
+      }
+    }
+    absl::StatusOr<std::vector<Tensor>> logits = group_->Step(batch, false);
+    if (!logits.ok()) {
+      // A refused step (cache full) leaves earlier sequences on the group.
+      free_all();
+      return logits.status();
+    }
+    for (Running& r : running) r.started = true;
+    absl::StatusOr<std::vector<int32_t>> chosen = Choose(*logits, options.sampling, step);
+    if (!chosen.ok()) {
+      free_all();
+      return chosen.status();
+    }
+    std::vector<Running> still;
+    for (size_t i = 0; i < running.size(); ++i) {
+      Running r = running[i];
+      const int32_t token = (*chosen)[i];
+      result.tokens[r.prompt].push_back(token);
+      if (options.return_logits) result.logits[r.prompt].push_back((*logits)[i]);
+      const bool done = (eos >= 0 && token == eos) ||
+                        static_cast<int>(result.tokens[r.prompt].size()) >= options.max_new_tokens;
+      if (done) {
+        SEAM_RETURN_IF_ERROR(group_->Free(r.sequence));
+        continue;
+      }
+      r.last = token;
+      r.length += 1;
+      still.push_back(r);
+    }
+    running = std::move(still);
+  }
+  return result;
+}
+
+}  // namespace seam::runtime

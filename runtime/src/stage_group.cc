@@ -1,0 +1,325 @@
+// StageGroup: rank threads over real Gloo, each with its model shards and KV
+// cache; sequence placement on attention-DP groups; one step = one forward
+// on every rank, with every wait bounded by a deadline.
+#include "seam/runtime/stage_group.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "seam/boundary/forward_batch.h"
+#include "seam/comm/process_groups.h"
+#include "seam/comm/store.h"
+#include "seam/core/device_memory.h"
+#include "seam/core/status.h"
+#include "seam/kernels/cpu_threads.h"
+#include "seam/weights/checkpoint.h"
+#include "src/rank_worker.h"
+
+namespace seam::runtime {
+namespace {
+
+struct RankState {
+  boundary::Topology topology;
+  std::unique_ptr<comm::ProcessGroups> groups;
+  std::unique_ptr<models::Qwen3Model> model;
+  std::unique_ptr<models::KvCache> cache;
+  Tensor logits;                     // the last step's output (last piece)
+  boundary::PipelineTensors handoff;  // the last step's output (other pieces)
+  std::shared_ptr<boundary::IpcFusionProvider> fusions;  // null: no all-reduce fusion
+  std::string fusion_report;                            // what it measured and chose
+};
+
+absl::StatusOr<std::string> MakeStoreDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "seam_stage_group_XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create a temporary directory from ", pattern));
+  }
+  return pattern;
+}
+
+// DEADLINE_EXCEEDED and broken-communicator errors usually echo another rank's
+// failure; report the first rank whose error is of another kind when there is one.
+bool IsEcho(const absl::Status& s) {
+  return absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s) || absl::IsFailedPrecondition(s);
+}
+
+// The handoff of TP rank `name` must hold the rows its form has on that rank, at the hidden width.
+absl::Status CheckHandoff(const boundary::PipelineTensors& in, const boundary::Topology& topology,
+                          const std::vector<int64_t>& dp_rows, int64_t hidden, const std::string& name) {
+  const int64_t rows = boundary::BatchRows(topology, dp_rows, /*padded=*/true).RowsOf(in.rows);
+  const bool pending = in.state == boundary::StreamState::kPending;
+  for (const Tensor* t : {&in.hidden, &in.residual}) {
+    if (t == &in.residual && !pending) continue;
+    if (!t->defined() || t->shape() != Shape{rows, hidden}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": the pipeline handoff holds ", t->defined() ? ShapeToString(t->shape()) : "no tensor", " where its ",
+          boundary::RowFormName(in.rows), " rows need [", rows, ", ", hidden, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The handoff's tensors on `device` (shared, not copied, when already there).
+absl::StatusOr<boundary::PipelineTensors> Placed(const boundary::PipelineTensors& in, Device device) {
+  boundary::PipelineTensors out = in;
+  for (Tensor* t : {&out.hidden, &out.residual}) {
+    if (t->defined()) {
+      SEAM_ASSIGN_OR_RETURN(*t, t->On(device));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct StageGroup::Impl {
+  std::string store_dir;
+  std::unique_ptr<weights::Checkpoint> checkpoint;
+  int tp = 1, attn_dp = 1;
+  StageGroupOptions options;
+  std::vector<std::unique_ptr<RankState>> ranks;
+  std::map<uint64_t, int> dp_of;
+  int next_dp = 0;
+  uint64_t next_microbatch = 1;
+  absl::Status broken;
+  std::vector<std::unique_ptr<internal::RankWorker>> workers;  // declared last: joined first
+
+  ~Impl() {
+    // Each rank releases its state on its own thread, all at once: tearing
+    // down an IPC fusion waits for every peer's teardown.
+    if (!workers.empty()) {  // Create pushes a rank state and a worker for each of the tp ranks together
+      RunOnAll([this](int r) {
+        ranks[r].reset();
+        return absl::OkStatus();
+      }).IgnoreError();
+    }
+    workers.clear();
+    std::error_code ignored;
+    if (!store_dir.empty()) std::filesystem::remove_all(store_dir, ignored);
+  }
+  int attn_tp() const { return tp / attn_dp; }
+  // TP rank r computes on GPU first_gpu + r of a CUDA group, on the host otherwise.
+  Device RankDevice(int r) const {
+    return options.device == Device::Kind::kCUDA ? Device::CUDA(options.first_gpu + r) : Device::CPU();
+  }
+  std::string RankName(int r) const {
+    return absl::StrCat("rank ", r, " (dp ", r / attn_tp(), ", attn_tp ", r % attn_tp(), ")");
+  }
+  // Runs a copy of fn(rank) on every rank thread and waits for all of them
+  // until options.rank_deadline. A rank past the deadline finishes on its own
+  // (its collectives have deadlines too); fn must therefore own what it uses,
+  // apart from this Impl, whose destructor joins the rank threads.
+  absl::Status RunOnAll(const std::function<absl::Status(int)>& fn);
+};
+
+absl::Status StageGroup::Impl::RunOnAll(const std::function<absl::Status(int)>& fn) {
+  std::vector<std::shared_ptr<internal::TaskResult>> results;
+  for (int r = 0; r < tp; ++r) results.push_back(workers[r]->Post([fn, r] { return fn(r); }));
+  const absl::Time deadline = absl::Now() + options.rank_deadline;
+  std::vector<absl::Status> statuses;
+  for (int r = 0; r < tp; ++r) statuses.push_back(results[r]->Wait(deadline));
+  int worst = -1;
+  for (int r = 0; r < tp; ++r) {
+    if (statuses[r].ok()) continue;
+    if (worst < 0 || (IsEcho(statuses[worst]) && !IsEcho(statuses[r]))) worst = r;
+  }
+  if (worst < 0) return absl::OkStatus();
+  return Annotate(statuses[worst], RankName(worst));
+}
+
+StageGroup::StageGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+StageGroup::~StageGroup() = default;
+const weights::ModelConfig& StageGroup::config() const { return impl_->checkpoint->config(); }
+int StageGroup::tp() const { return impl_->tp; }
+int StageGroup::attn_dp() const { return impl_->attn_dp; }
+int StageGroup::first_layer() const { return impl_->options.first_layer; }
+int StageGroup::end_layer() const { return impl_->options.end_layer; }
+bool StageGroup::is_first_piece() const { return first_layer() == 0; }
+bool StageGroup::is_last_piece() const { return end_layer() == config().num_hidden_layers; }
+
+int StageGroup::DpGroupOf(uint64_t sequence) const {
+  auto it = impl_->dp_of.find(sequence);
+  return it == impl_->dp_of.end() ? -1 : it->second;
+}
+
+std::string StageGroup::FusionReport() const {
+  const RankState& r = *impl_->ranks[0];
+  if (r.fusions == nullptr) return "";
+  return absl::StrCat(r.fusion_report, "\nall-reduce fusion: ", r.fusions->runs(), " sums fused on rank 0 so far");
+}
+
+int64_t StageGroup::FreeBlocks(int dp) const { return impl_->ranks[dp * impl_->attn_tp()]->cache->free_blocks(); }
+
+absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string& model_dir, int tp, int attn_dp,
+                                                               boundary::ReductionPolicy policy,
+                                                               const StageGroupOptions& options) {
+  SEAM_RETURN_IF_ERROR(boundary::Topology::Make(tp, attn_dp, 0).status());
+  // The tp rank threads share this process's math-library pool.
+  kernels::ShareCpuMathThreads(tp);
+  auto impl = std::make_unique<Impl>();
+  impl->tp = tp;
+  impl->attn_dp = attn_dp;
+  impl->options = options;
+  SEAM_ASSIGN_OR_RETURN(impl->checkpoint, weights::Checkpoint::Open(model_dir));
+  if (options.end_layer < 0) impl->options.end_layer = static_cast<int>(impl->checkpoint->config().num_hidden_layers);
+  const boundary::ReductionPolicy resolved =
+      boundary::ResolveReductionPolicy(policy, impl->checkpoint->config().architecture);
+  SEAM_ASSIGN_OR_RETURN(impl->store_dir, MakeStoreDir());
+  SEAM_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::MakeFileStore(impl->store_dir));
+  const bool cuda = options.device == Device::Kind::kCUDA;
+  if (cuda && (options.first_gpu < 0 || CudaDeviceCount() < options.first_gpu + tp)) {
+    return absl::FailedPreconditionError(absl::StrCat("a CUDA stage group of TP ", tp, " from GPU ", options.first_gpu,
+                                                      " needs GPUs up to ", options.first_gpu + tp - 1,
+                                                      "; this process sees ", CudaDeviceCount()));
+  }
+  const comm::CommOptions comm_options{options.comm_timeout};
+  const comm::CommunicatorFactory factory =
+      cuda ? comm::MakeNcclGroupFactory(store, comm_options) : comm::MakeGlooGroupFactory(store, comm_options);
+
+  for (int r = 0; r < tp; ++r) {
+    impl->ranks.push_back(std::make_unique<RankState>());
+    impl->workers.push_back(std::make_unique<internal::RankWorker>(r));
+  }
+  Impl* self = impl.get();
+  SEAM_RETURN_IF_ERROR(self->RunOnAll([self, factory, store, tp, attn_dp, resolved](int r) -> absl::Status {
+    RankState& rank = *self->ranks[r];
+    SEAM_RETURN_IF_ERROR(UseDevice(self->RankDevice(r)));
+    SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
+    SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
+    const StageGroupOptions& o = self->options;
+    if (o.dtype == DType::kBF16) {
+      SEAM_ASSIGN_OR_RETURN(rank.fusions, boundary::MakeIpcFusionProvider(*rank.groups, store, self->RankDevice(r),
+                                                                     self->checkpoint->config().hidden_size,
+                                                                     o.allreduce_fusion, &rank.fusion_report));
+    }
+    SEAM_ASSIGN_OR_RETURN(rank.model, models::Qwen3Model::Load(*self->checkpoint,
+                                                       models::ModelOptions{rank.topology, resolved, o.dtype, o.first_layer,
+                                                                    o.end_layer, self->RankDevice(r), rank.fusions}));
+    SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(self->options.cache));
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<StageGroup>(new StageGroup(std::move(impl)));
+}
+
+absl::StatusOr<std::vector<Tensor>> StageGroup::Step(const std::vector<models::SequenceStep>& sequences, bool all_logits) {
+  if (!is_first_piece() || !is_last_piece()) {
+    return absl::FailedPreconditionError(absl::StrCat("Step runs the whole model; this group holds layers [",
+                                                      first_layer(), ", ", end_layer(), "): use StepPiece"));
+  }
+  SEAM_ASSIGN_OR_RETURN(PieceOutput out, StepPiece(sequences, all_logits, {}));
+  return std::move(out.logits);
+}
+
+absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::SequenceStep>& sequences, bool all_logits,
+                                                  const std::vector<boundary::PipelineTensors>& in) {
+  Impl& g = *impl_;
+  if (!g.broken.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("the stage group failed earlier: ", g.broken.ToString()));
+  }
+  const bool first = is_first_piece(), last = is_last_piece();
+  if (in.size() != (first ? 0u : static_cast<size_t>(g.tp))) {
+    return absl::InvalidArgumentError(absl::StrCat("this piece (layers [", first_layer(), ", ", end_layer(),
+                                                   ")) takes ", first ? 0 : g.tp, " handoffs, got ", in.size()));
+  }
+  // Place the step's sequences; new ones go round-robin and are kept only if the step runs.
+  std::set<uint64_t> seen;
+  std::map<uint64_t, int> placed;
+  int next_dp = g.next_dp;
+  std::vector<models::StepInput> inputs(g.attn_dp);
+  std::vector<std::pair<int, int64_t>> where;  // per input sequence: DP group, first logits row there
+  std::vector<int64_t> dp_rows(g.attn_dp, 0), dp_logit_rows(g.attn_dp, 0);
+  for (const models::SequenceStep& s : sequences) {
+    if (!seen.insert(s.sequence).second) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " appears twice in one step"));
+    }
+    if (s.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has no tokens in this step"));
+    }
+    int dp = DpGroupOf(s.sequence);
+    if (dp < 0) {
+      dp = next_dp;
+      next_dp = (next_dp + 1) % g.attn_dp;
+      placed[s.sequence] = dp;
+    }
+    inputs[dp].sequences.push_back(s);
+    inputs[dp].all_logits = all_logits;
+    where.emplace_back(dp, dp_logit_rows[dp]);
+    dp_rows[dp] += static_cast<int64_t>(s.tokens.size());
+    dp_logit_rows[dp] += all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
+  }
+  for (int dp = 0; dp < g.attn_dp; ++dp) {  // refuse before any rank starts a collective
+    std::vector<models::CacheSpan> spans;
+    for (const models::SequenceStep& s : inputs[dp].sequences) {
+      spans.push_back(models::CacheSpan{s.sequence, s.start, static_cast<int64_t>(s.tokens.size())});
+    }
+    const models::KvCache& cache = *g.ranks[dp * g.attn_tp()]->cache;
+    const int64_t needed = cache.BlocksNeeded(spans);
+    if (needed > cache.free_blocks()) {
+      return absl::ResourceExhaustedError(absl::StrCat("KV cache full on DP group ", dp, ": the step needs ", needed,
+                                                       " more blocks, ", cache.free_blocks(), " of ",
+                                                       cache.num_blocks(), " are free"));
+    }
+  }
+
+  for (size_t r = 0; r < in.size(); ++r) {  // refuse a handoff that does not fit before any collective
+    SEAM_RETURN_IF_ERROR(CheckHandoff(in[r], g.ranks[r]->topology, dp_rows, config().hidden_size, g.RankName(r)));
+  }
+
+  const uint64_t microbatch = g.next_microbatch++;
+  Impl* self = &g;
+  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in](int r) -> absl::Status {
+    RankState& rank = *self->ranks[r];
+    const Device device = self->RankDevice(r);
+    SEAM_RETURN_IF_ERROR(UseDevice(device));
+    boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
+    batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
+    rank.handoff = boundary::PipelineTensors{};
+    boundary::PipelineTensors entering;
+    if (!in.empty()) {
+      SEAM_ASSIGN_OR_RETURN(entering, Placed(in[r], device));
+    }
+    SEAM_ASSIGN_OR_RETURN(rank.logits, rank.model->ForwardPiece(batch, inputs[rank.topology.dp_rank()], *rank.cache,
+                                                                in.empty() ? nullptr : &entering, &rank.handoff));
+    // What leaves the group is on the host: handoffs for UCX, logits for sampling.
+    SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(rank.handoff, Device::CPU()));
+    if (rank.logits.defined()) {
+      SEAM_ASSIGN_OR_RETURN(rank.logits, rank.logits.On(Device::CPU()));
+    }
+    return absl::OkStatus();
+  });
+  if (!run.ok()) {
+    g.broken = run;
+    return run;
+  }
+  g.next_dp = next_dp;
+  g.dp_of.insert(placed.begin(), placed.end());
+
+  PieceOutput out;
+  if (!last) {
+    for (int r = 0; r < g.tp; ++r) out.handoff.push_back(std::move(g.ranks[r]->handoff));
+    return out;
+  }
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const auto [dp, row] = where[i];
+    const Tensor& logits = g.ranks[dp * g.attn_tp()]->logits;
+    const int64_t count = all_logits ? static_cast<int64_t>(sequences[i].tokens.size()) : 1;
+    out.logits.push_back(logits.Rows(row, count).Clone());
+  }
+  return out;
+}
+
+absl::Status StageGroup::Free(uint64_t sequence) {
+  Impl& g = *impl_;
+  const int dp = DpGroupOf(sequence);
+  if (dp < 0) return absl::NotFoundError(absl::StrCat("sequence ", sequence, " is not on this stage group"));
+  for (int a = 0; a < g.attn_tp(); ++a) {
+    models::KvCache& cache = *g.ranks[dp * g.attn_tp() + a]->cache;
+    if (cache.Has(sequence)) SEAM_RETURN_IF_ERROR(cache.Free(sequence));
+  }
+  g.dp_of.erase(sequence);
+  return absl::OkStatus();
+}
+
+}  // namespace seam::runtime

@@ -1,0 +1,141 @@
+// The models on one GPU: the tiny Qwen3 and Qwen3-MoE checkpoints run on
+// CUDA give the CPU's logits (prefill of mixed lengths, then cached decode),
+// and a decode step replayed from a CUDA graph gives the eager step's logits.
+// Every test skips when no GPU is visible.
+#include <gtest/gtest.h>
+
+#include "seam/core/device_memory.h"
+#include "seam/core/status.h"
+#include "seam/kernels/ops.h"
+#include "seam/kernels/stream.h"
+#include "seam/runtime/decode_graph.h"
+#include "seam/models/qwen3_model.h"
+#include "seam/testing/tiny_checkpoint.h"
+
+namespace seam::runtime {
+namespace {
+
+using testing::MaxRelativeError;
+using testing::PromptTokens;
+using testing::TinyCheckpointDir;
+
+// f32 on both sides: cuBLAS and OpenBLAS sum in different orders, attention
+// and norms reduce in different orders; over 2 layers that stays within a
+// few hundred fp32 ulps of the logits' scale.
+constexpr double kF32Tolerance = 1e-4;
+// bf16 weights and activations on both sides; each rounds its own fp32
+// intermediates to bf16 (2^-8 relative) at every op boundary, so a few
+// bf16 ulps of the logits' scale.
+constexpr double kBf16Tolerance = 5e-2;
+
+struct Loaded {
+  std::unique_ptr<weights::Checkpoint> checkpoint;
+  std::unique_ptr<models::Qwen3Model> model;
+  std::unique_ptr<models::KvCache> cache;
+};
+
+Loaded Load(bool moe, DType dtype, Device device) {
+  Loaded l;
+  auto checkpoint = weights::Checkpoint::Open(TinyCheckpointDir(moe));
+  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+  l.checkpoint = std::move(*checkpoint);
+  auto topology = boundary::Topology::Make(1, 1, 0);
+  models::ModelOptions options{*topology, boundary::ReductionPolicy::kAr, dtype};
+  options.device = device;
+  auto model = models::Qwen3Model::Load(*l.checkpoint, options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  l.model = std::move(*model);
+  models::KvCacheOptions cache_options;
+  cache_options.dtype = dtype;
+  auto cache = l.model->MakeCache(cache_options);
+  EXPECT_TRUE(cache.ok()) << cache.status();
+  l.cache = std::move(*cache);
+  return l;
+}
+
+absl::StatusOr<Tensor> Forward(Loaded& l, const models::StepInput& input) {
+  int64_t rows = 0;
+  for (const models::SequenceStep& s : input.sequences) rows += static_cast<int64_t>(s.tokens.size());
+  boundary::ForwardBatch batch(1, boundary::BatchVariant::kOrdinary, l.model->options().topology, {rows});
+  SEAM_ASSIGN_OR_RETURN(Tensor logits, l.model->Forward(batch, input, *l.cache));
+  return logits.To(Device::CPU());
+}
+
+class CudaModel : public ::testing::TestWithParam<std::tuple<bool, DType>> {
+ protected:
+  void SetUp() override {
+    if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device visible; GPU model tests skipped";
+  }
+  bool moe() const { return std::get<0>(GetParam()); }
+  DType dtype() const { return std::get<1>(GetParam()); }
+  double tolerance() const { return dtype() == DType::kF32 ? kF32Tolerance : kBf16Tolerance; }
+};
+
+TEST_P(CudaModel, PrefillAndDecodeMatchTheCpu) {
+  Loaded cpu = Load(moe(), dtype(), Device::CPU());
+  Loaded gpu = Load(moe(), dtype(), Device::CUDA(0));
+  const std::vector<int> lengths{7, 1, 30};
+  models::StepInput prefill{{}, true};
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    prefill.sequences.push_back(models::SequenceStep{i, PromptTokens(40 + i, lengths[i], 128), 0});
+  }
+  auto want = Forward(cpu, prefill);
+  auto got = Forward(gpu, prefill);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_LE(MaxRelativeError(*got, *want), tolerance());
+  for (int step = 0; step < 20; ++step) {  // crosses a 16-token block for every sequence
+    models::StepInput decode{{}, false};
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      decode.sequences.push_back(models::SequenceStep{i, {int32_t(1 + (7 * step + i) % 127)}, lengths[i] + step});
+    }
+    want = Forward(cpu, decode);
+    got = Forward(gpu, decode);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_LE(MaxRelativeError(*got, *want), tolerance()) << "decode step " << step;
+  }
+}
+
+TEST_P(CudaModel, GraphDecodeEqualsEagerDecode) {
+  if (moe()) GTEST_SKIP() << "MoE routing reads the routed ids on the host: no graph for sparse layers";
+  Loaded eager = Load(false, dtype(), Device::CUDA(0));
+  Loaded graphed = Load(false, dtype(), Device::CUDA(0));
+  const int64_t b = 3;
+  models::StepInput prefill{{}, false};
+  for (int64_t i = 0; i < b; ++i) prefill.sequences.push_back(models::SequenceStep{uint64_t(i), PromptTokens(60 + i, 5 + 4 * i, 128), 0});
+  ASSERT_TRUE(Forward(eager, prefill).ok());
+  ASSERT_TRUE(Forward(graphed, prefill).ok());
+  auto graph = DecodeGraph::Capture(*graphed.model, *graphed.cache, b, 64);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (int step = 0; step < 20; ++step) {
+    models::StepInput decode{{}, false};
+    for (int64_t i = 0; i < b; ++i) {
+      decode.sequences.push_back(models::SequenceStep{uint64_t(i), {int32_t(1 + (5 * step + i) % 127)}, 5 + 4 * i + step});
+    }
+    auto want = Forward(eager, decode);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = (*graph)->Step(decode);
+    ASSERT_TRUE(got.ok()) << got.status();
+    kernels::ScopedStream on((*graph)->stream().handle());  // the logits are ordered on the graph's stream
+    auto host = got->To(Device::CPU());
+    ASSERT_TRUE(host.ok()) << host.status();
+    // Same kernels on the same inputs: the graph replays exactly the eager work.
+    EXPECT_EQ(MaxRelativeError(*host, *want), 0.0) << "decode step " << step;
+  }
+  models::StepInput wrong{{models::SequenceStep{0, {1}, 30}}, false};
+  EXPECT_EQ((*graph)->Step(wrong).status().code(), absl::StatusCode::kInvalidArgument);
+  models::StepInput too_long{{}, false};
+  for (int64_t i = 0; i < b; ++i) too_long.sequences.push_back(models::SequenceStep{uint64_t(i), {1}, 64});
+  EXPECT_EQ((*graph)->Step(too_long).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaModel,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(DType::kF32, DType::kBF16)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Moe" : "Dense") +
+                                  (std::get<1>(info.param) == DType::kF32 ? "F32" : "Bf16");
+                         });
+
+}  // namespace
+}  // namespace seam::runtime

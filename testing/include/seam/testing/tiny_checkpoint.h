@@ -1,0 +1,28 @@
+// Tiny random Qwen3 / Qwen3-MoE checkpoints in temporary directories, shared
+// by the model tests (written once per process, removed at exit).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "seam/core/tensor.h"
+#include "seam/weights/model_config.h"
+
+namespace seam::testing {
+
+// vocab 128, hidden 64, 2 layers, 4 heads, 2 KV heads, head_dim 16,
+// intermediate 96; MoE: 4 experts, top-2, moe_intermediate 32.
+weights::ModelConfig TinyConfig(bool moe);
+// The directory of the tiny checkpoint (written on first use).
+const std::string& TinyCheckpointDir(bool moe);
+// The same architecture with 4 layers; the MoE one mixes in a dense layer
+// (mlp_only_layers = {1}), so pipeline cuts fall next to both FFN kinds.
+weights::ModelConfig FourLayerConfig(bool moe);
+const std::string& FourLayerCheckpointDir(bool moe);
+
+// max |a - b| / max |reference|: the error relative to the logits' scale.
+double MaxRelativeError(const Tensor& got, const Tensor& reference);
+// Deterministic prompt tokens in [1, vocab).
+std::vector<int32_t> PromptTokens(int seed, int length, int vocab);
+
+}  // namespace seam::testing

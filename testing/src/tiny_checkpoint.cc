@@ -1,0 +1,94 @@
+#include "seam/testing/tiny_checkpoint.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "seam/core/status.h"
+#include "seam/testing/temp_dir.h"
+#include "seam/weights/random_checkpoint.h"
+
+namespace seam::testing {
+namespace {
+
+// Writes `config` into a fresh directory on first use for `slot`.
+const std::string& CheckpointDir(const weights::ModelConfig& config, uint64_t seed, int slot) {
+  static std::unique_ptr<TempDir> dirs[4];
+  std::unique_ptr<TempDir>& dir = dirs[slot];
+  if (dir == nullptr) {
+    dir = std::make_unique<TempDir>("seam_models_test");
+    weights::RandomCheckpointOptions options;
+    options.seed = seed;
+    options.scale = 10.0f;  // std 0.2: attention and routing far from uniform
+    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(config, options, dir->path()));
+  }
+  return dir->path();
+}
+
+}  // namespace
+
+weights::ModelConfig TinyConfig(bool moe) {
+  weights::ModelConfig c;
+  c.architecture = moe ? "qwen3_moe" : "qwen3";
+  c.vocab_size = 128;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.intermediate_size = 96;
+  c.rms_norm_eps = 1e-6f;
+  c.rope_theta = 10000.0f;
+  c.max_position_embeddings = 512;
+  c.tie_word_embeddings = !moe;  // both lm_head paths
+  c.dtype = DType::kF32;
+  c.bos_token_id = 0;
+  c.eos_token_id = 127;
+  if (moe) {
+    c.num_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 32;
+    c.norm_topk_prob = true;
+    c.decoder_sparse_step = 1;
+  }
+  return c;
+}
+
+const std::string& TinyCheckpointDir(bool moe) { return CheckpointDir(TinyConfig(moe), moe ? 11 : 7, moe ? 1 : 0); }
+
+weights::ModelConfig FourLayerConfig(bool moe) {
+  weights::ModelConfig c = TinyConfig(moe);
+  c.num_hidden_layers = 4;
+  if (moe) c.mlp_only_layers = {1};
+  return c;
+}
+
+const std::string& FourLayerCheckpointDir(bool moe) {
+  return CheckpointDir(FourLayerConfig(moe), moe ? 13 : 9, moe ? 3 : 2);
+}
+
+double MaxRelativeError(const Tensor& got, const Tensor& reference) {
+  SEAM_CHECK(got.shape() == reference.shape());
+  const std::vector<float> a = got.ToFloats(), b = reference.ToFloats();
+  double diff = 0.0, scale = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::fmax(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::fmax(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale == 0.0 ? diff : diff / scale;
+}
+
+std::vector<int32_t> PromptTokens(int seed, int length, int vocab) {
+  std::vector<int32_t> t(length);
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (seed + 1);
+  for (int i = 0; i < length; ++i) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    t[i] = 1 + static_cast<int32_t>((x * 0x2545f4914f6cdd1dULL >> 33) % (vocab - 1));
+  }
+  return t;
+}
+
+}  // namespace seam::testing
