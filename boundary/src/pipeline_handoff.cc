@@ -32,18 +32,27 @@ absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) 
   return out;
 }
 
-absl::StatusOr<Hidden> FromPp(const PipelineTensors& in, ForwardBatch& batch, const StageBoundary& first) {
-  const int64_t rows = batch.rows.RowsOf(in.rows);
+absl::Status CheckPipelineTensors(const PipelineTensors& in, const BatchRows& batch_rows, int64_t hidden_size) {
+  const int64_t rows = batch_rows.RowsOf(in.rows);
   SEAM_RETURN_IF_ERROR(ExpectRank(in.hidden, 2, "pipeline hidden"));
   if (in.hidden.rows() != rows) {
     return absl::InvalidArgumentError(absl::StrCat("pipeline hidden has ", in.hidden.rows(), " rows; this rank's ",
                                                    RowFormName(in.rows), " hold ", rows));
+  }
+  if (hidden_size >= 0 && in.hidden.dim(1) != hidden_size) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline hidden is ", in.hidden.dim(1), " wide; the model's ",
+                                                   "hidden size is ", hidden_size));
   }
   if (in.state == StreamState::kPending) {
     SEAM_RETURN_IF_ERROR(ExpectSameShape(in.residual, in.hidden, "pipeline residual", "pipeline hidden"));
   } else if (in.state != StreamState::kWritten) {
     return absl::InvalidArgumentError("a pipeline handoff is written or pending, never initial");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Hidden> FromPp(const PipelineTensors& in, ForwardBatch& batch, const StageBoundary& first) {
+  SEAM_RETURN_IF_ERROR(CheckPipelineTensors(in, batch.rows, /*hidden_size=*/-1));
   if (!first.bound()) return absl::FailedPreconditionError("from_pp into a stage its layer stack has not bound");
   auto stream = std::make_unique<ResidualStream>(batch.microbatch_id);
   if (in.state == StreamState::kWritten) {

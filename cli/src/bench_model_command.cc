@@ -23,7 +23,7 @@ struct Throughput {
 
 absl::StatusOr<Throughput> Measure(const std::string& dir, int tp, const BenchModelOptions& o, int64_t vocab) {
   runtime::StageGroupOptions options;
-  options.cache.budget_bytes = int64_t{1} << 30;
+  options.kv.cache_bytes = int64_t{1} << 30;
   auto group = runtime::StageGroup::Create(dir, tp, 1, boundary::ReductionPolicy::kAuto, options);
   if (!group.ok()) return group.status();
   Throughput best;

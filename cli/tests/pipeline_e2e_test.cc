@@ -18,7 +18,7 @@
 #include "seam/runtime/stage_group.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
 
-namespace seam::coordinator {
+namespace seam::cli {
 namespace {
 
 using ::testing::HasSubstr;
@@ -228,4 +228,4 @@ TEST(PipelineE2eKill, AKilledStageEndsInFlightCallsUnavailableWithinTenSeconds) 
 }
 
 }  // namespace
-}  // namespace seam::coordinator
+}  // namespace seam::cli

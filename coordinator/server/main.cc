@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   app.add_option("--tp", o.tp, "tensor-parallel ranks per stage")->capture_default_str();
   app.add_option("--attn-dp", o.attn_dp, "attention data-parallel groups")->capture_default_str();
   app.add_option("--layers", o.layers, "layer range per stage, e.g. 0-13,14-27 (default: even split)");
-  app.add_option("--kv-blocks", o.kv_blocks, "KV blocks per attention-DP group")->capture_default_str();
+  app.add_option("--kv-blocks", o.kv_blocks,
+                 "KV blocks per attention-DP group to admit against (default: the least the stages report; "
+                 "a larger value is lowered to it)");
   app.add_option("--max-queue", o.max_queue, "sequences waiting for admission")->capture_default_str();
   app.add_option("--stage-timeout", stage_timeout, "longest a stage may take to answer a microbatch")
       ->capture_default_str();

@@ -21,6 +21,8 @@ std::optional<Microbatch> SchedulerImpl::Next() {
   draft.mb.id = next_microbatch_id_++;
   draft.mb.sequence_number = next_sequence_number_++;
   draft.mb.epoch = epoch_;
+  draft.mb.preempted = std::move(preempted_since_last_);
+  preempted_since_last_.clear();
   in_flight_.emplace(draft.mb.id, draft.mb);
   return std::move(draft.mb);
 }
@@ -63,6 +65,7 @@ void SchedulerImpl::Preempt(const std::string& request_id) {
   running_.erase(state.admit_order);
   ResetForRecompute(state);
   queue_.push_front(request_id);
+  preempted_since_last_.push_back(request_id);
   preemptions_ += 1;
 }
 

@@ -63,10 +63,19 @@ v1::MicrobatchDescriptor PipelineDriver::State::Describe(const Microbatch& mb) {
   d.set_microbatch_id(mb.id);
   d.set_sequence_number(mb.sequence_number);
   d.set_epoch(mb.epoch);
+  for (const std::string& id : mb.preempted) {
+    // Its blocks are free in the scheduler from this microbatch on: the
+    // stages free its KV before running it.
+    auto it = sequences.find(id);
+    if (it == sequences.end() || it->second.sequence_id == 0) continue;
+    to_free.push_back(it->second.sequence_id);
+    by_sequence_id.erase(it->second.sequence_id);
+    it->second.sequence_id = 0;
+  }
   for (const auto& group : mb.entries_by_group) {
     for (const MicrobatchEntry& e : group) {
       Sequence& s = sequences.at(e.request_id);
-      if (e.is_prefill && e.start_position == 0 && s.sent) {
+      if (e.is_prefill && e.start_position == 0 && s.sent && s.sequence_id != 0) {
         // Recomputed after a preemption: the stages free the old KV first.
         to_free.push_back(s.sequence_id);
         by_sequence_id.erase(s.sequence_id);
@@ -88,6 +97,7 @@ v1::MicrobatchDescriptor PipelineDriver::State::Describe(const Microbatch& mb) {
       }
       out->set_position_start(e.start_position);
       out->set_is_prefill(e.is_prefill);
+      out->set_dp_group(static_cast<uint32_t>(e.dp_group));
       *out->mutable_sampling() = s.call->call.sampling;
       out->set_return_token_logprobs(s.call->call.score);
     }

@@ -77,6 +77,7 @@ class SchedulerImpl final : public Scheduler {
   uint64_t next_sequence_number_ = 0;
   uint64_t epoch_ = 0;
   uint64_t preemptions_ = 0;
+  std::vector<std::string> preempted_since_last_;  // handed to the next microbatch
 };
 
 }  // namespace seam::coordinator

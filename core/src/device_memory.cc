@@ -89,6 +89,14 @@ absl::Status SynchronizeStream(Device device) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory(Device device) {
+  if (!device.is_cuda()) return absl::InvalidArgumentError("device memory is queried for GPUs only");
+  SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
+  size_t free_bytes = 0, total_bytes = 0;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return DeviceMemoryInfo{static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
+}
+
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
   *out = nullptr;
@@ -137,6 +145,7 @@ int CudaDeviceCount() { return 0; }
 bool CudaAvailable() { return false; }
 absl::Status UseDevice(Device device) { return device.is_cpu() ? absl::OkStatus() : NoCuda(device); }
 absl::Status SynchronizeStream(Device device) { return device.is_cpu() ? absl::OkStatus() : NoCuda(device); }
+absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory(Device device) { return NoCuda(device); }
 absl::Status DeviceMalloc(Device device, size_t, void**) { return NoCuda(device); }
 void DeviceFree(Device, void*) {}
 absl::Status DeviceMemset(Device device, void*, int, size_t) { return NoCuda(device); }

@@ -2,6 +2,9 @@
 
 #include <cstdio>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+
 namespace seam {
 
 void CheckFailed(const char* cond, const char* file, int line, const std::string& msg) {
@@ -13,7 +16,10 @@ void CheckFailed(const char* cond, const char* file, int line, const std::string
 
 absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+  absl::Status annotated(status.code(), absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload(
+      [&](absl::string_view type_url, const absl::Cord& payload) { annotated.SetPayload(type_url, payload); });
+  return annotated;
 }
 
 }  // namespace seam

@@ -5,8 +5,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <algorithm>
 #include <set>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/comm/process_groups.h"
@@ -19,6 +22,9 @@
 
 namespace seam::runtime {
 namespace {
+
+// The status payload naming the TP rank whose error a step reports.
+constexpr char kTpRankPayload[] = "type.seam.dev/tp_rank";
 
 struct RankState {
   boundary::Topology topology;
@@ -45,22 +51,6 @@ bool IsEcho(const absl::Status& s) {
   return absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s) || absl::IsFailedPrecondition(s);
 }
 
-// The handoff of TP rank `name` must hold the rows its form has on that rank, at the hidden width.
-absl::Status CheckHandoff(const boundary::PipelineTensors& in, const boundary::Topology& topology,
-                          const std::vector<int64_t>& dp_rows, int64_t hidden, const std::string& name) {
-  const int64_t rows = boundary::BatchRows(topology, dp_rows, /*padded=*/true).RowsOf(in.rows);
-  const bool pending = in.state == boundary::StreamState::kPending;
-  for (const Tensor* t : {&in.hidden, &in.residual}) {
-    if (t == &in.residual && !pending) continue;
-    if (!t->defined() || t->shape() != Shape{rows, hidden}) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": the pipeline handoff holds ", t->defined() ? ShapeToString(t->shape()) : "no tensor", " where its ",
-          boundary::RowFormName(in.rows), " rows need [", rows, ", ", hidden, "]"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // The handoff's tensors on `device` (shared, not copied, when already there).
 absl::StatusOr<boundary::PipelineTensors> Placed(const boundary::PipelineTensors& in, Device device) {
   boundary::PipelineTensors out = in;
@@ -81,6 +71,8 @@ struct StageGroup::Impl {
   StageGroupOptions options;
   std::vector<std::unique_ptr<RankState>> ranks;
   std::map<uint64_t, int> dp_of;
+  boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAuto;  // resolved at Create
+  int64_t kv_blocks = 0;                                                // per rank (all alike)
   int next_dp = 0;
   uint64_t next_microbatch = 1;
   absl::Status broken;
@@ -126,7 +118,16 @@ absl::Status StageGroup::Impl::RunOnAll(const std::function<absl::Status(int)>& 
     if (worst < 0 || (IsEcho(statuses[worst]) && !IsEcho(statuses[r]))) worst = r;
   }
   if (worst < 0) return absl::OkStatus();
-  return Annotate(statuses[worst], RankName(worst));
+  absl::Status failed = Annotate(statuses[worst], RankName(worst));
+  failed.SetPayload(kTpRankPayload, absl::Cord(absl::StrCat(worst)));
+  return failed;
+}
+
+std::optional<int> FailedTpRank(const absl::Status& status) {
+  const auto payload = status.GetPayload(kTpRankPayload);
+  int rank = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &rank)) return std::nullopt;
+  return rank;
 }
 
 StageGroup::StageGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -138,6 +139,11 @@ int StageGroup::first_layer() const { return impl_->options.first_layer; }
 int StageGroup::end_layer() const { return impl_->options.end_layer; }
 bool StageGroup::is_first_piece() const { return first_layer() == 0; }
 bool StageGroup::is_last_piece() const { return end_layer() == config().num_hidden_layers; }
+
+boundary::ReductionPolicy StageGroup::policy() const { return impl_->policy; }
+bool StageGroup::on_gpu() const { return impl_->options.device == Device::Kind::kCUDA; }
+int64_t StageGroup::KvBlocksPerDpGroup() const { return impl_->kv_blocks; }
+int64_t StageGroup::KvBlockSize() const { return impl_->options.cache.block_size; }
 
 int StageGroup::DpGroupOf(uint64_t sequence) const {
   auto it = impl_->dp_of.find(sequence);
@@ -166,6 +172,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
   if (options.end_layer < 0) impl->options.end_layer = static_cast<int>(impl->checkpoint->config().num_hidden_layers);
   const boundary::ReductionPolicy resolved =
       boundary::ResolveReductionPolicy(policy, impl->checkpoint->config().architecture);
+  impl->policy = resolved;
   SEAM_ASSIGN_OR_RETURN(impl->store_dir, MakeStoreDir());
   SEAM_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::MakeFileStore(impl->store_dir));
   const bool cuda = options.device == Device::Kind::kCUDA;
@@ -183,9 +190,16 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     impl->workers.push_back(std::make_unique<internal::RankWorker>(r));
   }
   Impl* self = impl.get();
-  SEAM_RETURN_IF_ERROR(self->RunOnAll([self, factory, store, tp, attn_dp, resolved](int r) -> absl::Status {
+  // Each rank's KV budget, from what its weights leave of its memory (kv_sizing.h).
+  auto budgets = std::make_shared<std::vector<int64_t>>(tp, 0);
+  SEAM_RETURN_IF_ERROR(self->RunOnAll([self, factory, store, tp, attn_dp, resolved, budgets](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
-    SEAM_RETURN_IF_ERROR(UseDevice(self->RankDevice(r)));
+    const Device device = self->RankDevice(r);
+    SEAM_RETURN_IF_ERROR(UseDevice(device));
+    DeviceMemoryInfo before;
+    if (device.is_cuda()) {
+      SEAM_ASSIGN_OR_RETURN(before, QueryDeviceMemory(device));
+    }
     SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
     SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
     const StageGroupOptions& o = self->options;
@@ -197,9 +211,27 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     SEAM_ASSIGN_OR_RETURN(rank.model, models::Qwen3Model::Load(*self->checkpoint,
                                                        models::ModelOptions{rank.topology, resolved, o.dtype, o.first_layer,
                                                                     o.end_layer, self->RankDevice(r), rank.fusions}));
-    SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(self->options.cache));
+    DeviceMemoryInfo after;
+    if (device.is_cuda()) {
+      SEAM_RETURN_IF_ERROR(SynchronizeStream(device));
+      SEAM_ASSIGN_OR_RETURN(after, QueryDeviceMemory(device));
+    }
+    const weights::ModelConfig& config = self->checkpoint->config();
+    const int64_t reserve = ActivationReserveBytes(config, tp, tp / attn_dp, o.dtype, o.kv.max_step_tokens);
+    SEAM_ASSIGN_OR_RETURN((*budgets)[r], KvBudgetBytes(o.kv, device, before.free_bytes - after.free_bytes,
+                                                       after.total_bytes, after.free_bytes, reserve));
     return absl::OkStatus();
   }));
+  // Every rank takes the least budget, so every DP group holds as many blocks.
+  models::KvCacheOptions cache = self->options.cache;
+  cache.budget_bytes = *std::min_element(budgets->begin(), budgets->end());
+  SEAM_RETURN_IF_ERROR(self->RunOnAll([self, cache](int r) -> absl::Status {
+    SEAM_RETURN_IF_ERROR(UseDevice(self->RankDevice(r)));
+    RankState& rank = *self->ranks[r];
+    SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(cache));
+    return absl::OkStatus();
+  }));
+  self->kv_blocks = self->ranks[0]->cache->num_blocks();
   return std::unique_ptr<StageGroup>(new StageGroup(std::move(impl)));
 }
 
@@ -237,10 +269,22 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
     if (s.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has no tokens in this step"));
     }
+    if (s.dp_group >= g.attn_dp) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, ": DP group ", s.dp_group,
+                                                     " of a group with attention DP ", g.attn_dp));
+    }
     int dp = DpGroupOf(s.sequence);
+    if (dp >= 0 && s.dp_group >= 0 && s.dp_group != dp) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " lives on DP group ", dp,
+                                                     "; the step names DP group ", s.dp_group));
+    }
     if (dp < 0) {
-      dp = next_dp;
-      next_dp = (next_dp + 1) % g.attn_dp;
+      if (s.dp_group >= 0) {
+        dp = s.dp_group;
+      } else {
+        dp = next_dp;
+        next_dp = (next_dp + 1) % g.attn_dp;
+      }
       placed[s.sequence] = dp;
     }
     inputs[dp].sequences.push_back(s);
@@ -264,7 +308,9 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
   }
 
   for (size_t r = 0; r < in.size(); ++r) {  // refuse a handoff that does not fit before any collective
-    SEAM_RETURN_IF_ERROR(CheckHandoff(in[r], g.ranks[r]->topology, dp_rows, config().hidden_size, g.RankName(r)));
+    const boundary::BatchRows rows(g.ranks[r]->topology, dp_rows, /*padded=*/true);
+    SEAM_RETURN_IF_ERROR(
+        Annotate(boundary::CheckPipelineTensors(in[r], rows, config().hidden_size), g.RankName(r)));
   }
 
   const uint64_t microbatch = g.next_microbatch++;

@@ -92,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Models, KvDecode, ::testing::Values(false, true),
 TEST(StageGroupCache, FullCacheRefusesTheStepAndTheGroupStaysUsable) {
   StageGroupOptions options;
   // Per rank at TP 2 / attention TP 2: 1 KV head, 2 layers, 16 × 1 × 16 × 4 bytes × 2 (k, v) per layer.
-  options.cache.budget_bytes = 4 * 2 * 2 * 16 * 16 * 4;  // 4 blocks of 16 tokens
+  options.kv.cache_bytes = 4 * 2 * 2 * 16 * 16 * 4;  // 4 blocks of 16 tokens
   auto group = MakeGroup(false, 2, 1, options);
   ASSERT_NE(group, nullptr);
   ASSERT_TRUE(group->Step({models::SequenceStep{1, PromptTokens(1, 40, 128), 0}}, false).ok());  // 3 blocks

@@ -86,6 +86,19 @@ int main(int argc, char** argv) {
                  "a start-up measurement finds it no slower than NCCL + the fused add+norm) or always")
       ->check(CLI::IsMember({"off", "auto", "always"}))
       ->capture_default_str();
+  int64_t kv_cache_bytes = 0;
+  double kv_memory_fraction = 0.9;
+  int64_t max_step_tokens = 8192;
+  app.add_option("--kv-cache-bytes", kv_cache_bytes,
+                 "bytes of KV cache per rank (default: 1 GiB on the host; on GPUs the memory fraction decides)");
+  app.add_option("--kv-memory-fraction", kv_memory_fraction,
+                 "GPUs: share of each GPU's memory this stage may fill with weights, activations and KV cache")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  app.add_option("--max-step-tokens", max_step_tokens,
+                 "largest step in tokens; sizes the activation reserve kept free beside the KV cache on GPUs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -114,10 +127,16 @@ int main(int argc, char** argv) {
     std::cerr << "seam-stage: --device cuda: no GPU is visible (or this build has no CUDA path)\n";
     return 2;
   }
-  options.compute.device = cuda ? seam::Device::Kind::kCUDA : seam::Device::Kind::kCPU;
-  options.compute.first_gpu = first_gpu;
-  options.compute.dtype = dtype == "bf16" ? seam::DType::kBF16 : seam::DType::kF32;
-  options.compute.allreduce_fusion = *seam::boundary::ParseAllReduceFusionMode(allreduce_fusion);
+  seam::runtime::StageGroupOptions& group = options.group;
+  group.device = cuda ? seam::Device::Kind::kCUDA : seam::Device::Kind::kCPU;
+  group.first_gpu = first_gpu;
+  group.dtype = dtype == "bf16" ? seam::DType::kBF16 : seam::DType::kF32;
+  group.allreduce_fusion.mode = *seam::boundary::ParseAllReduceFusionMode(allreduce_fusion);
+  // KV from memory on GPUs unless a byte budget is given; the byte budget on the host.
+  group.kv.from_gpu_memory = kv_cache_bytes <= 0;
+  if (kv_cache_bytes > 0) group.kv.cache_bytes = kv_cache_bytes;
+  group.kv.memory_fraction = kv_memory_fraction;
+  group.kv.max_step_tokens = max_step_tokens;
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

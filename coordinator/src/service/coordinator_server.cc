@@ -11,9 +11,13 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "seam/core/logging.h"
 #include "seam/weights/model_config.h"
 #include "service/coordinator_service.h"
 #include "service/grpc_stage_link.h"
@@ -126,7 +130,6 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   PipelineDriverOptions driver_options;
   driver_options.scheduler.pipeline_stages = o.stages.size();
   driver_options.scheduler.dp_groups = o.attn_dp;
-  driver_options.scheduler.kv_blocks_per_dp_group = o.kv_blocks;
   driver_options.scheduler.max_queue = o.max_queue;
   driver_options.stage_timeout = o.stage_timeout;
   const uint64_t epoch = 0;
@@ -152,6 +155,19 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   if (absl::Status s = ConfigureStages(*stages, layout, o.startup_timeout); !s.ok()) {
     return err << "seam-coordinator: " << s << "\n", 1;
   }
+  // Admission follows the KV the stages hold; --kv-blocks may only lower it.
+  absl::StatusOr<KvCapacity> kv = PipelineKvCapacity(*stages);
+  if (!kv.ok()) return err << "seam-coordinator: " << kv.status() << "\n", 1;
+  int64_t kv_blocks = kv->blocks_per_dp_group;
+  if (o.kv_blocks > 0 && o.kv_blocks < kv_blocks) kv_blocks = o.kv_blocks;
+  if (o.kv_blocks > kv->blocks_per_dp_group) {
+    SEAM_LOG_WARN("--kv-blocks {} exceeds the {} blocks per DP group the stages hold; admitting against theirs",
+                  o.kv_blocks, kv->blocks_per_dp_group);
+  }
+  driver_options.scheduler.kv_blocks_per_dp_group =
+      static_cast<int>(std::min<int64_t>(kv_blocks, std::numeric_limits<int>::max()));
+  driver_options.scheduler.block_size = kv->block_size;
+  SEAM_LOG_INFO("KV admission: {} blocks of {} tokens per attention-DP group", kv_blocks, kv->block_size);
   std::vector<std::unique_ptr<StageLink>> links;
   for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
   auto driver = PipelineDriver::Create(driver_options, std::move(links));

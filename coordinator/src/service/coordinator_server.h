@@ -18,7 +18,9 @@ struct CoordinatorServerOptions {
   int tp = 1;
   int attn_dp = 1;
   std::string layers;                     // "0-13,14-27"; empty: even split
-  int kv_blocks = 256;                    // KV blocks per attention-DP group
+  // KV blocks per attention-DP group to admit against; 0: what the stages
+  // report (the least over them). A value above the stages' is lowered to it.
+  int64_t kv_blocks = 0;
   int max_queue = 1024;                   // sequences waiting for admission
   std::chrono::milliseconds stage_timeout{10000};
   std::chrono::milliseconds startup_timeout{120000};  // stages' gRPC, Configure and READY

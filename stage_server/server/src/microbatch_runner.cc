@@ -13,11 +13,11 @@
 
 namespace seam::server {
 
-MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<StageCompute> compute,
+MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group,
                                    handoff::UcxWorker& worker, handoff::UcxEndpoint previous,
                                    handoff::UcxEndpoint next, absl::Duration handoff_timeout)
     : config_(config),
-      compute_(std::move(compute)),
+      group_(std::move(group)),
       worker_(worker),
       previous_(std::move(previous)),
       next_(std::move(next)),
@@ -30,8 +30,14 @@ v1::MicrobatchResult MicrobatchRunner::Refuse(const v1::MicrobatchDescriptor& d,
   e->set_code(static_cast<int>(why.code()));
   e->set_message(std::string(why.message()));
   e->set_pipeline_rank(config_.pipeline_rank());
-  e->set_tp_rank(0);
+  e->set_tp_rank(static_cast<uint32_t>(runtime::FailedTpRank(why).value_or(0)));
   return result;
+}
+
+std::vector<uint64_t> MicrobatchRunner::FreeBlocks() const {
+  std::vector<uint64_t> free;
+  for (int dp = 0; dp < group_->attn_dp(); ++dp) free.push_back(static_cast<uint64_t>(group_->FreeBlocks(dp)));
+  return free;
 }
 
 v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d) {
@@ -49,12 +55,12 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
   SEAM_RETURN_IF_ERROR(CheckDescriptorOrder(d, config_.epoch(), last_sequence_number_));
   for (uint64_t id : d.finished_sequence_ids()) {
     sampler_.Forget(id);
-    absl::Status freed = compute_->Free(id);
+    absl::Status freed = group_->Free(id);
     if (!freed.ok() && !absl::IsNotFound(freed)) {
       return Annotate(freed, absl::StrCat("finished_sequence_ids: freeing sequence ", id));
     }
   }
-  SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, compute_->model_config().vocab_size));
+  SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, group_->config().vocab_size));
   // Every stage sees the same descriptor, so from here on the previous stage
   // runs this microbatch too: its sequence number is used.
   last_sequence_number_ = d.sequence_number();
@@ -62,16 +68,16 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
   std::vector<models::SequenceStep> steps;
   for (const v1::SequenceEntry& s : d.sequences()) {
     steps.push_back(models::SequenceStep{s.sequence_id(), {s.token_ids().begin(), s.token_ids().end()},
-                                         static_cast<int64_t>(s.position_start())});
+                                         static_cast<int64_t>(s.position_start()), static_cast<int>(s.dp_group())});
   }
   std::vector<boundary::PipelineTensors> in;
-  if (!compute_->is_first()) {
+  if (!group_->is_first_piece()) {
     SEAM_ASSIGN_OR_RETURN(in, ReceiveHandoff(d));
   }
-  const bool all_logits = compute_->is_last() && SequenceSampler::NeedsAllLogits(d);
-  SEAM_ASSIGN_OR_RETURN(StageOutput out, compute_->Run(steps, all_logits, in));
-  if (!compute_->is_last()) {
-    SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *compute_, out.handoff));
+  const bool all_logits = group_->is_last_piece() && SequenceSampler::NeedsAllLogits(d);
+  SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out, group_->StepPiece(steps, all_logits, in));
+  if (!group_->is_last_piece()) {
+    SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
     handoff::HandoffSender sender(worker_, next_);
     absl::Status sent = sender.Send(framed.header, framed.tensors, absl::Now() + handoff_timeout_);
     if (!sent.ok()) return Annotate(sent, absl::StrCat("handoff to pipeline rank ", config_.pipeline_rank() + 1));
@@ -88,16 +94,16 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
   expect.microbatch_id = d.microbatch_id();
   expect.sequence_number = d.sequence_number();
   expect.epoch = d.epoch();
-  expect.validator = [&](const v1::StreamState& header) { return CheckHandoffHeader(header, d, config_, *compute_); };
+  expect.validator = [&](const v1::StreamState& header) { return CheckHandoffHeader(header, d, config_, *group_); };
   handoff::HandoffReceiverOptions receive;
-  receive.page_locked = compute_->on_gpu();
+  receive.page_locked = group_->on_gpu();
   handoff::HandoffReceiver receiver(worker_, previous_.valid() ? &previous_ : nullptr, receive);
   const absl::Time deadline = absl::Now() + handoff_timeout_;
   while (true) {
     absl::StatusOr<handoff::ReceivedHandoff> got = receiver.Receive(expect, deadline);
     if (got.ok()) {
       late_handoff_possible_ = false;
-      return UnframeHandoff(got->header, std::move(got->tensors), compute_->tp());
+      return UnframeHandoff(got->header, std::move(got->tensors), group_->tp());
     }
     if (absl::IsDeadlineExceeded(got.status())) late_handoff_possible_ = true;
     // A rejected id or sequence number after a missed wait is most likely

@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/ucx_worker.h"
-#include "seam/server/stage_compute.h"
+#include "seam/runtime/stage_group.h"
 #include "seam/v1/stage_service.pb.h"
 #include "sequence_sampler.h"
 
@@ -23,7 +23,7 @@ namespace seam::server {
 class MicrobatchRunner {
  public:
   // `previous` / `next`: endpoints to the neighbours (invalid where there is none).
-  MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<StageCompute> compute, handoff::UcxWorker& worker,
+  MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group, handoff::UcxWorker& worker,
                    handoff::UcxEndpoint previous, handoff::UcxEndpoint next, absl::Duration handoff_timeout);
 
   // Runs `d` and returns its answer; an error of any step becomes the
@@ -36,6 +36,8 @@ class MicrobatchRunner {
 
   std::optional<uint64_t> last_sequence_number() const { return last_sequence_number_; }
   bool has_neighbours() const { return previous_.valid() || next_.valid(); }
+  // Free KV blocks of each attention-DP group.
+  std::vector<uint64_t> FreeBlocks() const;
 
  private:
   absl::Status RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result);
@@ -43,7 +45,7 @@ class MicrobatchRunner {
   absl::StatusOr<std::vector<boundary::PipelineTensors>> ReceiveHandoff(const v1::MicrobatchDescriptor& d);
 
   v1::StageConfig config_;
-  std::unique_ptr<StageCompute> compute_;
+  std::unique_ptr<runtime::StageGroup> group_;
   handoff::UcxWorker& worker_;
   handoff::UcxEndpoint previous_, next_;
   absl::Duration handoff_timeout_;

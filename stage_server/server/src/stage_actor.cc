@@ -108,6 +108,9 @@ v1::StageStatus StageActor::StatusLocked() const {
   s.set_microbatches_in_flight(in_flight_);
   s.set_last_sequence_number(last_sequence_number_);
   s.set_error(error_);
+  s.set_kv_blocks_per_dp_group(kv_blocks_);
+  s.set_kv_block_size(kv_block_size_);
+  for (uint64_t free : kv_free_blocks_) s.add_kv_free_blocks(free);
   return s;
 }
 
@@ -150,6 +153,7 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
           if (runner_ != nullptr && runner_->last_sequence_number().has_value()) {
             last_sequence_number_ = *runner_->last_sequence_number();
           }
+          if (runner_ != nullptr) kv_free_blocks_ = runner_->FreeBlocks();
         }
         done(std::move(result));
       });

@@ -11,7 +11,6 @@
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
 #include "seam/server/stage_actor.h"
-#include "seam/server/stage_compute.h"
 #include "seam/weights/model_config.h"
 
 namespace seam::server {
@@ -117,8 +116,18 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
 
   SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {})", config.first_layer(),
                 config.last_layer(), config.model_dir(), config.tp_size(), config.attn_dp_size());
-  absl::StatusOr<std::unique_ptr<StageCompute>> compute = LoadStageCompute(config, *model, options_.compute);
-  if (!compute.ok()) return failed(Annotate(compute.status(), "loading the stage"));
+  runtime::StageGroupOptions group_options = options_.group;
+  group_options.first_layer = static_cast<int>(config.first_layer());
+  group_options.end_layer = static_cast<int>(config.last_layer()) + 1;
+  group_options.cache.dtype = group_options.dtype;
+  absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group =
+      runtime::StageGroup::Create(config.model_dir(), static_cast<int>(config.tp_size()),
+                                  static_cast<int>(config.attn_dp_size()), boundary::ReductionPolicy::kAuto,
+                                  group_options);
+  if (!group.ok()) return failed(Annotate(group.status(), "loading the stage"));
+  if (const std::string report = (*group)->FusionReport(); !report.empty()) SEAM_LOG_INFO("{}", report);
+  SEAM_LOG_INFO("KV cache: {} blocks of {} tokens per attention-DP group", (*group)->KvBlocksPerDpGroup(),
+                (*group)->KvBlockSize());
   handoff::UcxEndpoint previous, next;
   if (!config.previous_stage().ucx_address().empty()) {
     absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.previous_stage().ucx_address());
@@ -130,7 +139,9 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
     if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to next_stage"));
     next = std::move(*ep);
   }
-  runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*compute), *worker_, std::move(previous),
+  const uint64_t kv_blocks = static_cast<uint64_t>((*group)->KvBlocksPerDpGroup());
+  const uint32_t kv_block_size = static_cast<uint32_t>((*group)->KvBlockSize());
+  runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
                                                std::move(next), options_.handoff_timeout);
   v1::StageStatus s;
   bool serving = false;
@@ -138,6 +149,9 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
     std::lock_guard<std::mutex> lock(mu_);
     serving = accepting_;
     state_ = accepting_ ? v1::STAGE_STATE_READY : v1::STAGE_STATE_DRAINING;
+    kv_blocks_ = kv_blocks;
+    kv_block_size_ = kv_block_size;
+    kv_free_blocks_.assign(config.attn_dp_size(), kv_blocks);
     s = StatusLocked();
   }
   changed_.notify_all();

@@ -4,21 +4,39 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "seam/boundary/reduction_policy.h"
 
 namespace seam::server {
 namespace {
 
 std::string TensorName(int rank, const char* part) { return absl::StrCat("r", rank, ".", part); }
 
-// The row form named after the ':' of an exit policy.
-std::optional<boundary::RowForm> RowFormOf(const std::string& exit_policy) {
-  const size_t colon = exit_policy.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  const std::string name = exit_policy.substr(colon + 1);
-  for (boundary::RowForm f : {boundary::RowForm::kDpRows, boundary::RowForm::kAttnTpSlice, boundary::RowForm::kFfnRows}) {
-    if (name == boundary::RowFormName(f)) return f;
+// Every Qwen3 / Qwen3-MoE decoder layer ends with its FFN (dense or MoE).
+constexpr v1::StageKind kLastStageKind = v1::STAGE_KIND_FFN;
+
+v1::RowForm ToWire(boundary::RowForm form) {
+  switch (form) {
+    case boundary::RowForm::kDpRows:
+      return v1::ROW_FORM_DP_ROWS;
+    case boundary::RowForm::kAttnTpSlice:
+      return v1::ROW_FORM_ATTN_TP_SLICE;
+    case boundary::RowForm::kFfnRows:
+      return v1::ROW_FORM_FFN_ROWS;
   }
-  return std::nullopt;
+  return v1::ROW_FORM_UNSPECIFIED;
+}
+
+std::optional<boundary::RowForm> FromWire(v1::RowForm form) {
+  switch (form) {
+    case v1::ROW_FORM_DP_ROWS:
+      return boundary::RowForm::kDpRows;
+    case v1::ROW_FORM_ATTN_TP_SLICE:
+      return boundary::RowForm::kAttnTpSlice;
+    case v1::ROW_FORM_FFN_ROWS:
+      return boundary::RowForm::kFfnRows;
+    default:
+      return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -30,9 +48,9 @@ uint64_t TokenCount(const v1::MicrobatchDescriptor& d) {
 }
 
 absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, const v1::StageConfig& config,
-                                             const StageCompute& compute,
+                                             const runtime::StageGroup& group,
                                              const std::vector<boundary::PipelineTensors>& ranks) {
-  const int tp = compute.tp(), attn_tp = tp / compute.attn_dp();
+  const int tp = group.tp(), attn_tp = tp / group.attn_dp();
   if (static_cast<int>(ranks.size()) != tp) {
     return absl::InvalidArgumentError(absl::StrCat("handoff: ", ranks.size(), " ranks' tensors for TP ", tp));
   }
@@ -63,11 +81,12 @@ absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, 
   p->set_last_layer(config.last_layer());
   p->set_tp_size(config.tp_size());
   p->set_attn_dp_size(config.attn_dp_size());
-  p->set_last_stage_kind(compute.last_stage_kind());
-  p->set_exit_policy(absl::StrCat(compute.exit_policy(), ":", boundary::RowFormName(ranks[0].rows)));
+  p->set_last_stage_kind(kLastStageKind);
+  p->set_exit_policy(boundary::ReductionPolicyName(group.policy()));
+  p->set_row_form(ToWire(ranks[0].rows));
   h.set_token_count(TokenCount(d));
   const bool dp_rows = ranks[0].rows == boundary::RowForm::kDpRows;
-  for (int g = 0; g < compute.attn_dp(); ++g) {
+  for (int g = 0; g < group.attn_dp(); ++g) {
     uint64_t count = 0;
     for (int r = g * attn_tp; r < (g + 1) * attn_tp && (r == g * attn_tp || !dp_rows); ++r) {
       count += static_cast<uint64_t>(ranks[r].hidden.dim(0));
@@ -78,8 +97,8 @@ absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, 
 }
 
 absl::Status CheckHandoffHeader(const v1::StreamState& h, const v1::MicrobatchDescriptor& d,
-                                const v1::StageConfig& config, const StageCompute& compute) {
-  const int64_t hidden_size = compute.model_config().hidden_size;
+                                const v1::StageConfig& config, const runtime::StageGroup& group) {
+  const int64_t hidden_size = group.config().hidden_size;
   const v1::ProducerFacts& p = h.producer();
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (p.stage_index() + 1 != config.pipeline_rank()) {
@@ -92,15 +111,14 @@ absl::Status CheckHandoffHeader(const v1::StreamState& h, const v1::MicrobatchDe
   if (p.attn_dp_size() != config.attn_dp_size()) {
     return bad("producer.attn_dp_size: ", p.attn_dp_size(), ", expected ", config.attn_dp_size());
   }
-  if (p.last_stage_kind() != compute.last_stage_kind()) {
+  if (p.last_stage_kind() != kLastStageKind) {
     return bad("producer.last_stage_kind: ", v1::StageKind_Name(p.last_stage_kind()), ", expected ",
-               v1::StageKind_Name(compute.last_stage_kind()));
+               v1::StageKind_Name(kLastStageKind));
   }
-  const std::optional<boundary::RowForm> form = RowFormOf(p.exit_policy());
-  if (p.exit_policy().rfind(compute.exit_policy() + ":", 0) != 0 || !form.has_value()) {
-    return bad("producer.exit_policy: '", p.exit_policy(), "', expected '", compute.exit_policy(),
-               ":<row form>'");
-  }
+  const std::string policy = boundary::ReductionPolicyName(group.policy());
+  if (p.exit_policy() != policy) return bad("producer.exit_policy: '", p.exit_policy(), "', expected '", policy, "'");
+  const std::optional<boundary::RowForm> form = FromWire(p.row_form());
+  if (!form.has_value()) return bad("producer.row_form: ", v1::RowForm_Name(p.row_form()), " is not a row form");
   if (h.state() != v1::StreamState::STATE_WRITTEN && h.state() != v1::StreamState::STATE_PENDING) {
     return bad("state: ", v1::StreamState::State_Name(h.state()), ", expected STATE_WRITTEN or STATE_PENDING");
   }
@@ -153,7 +171,7 @@ std::vector<boundary::PipelineTensors> UnframeHandoff(const v1::StreamState& hea
                                                       int tp) {
   const bool pending = header.state() == v1::StreamState::STATE_PENDING;
   const int per_rank = pending ? 2 : 1;
-  const boundary::RowForm form = RowFormOf(header.producer().exit_policy()).value_or(boundary::RowForm::kDpRows);
+  const boundary::RowForm form = FromWire(header.producer().row_form()).value_or(boundary::RowForm::kDpRows);
   std::vector<boundary::PipelineTensors> ranks(tp);
   for (int r = 0; r < tp; ++r) {
     ranks[r].state = pending ? boundary::StreamState::kPending : boundary::StreamState::kWritten;

@@ -3,9 +3,10 @@
 // (and "r<rank>.residual" for a pending stream) under a StreamState header
 // declaring the producer's facts; the receiver checks that header against
 // what it derives from its own configuration before taking any payload.
-// ProducerFacts.exit_policy reads "<reduction policy>:<row form>" (e.g.
-// "rs+rsv:attn_tp_slice"): which rows each rank's tensors hold is part of how
-// the producer's exit was bound. attn_dp_row_counts[g] counts DP group g's
+// ProducerFacts.exit_policy names the reduction policy the producer's exit
+// was bound with and ProducerFacts.row_form which rows each rank's tensors
+// hold. Every Qwen3 / Qwen3-MoE decoder layer ends with its FFN, so the
+// producer's last stage is an FFN. attn_dp_row_counts[g] counts DP group g's
 // rows: those of any one of its ranks on dp_rows, the sum over its ranks
 // otherwise.
 #pragma once
@@ -18,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/core/tensor.h"
-#include "seam/server/stage_compute.h"
+#include "seam/runtime/stage_group.h"
 #include "seam/v1/stage_service.pb.h"
 #include "seam/v1/stream_state.pb.h"
 
@@ -35,15 +36,18 @@ struct OutgoingHandoff {
 // Frames this stage's output for microbatch `d`. INVALID_ARGUMENT when the
 // ranks' tensors disagree on their state or row form.
 absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, const v1::StageConfig& config,
-                                             const StageCompute& compute,
+                                             const runtime::StageGroup& group,
                                              const std::vector<boundary::PipelineTensors>& ranks);
 
 // Checks a received header for microbatch `d` against this (receiving)
 // stage: producer facts (against `config` and the kind and exit policy this
 // stage derives for its producer from the same model), token counts and the
-// tensor list. INVALID_ARGUMENT naming the field.
+// tensor list with each tensor's shape. The one check of a handoff's shape
+// on the receiving side before its payloads are taken (the boundary's
+// CheckPipelineTensors then checks the tensors against each rank's rows).
+// INVALID_ARGUMENT naming the field.
 absl::Status CheckHandoffHeader(const v1::StreamState& header, const v1::MicrobatchDescriptor& d,
-                                const v1::StageConfig& config, const StageCompute& compute);
+                                const v1::StageConfig& config, const runtime::StageGroup& group);
 
 // Splits verified tensors (in header order, of a header that passed
 // CheckHandoffHeader) back into one handoff per TP rank.

@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
     actor.ucx.error_mode = handoff::UcxErrorMode::kNone;
   }
   actor.handoff_timeout = options.handoff_timeout;
-  actor.compute = options.compute;
+  actor.group = options.group;
   actor.host = options.listen.substr(0, options.listen.rfind(':'));
   actor.on_serving = [s = self.get()](bool serving) { s->SetServing(serving); };
   absl::StatusOr<std::unique_ptr<StageActor>> started = StageActor::Start(std::move(actor));

@@ -18,12 +18,14 @@ namespace {
 using namespace testing;  // NOLINT: the fixtures of these tests
 
 // Configures `first` (layer 0) and `second` (layer 1) as a two-stage pipeline.
-void ConfigurePipeline(StageProcess& first, StageProcess& second, uint32_t tp) {
+void ConfigurePipeline(StageProcess& first, StageProcess& second, uint32_t tp, uint32_t attn_dp = 1) {
   const v1::WorkerAddress first_address = GetStatus(first).worker_address();
   const v1::WorkerAddress second_address = GetStatus(second).worker_address();
   v1::StageConfig a = SingleStage(), b = SingleStage();
   a.set_tp_size(tp);
   b.set_tp_size(tp);
+  a.set_attn_dp_size(attn_dp);
+  b.set_attn_dp_size(attn_dp);
   a.set_pipeline_size(2);
   b.set_pipeline_size(2);
   a.set_last_layer(0);
@@ -162,6 +164,33 @@ TEST(PipelineStages, ADeadPreviousStageFailsTheWaitingMicrobatchInsteadOfHanging
   const v1::MicrobatchResult again = run.Exchange(next);
   EXPECT_TRUE(again.has_error());
   EXPECT_TRUE(run.Close().ok());
+}
+
+TEST(PipelineStages, TheDescriptorsDpGroupPlacesEachSequenceOnEveryStage) {
+  StageProcess first, second;
+  ConfigurePipeline(first, second, /*tp=*/2, /*attn_dp=*/2);
+  const uint64_t blocks = GetStatus(first).kv_blocks_per_dp_group();
+  ASSERT_GT(blocks, 4u);
+  ASSERT_EQ(GetStatus(second).kv_blocks_per_dp_group(), blocks);
+  // Uneven prompts; round-robin would put sequence 1 on DP group 0 and 2 on group 1.
+  v1::MicrobatchDescriptor d = Descriptor(10, 1);
+  AddSequence(d, 1, std::vector<int32_t>(20, 5), 0, true);  // 2 blocks of 16
+  AddSequence(d, 2, {35, 89, 79}, 0, true);                  // 1 block
+  AddSequence(d, 3, {3, 14, 15, 92, 65}, 0, true);           // 1 block
+  d.mutable_sequences(0)->set_dp_group(1);
+  d.mutable_sequences(1)->set_dp_group(1);
+  d.mutable_sequences(2)->set_dp_group(0);
+  RunClient run_first(first), run_second(second);
+  const v1::MicrobatchResult result = RunOnBoth(run_first, run_second, d);
+  ASSERT_FALSE(result.has_error()) << result.error().message();
+  for (StageProcess* stage : {&first, &second}) {
+    const v1::StageStatus s = GetStatus(*stage);
+    ASSERT_EQ(s.kv_free_blocks_size(), 2);
+    EXPECT_EQ(s.kv_free_blocks(0), blocks - 1) << "stage " << s.config().pipeline_rank();
+    EXPECT_EQ(s.kv_free_blocks(1), blocks - 3) << "stage " << s.config().pipeline_rank();
+  }
+  EXPECT_TRUE(run_first.Close().ok());
+  EXPECT_TRUE(run_second.Close().ok());
 }
 
 }  // namespace

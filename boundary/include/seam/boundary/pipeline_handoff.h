@@ -26,6 +26,13 @@ struct PipelineTensors {
 // Completes owed work and exports the stream; releases the batch's stream.
 absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch);
 
+// The one shape check of a received handoff: a written or pending state,
+// hidden [rows its form has on this rank, hidden_size] (hidden_size -1: any
+// width) and a pending residual of the same shape. INVALID_ARGUMENT naming
+// what differs. FromPp runs it; a runner may run it on every rank first, so
+// that no rank enters a collective with a handoff another rank refuses.
+absl::Status CheckPipelineTensors(const PipelineTensors& in, const BatchRows& rows, int64_t hidden_size);
+
 // Rebuilds the batch's stream from a handoff for `first`, the receiving
 // rank's first stage. INVALID_ARGUMENT when rows or widths do not fit the
 // batch; FAILED_PRECONDITION when the state is not one the first stage's

@@ -85,6 +85,10 @@ struct Microbatch {
   std::vector<std::vector<MicrobatchEntry>> entries_by_group;
   int num_tokens = 0;            // rows summed over all groups
   int num_sequences = 0;         // entries summed over all groups
+  // Requests preempted since the previous microbatch: the scheduler already
+  // counts their blocks as free (this microbatch may use them), so the
+  // stages must free their KV before running it.
+  std::vector<std::string> preempted;
 };
 
 // The outcome of one sequence's step, reported to Complete.

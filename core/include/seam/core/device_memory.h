@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "seam/core/device.h"
 
 namespace seam {
@@ -33,6 +35,14 @@ absl::Status UseDevice(Device device);
 // Waits until the calling thread's current stream on `device` has finished
 // its work; a no-op for the host.
 absl::Status SynchronizeStream(Device device);
+
+// A GPU's memory as the driver reports it (cudaMemGetInfo): bytes free and in
+// all. Memory the stream-ordered pool keeps for reuse counts as in use.
+struct DeviceMemoryInfo {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+};
+absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory(Device device);
 
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out);
 void DeviceFree(Device device, void* ptr);

@@ -34,7 +34,7 @@ namespace seam {
 
 [[noreturn]] void CheckFailed(const char* cond, const char* file, int line, const std::string& msg);
 
-// Adds context to a status message while keeping its code: "<context>: <message>".
+// Adds context to a status message while keeping its code and payloads: "<context>: <message>".
 absl::Status Annotate(const absl::Status& status, absl::string_view context);
 
 }  // namespace seam

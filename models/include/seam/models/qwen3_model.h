@@ -46,6 +46,7 @@ struct SequenceStep {
   uint64_t sequence = 0;
   std::vector<int32_t> tokens;  // the tokens this step runs
   int64_t start = 0;            // position of tokens[0] (tokens already in the cache)
+  int dp_group = -1;            // the attention-DP group that holds it; -1: the runner places it
 };
 
 // The sequences of this rank's attention-DP group for one step.

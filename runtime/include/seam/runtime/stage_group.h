@@ -1,19 +1,22 @@
 // StageGroup: one stage's TP group on the CPU. Each of the tp ranks is a
 // thread with its own Gloo groups (found through a FileStore in a fresh
-// temporary directory), its models::Qwen3Model shards and its models::KvCache. Sequences are
-// assigned to attention-DP groups round-robin when first seen and stay there
-// (their KV cache lives there); a step runs one forward on every rank, and a
-// DP group with no sequence in the step still joins every collective.
+// temporary directory), its models::Qwen3Model shards and its models::KvCache
+// (sized from memory: kv_sizing.h). A sequence lives on the attention-DP
+// group its first step names (SequenceStep::dp_group, chosen by the
+// coordinator), or on the next one round-robin when the step names none, and
+// stays there (its KV cache lives there); a step runs one forward on every
+// rank, and a DP group with no sequence in the step still joins every
+// collective.
 // A group may run one pipeline piece, a layer range (StageGroupOptions):
-// StepPiece then takes and returns one handoff per TP rank. Every piece
-// places sequences by the same rule, so given the same steps in the same
-// order a sequence lives on the same DP group (and its KV cache there) in
-// every piece, and TP rank r of one piece feeds TP rank r of the next.
+// StepPiece then takes and returns one handoff per TP rank. Given the same
+// steps, every piece places a sequence on the same DP group, so TP rank r of
+// one piece feeds TP rank r of the next.
 // Driven by one thread: Create, Step, StepPiece and Free must not run concurrently.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,13 +29,15 @@
 #include "seam/models/kv_cache.h"
 #include "seam/core/device.h"
 #include "seam/models/qwen3_model.h"
+#include "seam/runtime/kv_sizing.h"
 #include "seam/weights/model_config.h"
 
 namespace seam::runtime {
 
 struct StageGroupOptions {
   DType dtype = DType::kF32;                       // compute dtype
-  models::KvCacheOptions cache;                            // each rank's cache
+  models::KvCacheOptions cache;  // each rank's cache: block size and dtype (its size comes from `kv`)
+  KvSizing kv;                   // how many bytes each rank's cache takes
   absl::Duration comm_timeout = absl::Seconds(30);  // longest any collective waits for peers
   absl::Duration rank_deadline = absl::Seconds(120);  // longest Create or Step waits for a rank
   int first_layer = 0;  // the piece's layers: [first_layer, end_layer) of the model
@@ -56,6 +61,9 @@ struct PieceOutput {
   std::vector<Tensor> logits;
 };
 
+// The TP rank a failed Create or step names (its status carries it), if any.
+std::optional<int> FailedTpRank(const absl::Status& status);
+
 class StageGroup {
  public:
   // Opens the checkpoint, starts tp rank threads, joins their Gloo groups and
@@ -73,17 +81,24 @@ class StageGroup {
   int end_layer() const;         // resolved: never -1
   bool is_first_piece() const;   // first_layer() == 0
   bool is_last_piece() const;    // end_layer() == num_hidden_layers
+  boundary::ReductionPolicy policy() const;  // resolved for the architecture: never kAuto
+  bool on_gpu() const;
   // The DP group a sequence lives on, or -1 when it has none yet.
   int DpGroupOf(uint64_t sequence) const;
   // Free KV blocks of attention-DP group `dp` (as each of its ranks sees them).
   int64_t FreeBlocks(int dp) const;
+  // Blocks of each DP group's cache (every rank holds as many) and tokens per block.
+  int64_t KvBlocksPerDpGroup() const;
+  int64_t KvBlockSize() const;
   // What rank 0 measured and chose for the all-reduce fusion, and how many
   // sums it has fused so far ("" when there is no fusion).
   std::string FusionReport() const;
 
   // One forward of `sequences` (each at most once) on every rank. Returns fp32
   // logits per sequence, in input order: [tokens, vocab] with all_logits,
-  // [1, vocab] otherwise. RESOURCE_EXHAUSTED (nothing run) when a DP group's
+  // [1, vocab] otherwise. INVALID_ARGUMENT (nothing run) when a step names a
+  // DP group out of range or another than the one a sequence lives on.
+  // RESOURCE_EXHAUSTED (nothing run) when a DP group's
   // cache cannot hold its sequences; a failing rank fails the step with its
   // status prefixed by "rank r (dp d, attn_tp a)", and the group refuses
   // later steps with FAILED_PRECONDITION.

@@ -17,13 +17,14 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "seam/core/device.h"
 #include "seam/handoff/ucx_worker.h"
-#include "seam/server/stage_compute.h"
+#include "seam/runtime/stage_group.h"
 #include "seam/v1/stage_service.pb.h"
 
 namespace seam::server {
@@ -34,7 +35,7 @@ struct StageActorOptions {
   handoff::UcxWorkerOptions ucx;                        // the data-plane worker
   std::string host;                                     // reported in the worker address, for diagnostics
   absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
-  ComputeOptions compute;                              // where and how the stage's ranks compute
+  runtime::StageGroupOptions group;                    // where and how the stage's ranks compute
   // Called (on the actor thread, or the caller's for Drain) when the stage
   // starts or stops accepting microbatches: the health status to publish.
   std::function<void(bool serving)> on_serving;
@@ -90,6 +91,9 @@ class StageActor {
   std::string worker_address_;
   uint32_t in_flight_ = 0;
   uint64_t last_sequence_number_ = 0;
+  uint64_t kv_blocks_ = 0;     // of the loaded stage (0 until READY)
+  uint32_t kv_block_size_ = 0;
+  std::vector<uint64_t> kv_free_blocks_;  // per DP group, after the last microbatch
 
   // Actor thread only.
   std::unique_ptr<handoff::UcxWorker> worker_;

@@ -42,7 +42,7 @@ struct StageServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
   UcxMode ucx_mode = UcxMode::kTcp;
   absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
-  ComputeOptions compute;                               // where and how the stage's ranks compute
+  runtime::StageGroupOptions group;  // where and how the stage's ranks compute (the layer range comes with Configure)
   absl::Duration drain_timeout = absl::Seconds(20);     // longest a shutdown waits for in-flight work
   // Then calls still open (Run streams, idle connections) are cancelled.
   absl::Duration grpc_grace = absl::Milliseconds(500);
