@@ -3,6 +3,7 @@
 # attention_common.cuh); the .cuh headers are internal.
 set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/activation.cu
+  ${CMAKE_CURRENT_LIST_DIR}/allreduce_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention_input.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode_attention.cu
