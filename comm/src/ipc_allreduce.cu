@@ -1,26 +1,7 @@
 // IpcAllReduceFusion over peer device pointers of one process's ranks (see
-// the header). Memory-ordering argument for one block b of one call, epoch e:
-//
-//  1. Publish. Every thread of block b stores its share of this rank's rows
-//     into this rank's own buffer half (e mod 2). __syncthreads() orders those
-//     stores before thread 0's next operations at block scope; thread 0 then
-//     executes __threadfence_system() (fence.sc.sys, cumulative over what the
-//     block made visible to it) and stores e into slot [rank][b] of every
-//     peer's flag area with a system-scope release store.
-//  2. Wait. Thread p < size polls slot [p][b] of this rank's own flag area
-//     with system-scope acquire loads until it reads e (or the deadline
-//     passes). The acquire synchronises with peer p's release, so peer p's
-//     row stores happen-before it; the following __syncthreads() extends that
-//     to every thread of the block. Peer rows are then read with ld.global.cg
-//     (L2, never a stale L1 line).
-//  3. Reuse. Peer p writes half (e mod 2) again only at epoch e + 2, and its
-//     block b reaches epoch e + 2 only after it saw this rank's flag e + 1,
-//     which this rank's block b stores only in the next call's kernel, i.e.
-//     after this kernel (and its reads of half e mod 2) completed in stream
-//     order. So one flag exchange per call is enough.
-//  Epochs live in device memory per block index (all ranks run the same
-//  sequence of T, so block b's counter agrees across ranks), which keeps a
-//  captured CUDA graph correct on replay.
+// the header): the peer setup (buffers, flag areas, IPC handle exchange,
+// peer access, deadlines and teardown). The kernel and its memory-ordering
+// argument live in kernels/cuda/allreduce_norm.cu (seam/kernels/allreduce_norm.h).
 #include "seam/comm/ipc_allreduce.h"
 
 #include <unistd.h>
@@ -35,161 +16,20 @@
 #include "absl/strings/str_cat.h"
 #include "seam/core/cuda_check.h"
 #include "seam/core/status.h"
+#include "seam/kernels/allreduce_norm.h"
 
 namespace seam::comm {
 namespace {
 
-constexpr int kVec = 8;  // bf16 per 16-byte vector
-constexpr int kMaxThreads = 1024;
+using kernels::cuda::AllReduceNormFlags;
+using kernels::cuda::AllReduceNormParams;
+using kernels::cuda::AllReduceNormPeers;
+
+constexpr int kVec = kernels::cuda::kAllReduceNormVec;  // bf16 per 16-byte vector
 constexpr int kMaxRanks = IpcAllReduceFusion::kMaxRanks;
-constexpr int64_t kMaxBlocks = IpcAllReduceFusion::kMaxTokens;  // one row per block
-
-// The flag area each rank allocates (zeroed at creation).
-struct FlagArea {
-  unsigned long long flags[kMaxRanks][kMaxBlocks];  // [source rank][block] = last epoch published
-  unsigned long long epoch[kMaxBlocks];             // this rank's per-block call counter
-};
-
-struct PeerPointers {
-  __nv_bfloat16* data[kMaxRanks];  // each rank's buffer (two halves)
-  FlagArea* flags[kMaxRanks];
-};
-
-struct KernelArgs {
-  PeerPointers peers;
-  int* error;  // mapped host flag, sticky: a wait passed its deadline
-  const __nv_bfloat16* partial;
-  __nv_bfloat16* residual;
-  const __nv_bfloat16* weight;
-  __nv_bfloat16* out;
-  int rank;
-  int size;
-  int hidden;
-  int64_t half_elems;  // elements in one half of a rank's buffer
-  float eps;
-  unsigned long long timeout_ns;
-};
-
-union Vec8 {
-  uint4 raw;
-  __nv_bfloat16 v[kVec];
-};
-
-__device__ __forceinline__ unsigned long long GlobalTimerNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// One row per block (row = blockIdx.x); blockDim.x as kernels/cuda/norm.cu
-// picks it for bf16 rows of more than 64 vectors. The fp32 row s is staged in
-// dynamic shared memory in norm.cu's vector-major layout.
-__global__ void __launch_bounds__(kMaxThreads) OneShotAllReduceAddRmsNormKernel(KernelArgs a) {
-  extern __shared__ float s_row[];
-  __shared__ float partial_sums[32];
-  __shared__ float inv_rms;
-  __shared__ unsigned long long epoch_s;
-  const int tx = threadIdx.x;
-  const int b = blockIdx.x;
-  const int64_t base = static_cast<int64_t>(b) * a.hidden;
-  const int nvec = a.hidden / kVec;
-  FlagArea* own = a.peers.flags[a.rank];
-
-  if (tx == 0) epoch_s = own->epoch[b] + 1;
-  __syncthreads();
-  const unsigned long long epoch = epoch_s;
-  const int64_t half = static_cast<int64_t>(epoch & 1) * a.half_elems;
-
-  // 1. Publish this rank's row.
-  __nv_bfloat16* mine = a.peers.data[a.rank] + half + base;
-  for (int v = tx; v < nvec; v += blockDim.x) {
-    reinterpret_cast<uint4*>(mine)[v] = reinterpret_cast<const uint4*>(a.partial + base)[v];
-  }
-  __syncthreads();
-  if (tx == 0) {
-    __threadfence_system();
-    for (int p = 0; p < a.size; ++p) {
-      cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> slot(a.peers.flags[p]->flags[a.rank][b]);
-      slot.store(epoch, cuda::memory_order_release);
-    }
-    own->epoch[b] = epoch;
-  }
-  // 2. Wait for every peer's row of this epoch, with a deadline.
-  if (tx < a.size) {
-    cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> slot(own->flags[tx][b]);
-    const unsigned long long start = GlobalTimerNs();
-    while (slot.load(cuda::memory_order_acquire) < epoch) {
-      if (GlobalTimerNs() - start > a.timeout_ns) {
-        cuda::atomic_ref<int, cuda::thread_scope_system> error(*a.error);
-        error.store(1, cuda::memory_order_relaxed);
-        break;
-      }
-      __nanosleep(64);
-    }
-  }
-  __syncthreads();
-
-  // 3. Sum in rank order, round once (the all-reduced x), add the residual.
-  float sum_sq = 0.f;
-  for (int v = tx; v < nvec; v += blockDim.x) {
-    float acc[kVec];
-    for (int p = 0; p < a.size; ++p) {
-      Vec8 in;
-      in.raw = __ldcg(reinterpret_cast<const uint4*>(a.peers.data[p] + half + base) + v);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const float f = __bfloat162float(in.v[j]);
-        acc[j] = p == 0 ? f : acc[j] + f;
-      }
-    }
-    Vec8 r;
-    r.raw = reinterpret_cast<const uint4*>(a.residual + base)[v];
-    float s[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      s[j] = __bfloat162float(__float2bfloat16_rn(acc[j]));
-      s[j] += __bfloat162float(r.v[j]);
-    }
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      sum_sq += s[j] * s[j];
-      s_row[j * nvec + v] = s[j];
-    }
-  }
-  // 4. RMSNorm exactly as kernels/cuda/norm.cu.
-  sum_sq = WarpSum(sum_sq);
-  const int warps = blockDim.x / 32;
-  if (tx % 32 == 0) partial_sums[tx / 32] = sum_sq;
-  __syncthreads();
-  if (tx == 0) {
-    float total = 0.f;
-    for (int w = 0; w < warps; ++w) total += partial_sums[w];
-    inv_rms = 1.0f / sqrtf(total / static_cast<float>(a.hidden) + a.eps);
-  }
-  __syncthreads();
-  const float inv = inv_rms;
-  for (int v = tx; v < nvec; v += blockDim.x) {
-    float s[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) s[j] = s_row[j * nvec + v];
-    Vec8 res;
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) res.v[j] = __float2bfloat16_rn(s[j]);
-    reinterpret_cast<uint4*>(a.residual + base)[v] = res.raw;
-    Vec8 w;
-    w.raw = reinterpret_cast<const uint4*>(a.weight)[v];
-    Vec8 o;
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) o.v[j] = __float2bfloat16_rn(s[j] * inv * __bfloat162float(w.v[j]));
-    reinterpret_cast<uint4*>(a.out + base)[v] = o.raw;
-  }
-}
+static_assert(kMaxRanks == kernels::cuda::kAllReduceNormMaxRanks, "the kernel's flag area holds every rank");
+static_assert(IpcAllReduceFusion::kMaxTokens == kernels::cuda::kAllReduceNormMaxRows,
+              "the kernel keeps one epoch per row");
 
 // What one rank publishes through the store: raw pointers for its own
 // process, IPC handles for others.
@@ -244,9 +84,9 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaSetDevice(device_)), ctx));
     const size_t data_bytes = 2 * static_cast<size_t>(max_tokens_ * hidden_) * sizeof(__nv_bfloat16);
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMalloc(&data_, data_bytes)), ctx));
-    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMalloc(&flags_, sizeof(FlagArea))), ctx));
+    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMalloc(&flags_, sizeof(AllReduceNormFlags))), ctx));
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMemset(data_, 0, data_bytes)), ctx));
-    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMemset(flags_, 0, sizeof(FlagArea))), ctx));
+    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMemset(flags_, 0, sizeof(AllReduceNormFlags))), ctx));
     SEAM_RETURN_IF_ERROR(
         Annotate(SEAM_CUDA_STATUS(cudaHostAlloc(reinterpret_cast<void**>(&error_), sizeof(int), cudaHostAllocMapped)),
                  ctx));
@@ -266,7 +106,7 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     std::memcpy(bytes.data(), &mine, sizeof(mine));
     SEAM_RETURN_IF_ERROR(Annotate(store_->Set(absl::StrCat("buffers/", rank_), bytes), ctx + ": rendezvous"));
     joined_ = true;
-    peers_.data[rank_] = static_cast<__nv_bfloat16*>(data_);
+    peers_.data[rank_] = data_;
     peers_.flags[rank_] = flags_;
     for (int p = 0; p < size_; ++p) {
       Published theirs{};
@@ -281,11 +121,6 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
         SEAM_RETURN_IF_ERROR(Connect(p, theirs, ctx));
       }
     }
-    // norm.cu's per-row thread count: a warp for rows of at most 64 vectors,
-    // else the vector count rounded up to warps, at most 1024.
-    const int64_t nvec = hidden_ / kVec;
-    threads_ = nvec <= 64 ? 32 : static_cast<int>((nvec + 31) / 32 * 32);
-    if (threads_ > kMaxThreads) threads_ = kMaxThreads;
     return absl::OkStatus();
   }
 
@@ -307,12 +142,12 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
           SEAM_CUDA_STATUS(cudaIpcOpenMemHandle(&flags, theirs.flags_handle, cudaIpcMemLazyEnablePeerAccess)),
           absl::StrCat(ctx, ": opening rank ", p, "'s flags (pid ", theirs.pid, ")")));
       opened_.push_back(flags);
-      peers_.data[p] = static_cast<__nv_bfloat16*>(data);
-      peers_.flags[p] = static_cast<FlagArea*>(flags);
+      peers_.data[p] = data;
+      peers_.flags[p] = static_cast<AllReduceNormFlags*>(flags);
       return absl::OkStatus();
     }
-    peers_.data[p] = reinterpret_cast<__nv_bfloat16*>(theirs.data);
-    peers_.flags[p] = reinterpret_cast<FlagArea*>(theirs.flags);
+    peers_.data[p] = reinterpret_cast<void*>(theirs.data);
+    peers_.flags[p] = reinterpret_cast<AllReduceNormFlags*>(theirs.flags);
     if (theirs.device == device_) return absl::OkStatus();
     int can = 0;
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaDeviceCanAccessPeer(&can, device_, theirs.device)), ctx));
@@ -339,25 +174,23 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
     if (!(eps >= 0.0f)) return absl::InvalidArgumentError(absl::StrCat(Context(), ": eps must be >= 0"));
     const int64_t tokens = partial.dim(0);
     if (tokens == 0) return absl::OkStatus();
-    KernelArgs a{};
+    AllReduceNormParams a{};
     a.peers = peers_;
     a.error = error_device_;
-    a.partial = static_cast<const __nv_bfloat16*>(partial.raw_data());
-    a.residual = static_cast<__nv_bfloat16*>(residual.raw_data());
-    a.weight = static_cast<const __nv_bfloat16*>(weight.raw_data());
-    a.out = static_cast<__nv_bfloat16*>(out.raw_data());
+    a.partial = partial.raw_data();
+    a.residual = residual.raw_data();
+    a.weight = weight.raw_data();
+    a.out = out.raw_data();
+    a.rows = tokens;
     a.rank = rank_;
     a.size = size_;
     a.hidden = static_cast<int>(hidden_);
     a.half_elems = max_tokens_ * hidden_;
     a.eps = eps;
     a.timeout_ns = static_cast<unsigned long long>(absl::ToInt64Nanoseconds(options_.timeout));
-    const size_t shared = static_cast<size_t>(hidden_) * sizeof(float);
     SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaSetDevice(device_)), Context()));
     ran_ = true;
-    OneShotAllReduceAddRmsNormKernel<<<static_cast<unsigned int>(tokens), threads_, shared,
-                                       static_cast<cudaStream_t>(stream)>>>(a);
-    return Annotate(SEAM_CUDA_STATUS(cudaGetLastError()), Context());
+    return Annotate(kernels::cuda::LaunchAllReduceAddRmsNorm(a, stream), Context());
   }
 
   bool Failed() const override {
@@ -411,12 +244,11 @@ class IpcAllReduceFusionImpl final : public IpcAllReduceFusion {
   int64_t hidden_;
   IpcAllReduceOptions options_;
   void* data_ = nullptr;
-  FlagArea* flags_ = nullptr;
+  AllReduceNormFlags* flags_ = nullptr;
   int* error_ = nullptr;         // mapped pinned host memory
   int* error_device_ = nullptr;  // its device alias
   std::vector<void*> opened_;    // peers' IPC mappings, closed before this rank's buffers are freed
-  PeerPointers peers_{};
-  int threads_ = 32;
+  AllReduceNormPeers peers_{};
   bool joined_ = false;
   bool ran_ = false;  // a kernel was launched
 };

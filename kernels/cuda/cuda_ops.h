@@ -26,7 +26,7 @@ absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
 // matmul.cu (cuBLAS)
 absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
 
-// attention.cu
+// kv_cache_write.cu, attention.cu (which picks decode_attention*.cu or prefill_attention*.cu)
 absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache);
 absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

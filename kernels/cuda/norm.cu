@@ -1,16 +1,17 @@
 // RMSNorm and fused residual-add + RMSNorm on CUDA. One kernel serves both:
 // a block (or a warp per row, for small rows) reads the row once in 16-byte
 // vectors, keeps the fp32 row in shared memory, reduces the sum of squares and
-// writes the normalized row (and, fused, the rounded residual).
+// writes the normalized row (and, fused, the rounded residual). The row
+// arithmetic is rms_norm_row.cuh's, shared with allreduce_norm.cu.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "rms_norm_row.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
 
-constexpr int kMaxThreadsPerRow = 1024;
-constexpr int kSmallRowVectors = 64;  // rows of at most this many vectors share a block, a warp each
-constexpr int kRowsPerSmallBlock = 4;
+constexpr int kMaxThreadsPerRow = kRmsNormMaxThreadsPerRow;
+constexpr int kRowsPerSmallBlock = 4;  // small rows (one warp each, see RmsNormRowThreads) share a block
 constexpr size_t kDefaultSharedBytes = 48 * 1024;
 
 struct NormParams {
@@ -22,12 +23,6 @@ struct NormParams {
   int hidden;
   float eps;
 };
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // blockDim.x threads (a multiple of 32) per row, blockDim.y rows per block.
 // With `staged`, the fp32 row s lives in dynamic shared memory between the
@@ -46,7 +41,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   const bool active = row < rows;
   const int64_t base = row * hidden;
   const int nvec = hidden / VEC;
-  // Vector-major layout (element j of vector v at j * nvec + v): no bank conflicts.
+  // Vector-major layout (see StageVector).
   float* s_row = staged_rows + static_cast<int64_t>(ty) * hidden;
 
   auto load_sum = [&](int v, float (&s)[VEC]) {
@@ -64,32 +59,17 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
     for (int v = tx; v < nvec; v += blockDim.x) {
       float s[VEC];
       load_sum(v, s);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        sum_sq += s[j] * s[j];
-        if (staged) s_row[j * nvec + v] = s[j];
-      }
+      AddSquares(s, sum_sq);
+      if (staged) StageVector(s_row, nvec, v, s);
     }
   }
-  sum_sq = WarpSum(sum_sq);
-  const int warps_per_row = blockDim.x / 32;
-  if (tx % 32 == 0) partial[ty * warps_per_row + tx / 32] = sum_sq;
-  __syncthreads();
-  if (tx == 0) {
-    float total = 0.f;
-    for (int w = 0; w < warps_per_row; ++w) total += partial[ty * warps_per_row + w];
-    // Correctly rounded sqrt and division (not rsqrtf), as the CPU reference computes it.
-    inv_rms[ty] = 1.0f / sqrtf(total / static_cast<float>(hidden) + eps);
-  }
-  __syncthreads();
+  const float inv = RowInvRms(sum_sq, hidden, eps, partial, inv_rms);
   if (!active) return;
-  const float inv = inv_rms[ty];
   for (int v = tx; v < nvec; v += blockDim.x) {
     const int64_t at = base + static_cast<int64_t>(v) * VEC;
     float s[VEC];
     if (staged) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) s[j] = s_row[j * nvec + v];
+      UnstageVector(s_row, nvec, v, s);
     } else {
       load_sum(v, s);
     }
@@ -97,8 +77,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
     float w[VEC];
     LoadFloats<W, VEC>(weight + static_cast<int64_t>(v) * VEC, w);
     float o[VEC];
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) o[j] = s[j] * inv * w[j];
+    NormalizeVector(s, inv, w, o);
     StoreFloats<T, VEC>(out + at, o);
   }
 }
@@ -106,13 +85,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
 template <typename T, typename R, typename W, int VEC, bool kResidual>
 absl::Status LaunchWithWidth(const NormParams& p, cudaStream_t stream) {
   const int nvec = p.hidden / VEC;
-  dim3 block;
-  if (nvec <= kSmallRowVectors) {
-    block = dim3(32, kRowsPerSmallBlock);
-  } else {
-    const int threads = (nvec + 31) / 32 * 32;
-    block = dim3(threads < kMaxThreadsPerRow ? threads : kMaxThreadsPerRow, 1);
-  }
+  const int threads = RmsNormRowThreads(nvec);
+  const dim3 block = nvec <= kRmsNormSmallRowVectors ? dim3(threads, kRowsPerSmallBlock) : dim3(threads, 1);
   const int64_t blocks = (p.rows + block.y - 1) / block.y;
   auto kernel = RmsNormKernel<T, R, W, VEC, kResidual>;
 

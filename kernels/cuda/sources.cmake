@@ -1,13 +1,21 @@
 # CUDA kernel sources of seam_kernels; included by kernels/CMakeLists.txt when
-# the CUDA path is on. One file per op family; cuda_common.cuh is internal.
+# the CUDA path is on. One file per op family (attention: one per kernel, sharing
+# attention_common.cuh); the .cuh headers are internal.
 set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/activation.cu
+  ${CMAKE_CURRENT_LIST_DIR}/allreduce_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention_input.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode_attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode_attention_warp.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
+  ${CMAKE_CURRENT_LIST_DIR}/kv_cache_write.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu
   ${CMAKE_CURRENT_LIST_DIR}/norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/prefill_attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_mma.cu
+  ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_wmma.cu
   ${CMAKE_CURRENT_LIST_DIR}/rotary.cu
   ${CMAKE_CURRENT_LIST_DIR}/sampling.cu)

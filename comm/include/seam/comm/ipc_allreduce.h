@@ -11,11 +11,11 @@
 //   out      ← bf16( s · (1 / sqrt(mean(s²) + eps)) · float(weight) )
 // i.e. exactly Communicator::AllReduce (bf16 summed in fp32 and rounded once)
 // followed by kernels::FusedAddRmsNorm, with the sum in rank order so every
-// rank gets bit-identical results. The norm arithmetic (thread layout,
-// reduction order, correctly rounded sqrt and division) mirrors
-// kernels/cuda/norm.cu for bf16 rows of 16-byte vectors; comm does not depend
-// on kernels/, so the few lines are repeated here and the GPU test holds them
-// to FusedAddRmsNorm bit for bit.
+// rank gets bit-identical results. The kernel lives with the other kernels
+// (seam/kernels/allreduce_norm.h) and takes its norm arithmetic (thread
+// layout, reduction order, correctly rounded sqrt and division) from the row
+// code FusedAddRmsNorm uses (kernels/cuda/rms_norm_row.cuh); the GPU test
+// holds the two to each other bit for bit. This object sets up the peers.
 //
 // Peers: every rank allocates with cudaMalloc (not the stream-ordered pool)
 // two halves of max_tokens × hidden bf16 (used by alternate calls, so one flag
