@@ -1,9 +1,12 @@
 // NcclCommunicator: the Communicator contract over NCCL. Owns the ncclComm_t
-// and an fp32 scratch buffer on the rank's GPU; enqueues on the caller's
-// stream, waits with the deadline and aborts the communicator when it passes.
+// and the scratch buffers on the rank's GPU; enqueues on the caller's stream
+// and returns; Synchronize waits for the stream with the deadline and aborts
+// the communicator when it passes.
 #include "seam/comm/nccl_communicator.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -16,6 +19,9 @@
 #include "nccl_wait.h"
 #include "seam/core/cuda_check.h"
 #include "seam/core/status.h"
+
+// Issues an NCCL call of NcclCommunicatorImpl, noting ncclInProgress (see Issued).
+#define SEAM_NCCL_ISSUE(call) SEAM_RETURN_IF_ERROR(Issued((call), #call, __FILE__, __LINE__))
 
 namespace seam::comm {
 namespace {
@@ -30,6 +36,15 @@ bool NativeType(DType d, ncclDataType_t* t) {
     case DType::kI64: *t = ncclInt64; return true;
     default: return false;
   }
+}
+
+// Scratch bytes ReduceInto needs to sum n elements of dtype d and keep all of
+// them (whole) or a part.
+size_t ReduceScratch(DType d, int64_t n, bool whole) {
+  ncclDataType_t unused;
+  if (n == 0) return 0;
+  if (NativeType(d, &unused)) return whole ? 0 : static_cast<size_t>(n) * DTypeSize(d);
+  return static_cast<size_t>(n) * sizeof(float);
 }
 
 class NcclCommunicatorImpl final : public NcclCommunicator {
@@ -47,6 +62,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
       }
     }
     if (scratch_ != nullptr) cudaFree(scratch_);
+    for (void* p : retired_scratch_) cudaFree(p);
   }
 
   int rank() const override { return rank_; }
@@ -57,7 +73,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
 
   absl::Status AllReduce(const Tensor& data) override {
     SEAM_ASSIGN_OR_RETURN(CallPlan plan, Checked(internal::PlanAllReduce(name_, data), {&data}, true));
-    return Guarded(plan, [&]() -> absl::Status {
+    return Guarded(plan, ReduceScratch(data.dtype(), data.numel(), true), [&]() -> absl::Status {
       return ReduceInto(data.raw_data(), data.dtype(), data.numel(), data.raw_data(), 0, data.numel());
     });
   }
@@ -65,7 +81,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   absl::Status ReduceScatter(const Tensor& input, const Tensor& output) override {
     SEAM_ASSIGN_OR_RETURN(CallPlan plan, Checked(internal::PlanReduceScatter(name_, rank_, size_, input, output),
                                                  {&input, &output}, true));
-    return Guarded(plan, [&] { return Slice(plan, input, output); });
+    return Guarded(plan, SliceScratch(plan), [&] { return Slice(plan, input, output); });
   }
 
   absl::Status ReduceScatterV(const Tensor& input, const std::vector<int64_t>& row_counts,
@@ -73,15 +89,15 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     SEAM_ASSIGN_OR_RETURN(CallPlan plan, Checked(internal::PlanReduceScatterV(name_, rank_, size_, input,
                                                                               row_counts, output),
                                                  {&input, &output}, true));
-    return Guarded(plan, [&] { return Slice(plan, input, output); });
+    return Guarded(plan, SliceScratch(plan), [&] { return Slice(plan, input, output); });
   }
 
   absl::Status AllGather(const Tensor& input, const Tensor& output) override {
     SEAM_ASSIGN_OR_RETURN(CallPlan plan, Checked(internal::PlanAllGather(name_, rank_, size_, input, output),
                                                  {&input, &output}, false));
-    return Guarded(plan, [&]() -> absl::Status {
+    return Guarded(plan, 0, [&]() -> absl::Status {
       if (input.nbytes() == 0) return absl::OkStatus();
-      SEAM_NCCL_RETURN_IF_ERROR(
+      SEAM_NCCL_ISSUE(
           ncclAllGather(input.raw_data(), output.raw_data(), input.nbytes(), ncclUint8, comm_, Stream()));
       return absl::OkStatus();
     });
@@ -93,7 +109,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     SEAM_ASSIGN_OR_RETURN(CallPlan plan, Checked(internal::PlanAllGatherV(name_, rank_, size_, input, row_counts,
                                                                           output),
                                                  {&input, &output}, false));
-    return Guarded(plan, [&]() -> absl::Status {
+    return Guarded(plan, 0, [&]() -> absl::Status {
       char* out = static_cast<char*>(output.raw_data());
       SEAM_NCCL_RETURN_IF_ERROR(ncclGroupStart());
       for (int r = 0; r < size_; ++r) {
@@ -107,28 +123,60 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
           return s;
         }
       }
-      SEAM_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
+      SEAM_NCCL_ISSUE(ncclGroupEnd());
       return absl::OkStatus();
     });
   }
 
   absl::Status Broadcast(const Tensor& data, int root) override {
     SEAM_ASSIGN_OR_RETURN(CallPlan plan, Checked(internal::PlanBroadcast(name_, size_, data, root), {&data}, false));
-    return Guarded(plan, [&]() -> absl::Status {
+    return Guarded(plan, 0, [&]() -> absl::Status {
       if (data.nbytes() == 0) return absl::OkStatus();
-      SEAM_NCCL_RETURN_IF_ERROR(
+      SEAM_NCCL_ISSUE(
           ncclBroadcast(data.raw_data(), data.raw_data(), data.nbytes(), ncclUint8, root, comm_, Stream()));
       return absl::OkStatus();
     });
   }
 
-  // A one-element allreduce: returns when every rank has reached it.
+  // A one-element allreduce: the stream passes it when every rank has reached it.
   absl::Status Barrier() override {
-    return Guarded(internal::PlanBarrier(name_), [&]() -> absl::Status {
-      SEAM_RETURN_IF_ERROR(EnsureScratch(sizeof(float)));
-      SEAM_NCCL_RETURN_IF_ERROR(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, Stream()));
+    return Guarded(internal::PlanBarrier(name_), sizeof(float), [&]() -> absl::Status {
+      SEAM_NCCL_ISSUE(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, Stream()));
       return absl::OkStatus();
     });
+  }
+
+  // Waits for the current stream and every other stream a call was enqueued
+  // on since the last Synchronize. Refused during a capture: a graph cannot
+  // wait for the host, and the stream holds nothing to wait for until the
+  // graph is launched.
+  absl::Status Synchronize(absl::Time deadline) override {
+    if (!broken_.ok()) return Refused("Synchronize");
+    const absl::Time start = absl::Now();
+    SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaSetDevice(options_.device)), Context()));
+    if (std::find(unsynced_.begin(), unsynced_.end(), Stream()) == unsynced_.end()) unsynced_.push_back(Stream());
+    for (cudaStream_t stream : unsynced_) {
+      bool capturing = false;
+      SEAM_RETURN_IF_ERROR(Annotate(Capturing(stream, &capturing), Context() + ": Synchronize"));
+      if (capturing) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            Context(), ": Synchronize: a stream of this communicator is being captured into a CUDA graph; ",
+            "synchronize after launching the graph"));
+      }
+    }
+    for (cudaStream_t stream : unsynced_) {
+      absl::Status s = internal::WaitStreamDone(comm_, stream, deadline);
+      if (!s.ok()) {
+        const std::string what = unsynced_calls_ == 0
+                                     ? std::string("Synchronize")
+                                     : absl::StrCat("Synchronize of ", unsynced_calls_, " enqueued call(s), the last ",
+                                                    last_call_.ToString(), ",");
+        return Break(s, what, deadline - start);
+      }
+    }
+    unsynced_.clear();
+    unsynced_calls_ = 0;
+    return absl::OkStatus();
   }
 
  private:
@@ -154,83 +202,135 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
     return plan;
   }
 
-  absl::Status EnsureScratch(size_t bytes) {
+  static absl::Status Capturing(cudaStream_t stream, bool* capturing) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    SEAM_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &status));
+    *capturing = status != cudaStreamCaptureStatusNone;
+    return absl::OkStatus();
+  }
+
+  // Grows the scratch to at least `bytes` (at least doubling it). The old
+  // buffer may still be read by enqueued work or by a captured graph, so it
+  // is kept until the communicator goes; doubling bounds what is kept by the
+  // size of the live buffer. No allocation while the stream is captured.
+  absl::Status EnsureScratch(size_t bytes, bool capturing) {
     if (bytes <= scratch_bytes_) return absl::OkStatus();
-    if (scratch_ != nullptr) {
-      SEAM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(Stream()));
-      SEAM_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
+    if (capturing) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "needs ", bytes, " bytes of scratch, more than the ", scratch_bytes_, " allocated, while its stream is ",
+          "being captured into a CUDA graph (no allocation during a capture); issue the call once before capturing"));
     }
-    SEAM_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, bytes));
-    scratch_bytes_ = bytes;
+    const size_t grown = std::max(bytes, 2 * scratch_bytes_);
+    void* fresh = nullptr;
+    SEAM_CUDA_RETURN_IF_ERROR(cudaMalloc(&fresh, grown));
+    if (scratch_ != nullptr) retired_scratch_.push_back(scratch_);
+    scratch_ = fresh;
+    scratch_bytes_ = grown;
     return absl::OkStatus();
   }
 
   // Sums n elements at src over the group and writes elements [first, first + count)
   // of the sum to dst (dtype d). Native dtypes reduce out of place into scratch
   // (or straight into dst when it is the whole of src); bf16/f16 go through fp32.
+  // The scratch (ReduceScratch bytes) is already there.
   absl::Status ReduceInto(const void* src, DType d, int64_t n, void* dst, int64_t first, int64_t count) {
     if (n == 0) return absl::OkStatus();
+    SEAM_CHECK(scratch_bytes_ >= ReduceScratch(d, n, first == 0 && count == n));
     ncclDataType_t type;
     const size_t es = DTypeSize(d);
     if (NativeType(d, &type)) {
       if (first == 0 && count == n) {
-        SEAM_NCCL_RETURN_IF_ERROR(ncclAllReduce(src, dst, n, type, ncclSum, comm_, Stream()));
+        SEAM_NCCL_ISSUE(ncclAllReduce(src, dst, n, type, ncclSum, comm_, Stream()));
         return absl::OkStatus();
       }
-      SEAM_RETURN_IF_ERROR(EnsureScratch(n * es));
-      SEAM_NCCL_RETURN_IF_ERROR(ncclAllReduce(src, scratch_, n, type, ncclSum, comm_, Stream()));
+      SEAM_NCCL_ISSUE(ncclAllReduce(src, scratch_, n, type, ncclSum, comm_, Stream()));
       SEAM_RETURN_IF_ERROR(Enqueued());
       SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, static_cast<char*>(scratch_) + first * es, count * es,
                                                 cudaMemcpyDeviceToDevice, Stream()));
       return absl::OkStatus();
     }
     const auto half = d == DType::kBF16 ? internal::Half16::kBF16 : internal::Half16::kF16;
-    SEAM_RETURN_IF_ERROR(EnsureScratch(n * sizeof(float)));
     float* acc = static_cast<float*>(scratch_);
     SEAM_CUDA_RETURN_IF_ERROR(internal::LaunchHalfToF32(src, half, acc, n, Stream()));
-    SEAM_NCCL_RETURN_IF_ERROR(ncclAllReduce(acc, acc, n, ncclFloat32, ncclSum, comm_, Stream()));
+    SEAM_NCCL_ISSUE(ncclAllReduce(acc, acc, n, ncclFloat32, ncclSum, comm_, Stream()));
     SEAM_RETURN_IF_ERROR(Enqueued());
     SEAM_CUDA_RETURN_IF_ERROR(internal::LaunchF32ToHalf(acc + first, half, dst, count, Stream()));
     return absl::OkStatus();
   }
 
-  // The communicator is non-blocking: a collective may still be on its way
-  // into the stream when its call returns (ncclInProgress). Work that reads
-  // its result must be issued only after it is there.
-  absl::Status Enqueued() { return internal::WaitCommSettled(comm_, call_deadline_); }
+  // A call of the non-blocking communicator that returns ncclInProgress is
+  // still being enqueued, by NCCL's own thread (it had to connect first).
+  absl::Status Issued(ncclResult_t r, const char* call, const char* file, int line) {
+    if (r == ncclInProgress) went_async_ = true;
+    return internal::NcclStatus(r, call, file, line);
+  }
+
+  // Work that reads a collective's result must be issued only after the
+  // collective is in the stream: waits (host only) until NCCL is done
+  // enqueueing. During a capture, a collective that NCCL enqueued from its
+  // own thread is refused: it did not go into the graph from this thread, so
+  // the graph cannot be trusted (issue each call once before capturing).
+  absl::Status Enqueued() {
+    const bool went_async = went_async_;
+    went_async_ = false;
+    SEAM_RETURN_IF_ERROR(internal::WaitCommSettled(comm_, call_deadline_));
+    if (went_async && capturing_) {
+      return absl::FailedPreconditionError(
+          "NCCL returned ncclInProgress while the stream was being captured into a CUDA graph (it had to "
+          "connect first), so the collective may be missing from the graph; issue the call once before capturing");
+    }
+    return absl::OkStatus();
+  }
 
   // Reduce-scatter as allreduce + slice: correct for any row counts, zero included.
+  size_t SliceScratch(const CallPlan& plan) const {
+    const int64_t n = plan.total_rows * plan.row_numel;
+    return ReduceScratch(plan.record.dtype, n, plan.offsets[rank_] == 0 && plan.counts[rank_] == plan.total_rows);
+  }
   absl::Status Slice(const CallPlan& plan, const Tensor& input, const Tensor& output) {
     return ReduceInto(input.raw_data(), input.dtype(), plan.total_rows * plan.row_numel, output.raw_data(),
                       plan.offsets[rank_] * plan.row_numel, plan.counts[rank_] * plan.row_numel);
   }
 
-  // Enqueues `body` unless broken, then waits for it with the deadline.
-  template <typename Body>
-  absl::Status Guarded(const CallPlan& plan, Body body) {
-    const std::string call = plan.record.ToString();
-    if (!broken_.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(Context(), ": ", call, " refused: the communicator is broken ",
-                                                        "by an earlier failure: ", broken_.ToString()));
-    }
-    const absl::Time deadline = absl::Now() + options_.comm.timeout;
-    call_deadline_ = deadline;
-    absl::Status s = SEAM_CUDA_STATUS(cudaSetDevice(options_.device));
-    if (s.ok()) s = body();
-    if (s.ok()) s = internal::WaitStreamDone(comm_, Stream(), deadline);
-    if (s.ok()) return s;
+  absl::Status Refused(const std::string& call) const {
+    return absl::FailedPreconditionError(absl::StrCat(Context(), ": ", call, " refused: the communicator is broken ",
+                                                      "by an earlier failure: ", broken_.ToString()));
+  }
+
+  // Breaks the communicator with `s`, the failure of `what`; a missed
+  // deadline (`limit` after the start) also aborts it.
+  absl::Status Break(const absl::Status& s, const std::string& what, absl::Duration limit) {
     if (absl::IsDeadlineExceeded(s)) {
-      broken_ = absl::DeadlineExceededError(absl::StrCat(Context(), ": ", call, " did not complete within ",
-                                                         absl::FormatDuration(options_.comm.timeout), " (",
-                                                         s.message(), "); the communicator was aborted"));
+      broken_ = absl::DeadlineExceededError(absl::StrCat(Context(), ": ", what, " did not complete within ",
+                                                         absl::FormatDuration(limit), " (", s.message(),
+                                                         "); the communicator was aborted"));
       ncclCommAbort(comm_);
       comm_ = nullptr;
     } else {
-      broken_ = Annotate(s, absl::StrCat(Context(), ": ", call));
+      broken_ = Annotate(s, absl::StrCat(Context(), ": ", what));
     }
     return broken_;
+  }
+
+  // Enqueues `body` unless broken and returns once NCCL has put it in the
+  // stream; nothing waits for the GPU. `scratch` bytes are ensured first (a
+  // failure there enqueued nothing and does not break the communicator).
+  template <typename Body>
+  absl::Status Guarded(const CallPlan& plan, size_t scratch, Body body) {
+    if (!broken_.ok()) return Refused(plan.record.ToString());
+    call_deadline_ = absl::Now() + options_.comm.timeout;
+    went_async_ = false;
+    absl::Status s = SEAM_CUDA_STATUS(cudaSetDevice(options_.device));
+    if (s.ok()) s = Capturing(Stream(), &capturing_);
+    if (s.ok()) s = EnsureScratch(scratch, capturing_);
+    if (!s.ok()) return Annotate(s, absl::StrCat(Context(), ": ", plan.record.ToString()));
+    s = body();
+    if (s.ok()) s = Enqueued();
+    if (!s.ok()) return Break(s, plan.record.ToString(), options_.comm.timeout);
+    last_call_ = plan.record;
+    ++unsynced_calls_;
+    if (std::find(unsynced_.begin(), unsynced_.end(), Stream()) == unsynced_.end()) unsynced_.push_back(Stream());
+    return absl::OkStatus();
   }
 
   std::string name_;
@@ -240,7 +340,13 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   ncclComm_t comm_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  std::vector<void*> retired_scratch_;  // outgrown scratch buffers, freed with the communicator
   absl::Time call_deadline_ = absl::InfiniteFuture();  // of the collective being issued
+  bool capturing_ = false;   // its stream is being captured into a CUDA graph
+  bool went_async_ = false;  // an NCCL call of it returned ncclInProgress
+  std::vector<cudaStream_t> unsynced_;  // streams with calls enqueued since the last Synchronize
+  int64_t unsynced_calls_ = 0;
+  CollectiveRecord last_call_;  // the latest call enqueued (named when Synchronize fails)
   absl::Status broken_;
 };
 

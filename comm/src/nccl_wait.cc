@@ -22,28 +22,33 @@ absl::Status AsyncState(ncclComm_t comm, bool* in_progress) {
                                                     ncclGetLastError(comm), ")"));
 }
 
-void Pause(int polls) {
-  if (polls < 64) {
+// A collective of a decode step finishes within microseconds, so the first
+// millisecond of a wait spins (a yield between polls); longer waits sleep.
+void Pause(absl::Duration waited) {
+  if (waited < absl::Milliseconds(1)) {
     std::this_thread::yield();
   } else {
-    absl::SleepFor(absl::Microseconds(polls < 1024 ? 20 : 200));
+    absl::SleepFor(waited < absl::Milliseconds(10) ? absl::Microseconds(50) : absl::Microseconds(200));
   }
 }
 
 }  // namespace
 
 absl::Status WaitCommSettled(ncclComm_t comm, absl::Time deadline) {
-  for (int polls = 0;; ++polls) {
+  const absl::Time start = absl::Now();
+  for (;;) {
     bool in_progress = false;
     absl::Status s = AsyncState(comm, &in_progress);
     if (!s.ok() || !in_progress) return s;
-    if (absl::Now() >= deadline) return absl::DeadlineExceededError("the NCCL communicator is still in progress");
-    Pause(polls);
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return absl::DeadlineExceededError("the NCCL communicator is still in progress");
+    Pause(now - start);
   }
 }
 
 absl::Status WaitStreamDone(ncclComm_t comm, cudaStream_t stream, absl::Time deadline) {
-  for (int polls = 0;; ++polls) {
+  const absl::Time start = absl::Now();
+  for (;;) {
     bool in_progress = false;
     absl::Status s = AsyncState(comm, &in_progress);
     if (!s.ok()) return s;
@@ -52,8 +57,9 @@ absl::Status WaitStreamDone(ncclComm_t comm, cudaStream_t stream, absl::Time dea
       if (q == cudaSuccess) return absl::OkStatus();
       if (q != cudaErrorNotReady) return SEAM_CUDA_STATUS(q);
     }
-    if (absl::Now() >= deadline) return absl::DeadlineExceededError("the stream has not finished the collective");
-    Pause(polls);
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return absl::DeadlineExceededError("the stream has not finished the enqueued work");
+    Pause(now - start);
   }
 }
 

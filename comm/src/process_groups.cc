@@ -54,6 +54,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeGroup(const std::string& name,
 
 }  // namespace
 
+absl::Status ProcessGroups::Synchronize(absl::Time deadline) {
+  for (Communicator* c : {tp_.get(), attn_tp_.get(), attn_dp_.get()}) {
+    if (c != nullptr) SEAM_RETURN_IF_ERROR(c->Synchronize(deadline));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ProcessGroups>> ProcessGroups::Create(const Topology& topology, int tp_rank,
                                                                      const CommunicatorFactory& factory) {
   SEAM_RETURN_IF_ERROR(ValidateTopology(topology));

@@ -1,10 +1,12 @@
 // ProcessGroups: group membership and rank facts from the topology, size-one
 // groups without the factory, topology validation, and real collectives
 // through the recording and Gloo factories.
+#include <map>
 #include <mutex>
 
 #include "comm_test_util.h"
 #include "seam/comm/process_groups.h"
+#include "seam/core/status.h"
 #include "seam/core/tensor.h"
 
 namespace seam::comm {
@@ -95,6 +97,73 @@ TEST(ProcessGroupsTest, SizeOneGroupsAreSelfAndFullGroupsShareTheTpCommunicator)
   ASSERT_TRUE(single.ok());
   EXPECT_EQ((*single)->tp().size(), 1);
   EXPECT_EQ(calls.size(), 2u);
+}
+
+// Forwards every collective to `inner`; Synchronize notes the group's name
+// and returns what `failures` holds for it (OK when absent).
+class SyncProbe final : public Communicator {
+ public:
+  SyncProbe(std::unique_ptr<Communicator> inner, std::vector<std::string>* synced,
+            const std::map<std::string, absl::Status>* failures)
+      : inner_(std::move(inner)), synced_(synced), failures_(failures) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+  absl::Status AllReduce(const Tensor& d) override { return inner_->AllReduce(d); }
+  absl::Status ReduceScatter(const Tensor& i, const Tensor& o) override { return inner_->ReduceScatter(i, o); }
+  absl::Status ReduceScatterV(const Tensor& i, const std::vector<int64_t>& c, const Tensor& o) override {
+    return inner_->ReduceScatterV(i, c, o);
+  }
+  absl::Status AllGather(const Tensor& i, const Tensor& o) override { return inner_->AllGather(i, o); }
+  absl::Status AllGatherV(const Tensor& i, const std::vector<int64_t>& c, const Tensor& o) override {
+    return inner_->AllGatherV(i, c, o);
+  }
+  absl::Status Broadcast(const Tensor& d, int root) override { return inner_->Broadcast(d, root); }
+  absl::Status Barrier() override { return inner_->Barrier(); }
+  absl::Status Synchronize(absl::Time deadline) override {
+    synced_->push_back(name());
+    auto it = failures_->find(name());
+    return it == failures_->end() ? inner_->Synchronize(deadline) : it->second;
+  }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  std::vector<std::string>* synced_;
+  const std::map<std::string, absl::Status>* failures_;
+};
+
+TEST(ProcessGroupsTest, SynchronizeReachesEachDistinctGroupOnceAndStopsAtTheFirstError) {
+  std::vector<std::string> synced;
+  std::map<std::string, absl::Status> failures;
+  // Recording groups (one registry per topology) meet only when a collective
+  // is issued, so one rank can be built alone.
+  auto probed = [&](CommunicatorFactory recording) -> CommunicatorFactory {
+    return [&, recording](const std::string& name, const std::vector<int>& members,
+                          int my_index) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+      SEAM_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> inner, recording(name, members, my_index));
+      return std::unique_ptr<Communicator>(std::make_unique<SyncProbe>(std::move(inner), &synced, &failures));
+    };
+  };
+  auto all = ProcessGroups::Create(Topology{4, 2, 1}, 2,
+                                   probed(MakeRecordingGroupFactory(std::make_shared<RecordingRegistry>())));
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE((*all)->Synchronize(absl::Now() + absl::Seconds(1)).ok());
+  EXPECT_EQ(synced, (std::vector<std::string>{"tp", "attn_tp.dp1", "attn_dp.r0"}));
+
+  synced.clear();
+  failures["attn_tp.dp1"] = absl::DeadlineExceededError("attn_tp.dp1 did not complete");
+  absl::Status s = (*all)->Synchronize(absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.message(), "attn_tp.dp1 did not complete");
+  EXPECT_EQ(synced, (std::vector<std::string>{"tp", "attn_tp.dp1"}));
+
+  // tp=2, attn_dp=2: attn_tp is a group of one (self), attn_dp is the TP communicator.
+  synced.clear();
+  auto shared = ProcessGroups::Create(Topology{2, 2, 1}, 0,
+                                      probed(MakeRecordingGroupFactory(std::make_shared<RecordingRegistry>())));
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_TRUE((*shared)->Synchronize(absl::InfinitePast()).ok());
+  EXPECT_EQ(synced, (std::vector<std::string>{"tp"}));
 }
 
 TEST(ProcessGroupsTest, InvalidTopologyNamesTheSizes) {

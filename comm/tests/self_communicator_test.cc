@@ -27,6 +27,14 @@ TEST(SelfCommunicatorTest, CollectivesAreIdentitiesOrCopies) {
   EXPECT_TRUE(self->Barrier().ok());
 }
 
+TEST(SelfCommunicatorTest, SynchronizeHasNothingToWaitFor) {
+  auto self = MakeSelfCommunicator("tp");
+  Tensor data = Tensor::FromFloats({1, 2}, {2});
+  EXPECT_TRUE(self->AllReduce(data).ok());
+  EXPECT_TRUE(self->Synchronize(absl::InfinitePast()).ok());
+  EXPECT_EQ(data.ToFloats(), (std::vector<float>{1, 2}));
+}
+
 TEST(SelfCommunicatorTest, ArgumentErrorsNameTheGroupAndCall) {
   auto self = MakeSelfCommunicator("tp");
   absl::Status s = self->Broadcast(Tensor::Zeros({2}, DType::kF32), 1);

@@ -4,10 +4,21 @@
 // issue the same calls in the same order with matching shapes and dtypes.
 //
 // Deadlines: every call waits at most the communicator's timeout
-// (CommOptions::timeout). A peer that does not arrive in time gives
-// DEADLINE_EXCEEDED; a peer whose connection breaks gives UNAVAILABLE. After
-// either, the communicator is broken and every later call fails fast with
-// FAILED_PRECONDITION naming the first error. Nothing hangs.
+// (CommOptions::timeout), and Synchronize at most its deadline. A peer that
+// does not arrive in time gives DEADLINE_EXCEEDED; a peer whose connection
+// breaks gives UNAVAILABLE. After either, the communicator is broken and
+// every later call fails fast with FAILED_PRECONDITION naming the first
+// error. Nothing hangs. The errors of an enqueued NCCL collective (see
+// Completion) may surface only at Synchronize: a peer that never arrives
+// gives DEADLINE_EXCEEDED there, not at the call, and breaks it the same way.
+//
+// Completion: Gloo, self and recording calls have finished when they return.
+// NCCL calls are stream-ordered: a call returns once its collective is in
+// the caller's CUDA stream, without waiting for the GPU; work issued later
+// on that stream sees its result, the host only after Synchronize. The
+// tensors of a call must stay valid until then, unless freed in the stream's
+// order (seam's allocator on that stream). A step ends with one Synchronize
+// (ProcessGroups::Synchronize for all the groups of a rank).
 //
 // Thread safety: one communicator is used by one thread (its rank's thread).
 #pragma once
@@ -52,6 +63,16 @@ class Communicator {
   // In place: every rank's data ← root's data.
   virtual absl::Status Broadcast(const Tensor& data, int root) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // Waits until every call issued so far has finished (for NCCL: until the
+  // stream has finished everything enqueued on it), at most until `deadline`;
+  // a missed deadline or a peer error breaks the communicator as a failing
+  // call does. The default, OK at once, is right for backends whose calls
+  // complete before they return (Gloo, self, recording; it is not logged).
+  virtual absl::Status Synchronize(absl::Time deadline) {
+    (void)deadline;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace seam::comm

@@ -55,6 +55,11 @@ class ProcessGroups {
   Communicator& attn_tp() const { return attn_tp_ ? *attn_tp_ : *tp_; }
   Communicator& attn_dp() const { return attn_dp_ ? *attn_dp_ : *tp_; }
 
+  // Synchronize of each distinct communicator (tp, then attn_tp, then
+  // attn_dp), all against `deadline`: the one wait a step makes at its end
+  // (see Communicator). Stops at the first error, which it returns.
+  absl::Status Synchronize(absl::Time deadline);
+
   // Members (TP ranks, ascending) of the groups of a topology.
   static std::vector<int> AttnTpMembers(const Topology& topology, int dp_rank);
   static std::vector<int> AttnDpMembers(const Topology& topology, int attn_tp_rank);
