@@ -13,6 +13,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev
   libucx-dev ucx-utils
+  libssl-dev
   libgloo-dev
   libopenblas-dev
   libgtest-dev libgmock-dev

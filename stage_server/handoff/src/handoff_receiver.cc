@@ -1,13 +1,15 @@
-// HandoffReceiver: takes the next StreamState header, checks it against what
-// the stage expects, then receives each payload and verifies its byte count
-// and CRC-32C before returning any tensor.
-#include <set>
+// HandoffReceiver: takes header messages off the wire, bounded in size, until
+// one is a sound header of the expected microbatch (dropping and counting the
+// others), checks it against what the stage expects, then receives each
+// payload and verifies its byte count and CRC-32C before returning any tensor.
+#include <algorithm>
 
 #include "seam/core/host_staging.h"
 #include "seam/core/status.h"
 #include "seam/handoff/crc32c.h"
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/handoff_tag.h"
+#include "src/handoff_header.h"
 #include "src/tensor_desc.h"
 
 namespace seam::handoff {
@@ -16,20 +18,6 @@ namespace {
 absl::Status CheckId(const char* field, uint64_t expected, uint64_t got, const std::string& where) {
   if (expected == got) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(where, ": ", field, ": expected ", expected, ", got ", got));
-}
-
-// Descriptors on their own: count, known dtypes, sizes, distinct names.
-absl::Status CheckDescriptors(const v1::StreamState& header, const std::string& where) {
-  if (static_cast<size_t>(header.tensors_size()) > kMaxHandoffTensors) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": header lists ", header.tensors_size(), " tensors"));
-  }
-  std::set<std::string> names;
-  for (const v1::TensorDesc& desc : header.tensors()) {
-    const std::string what = absl::StrCat(where, ": tensor '", desc.name(), "'");
-    if (!names.insert(desc.name()).second) return absl::InvalidArgumentError(absl::StrCat(what, " appears twice"));
-    SEAM_RETURN_IF_ERROR(CheckDescriptor(desc, what));
-  }
-  return absl::OkStatus();
 }
 
 bool ShapeMatches(const Shape& expected, const Shape& got) {
@@ -69,48 +57,94 @@ absl::Status CheckExpectedTensors(const v1::StreamState& header, const std::vect
 
 }  // namespace
 
-absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectation& expected, absl::Time deadline) {
-  const std::string waiting = absl::StrCat("handoff for microbatch ", expected.microbatch_id);
-  uint64_t tag = 0;
-  absl::StatusOr<std::vector<char>> bytes =
-      worker_.RecvUnknownSize(HeaderTag(0), kTagKindMask, deadline, watch_, &tag);
-  if (!bytes.ok()) return Annotate(bytes.status(), absl::StrCat(waiting, ": header"));
+void HandoffReceiver::Drop(uint64_t& counter, absl::string_view why) {
+  ++counter;
+  last_drop_ = std::string(why);
+}
 
-  ReceivedHandoff out;
-  v1::StreamState& header = out.header;
-  if (!header.ParseFromArray(bytes->data(), static_cast<int>(bytes->size()))) {
-    return absl::InvalidArgumentError(absl::StrCat(waiting, ": header of ", bytes->size(), " bytes (tag microbatch ",
-                                                   TagMicrobatch(tag), ") does not parse as seam.v1.StreamState"));
+absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectation& expected, absl::Time deadline) {
+  const HeaderLimits limits{options_.max_header_bytes, options_.max_payload_bytes};
+  const uint64_t dropped_before = drops_.total();
+  // How the wait ended when no sound header came, with what it dropped.
+  auto wait_failed = [&](const absl::Status& status) {
+    std::string context = absl::StrCat("handoff for microbatch ", expected.microbatch_id, ": header");
+    if (drops_.total() > dropped_before) {
+      absl::StrAppend(&context, " (dropped ", drops_.total() - dropped_before, " message(s) meanwhile; last: ",
+                      last_drop_, ")");
+    }
+    return Annotate(status, context);
+  };
+  for (;;) {
+    // Checked here as well: a peer that keeps sending must not hold the
+    // receiver past its deadline (a probe that finds a message never times out).
+    if (drops_.total() > dropped_before && absl::Now() >= deadline) {
+      return wait_failed(absl::DeadlineExceededError("no sound header by the deadline"));
+    }
+    uint64_t tag = 0;
+    absl::StatusOr<std::vector<char>> bytes =
+        worker_.RecvUnknownSize(HeaderTag(0), kTagKindMask, options_.max_header_bytes, deadline, watch_, &tag);
+    if (absl::IsOutOfRange(bytes.status())) {
+      Drop(drops_.oversized, bytes.status().message());
+      continue;
+    }
+    if (!bytes.ok()) return wait_failed(bytes.status());
+    absl::StatusOr<v1::StreamState> header =
+        CheckHeaderBytes(absl::string_view(bytes->data(), bytes->size()), options_.key, limits);
+    if (!header.ok()) {
+      // The codes of CheckHeaderBytes; an OpenSSL failure (INTERNAL) counts as malformed.
+      const absl::StatusCode code = header.status().code();
+      Drop(code == absl::StatusCode::kPermissionDenied ? drops_.bad_mac
+           : code == absl::StatusCode::kOutOfRange     ? drops_.oversized
+                                                       : drops_.malformed,
+           header.status().message());
+      continue;
+    }
+    const uint64_t microbatch = header->microbatch_id();
+    if (TagMicrobatch(tag) != (microbatch & kTagMicrobatchBits)) {
+      Drop(drops_.malformed, absl::StrCat("header of microbatch ", microbatch, " came with the tag of microbatch ",
+                                          TagMicrobatch(tag)));
+      continue;
+    }
+    if (microbatch != expected.microbatch_id) {
+      // Sound (and authenticated, with a key): most likely a handoff that
+      // came after its receive gave up. Its payloads go too.
+      Drop(drops_.unexpected_microbatch,
+           absl::StrCat("header of microbatch ", microbatch, " while expecting ", expected.microbatch_id));
+      Drain(microbatch, 0, static_cast<size_t>(header->tensors_size()),
+            std::min(deadline, absl::Now() + options_.drain_timeout));
+      continue;
+    }
+    return ReceiveExpected(expected, *std::move(header), deadline);
   }
+}
+
+absl::StatusOr<ReceivedHandoff> HandoffReceiver::ReceiveExpected(const HandoffExpectation& expected,
+                                                                 v1::StreamState header, absl::Time deadline) {
   const uint64_t microbatch = header.microbatch_id();
   const std::string where = absl::StrCat("microbatch ", microbatch);
-  absl::Status verdict = CheckId("microbatch_id", expected.microbatch_id, microbatch, where);
-  if (verdict.ok() && TagMicrobatch(tag) != (microbatch & kTagMicrobatchBits)) {
-    verdict = absl::InvalidArgumentError(
-        absl::StrCat(where, ": microbatch_id does not match the tag's microbatch ", TagMicrobatch(tag)));
-  }
-  if (verdict.ok()) verdict = CheckId("epoch", expected.epoch, header.epoch(), where);
+  const size_t count = static_cast<size_t>(header.tensors_size());
+  absl::Status verdict = CheckId("epoch", expected.epoch, header.epoch(), where);
   if (verdict.ok()) verdict = CheckId("sequence_number", expected.sequence_number, header.sequence_number(), where);
-  const absl::Status descriptors = CheckDescriptors(header, where);
-  if (verdict.ok()) verdict = descriptors;
   if (verdict.ok()) {
     verdict = expected.validator ? Annotate(expected.validator(header), where)
                                  : CheckExpectedTensors(header, expected.tensors, where);
   }
-  const size_t count = static_cast<size_t>(header.tensors_size());
   if (!verdict.ok()) {
-    if (descriptors.ok()) Drain(microbatch, 0, count);
+    Drain(microbatch, 0, count, absl::Now() + options_.drain_timeout);
     return verdict;
   }
 
+  ReceivedHandoff out;
+  out.header = std::move(header);
   out.tensors.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    const v1::TensorDesc& desc = header.tensors(static_cast<int>(i));
+    const v1::TensorDesc& desc = out.header.tensors(static_cast<int>(i));
     const std::string what = absl::StrCat("tensor '", desc.name(), "' of ", where);
-    const DType dtype = FromWireDType(desc.dtype()).value();  // checked by CheckDescriptors
+    const DType dtype = FromWireDType(desc.dtype()).value();  // checked by CheckHeaderBytes
+    // byte_size is bounded by max_payload_bytes (CheckHeaderBytes).
     absl::StatusOr<Tensor> tensor = EmptyHostStaging(DescShape(desc), dtype, options_.page_locked);
     if (!tensor.ok()) {
-      Drain(microbatch, i, count);
+      Drain(microbatch, i, count, absl::Now() + options_.drain_timeout);
       return Annotate(tensor.status(), what);
     }
     void* data = desc.byte_size() > 0 ? tensor->raw_data() : nullptr;
@@ -118,20 +152,20 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectatio
         worker_.Recv(TensorTag(microbatch, i), kTagMatchAll, data, desc.byte_size(), deadline, watch_);
     if (!got.ok()) {
       if (got.status().code() == absl::StatusCode::kOutOfRange) {
-        Drain(microbatch, i + 1, count);
+        Drain(microbatch, i + 1, count, absl::Now() + options_.drain_timeout);
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": more bytes arrived than header byte_size ", desc.byte_size()));
       }
       return Annotate(got.status(), what);
     }
     if (*got != desc.byte_size()) {
-      Drain(microbatch, i + 1, count);
+      Drain(microbatch, i + 1, count, absl::Now() + options_.drain_timeout);
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": ", *got, " bytes arrived, header byte_size ", desc.byte_size()));
     }
     const uint32_t crc = Crc32c(data, desc.byte_size());
     if (crc != desc.crc32c()) {
-      Drain(microbatch, i + 1, count);
+      Drain(microbatch, i + 1, count, absl::Now() + options_.drain_timeout);
       return absl::DataLossError(
           absl::StrCat(what, ": crc32c ", Crc32cText(crc), " != header ", Crc32cText(desc.crc32c())));
     }
@@ -140,10 +174,12 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectatio
   return out;
 }
 
-void HandoffReceiver::Drain(uint64_t microbatch_id, size_t first, size_t count) {
-  const absl::Time deadline = absl::Now() + options_.drain_timeout;
+void HandoffReceiver::Drain(uint64_t microbatch_id, size_t first, size_t count, absl::Time deadline) {
   for (size_t i = first; i < count; ++i) {
-    if (!worker_.RecvUnknownSize(TensorTag(microbatch_id, i), kTagMatchAll, deadline, watch_).ok()) return;
+    // Into no buffer: every non-empty payload comes back OUT_OF_RANGE, taken off the wire.
+    const absl::Status got =
+        worker_.RecvUnknownSize(TensorTag(microbatch_id, i), kTagMatchAll, 0, deadline, watch_).status();
+    if (!got.ok() && !absl::IsOutOfRange(got)) return;
   }
 }
 

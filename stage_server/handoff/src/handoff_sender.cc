@@ -1,11 +1,13 @@
 // HandoffSender: describes each tensor (with its CRC-32C) in the StreamState
-// header, sends the header, then the tensor payloads, all tagged by microbatch.
+// header, seals the header with its MAC, sends it, then the tensor payloads,
+// all tagged by microbatch.
 #include <cstring>
 #include <set>
 
 #include "seam/core/status.h"
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/handoff_tag.h"
+#include "src/handoff_header.h"
 #include "src/tensor_desc.h"
 
 namespace seam::handoff {
@@ -33,10 +35,7 @@ absl::Status HandoffSender::Send(const v1::StreamState& header,
     SEAM_RETURN_IF_ERROR(ExpectContiguous(tensor, what.c_str()));
     *full.add_tensors() = DescribeTensor(name, tensor);
   }
-  std::string bytes;
-  if (!full.SerializeToString(&bytes)) {
-    return absl::InternalError(absl::StrCat(where, ": StreamState header does not serialize"));
-  }
+  SEAM_ASSIGN_OR_RETURN(const std::string bytes, SealHeader(full, options_.key));
   SEAM_RETURN_IF_ERROR(Annotate(worker_.Send(endpoint_, HeaderTag(microbatch), bytes.data(), bytes.size(), deadline),
                                 absl::StrCat(where, ": header")));
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -140,8 +140,9 @@ absl::StatusOr<size_t> UcxWorker::Recv(uint64_t tag, uint64_t tag_mask, void* da
   return out.length;
 }
 
-absl::StatusOr<std::vector<char>> UcxWorker::RecvUnknownSize(uint64_t tag, uint64_t tag_mask, absl::Time deadline,
-                                                             const UcxEndpoint* watch, uint64_t* sender_tag) {
+absl::StatusOr<std::vector<char>> UcxWorker::RecvUnknownSize(uint64_t tag, uint64_t tag_mask, size_t max_size,
+                                                             absl::Time deadline, const UcxEndpoint* watch,
+                                                             uint64_t* sender_tag) {
   const std::string what = absl::StrCat("receive with tag ", TagText(tag), " mask ", TagText(tag_mask));
   UcxEndpointState* watched = watch != nullptr ? watch->state_.get() : nullptr;
   ucp_tag_recv_info_t info{};
@@ -155,10 +156,16 @@ absl::StatusOr<std::vector<char>> UcxWorker::RecvUnknownSize(uint64_t tag, uint6
     }
     ucp_worker_progress(handles_->worker);
   }
-  std::vector<char> bytes(info.length);
+  if (sender_tag != nullptr) *sender_tag = info.sender_tag;
+  // The length comes from the peer: a message over the bound is received
+  // into no buffer, which UCX completes as truncated (for a rendezvous
+  // message without fetching its data) and so takes it off the wire.
+  const bool too_long = info.length > max_size;
+  std::vector<char> bytes(too_long ? 0 : info.length);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  ucs_status_ptr_t request = ucp_tag_msg_recv_nbx(handles_->worker, bytes.data(), bytes.size(), message, &param);
+  ucs_status_ptr_t request = ucp_tag_msg_recv_nbx(handles_->worker, too_long ? nullptr : bytes.data(),
+                                                  bytes.size(), message, &param);
   Outcome out;
   if (UCS_PTR_IS_ERR(request)) {
     out.status = UCS_PTR_STATUS(request);
@@ -170,11 +177,14 @@ absl::StatusOr<std::vector<char>> UcxWorker::RecvUnknownSize(uint64_t tag, uint6
         absl::StrCat(what, ": ", info.length, "-byte message did not finish arriving by the deadline"));
   }
   if (out.end == Outcome::End::kPeerFailed) return PeerFailed(*watched, what);
+  if (too_long && (out.status == UCS_OK || out.status == UCS_ERR_MESSAGE_TRUNCATED)) {
+    return absl::OutOfRangeError(absl::StrCat(what, ": ", info.length, "-byte message is longer than ", max_size,
+                                              " bytes; dropped unread"));
+  }
   if (out.status != UCS_OK) {
     if (watched != nullptr && watched->failed()) return PeerFailed(*watched, what);
     return UcsStatus(out.status, absl::StrCat("ucp_tag_msg_recv_nbx (", what, ")"), __FILE__, __LINE__);
   }
-  if (sender_tag != nullptr) *sender_tag = info.sender_tag;
   return bytes;
 }
 

@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -157,6 +158,15 @@ absl::Status ConnectParent(Channel& channel, UcxErrorMode mode, PeerSide& side) 
   SEAM_RETURN_IF_ERROR(channel.Write(side.worker->Address()));
   SEAM_ASSIGN_OR_RETURN(side.endpoint, side.worker->Connect(address));
   return absl::OkStatus();
+}
+
+absl::Status SendUnbackedClaim(UcxWorker& worker, UcxEndpoint& endpoint, uint64_t tag, size_t size,
+                               absl::Time deadline) {
+  void* claim = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (claim == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("mmap of ", size, " bytes failed"));
+  const absl::Status sent = worker.Send(endpoint, tag, claim, size, deadline);
+  ::munmap(claim, size);
+  return sent;
 }
 
 }  // namespace seam::handoff::testing

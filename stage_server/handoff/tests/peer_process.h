@@ -67,4 +67,10 @@ bool ConnectChild(Channel& channel, UcxErrorMode mode, PeerSide& side);
 // The parent side: reads the child's address, creates a worker, sends its own.
 absl::Status ConnectParent(Channel& channel, UcxErrorMode mode, PeerSide& side);
 
+// Sends a `size`-byte message with `tag` from an untouched MAP_NORESERVE
+// mapping: a message that claims `size` bytes (64 GiB, say) while neither
+// side needs that memory unless the receiver allocates the claimed length.
+absl::Status SendUnbackedClaim(UcxWorker& worker, UcxEndpoint& endpoint, uint64_t tag, size_t size,
+                               absl::Time deadline);
+
 }  // namespace seam::handoff::testing

@@ -43,7 +43,7 @@ TEST(UcxWorkerTest, RecvWithNoSenderReturnsDeadlineExceededWithinDeadline) {
   EXPECT_GE(waited, absl::Milliseconds(200));
   EXPECT_LT(waited, absl::Milliseconds(200) + kSlack);
 
-  auto probed = (*worker)->RecvUnknownSize(0x42, ~uint64_t{0}, absl::Now() + absl::Milliseconds(50));
+  auto probed = (*worker)->RecvUnknownSize(0x42, ~uint64_t{0}, 1024, absl::Now() + absl::Milliseconds(50));
   EXPECT_EQ(probed.status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
@@ -90,7 +90,7 @@ TEST_P(UcxWorkerModeTest, TaggedTransfersArriveIntactAndTruncationIsOutOfRange) 
     buffer.resize(*got);
     EXPECT_EQ(buffer, want) << "size " << kSizes[i];
     uint64_t tag = 0;
-    auto probed = side.worker->RecvUnknownSize(200, ~uint64_t{0xF}, deadline, &side.endpoint, &tag);
+    auto probed = side.worker->RecvUnknownSize(200, ~uint64_t{0xF}, 4 << 20, deadline, &side.endpoint, &tag);
     ASSERT_TRUE(probed.ok()) << probed.status();
     EXPECT_EQ(tag, 200 + i);
     EXPECT_EQ(*probed, want) << "size " << kSizes[i];
@@ -108,6 +108,34 @@ TEST_P(UcxWorkerModeTest, TaggedTransfersArriveIntactAndTruncationIsOutOfRange) 
   } else {
     EXPECT_THAT(transports, ::testing::AnyOf(HasSubstr("sysv"), HasSubstr("posix"), HasSubstr("cma")));
   }
+  ASSERT_TRUE(peer.channel().Write("done").ok());
+  EXPECT_EQ(peer.Wait(absl::Seconds(10), [&] { side.worker->Progress(); }).value_or(-1), 0);
+}
+
+TEST_P(UcxWorkerModeTest, MessageOverTheBoundIsDroppedUnallocatedAndTheNextArrives) {
+  constexpr size_t kClaim = size_t{64} << 30;  // more than this machine's memory
+  const UcxErrorMode mode = GetParam();
+  PeerProcess peer([mode](Channel& channel) {
+    PeerSide side;
+    if (!testing::ConnectChild(channel, mode, side)) return 2;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    if (!testing::SendUnbackedClaim(*side.worker, side.endpoint, 400, kClaim, deadline).ok()) return 3;
+    const std::vector<char> next = Pattern(100, 4);
+    if (!side.worker->Send(side.endpoint, 401, next.data(), next.size(), deadline).ok()) return 4;
+    return channel.Read(absl::Seconds(10), [&] { side.worker->Progress(); }).ok() ? 0 : 5;
+  });
+  PeerSide side;
+  ASSERT_TRUE(testing::ConnectParent(peer.channel(), mode, side).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  uint64_t tag = 0;
+  auto claim = side.worker->RecvUnknownSize(400, ~uint64_t{0xF}, 1 << 16, deadline, &side.endpoint, &tag);
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kOutOfRange) << claim.status();
+  EXPECT_THAT(claim.status().message(), HasSubstr("68719476736-byte message is longer than 65536 bytes"));
+  EXPECT_EQ(tag, 400u);
+  auto next = side.worker->RecvUnknownSize(400, ~uint64_t{0xF}, 1 << 16, deadline, &side.endpoint, &tag);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(tag, 401u);
+  EXPECT_EQ(*next, Pattern(100, 4));
   ASSERT_TRUE(peer.channel().Write("done").ok());
   EXPECT_EQ(peer.Wait(absl::Seconds(10), [&] { side.worker->Progress(); }).value_or(-1), 0);
 }

@@ -1,6 +1,9 @@
 // The pipeline handoff protocol over a UcxWorker: a StreamState header, then
-// each tensor's bytes, all tagged by microbatch (see handoff_tag.h). The
-// receiver verifies every field and checksum before it returns any tensor.
+// each tensor's bytes, all tagged by microbatch (see handoff_tag.h). With a
+// key, the header carries an HMAC-SHA256 over itself (its payload CRCs
+// included). The receiver bounds every size from the wire before it
+// allocates, drops messages it cannot trust without shifting the stream, and
+// verifies every field and checksum before it returns any tensor.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "seam/core/tensor.h"
 #include "seam/handoff/ucx_worker.h"
@@ -19,6 +23,10 @@
 namespace seam::handoff {
 
 struct HandoffSenderOptions {
+  // The epoch's handoff key, shared with the receiver: each header is sent
+  // with its HMAC-SHA256 under it. Empty sends no MAC (tests of the keyless
+  // protocol only).
+  std::string key;
   // Test hook: called with each tensor's payload after its checksum has been
   // computed. When set, a copy of the payload is sent, which the hook may alter.
   std::function<void(size_t index, std::vector<char>& payload)> after_checksum;
@@ -31,9 +39,11 @@ class HandoffSender {
       : worker_(worker), endpoint_(to_receiver), options_(std::move(options)) {}
 
   // Fills one TensorDesc per tensor (name, dtype, shape, byte_size, crc32c)
-  // into a copy of `header` (which must list no tensors), sends it, then the
+  // into a copy of `header` (which must list no tensors; its mac is
+  // replaced), seals it with its MAC under the key, sends it, then the
   // tensors in order. Tensors must be contiguous host tensors with distinct,
-  // non-empty names. Errors: INVALID_ARGUMENT for bad input; UNAVAILABLE /
+  // non-empty names. Errors: INVALID_ARGUMENT for bad input; INTERNAL if the
+  // header does not serialize or OpenSSL fails; UNAVAILABLE /
   // DEADLINE_EXCEEDED from the transport, annotated with what was being sent.
   absl::Status Send(const v1::StreamState& header, const std::vector<std::pair<std::string, Tensor>>& tensors,
                     absl::Time deadline);
@@ -63,12 +73,35 @@ struct HandoffExpectation {
   std::function<absl::Status(const v1::StreamState&)> validator;
 };
 
+// Messages a HandoffReceiver took off the wire and discarded while it waited
+// for the header it expects, by reason; none of them ends or shifts a
+// Receive. Cumulative over the receiver's life.
+struct HandoffDrops {
+  uint64_t bad_mac = 0;    // no MAC, or one that does not verify under the key
+  uint64_t oversized = 0;  // longer than max_header_bytes, or listing more than max_payload_bytes
+  uint64_t malformed = 0;  // not a StreamState, inconsistent descriptors, id unlike its tag's
+  uint64_t unexpected_microbatch = 0;  // a sound header for another microbatch (a late one)
+  uint64_t total() const { return bad_mac + oversized + malformed + unexpected_microbatch; }
+};
+
 struct ReceivedHandoff {
   v1::StreamState header;
   std::vector<Tensor> tensors;  // host tensors, in descriptor order
 };
 
 struct HandoffReceiverOptions {
+  // The epoch's handoff key (see HandoffSenderOptions::key). When set, a
+  // header without a MAC that verifies under it is dropped. Empty checks no
+  // MAC (tests of the keyless protocol only).
+  std::string key;
+  // Longest header message taken off the wire; a longer one is dropped
+  // without allocating its length.
+  size_t max_header_bytes = 64 * 1024;
+  // Most payload bytes one handoff may list (sum of its tensors'
+  // byte_size), checked before anything is allocated for them. The stage
+  // sets it from the model's shapes and its batch limits; the default only
+  // bounds a receiver that does not.
+  uint64_t max_payload_bytes = uint64_t{4} << 30;
   // After a rejection, how long the receiver keeps taking the rejected
   // handoff's payloads off the wire so they do not linger in UCX.
   absl::Duration drain_timeout = absl::Milliseconds(200);
@@ -85,25 +118,43 @@ class HandoffReceiver {
   // failure ends a waiting Receive with UNAVAILABLE instead of a timeout.
   explicit HandoffReceiver(UcxWorker& worker, const UcxEndpoint* from_sender = nullptr,
                            HandoffReceiverOptions options = {})
-      : worker_(worker), watch_(from_sender), options_(options) {}
+      : worker_(worker), watch_(from_sender), options_(std::move(options)) {}
 
-  // Takes the next handoff header off the wire and checks it against
-  // `expected`, then receives and verifies each tensor. Errors name the field:
-  //   FAILED_PRECONDITION  microbatch_id, sequence_number or epoch differ
-  //   INVALID_ARGUMENT     header does not parse; tensor count, name, dtype,
-  //                        shape or byte count differ from what is expected
+  // Takes header messages off the wire until one is a sound header of
+  // `expected.microbatch_id`: a header that is oversized, malformed, fails
+  // its MAC or is for another microbatch is dropped and counted (drops())
+  // and the wait goes on. The expected header is then checked against
+  // `expected` and each tensor received and verified. Errors name the field:
+  //   FAILED_PRECONDITION  sequence_number or epoch differ
+  //   INVALID_ARGUMENT     tensor count, name, dtype, shape or byte count
+  //                        differ from what is expected; a payload longer
+  //                        or shorter than its descriptor
   //   DATA_LOSS            a payload's CRC-32C differs from its descriptor
-  //   DEADLINE_EXCEEDED / UNAVAILABLE from the transport
+  //   DEADLINE_EXCEEDED / UNAVAILABLE from the transport; the message then
+  //                        says how many messages were dropped and the last
+  //                        reason, if any were
   // No tensor is returned unless every tensor of the handoff was verified.
   absl::StatusOr<ReceivedHandoff> Receive(const HandoffExpectation& expected, absl::Time deadline);
 
+  const HandoffDrops& drops() const { return drops_; }
+
  private:
-  // Takes tensors [first, count) of a rejected handoff off the wire.
-  void Drain(uint64_t microbatch_id, size_t first, size_t count);
+  // Counts a dropped message under `counter` (a field of drops_) and
+  // remembers why, for the error of a wait that ends without a header.
+  void Drop(uint64_t& counter, absl::string_view why);
+  // Checks a sound header of the expected microbatch against `expected`,
+  // then receives and verifies its tensors.
+  absl::StatusOr<ReceivedHandoff> ReceiveExpected(const HandoffExpectation& expected, v1::StreamState header,
+                                                  absl::Time deadline);
+  // Takes tensors [first, count) of a rejected handoff off the wire, into no
+  // buffer, until `deadline` (at most drain_timeout from now).
+  void Drain(uint64_t microbatch_id, size_t first, size_t count, absl::Time deadline);
 
   UcxWorker& worker_;
   const UcxEndpoint* watch_;
   HandoffReceiverOptions options_;
+  HandoffDrops drops_;
+  std::string last_drop_;
 };
 
 }  // namespace seam::handoff

@@ -101,10 +101,13 @@ class UcxWorker {
   absl::StatusOr<size_t> Recv(uint64_t tag, uint64_t tag_mask, void* data, size_t capacity, absl::Time deadline,
                               const UcxEndpoint* watch = nullptr);
 
-  // Receives one message of unknown size (ucp_tag_probe_nb, then
-  // ucp_tag_msg_recv_nbx). `sender_tag`, if given, receives the full tag.
-  absl::StatusOr<std::vector<char>> RecvUnknownSize(uint64_t tag, uint64_t tag_mask, absl::Time deadline,
-                                                    const UcxEndpoint* watch = nullptr,
+  // Receives one message of unknown size, at most `max_size` bytes
+  // (ucp_tag_probe_nb, then ucp_tag_msg_recv_nbx). A longer message is taken
+  // off the wire into no buffer, so its claimed length is never allocated,
+  // and gives OUT_OF_RANGE naming that length. `sender_tag`, if given,
+  // receives the full tag (also for a message too long).
+  absl::StatusOr<std::vector<char>> RecvUnknownSize(uint64_t tag, uint64_t tag_mask, size_t max_size,
+                                                    absl::Time deadline, const UcxEndpoint* watch = nullptr,
                                                     uint64_t* sender_tag = nullptr);
 
   // One round of ucp_worker_progress; true if it made progress.
