@@ -1,5 +1,6 @@
 // The `seam` command line: parses arguments (the only translation unit that
-// includes CLI11) and hands each subcommand to seam_coordinator.
+// includes CLI11), hands each subcommand to seam_cli and turns the status it
+// returns into the message on stderr and the exit code (ReportStatus).
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 #include "bench_pipeline_command.h"
 #include "check_command.h"
 #include "client_commands.h"
+#include "command_status.h"
 #include "demo_command.h"
 #include "model_init_command.h"
 #include "plan_command.h"
@@ -173,15 +175,27 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (plan_cmd->parsed()) return seam::cli::RunPlanCommand(plan, std::cout, std::cerr);
-  if (bench_pp_cmd->parsed()) return seam::cli::RunBenchPipelineCommand(bench_pp, std::cout, std::cerr);
-  if (bench_model_cmd->parsed()) return seam::cli::RunBenchModelCommand(bench_model, std::cout, std::cerr);
-  if (check_cmd->parsed()) return seam::cli::RunCheckCommand(check, std::cout, std::cerr);
-  if (run_cmd->parsed()) return seam::cli::RunRunCommand(run, std::cout, std::cerr);
-  if (serve_cmd->parsed()) return seam::cli::RunServeCommand(serve, std::cout, std::cerr);
-  if (gen_cmd->parsed()) return seam::cli::RunGenerateCommand(gen, std::cout, std::cerr);
-  if (stat_cmd->parsed()) return seam::cli::RunStatusCommand(stat, std::cout, std::cerr);
-  if (demo_cmd->parsed()) return seam::cli::RunDemoCommand(demo, std::cout, std::cerr);
-  if (init_cmd->parsed()) return seam::cli::RunModelInitCommand(init, std::cout, std::cerr);
+  const auto report = [](const char* command, const absl::Status& status) {
+    return seam::cli::ReportStatus(command, status, std::cerr);
+  };
+  // Commands whose whole output is one text.
+  const auto print = [&](const char* command, const absl::StatusOr<std::string>& text) {
+    if (text.ok()) std::cout << *text;
+    return report(command, text.status());
+  };
+  if (plan_cmd->parsed()) return print("seam plan", seam::cli::RunPlanCommand(plan));
+  if (bench_pp_cmd->parsed()) {
+    return report("seam bench pipeline", seam::cli::RunBenchPipelineCommand(bench_pp, std::cout));
+  }
+  if (bench_model_cmd->parsed()) {
+    return report("seam bench model", seam::cli::RunBenchModelCommand(bench_model, std::cout));
+  }
+  if (check_cmd->parsed()) return report("seam check", seam::cli::RunCheckCommand(check, std::cout));
+  if (run_cmd->parsed()) return report("seam run", seam::cli::RunRunCommand(run, std::cout));
+  if (serve_cmd->parsed()) return report("seam serve", seam::cli::RunServeCommand(serve, std::cout));
+  if (gen_cmd->parsed()) return report("seam generate", seam::cli::RunGenerateCommand(gen, std::cout));
+  if (stat_cmd->parsed()) return report("seam status", seam::cli::RunStatusCommand(stat, std::cout));
+  if (demo_cmd->parsed()) return report("seam demo", seam::cli::RunDemoCommand(demo, std::cout));
+  if (init_cmd->parsed()) return print("seam model init", seam::cli::RunModelInitCommand(init));
   return 2;
 }

@@ -1,8 +1,6 @@
 // A representative part of the exact grid on real Gloo over TCP loopback:
 // every rank is a thread with its own Gloo groups found through a FileStore
 // in a fresh directory, and must match the single-rank run bit for bit.
-#include <cstdlib>
-#include <filesystem>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -10,26 +8,10 @@
 #include "grid_case.h"
 #include "seam/comm/gloo_communicator.h"
 #include "seam/comm/store.h"
+#include "seam/testing/temp_dir.h"
 
 namespace seam::boundary::testing {
 namespace {
-
-// A fresh directory for one case's store keys, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "seam_gloo_grid_XXXXXX").string();
-    path_ = mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 using GlooParam = std::tuple<std::pair<int, int>, BatchVariant, ReductionPolicy>;
 
@@ -41,8 +23,7 @@ TEST_P(GlooGrid, TwoLayerStackOverGlooEqualsSingleRankBitForBit) {
   const std::vector<std::vector<int64_t>> patterns = GridRowPatterns(dp);
   for (const std::vector<int64_t>& dp_rows : {patterns[1], patterns[2]}) {  // ragged, one empty
     GridCase c{dp, attn_tp, variant, policy, dp_rows, 2};
-    TempDir dir;
-    ASSERT_FALSE(dir.path().empty());
+    seam::testing::TempDir dir("seam_gloo_grid");  // this case's store keys
     auto store = comm::MakeFileStore(dir.path());
     ASSERT_TRUE(store.ok()) << store.status();
     const absl::Status result =

@@ -4,13 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "command_status.h"
+#include "seam/core/temp_dir.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/weights/random_checkpoint.h"
 
@@ -59,19 +61,15 @@ absl::StatusOr<Throughput> Measure(const std::string& dir, int tp, const BenchMo
 
 }  // namespace
 
-int RunBenchModelCommand(const BenchModelOptions& o, std::ostream& out, std::ostream& err) {
+absl::Status RunBenchModelCommand(const BenchModelOptions& o, std::ostream& out) {
   if (o.batch < 1 || o.prompt_len < 1 || o.decode_steps < 0 || o.repeats < 1) {
-    err << "seam bench model: --batch, --prompt-len and --repeats must be >= 1, --decode-steps >= 0\n";
-    return 2;
+    return absl::InvalidArgumentError("--batch, --prompt-len and --repeats must be >= 1, --decode-steps >= 0");
   }
   std::string dir = o.model_dir;
   if (dir.empty()) {
-    char tmpl[] = "/tmp/seam-bench-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      err << "seam bench model: cannot create a temporary directory\n";
-      return 1;
-    }
-    dir = tmpl;
+    absl::StatusOr<std::string> made = MakeTempDir("seam-bench-");
+    if (!made.ok()) return Failed("", made.status());
+    dir = *made;
     weights::ModelConfig c;
     c.architecture = "qwen3";
     c.hidden_size = o.hidden;
@@ -82,16 +80,10 @@ int RunBenchModelCommand(const BenchModelOptions& o, std::ostream& out, std::ost
     c.intermediate_size = o.hidden * 3;
     c.vocab_size = o.vocab;
     absl::Status s = weights::WriteRandomCheckpoint(c, weights::RandomCheckpointOptions{1}, dir);
-    if (!s.ok()) {
-      err << "seam bench model: " << s << "\n";
-      return 1;
-    }
+    if (!s.ok()) return Failed("", s);
   }
   auto config = weights::LoadModelConfig(dir);
-  if (!config.ok()) {
-    err << "seam bench model: " << config.status() << "\n";
-    return 2;
-  }
+  if (!config.ok()) return absl::InvalidArgumentError(config.status().ToString());  // --model or the sizes
   const unsigned cores = std::thread::hardware_concurrency();
   out << "seam bench model: " << config->architecture << " hidden " << config->hidden_size << ", "
       << config->num_hidden_layers << " layers, vocab " << config->vocab_size << "; batch " << o.batch
@@ -103,10 +95,7 @@ int RunBenchModelCommand(const BenchModelOptions& o, std::ostream& out, std::ost
   Throughput base;
   for (int tp : {1, 2}) {
     auto t = Measure(dir, tp, o, config->vocab_size);
-    if (!t.ok()) {
-      err << "seam bench model: tp " << tp << ": " << t.status() << "\n";
-      return 1;
-    }
+    if (!t.ok()) return Failed(absl::StrCat("tp ", tp, ": "), t.status());
     if (tp == 1) base = *t;
     out << "tp " << tp << ": prefill " << static_cast<int64_t>(t->prefill_tps) << " tokens/s (x"
         << t->prefill_tps / base.prefill_tps << " of tp 1), decode " << static_cast<int64_t>(t->decode_tps)
@@ -115,7 +104,7 @@ int RunBenchModelCommand(const BenchModelOptions& o, std::ostream& out, std::ost
                                           {"decode_tokens_per_s", t->decode_tps}};
   }
   if (!o.json_out.empty()) std::ofstream(o.json_out) << results.dump(2) << "\n";
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace seam::cli

@@ -7,6 +7,8 @@
 #include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 struct BenchModelOptions {
@@ -21,7 +23,8 @@ struct BenchModelOptions {
   std::string json_out;     // also write the results as JSON here
 };
 
-// Exit codes: 0 done; 1 a run failed; 2 bad arguments.
-int RunBenchModelCommand(const BenchModelOptions& options, std::ostream& out, std::ostream& err);
+// Prints the measurements on `out`. INVALID_ARGUMENT (exit 2): a bad flag or
+// an unreadable --model; any other error (exit 1): a run failed.
+absl::Status RunBenchModelCommand(const BenchModelOptions& options, std::ostream& out);
 
 }  // namespace seam::cli

@@ -16,8 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "bench_handoff_runner.h"
+#include "command_status.h"
 #include "local_pipeline.h"
+#include "seam/core/temp_dir.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
 #include "seam/weights/random_checkpoint.h"
 
@@ -88,27 +91,27 @@ absl::StatusOr<std::pair<int64_t, double>> MeasurePipeline(const std::string& mo
 
 }  // namespace
 
-int RunBenchPipelineCommand(const BenchPipelineOptions& given, std::ostream& out, std::ostream& err) {
+absl::Status RunBenchPipelineCommand(const BenchPipelineOptions& given, std::ostream& out) {
   BenchPipelineOptions o = given;
   if (o.quick) o = {true, given.max_pp, 4, 8, 4, 3, 64, 256, given.ucx_mode, given.json_out};
   if (o.max_pp < 1 || o.requests < 1 || o.prompt_len < 1 || o.new_tokens < 1 || o.layers < o.max_pp ||
       o.hidden < 8 || o.hidden % 8 != 0 || o.vocab < 8 || (o.ucx_mode != "tcp" && o.ucx_mode != "shm")) {
-    err << "seam bench pipeline: --max-pp, --requests, --prompt-len, --new-tokens must be >= 1, --layers >= "
-           "--max-pp, --hidden a multiple of 8, --ucx-mode tcp or shm\n";
-    return 2;
+    return absl::InvalidArgumentError(
+        "--max-pp, --requests, --prompt-len, --new-tokens must be >= 1, --layers >= --max-pp, --hidden a multiple "
+        "of 8, --ucx-mode tcp or shm");
   }
-  char tmpl[] = "/tmp/seam-bench-pipeline-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return err << "seam bench pipeline: cannot create a directory under /tmp\n", 1;
-  const std::string work = tmpl;
+  absl::StatusOr<std::string> made = MakeTempDir("seam-bench-pipeline-");
+  if (!made.ok()) return Failed("", made.status());
+  const std::string work = *made;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   out << "seam bench pipeline" << (o.quick ? " --quick" : "") << ": " << cores << " cores; logs in " << work << "\n";
   nlohmann::json results = {{"cores", cores}, {"quick", o.quick}};
 
   auto handoff = MeasureHandoffBandwidth(o.quick, work, out);
-  if (!handoff.ok()) return err << "seam bench pipeline: " << handoff.status() << "\n", 1;
+  if (!handoff.ok()) return Failed("", handoff.status());
   results["handoff"] = *handoff;
   auto latency = MeasureHandoffLatency(o.quick, work, out);
-  if (!latency.ok()) return err << "seam bench pipeline: " << latency.status() << "\n", 1;
+  if (!latency.ok()) return Failed("", latency.status());
   results["handoff_latency"] = *latency;
 
   weights::ModelConfig c;
@@ -124,7 +127,7 @@ int RunBenchPipelineCommand(const BenchPipelineOptions& given, std::ostream& out
   c.eos_token_id = 1;
   const std::string model_dir = work + "/model";
   if (absl::Status s = weights::WriteRandomCheckpoint(c, weights::RandomCheckpointOptions{1}, model_dir); !s.ok()) {
-    return err << "seam bench pipeline: " << s << "\n", 1;
+    return Failed("", s);
   }
   const Workload w{o.requests, o.prompt_len, o.new_tokens};
   out << "\npipeline throughput: random qwen3 (" << o.layers << " layers, hidden " << o.hidden << ", vocab " << o.vocab
@@ -138,7 +141,7 @@ int RunBenchPipelineCommand(const BenchPipelineOptions& given, std::ostream& out
   nlohmann::json pipeline = nlohmann::json::array();
   for (int pp = 1; pp <= o.max_pp; ++pp) {
     auto m = MeasurePipeline(model_dir, work + "/pp" + std::to_string(pp), pp, o.ucx_mode, w, o.vocab);
-    if (!m.ok()) return err << "seam bench pipeline: pp " << pp << ": " << m.status() << "\n", 1;
+    if (!m.ok()) return Failed(absl::StrCat("pp ", pp, ": "), m.status());
     const double tps = m->first / m->second;
     if (pp == 1) base = tps;
     const double ideal = base * std::min<unsigned>(pp, cores);
@@ -154,7 +157,7 @@ int RunBenchPipelineCommand(const BenchPipelineOptions& given, std::ostream& out
                          {"ucx_mode", o.ucx_mode}, {"runs", pipeline}};
   if (!o.json_out.empty()) std::ofstream(o.json_out) << results.dump(2) << "\n";
   std::filesystem::remove_all(work);
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace seam::cli

@@ -7,6 +7,8 @@
 #include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 struct BenchPipelineOptions {
@@ -22,7 +24,8 @@ struct BenchPipelineOptions {
   std::string json_out;          // also write the results as JSON here
 };
 
-// Exit codes: 0 done; 1 a measurement failed; 2 bad arguments.
-int RunBenchPipelineCommand(const BenchPipelineOptions& options, std::ostream& out, std::ostream& err);
+// Prints the measurements on `out`. INVALID_ARGUMENT (exit 2): a bad flag;
+// any other error (exit 1): a measurement failed.
+absl::Status RunBenchPipelineCommand(const BenchPipelineOptions& options, std::ostream& out);
 
 }  // namespace seam::cli

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "command_status.h"
 #include "local_pipeline.h"
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
@@ -116,46 +117,33 @@ class Pieces {
 
 }  // namespace
 
-int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostream& err) {
+absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
   auto policy = boundary::ParseReductionPolicy(o.policy);
-  if (!policy.ok()) {
-    err << "seam check: " << policy.status().message() << "\n";
-    return 2;
-  }
+  if (!policy.ok()) return absl::InvalidArgumentError(policy.status().message());
   if (o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0) {
-    err << "seam check: --attn-dp " << o.attn_dp << " does not divide --tp " << o.tp << "\n";
-    return 2;
+    return absl::InvalidArgumentError(absl::StrCat("--attn-dp ", o.attn_dp, " does not divide --tp ", o.tp));
   }
-  if (o.pp < 1) {
-    err << "seam check: --pp " << o.pp << " must be >= 1\n";
-    return 2;
-  }
+  if (o.pp < 1) return absl::InvalidArgumentError(absl::StrCat("--pp ", o.pp, " must be >= 1"));
   if (o.prompts < 1 || o.max_len < 2 || o.decode_steps < 0) {
-    err << "seam check: --prompts must be >= 1, --max-len >= 2 and --decode-steps >= 0\n";
-    return 2;
+    return absl::InvalidArgumentError("--prompts must be >= 1, --max-len >= 2 and --decode-steps >= 0");
   }
   if ((o.device != "cpu" && o.device != "cuda") || (o.dtype != "f32" && o.dtype != "bf16")) {
-    err << "seam check: --device must be cpu or cuda and --dtype f32 or bf16\n";
-    return 2;
+    return absl::InvalidArgumentError("--device must be cpu or cuda and --dtype f32 or bf16");
   }
   if (auto mode = boundary::ParseAllReduceFusionMode(o.allreduce_fusion); !mode.ok()) {
-    err << "seam check: --allreduce-fusion: " << mode.status().message() << "\n";
-    return 2;
+    return absl::InvalidArgumentError(absl::StrCat("--allreduce-fusion: ", mode.status().message()));
   }
+  // Creating the groups reads --model: INVALID_ARGUMENT there (a config that
+  // does not divide over --tp) is the flags' fault and keeps its code.
   auto ref = runtime::StageGroup::Create(o.model_dir, 1, 1, *policy, GroupOptions(o));
-  if (!ref.ok()) {
-    err << "seam check: single rank: " << ref.status() << "\n";
-    return ref.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  }
+  if (!ref.ok()) return Described("single rank: ", ref.status());
   const int layers = static_cast<int>((*ref)->config().num_hidden_layers);
   if (o.pp > layers) {
-    err << "seam check: --pp " << o.pp << " exceeds the model's " << layers << " layers\n";
-    return 2;
+    return absl::InvalidArgumentError(absl::StrCat("--pp ", o.pp, " exceeds the model's ", layers, " layers"));
   }
   Pieces dist;
   if (absl::Status s = dist.Create(o, *policy, layers); !s.ok()) {
-    err << "seam check: tp " << o.tp << " pp " << o.pp << " group: " << s << "\n";
-    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return Described(absl::StrCat("tp ", o.tp, " pp ", o.pp, " group: "), s);
   }
   const int64_t vocab = (*ref)->config().vocab_size;
   std::mt19937_64 rng(o.seed);
@@ -179,8 +167,7 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
     auto want = (*ref)->Step(batch, step == 0);
     auto got = dist.Step(batch, step == 0);
     if (!want.ok() || !got.ok()) {
-      err << "seam check: step " << step << " failed: " << (want.ok() ? got.status() : want.status()) << "\n";
-      return 1;
+      return Failed(absl::StrCat("step ", step, " failed: "), want.ok() ? got.status() : want.status());
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       (step == 0 ? prefill : decode).Add((*got)[i], (*want)[i]);
@@ -221,7 +208,9 @@ int RunCheckCommand(const CheckCommandOptions& o, std::ostream& out, std::ostrea
                             : " (fp32 arithmetic; a TP split only reorders fp32 sums)\n");
   if (const std::string report = dist.FusionReport(); !report.empty()) out << report << "\n";
   out << (ok ? "OK" : "MISMATCH") << "\n";
-  return ok ? 0 : 1;
+  if (ok) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("MISMATCH: tp ", o.tp, " pp ", o.pp,
+                                          " differs from one rank beyond the report's tolerance"));
 }
 
 }  // namespace seam::cli

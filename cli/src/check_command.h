@@ -8,6 +8,8 @@
 #include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 struct CheckCommandOptions {
@@ -26,7 +28,9 @@ struct CheckCommandOptions {
   std::string allreduce_fusion = "auto";  // off | auto | always: the checked group's IPC fusion (CUDA bf16 TP > 1)
 };
 
-// Exit codes: 0 OK; 1 MISMATCH or a run failed; 2 bad arguments.
-int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err);
+// Prints the report on `out`. INVALID_ARGUMENT (exit 2): a bad flag, or a
+// model that does not fit the flags; INTERNAL (exit 1): MISMATCH; any other
+// error (exit 1): a run failed.
+absl::Status RunCheckCommand(const CheckCommandOptions& options, std::ostream& out);
 
 }  // namespace seam::cli

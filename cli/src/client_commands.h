@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 struct GenerateCommandOptions {
@@ -22,8 +24,11 @@ struct GenerateCommandOptions {
   double timeout_s = 60;
 };
 
-// Exit codes: 0 OK; 1 the call failed (the gRPC code name is printed); 2 bad arguments.
-int RunGenerateCommand(const GenerateCommandOptions& options, std::ostream& out, std::ostream& err);
+// Prints the tokens on `out`. INVALID_ARGUMENT (exit 2): a bad flag; any
+// other error (exit 1): the call failed, with the gRPC code's name in the
+// message (UNAVAILABLE: the coordinator is down; FAILED_PRECONDITION: it
+// refused the request).
+absl::Status RunGenerateCommand(const GenerateCommandOptions& options, std::ostream& out);
 
 struct StatusCommandOptions {
   std::string addr;
@@ -31,8 +36,10 @@ struct StatusCommandOptions {
   double timeout_s = 5;
 };
 
-// Exit codes: 0 the coordinator and every stage are SERVING; 1 unreachable or
-// something not serving (the report is still printed); 2 bad arguments.
-int RunStatusCommand(const StatusCommandOptions& options, std::ostream& out, std::ostream& err);
+// Prints the report on `out`; OK when the coordinator and every stage are
+// SERVING. INVALID_ARGUMENT (exit 2): a bad flag; UNAVAILABLE (exit 1):
+// something is not serving (the report is still printed); another error
+// (exit 1): GetMetadata failed, the health in the message.
+absl::Status RunStatusCommand(const StatusCommandOptions& options, std::ostream& out);
 
 }  // namespace seam::cli

@@ -2,8 +2,6 @@
 // rank threads over real Gloo (TCP loopback), checked against one rank.
 #include "demo_command.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,10 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "command_status.h"
 #include "seam/comm/collective.h"
 #include "seam/comm/gloo_communicator.h"
 #include "seam/comm/store.h"
 #include "seam/core/status.h"
+#include "seam/core/temp_dir.h"
 #include "seam/kernels/ops.h"
 
 namespace seam::cli {
@@ -132,23 +132,16 @@ std::string Validate(const DemoCommandOptions& o) {
 
 }  // namespace
 
-int RunDemoCommand(const DemoCommandOptions& options, std::ostream& out, std::ostream& err) {
-  if (std::string bad = Validate(options); !bad.empty()) {
-    err << "seam demo: " << bad << "\n";
-    return 2;
-  }
+absl::Status RunDemoCommand(const DemoCommandOptions& options, std::ostream& out) {
+  if (std::string bad = Validate(options); !bad.empty()) return absl::InvalidArgumentError(bad);
   const DemoData data = MakeData(options);
-  char dir_template[] = "/tmp/seam-demo-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    err << "seam demo: cannot create a temporary directory for the FileStore\n";
-    return 1;
-  }
-  const std::string dir = dir_template;
+  absl::StatusOr<std::string> made = MakeTempDir("seam-demo-");
+  if (!made.ok()) return Failed("the FileStore's directory: ", made.status());
+  const std::string dir = *made;
   absl::StatusOr<std::shared_ptr<comm::Store>> store = comm::MakeFileStore(dir);
   if (!store.ok()) {
-    err << "seam demo: " << store.status().ToString() << "\n";
     std::filesystem::remove_all(dir);
-    return 1;
+    return Failed("", store.status());
   }
 
   const auto start = std::chrono::steady_clock::now();
@@ -162,10 +155,7 @@ int RunDemoCommand(const DemoCommandOptions& options, std::ostream& out, std::os
   std::filesystem::remove_all(dir);
 
   absl::StatusOr<BlockResult> reference = RunBlock(data, 0, 1, nullptr);
-  if (!reference.ok()) {
-    err << "seam demo: reference failed: " << reference.status().ToString() << "\n";
-    return 1;
-  }
+  if (!reference.ok()) return Failed("reference failed: ", reference.status());
   out << "seam demo: " << options.ranks << " ranks over Gloo (TCP loopback), rows=" << options.rows
       << " hidden=" << options.hidden << " inner=" << data.inner << "\n";
   out << "ops: RmsNorm, Matmul (gate_up shard), SiluAndMul, Matmul (down shard), AllReduce, AllGather, "
@@ -173,10 +163,7 @@ int RunDemoCommand(const DemoCommandOptions& options, std::ostream& out, std::os
   float worst = 0.0f;
   bool bitwise_equal_ranks = true;
   for (int r = 0; r < options.ranks; ++r) {
-    if (!results[r].ok()) {
-      err << "seam demo: rank " << r << " failed: " << results[r].status().ToString() << "\n";
-      return 1;
-    }
+    if (!results[r].ok()) return Failed(absl::StrCat("rank ", r, " failed: "), results[r].status());
     const BlockResult& got = *results[r];
     const float e_act = MaxAbsDiff(Unshard(got.act, options.ranks, options.rows), reference->act);
     const float e_mlp = MaxAbsDiff(got.mlp, reference->mlp);
@@ -194,12 +181,11 @@ int RunDemoCommand(const DemoCommandOptions& options, std::ostream& out, std::os
   out << "\nranks bitwise equal: " << (bitwise_equal_ranks ? "yes" : "no") << "\n";
   out << "elapsed: " << elapsed_ms << " ms (rendezvous included)\n";
   if (worst > kTolerance || !bitwise_equal_ranks) {
-    err << "seam demo: mismatch: max abs error " << worst << " (tolerance " << kTolerance << ")"
-        << (bitwise_equal_ranks ? "" : ", ranks disagree") << "\n";
-    return 1;
+    return absl::InternalError(absl::StrCat("mismatch: max abs error ", worst, " (tolerance ", kTolerance, ")",
+                                            bitwise_equal_ranks ? "" : ", ranks disagree"));
   }
   out << "demo OK\n";
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace seam::cli

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <ostream>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 struct DemoCommandOptions {
@@ -16,8 +18,9 @@ struct DemoCommandOptions {
   uint64_t seed = 1;    // random data seed
 };
 
-// Exit codes: 0 every rank matched the reference ("demo OK" is printed);
-// 1 a mismatch or a failed op/collective (named on `err`); 2 bad arguments.
-int RunDemoCommand(const DemoCommandOptions& options, std::ostream& out, std::ostream& err);
+// Prints the report on `out`, ending in "demo OK" when every rank matched the
+// reference. INVALID_ARGUMENT (exit 2): a bad flag; INTERNAL (exit 1): a
+// mismatch; any other error (exit 1): the failed op or collective, named.
+absl::Status RunDemoCommand(const DemoCommandOptions& options, std::ostream& out);
 
 }  // namespace seam::cli

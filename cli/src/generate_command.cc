@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "grpc_client.h"
@@ -36,19 +37,19 @@ std::string FinishName(v1::FinishReason r) {
 
 }  // namespace
 
-int RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& out, std::ostream& err) {
+absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& out) {
   std::vector<std::vector<int32_t>> prompts(o.prompts.size());
   for (size_t i = 0; i < o.prompts.size(); ++i) {
     if (!ParsePrompt(o.prompts[i], &prompts[i])) {
-      err << "seam generate: --prompt \"" << o.prompts[i] << "\" is not a list of token ids like \"3 14 15\"\n";
-      return 2;
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt \"", o.prompts[i], "\" is not a list of token ids like \"3 14 15\""));
     }
   }
   if (o.addr.empty() || prompts.empty() || o.max_new_tokens < 1 || o.temperature < 0 || o.top_k < 0 ||
       o.top_p < 0 || o.top_p > 1 || o.timeout_s <= 0) {
-    err << "seam generate: needs --addr and at least one --prompt; --max-new-tokens >= 1, --temperature >= 0, "
-           "--top-k >= 0, --top-p within [0, 1], --timeout > 0\n";
-    return 2;
+    return absl::InvalidArgumentError(
+        "needs --addr and at least one --prompt; --max-new-tokens >= 1, --temperature >= 0, --top-k >= 0, "
+        "--top-p within [0, 1], --timeout > 0");
   }
   v1::GenerateRequest request;
   request.set_request_id("seam-generate");
@@ -85,9 +86,9 @@ int RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& out, std::
     }
   }
   if (!status.ok()) {
-    err << "seam generate: " << (o.stream ? "Generate" : "GenerateAll") << " on " << o.addr
-        << " failed: " << DescribeStatus(status) << "\n";
-    return 1;
+    return CallFailed(absl::StrCat(o.stream ? "Generate" : "GenerateAll", " on ", o.addr,
+                                   " failed: ", DescribeStatus(status)),
+                      status);
   }
   if (o.json) {
     nlohmann::json doc = {{"request_id", request.request_id()}, {"completions", nlohmann::json::array()}};
@@ -96,13 +97,13 @@ int RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& out, std::
           {{"prompt", prompts[i]}, {"tokens", tokens[i]}, {"finish_reason", FinishName(finish[i])}});
     }
     out << doc.dump(2) << "\n";
-    return 0;
+    return absl::OkStatus();
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     out << "prompt " << i << " [" << absl::StrJoin(prompts[i], " ") << "] -> [" << absl::StrJoin(tokens[i], " ")
         << "] (" << FinishName(finish[i]) << ")\n";
   }
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace seam::cli

@@ -6,6 +6,8 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include "command_status.h"
+
 namespace seam::cli {
 
 std::string GrpcCodeName(grpc::StatusCode code) {
@@ -32,6 +34,11 @@ std::string GrpcCodeName(grpc::StatusCode code) {
 
 std::string DescribeStatus(const grpc::Status& status) {
   return GrpcCodeName(status.error_code()) + ": " + status.error_message();
+}
+
+absl::Status CallFailed(const std::string& message, const grpc::Status& status) {
+  // gRPC's and absl's status codes are the same numbers.
+  return absl::Status(AfterFlags(static_cast<absl::StatusCode>(status.error_code())), message);
 }
 
 std::unique_ptr<grpc::ClientContext> ContextWithTimeout(double seconds) {

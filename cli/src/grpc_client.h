@@ -9,12 +9,19 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 std::string GrpcCodeName(grpc::StatusCode code);
 
 // "CODE_NAME: message", as the client commands print a failed call.
 std::string DescribeStatus(const grpc::Status& status);
+
+// A failed call as a command returns it: `message`, with the call's code
+// through AfterFlags (UNAVAILABLE when the peer is down; a request the peer
+// refused is FAILED_PRECONDITION, not a bad flag).
+absl::Status CallFailed(const std::string& message, const grpc::Status& status);
 
 std::unique_ptr<grpc::ClientContext> ContextWithTimeout(double seconds);
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "seam/core/device_memory.h"
+#include "seam/core/temp_dir.h"
 #include "seam/kernels/cpu_threads.h"
 #include "seam/weights/random_checkpoint.h"
 
@@ -22,9 +23,9 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   std::unique_ptr<LocalPipeline> p(new LocalPipeline());
   p->work_dir_ = o.work_dir;
   if (p->work_dir_.empty()) {
-    char tmpl[] = "/tmp/seam-run-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("cannot create a directory under /tmp");
-    p->work_dir_ = tmpl;
+    absl::StatusOr<std::string> made = MakeTempDir("seam-run-");
+    if (!made.ok()) return made.status();
+    p->work_dir_ = *made;
   }
   const std::string bin = o.bin_dir.empty() ? ExecutableDir() : o.bin_dir;
   const auto annotate = [&](const absl::Status& s) {

@@ -17,7 +17,7 @@ namespace seam::cli {
 struct LocalPipelineOptions {
   std::string model_dir;        // required
   std::string bin_dir;          // empty: ExecutableDir()
-  std::string work_dir;         // port files and logs; empty: a new /tmp/seam-run-XXXXXX
+  std::string work_dir;         // port files and logs; empty: a new MakeTempDir("seam-run-")
   int pp = 2;
   int tp = 1;
   int attn_dp = 1;

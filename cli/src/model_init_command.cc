@@ -3,6 +3,7 @@
 #include "model_init_command.h"
 
 #include "absl/strings/str_cat.h"
+#include "command_status.h"
 #include "seam/weights/model_config.h"
 #include "seam/weights/random_checkpoint.h"
 #include "seam/weights/tensor_layout.h"
@@ -72,27 +73,23 @@ weights::ModelConfig ToConfig(const ModelInitCommandOptions& o) {
 
 }  // namespace
 
-int RunModelInitCommand(const ModelInitCommandOptions& options, std::ostream& out, std::ostream& err) {
-  if (std::string bad = CheckArguments(options); !bad.empty()) {
-    err << "seam model init: " << bad << "\n";
-    return 2;
-  }
+absl::StatusOr<std::string> RunModelInitCommand(const ModelInitCommandOptions& options) {
+  if (std::string bad = CheckArguments(options); !bad.empty()) return absl::InvalidArgumentError(bad);
   const weights::ModelConfig config = ToConfig(options);
   weights::RandomCheckpointOptions random;
   random.seed = options.seed;
   random.exact = options.exact;
+  // INVALID_ARGUMENT here is a shape the flags asked for that does not fit (exit 2).
   if (absl::Status s = weights::WriteRandomCheckpoint(config, random, options.out); !s.ok()) {
-    err << "seam model init: " << s.ToString() << "\n";
-    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return Described("", s);
   }
   const auto layout = weights::HfTensorLayout(config);
   int64_t params = 0;
   for (const auto& spec : layout) params += NumElements(spec.shape);
-  out << "wrote " << options.out << "/config.json and " << options.out << "/model.safetensors: " << options.arch
-      << ", " << config.num_hidden_layers << " layers, " << layout.size() << " tensors, " << params
-      << " parameters, " << DTypeName(config.dtype) << (options.exact ? ", exact dyadic weights" : "")
-      << ", seed " << options.seed << "\n";
-  return 0;
+  return absl::StrCat("wrote ", options.out, "/config.json and ", options.out, "/model.safetensors: ", options.arch,
+                      ", ", config.num_hidden_layers, " layers, ", layout.size(), " tensors, ", params,
+                      " parameters, ", DTypeName(config.dtype), options.exact ? ", exact dyadic weights" : "",
+                      ", seed ", options.seed, "\n");
 }
 
 }  // namespace seam::cli

@@ -4,8 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <ostream>
 #include <string>
+
+#include "absl/status/statusor.h"
 
 namespace seam::cli {
 
@@ -28,8 +29,9 @@ struct ModelInitCommandOptions {
   std::string out;             // output directory (required; created if missing)
 };
 
-// Exit codes: 0 written (summary on `out`); 1 the files could not be written
-// (message on `err`); 2 bad arguments (message naming the flag).
-int RunModelInitCommand(const ModelInitCommandOptions& options, std::ostream& out, std::ostream& err);
+// Writes the checkpoint and returns the summary line to print.
+// INVALID_ARGUMENT (exit 2) names the bad flag or the shape that does not
+// fit; any other error (exit 1): the files could not be written.
+absl::StatusOr<std::string> RunModelInitCommand(const ModelInitCommandOptions& options);
 
 }  // namespace seam::cli

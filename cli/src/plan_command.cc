@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/plan_printer.h"
 #include "seam/core/status.h"
@@ -70,15 +71,12 @@ std::string CheckArguments(const PlanCommandOptions& o) {
 
 }  // namespace
 
-int RunPlanCommand(const PlanCommandOptions& options, std::ostream& out, std::ostream& err) {
-  if (std::string bad = CheckArguments(options); !bad.empty()) {
-    err << "seam plan: " << bad << "\n";
-    return 2;
-  }
+absl::StatusOr<std::string> RunPlanCommand(const PlanCommandOptions& options) {
+  if (std::string bad = CheckArguments(options); !bad.empty()) return absl::InvalidArgumentError(bad);
   absl::StatusOr<boundary::ReductionPolicy> parsed = boundary::ParseReductionPolicy(options.policy);
   if (!parsed.ok()) {
-    err << "seam plan: unknown --policy '" << options.policy << "' (known: ar, rs, rsv, rs+rsv, auto)\n";
-    return 2;
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown --policy '", options.policy, "' (known: ar, rs, rsv, rs+rsv, auto)"));
   }
   const boundary::ReductionPolicy policy = boundary::ResolveReductionPolicy(*parsed, options.arch);
 
@@ -87,25 +85,21 @@ int RunPlanCommand(const PlanCommandOptions& options, std::ostream& out, std::os
   std::string reference;
   for (int rank = first; rank < end; ++rank) {
     absl::StatusOr<boundary::Topology> topology = boundary::Topology::Make(options.tp, options.attn_dp, rank);
-    if (!topology.ok()) {
-      err << "seam plan: " << topology.status().message() << "\n";
-      return 2;
-    }
+    if (!topology.ok()) return absl::InvalidArgumentError(topology.status().message());
     absl::StatusOr<std::unique_ptr<BuiltStack>> built = BuildStack(options, *topology, policy);
     if (!built.ok()) {
-      err << "seam plan: rank " << rank << " failed to bind its stack: " << built.status().ToString() << "\n";
-      return 1;
+      // The flags were checked: a stack that does not bind is seam's bug.
+      return absl::InternalError(
+          absl::StrCat("rank ", rank, " failed to bind its stack: ", built.status().ToString()));
     }
     std::string text = Render(**built, options.json);
     if (rank == first) {
       reference = std::move(text);
     } else if (text != reference) {
-      err << "seam plan: rank " << rank << "'s plan differs from rank " << first << "'s\n";
-      return 1;
+      return absl::InternalError(absl::StrCat("rank ", rank, "'s plan differs from rank ", first, "'s"));
     }
   }
-  out << reference;
-  return 0;
+  return reference;
 }
 
 }  // namespace seam::cli

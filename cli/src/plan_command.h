@@ -3,8 +3,9 @@
 // it. Needs no communicators: plans are data built when the stack binds.
 #pragma once
 
-#include <ostream>
 #include <string>
+
+#include "absl/status/statusor.h"
 
 namespace seam::cli {
 
@@ -18,8 +19,9 @@ struct PlanCommandOptions {
   int rank = -1;                 // build only this TP rank (-1: every rank)
 };
 
-// Exit codes: 0 printed; 1 the ranks' plans differ or a stack failed to bind
-// (message on `err` naming the rank); 2 bad arguments (message naming the value).
-int RunPlanCommand(const PlanCommandOptions& options, std::ostream& out, std::ostream& err);
+// The plan text (or JSON) to print. INVALID_ARGUMENT (exit 2) names a bad
+// value; INTERNAL (exit 1) names the rank whose stack failed to bind or whose
+// plan differs from the first rank's.
+absl::StatusOr<std::string> RunPlanCommand(const PlanCommandOptions& options);
 
 }  // namespace seam::cli

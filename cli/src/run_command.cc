@@ -10,9 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "command_status.h"
+#include "grpc_client.h"
 #include "local_pipeline.h"
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
+#include "seam/core/temp_dir.h"
 #include "seam/runtime/generator.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
@@ -34,24 +37,22 @@ std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab) {
 
 }  // namespace
 
-int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& err) {
+absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.max_new_tokens < 1 || o.prompts < 1) {
-    err << "seam run: --pp, --tp, --max-new-tokens and --prompts must be >= 1 and --attn-dp must divide --tp\n";
-    return 2;
+    return absl::InvalidArgumentError(
+        "--pp, --tp, --max-new-tokens and --prompts must be >= 1 and --attn-dp must divide --tp");
   }
-  char tmpl[] = "/tmp/seam-run-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return err << "seam run: cannot create a directory under /tmp\n", 1;
-  const std::string work = tmpl;
+  absl::StatusOr<std::string> made = MakeTempDir("seam-run-");
+  if (!made.ok()) return Failed("", made.status());
+  const std::string work = *made;
   std::string model_dir = o.model_dir;
   if (model_dir.empty()) {
     model_dir = work + "/model";
-    if (absl::Status s = WriteDefaultModel(model_dir); !s.ok()) {
-      return err << "seam run: " << s << "\n", 1;
-    }
+    if (absl::Status s = WriteDefaultModel(model_dir); !s.ok()) return Failed("", s);
     out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << model_dir << "\n";
   }
   absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
-  if (!config.ok()) return err << "seam run: " << config.status() << "\n", 2;
+  if (!config.ok()) return absl::InvalidArgumentError(config.status().ToString());  // --model
   const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size);
 
   LocalPipelineOptions lp;
@@ -64,7 +65,7 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   lp.device = o.device;
   lp.extra_stage_args = {"--dtype", o.dtype, "--allreduce-fusion", o.allreduce_fusion};
   auto pipeline = LocalPipeline::Start(lp);
-  if (!pipeline.ok()) return err << "seam run: " << pipeline.status() << "\n", 1;
+  if (!pipeline.ok()) return Failed("", pipeline.status());
   out << "pipeline: " << o.pp << " seam-stage x TP " << o.tp << " behind seam-coordinator at "
       << (*pipeline)->coordinator_address() << " (logs in " << work << ")\n";
 
@@ -82,9 +83,9 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   const grpc::Status s = stub->GenerateAll(&context, request, &result);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
-    err << "seam run: GenerateAll failed (grpc code " << s.error_code() << "): " << s.error_message() << "\n"
-        << (*pipeline)->LogTails(15);
-    return 1;
+    return CallFailed(absl::StrCat("GenerateAll failed (grpc code ", static_cast<int>(s.error_code()),
+                                   "): ", s.error_message(), "\n", (*pipeline)->LogTails(15)),
+                      s);
   }
   std::vector<std::vector<int32_t>> got;
   size_t generated = 0;
@@ -104,13 +105,13 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   reference.dtype = reference.cache.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   reference.allreduce_fusion.mode = *boundary::ParseAllReduceFusionMode(o.allreduce_fusion);
   auto group = runtime::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto, reference);
-  if (!group.ok()) return err << "seam run: single-process group: " << group.status() << "\n", 1;
+  if (!group.ok()) return Failed("single-process group: ", group.status());
   runtime::Generator generator(group->get());
   runtime::GenerationOptions g;
   g.max_new_tokens = o.max_new_tokens;
   g.eos_token_id = -1;  // the pipeline run had no stop tokens
   auto want = generator.Generate(prompts, g);
-  if (!want.ok()) return err << "seam run: single-process run: " << want.status() << "\n", 1;
+  if (!want.ok()) return Failed("single-process run: ", want.status());
   bool match = true;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (want->tokens[i] != got[i]) {
@@ -120,8 +121,11 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   }
   out << (match ? "tokens match the single-process run" : "MISMATCH: tokens differ from the single-process run")
       << "\n";
-  if (match) std::filesystem::remove_all(work);
-  return match ? 0 : 1;
+  if (!match) {
+    return absl::InternalError(absl::StrCat("tokens differ from the single-process run (logs in ", work, ")"));
+  }
+  std::filesystem::remove_all(work);
+  return absl::OkStatus();
 }
 
 }  // namespace seam::cli

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 struct RunCommandOptions {
@@ -23,7 +25,10 @@ struct RunCommandOptions {
   std::string allreduce_fusion = "auto";  // off | auto | always (CUDA bf16 TP groups; seam-stage --allreduce-fusion)
 };
 
-// Exit codes: 0 tokens match; 1 mismatch or a failure (children killed); 2 bad arguments.
-int RunRunCommand(const RunCommandOptions& options, std::ostream& out, std::ostream& err);
+// Prints the tokens on `out`, ending in "tokens match the single-process run".
+// INVALID_ARGUMENT (exit 2): a bad flag or an unreadable --model; INTERNAL
+// (exit 1): the tokens differ; any other error (exit 1): a failure, the
+// children killed.
+absl::Status RunRunCommand(const RunCommandOptions& options, std::ostream& out);
 
 }  // namespace seam::cli

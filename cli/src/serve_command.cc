@@ -4,24 +4,30 @@
 
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "command_status.h"
 #include "local_pipeline.h"
+#include "seam/core/temp_dir.h"
 
 namespace seam::cli {
 namespace {
 
-bool WritePortFile(const std::string& path, int port) {
+absl::Status WritePortFile(const std::string& path, int port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
-    if (!(f << port << "\n")) return false;
+    if (!(f << port << "\n")) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write port file ", path));
   }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot write port file ", path));
+  }
+  return absl::OkStatus();
 }
 
 // The pending or next signal of `set` within `ms`; 0 when none came.
@@ -33,10 +39,10 @@ int WaitSignal(const sigset_t& set, long ms) {
 
 }  // namespace
 
-int RunServeCommand(const ServeCommandOptions& o, std::ostream& out, std::ostream& err) {
+absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
   if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.port < 0 || o.port > 65535) {
-    err << "seam serve: --pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535\n";
-    return 2;
+    return absl::InvalidArgumentError(
+        "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535");
   }
   // Blocked before any child or thread exists; children unblock them after fork.
   sigset_t signals;
@@ -45,14 +51,14 @@ int RunServeCommand(const ServeCommandOptions& o, std::ostream& out, std::ostrea
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  char tmpl[] = "/tmp/seam-serve-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return err << "seam serve: cannot create a directory under /tmp\n", 1;
-  const std::string work = tmpl;
+  absl::StatusOr<std::string> made = MakeTempDir("seam-serve-");
+  if (!made.ok()) return Failed("", made.status());
+  const std::string work = *made;
   LocalPipelineOptions lp;
   lp.model_dir = o.model_dir;
   if (lp.model_dir.empty()) {
     lp.model_dir = work + "/model";
-    if (absl::Status s = WriteDefaultModel(lp.model_dir); !s.ok()) return err << "seam serve: " << s << "\n", 1;
+    if (absl::Status s = WriteDefaultModel(lp.model_dir); !s.ok()) return Failed("", s);
     out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << lp.model_dir << "\n";
   }
   lp.work_dir = work;
@@ -62,11 +68,11 @@ int RunServeCommand(const ServeCommandOptions& o, std::ostream& out, std::ostrea
   lp.ucx_mode = o.ucx_mode;
   lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
   auto pipeline = LocalPipeline::Start(lp);
-  if (!pipeline.ok()) return err << "seam serve: " << pipeline.status() << "\n", 1;
+  if (!pipeline.ok()) return Failed("", pipeline.status());
   const std::string addr = (*pipeline)->coordinator_address();
-  if (!o.port_file.empty() && !WritePortFile(o.port_file, std::stoi(addr.substr(addr.rfind(':') + 1)))) {
-    err << "seam serve: cannot write port file " << o.port_file << "\n";
-    return 1;
+  if (!o.port_file.empty()) {
+    absl::Status written = WritePortFile(o.port_file, std::stoi(addr.substr(addr.rfind(':') + 1)));
+    if (!written.ok()) return absl::Status(AfterFlags(written.code()), written.message());
   }
   out << "serving on " << addr << ": " << o.pp << " seam-stage x TP " << o.tp << " (attention DP " << o.attn_dp
       << ") behind seam-coordinator; logs in " << work << "\n"
@@ -82,9 +88,9 @@ int RunServeCommand(const ServeCommandOptions& o, std::ostream& out, std::ostrea
     }
   }
   if (sig == 0) {
-    err << "seam serve: " << exited << " exited; stopping\n" << (*pipeline)->LogTails(15);
+    const std::string tails = (*pipeline)->LogTails(15);
     (*pipeline)->Stop();
-    return 1;
+    return absl::UnavailableError(absl::StrCat(exited, " exited; stopping\n", tails));
   }
   out << "seam serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping" << std::endl;
   (*pipeline)->Stop();
@@ -93,7 +99,7 @@ int RunServeCommand(const ServeCommandOptions& o, std::ostream& out, std::ostrea
   std::error_code ignored;
   std::filesystem::remove_all(work, ignored);
   out << "seam serve: stopped" << std::endl;
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace seam::cli

@@ -6,6 +6,8 @@
 #include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace seam::cli {
 
 struct ServeCommandOptions {
@@ -18,7 +20,9 @@ struct ServeCommandOptions {
   std::string ucx_mode = "tcp";  // tcp | shm
 };
 
-// Exit codes: 0 stopped by a signal; 1 start failed or a process died; 2 bad arguments.
-int RunServeCommand(const ServeCommandOptions& options, std::ostream& out, std::ostream& err);
+// Serves until SIGINT or SIGTERM (then OK, exit 0). INVALID_ARGUMENT
+// (exit 2): a bad flag; UNAVAILABLE (exit 1): a child process died, its log
+// tails in the message; any other error (exit 1): the start failed.
+absl::Status RunServeCommand(const ServeCommandOptions& options, std::ostream& out);
 
 }  // namespace seam::cli

@@ -2,6 +2,7 @@
 // model facts, topology and each stage's health, as text or JSON.
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "grpc_client.h"
 #include "client_commands.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
@@ -13,12 +14,18 @@ std::string StripPrefix(const std::string& name, const std::string& prefix) {
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
 }
 
+// OK when the coordinator and every stage serve; UNAVAILABLE (ask again
+// later) otherwise.
+absl::Status ServingStatus(bool all_serving, const std::string& health) {
+  if (all_serving) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("not every part is SERVING (coordinator: ", health, ")"));
+}
+
 }  // namespace
 
-int RunStatusCommand(const StatusCommandOptions& o, std::ostream& out, std::ostream& err) {
+absl::Status RunStatusCommand(const StatusCommandOptions& o, std::ostream& out) {
   if (o.addr.empty() || o.timeout_s <= 0) {
-    err << "seam status: needs --addr HOST:PORT and --timeout > 0\n";
-    return 2;
+    return absl::InvalidArgumentError("needs --addr HOST:PORT and --timeout > 0");
   }
   auto channel = grpc::CreateChannel(o.addr, grpc::InsecureChannelCredentials());
   std::string health;
@@ -28,9 +35,8 @@ int RunStatusCommand(const StatusCommandOptions& o, std::ostream& out, std::ostr
   auto context = ContextWithTimeout(o.timeout_s);
   const grpc::Status ms = v1::Coordinator::NewStub(channel)->GetMetadata(context.get(), {}, &m);
   if (!ms.ok()) {
-    err << "seam status: GetMetadata on " << o.addr << " failed: " << DescribeStatus(ms) << "\n"
-        << "health: " << health << "\n";
-    return 1;
+    return CallFailed(
+        absl::StrCat("GetMetadata on ", o.addr, " failed: ", DescribeStatus(ms), "\nhealth: ", health), ms);
   }
   bool all_serving = health == "SERVING";
   const v1::ModelFacts& f = m.model();
@@ -53,7 +59,7 @@ int RunStatusCommand(const StatusCommandOptions& o, std::ostream& out, std::ostr
         {"topology", {{"pipeline_size", t.pipeline_size()}, {"tp_size", t.tp_size()},
                       {"attn_dp_size", t.attn_dp_size()}, {"epoch", t.epoch()}, {"stages", stages}}}};
     out << doc.dump(2) << "\n";
-    return all_serving ? 0 : 1;
+    return ServingStatus(all_serving, health);
   }
   out << "coordinator " << o.addr << ": " << health << "\n"
       << "model: " << f.architecture() << ", " << f.num_layers() << " layers, hidden " << f.hidden_size()
@@ -66,7 +72,7 @@ int RunStatusCommand(const StatusCommandOptions& o, std::ostream& out, std::ostr
         << s["last_layer"].get<int>() << " on " << s["host"].get<std::string>() << ": "
         << s["health"].get<std::string>() << "\n";
   }
-  return all_serving ? 0 : 1;
+  return ServingStatus(all_serving, health);
 }
 
 }  // namespace seam::cli

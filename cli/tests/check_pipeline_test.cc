@@ -1,7 +1,6 @@
 // `seam check --pp P`: a random 4-layer checkpoint split into pipeline pieces
 // (handoffs per TP rank) must give bitwise-identical logits to one rank at
 // tp 1, and match within tolerance at tp 2.
-#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -9,16 +8,17 @@
 #include <gtest/gtest.h>
 
 #include "check_command.h"
+#include "command_status.h"
 #include "seam/core/status.h"
+#include "seam/testing/temp_dir.h"
 #include "seam/weights/random_checkpoint.h"
 
 namespace seam::cli {
 namespace {
 
 std::string FourLayerCheckpoint() {
+  static const seam::testing::TempDir root("seam_check_pp");  // removed at exit
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/seam-check-pp-XXXXXX";
-    SEAM_CHECK(mkdtemp(tmpl) != nullptr);
     weights::ModelConfig c;
     c.architecture = "qwen3";
     c.hidden_size = 64;
@@ -29,7 +29,7 @@ std::string FourLayerCheckpoint() {
     c.intermediate_size = 96;
     c.vocab_size = 160;
     c.rope_theta = 10000.0f;
-    const std::string d = std::string(tmpl) + "/dense";
+    const std::string d = root.File("dense");
     SEAM_CHECK_OK(weights::WriteRandomCheckpoint(c, weights::RandomCheckpointOptions{7u, false, 10.0f}, d));
     return d;
   }();
@@ -46,8 +46,9 @@ TEST_P(CheckPipeline, PiecesMatchOneRank) {
   o.tp = tp;
   o.max_len = 9;
   o.decode_steps = 3;
-  std::ostringstream out, err;
-  EXPECT_EQ(RunCheckCommand(o, out, err), 0) << out.str() << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_TRUE(s.ok()) << out.str() << s;
   EXPECT_NE(out.str().find(" pp " + std::to_string(pp) + " (layers [0,"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("greedy tokens:  identical"), std::string::npos) << out.str();
   if (tp == 1) {
@@ -66,9 +67,11 @@ TEST(CheckPipelineArgs, MorePiecesThanLayersExitsTwo) {
   CheckCommandOptions o;
   o.model_dir = FourLayerCheckpoint();
   o.pp = 5;
-  std::ostringstream out, err;
-  EXPECT_EQ(RunCheckCommand(o, out, err), 2);
-  EXPECT_NE(err.str().find("--pp 5"), std::string::npos) << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(ExitCode(s), 2);
+  EXPECT_NE(s.message().find("--pp 5"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // real Gloo: random checkpoints written by the weights library, prompts of
 // different lengths, and a decode batch smaller than the number of
 // attention-DP groups. Also: bad arguments exit 2 naming the value.
-#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -10,19 +9,17 @@
 #include <gtest/gtest.h>
 
 #include "check_command.h"
+#include "command_status.h"
 #include "seam/core/status.h"
+#include "seam/testing/temp_dir.h"
 #include "seam/weights/random_checkpoint.h"
 
 namespace seam::cli {
 namespace {
 
 std::string Checkpoint(bool moe) {
-  static const std::string root = [] {
-    char tmpl[] = "/tmp/seam-check-XXXXXX";
-    SEAM_CHECK(mkdtemp(tmpl) != nullptr);
-    return std::string(tmpl);
-  }();
-  const std::string dir = root + (moe ? "/moe" : "/dense");
+  static const seam::testing::TempDir root("seam_check");  // removed at exit
+  const std::string dir = root.File(moe ? "moe" : "dense");
   static bool written[2] = {false, false};
   if (!written[moe]) {
     weights::ModelConfig c;
@@ -58,9 +55,9 @@ TEST_P(CheckGrid, TensorParallelRunMatchesOneRank) {
   o.prompts = prompts;
   o.max_len = 9;
   o.decode_steps = 3;
-  std::ostringstream out, err;
-  const int rc = RunCheckCommand(o, out, err);
-  EXPECT_EQ(rc, 0) << out.str() << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_TRUE(s.ok()) << out.str() << s;
   EXPECT_NE(out.str().find("greedy tokens:  identical"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("\nOK\n"), std::string::npos) << out.str();
 }
@@ -85,18 +82,22 @@ TEST(CheckCommand, AttentionDpThatDoesNotDivideTpExitsTwoNamingTheSizes) {
   o.model_dir = Checkpoint(false);
   o.tp = 4;
   o.attn_dp = 3;
-  std::ostringstream out, err;
-  EXPECT_EQ(RunCheckCommand(o, out, err), 2);
-  EXPECT_NE(err.str().find("--attn-dp 3 does not divide --tp 4"), std::string::npos) << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(ExitCode(s), 2);
+  EXPECT_NE(s.message().find("--attn-dp 3 does not divide --tp 4"), std::string::npos) << s;
 }
 
 TEST(CheckCommand, ConfigThatDoesNotDivideOverTpExitsTwoNamingTheField) {
   CheckCommandOptions o;
   o.model_dir = Checkpoint(false);
   o.tp = 8;  // 4 heads over attention TP 8
-  std::ostringstream out, err;
-  EXPECT_EQ(RunCheckCommand(o, out, err), 2);
-  EXPECT_NE(err.str().find("num_attention_heads"), std::string::npos) << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(ExitCode(s), 2);
+  EXPECT_NE(s.message().find("num_attention_heads"), std::string::npos) << s;
 }
 
 TEST(CheckCommand, Bf16GroupMatchesOneBf16RankWithinTheStatedTolerance) {
@@ -108,8 +109,9 @@ TEST(CheckCommand, Bf16GroupMatchesOneBf16RankWithinTheStatedTolerance) {
   o.tolerance = 5e-2;
   o.max_len = 9;
   o.decode_steps = 3;
-  std::ostringstream out, err;
-  EXPECT_EQ(RunCheckCommand(o, out, err), 0) << out.str() << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_TRUE(s.ok()) << out.str() << s;
   EXPECT_NE(out.str().find("(bf16: each side rounds"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("\nOK\n"), std::string::npos) << out.str();
   // 3 prompts x 3 decode steps: every decode row is within the tolerance.
@@ -122,8 +124,11 @@ TEST(CheckCommand, Bf16AtATightToleranceIsAMismatch) {
   o.tp = 2;
   o.dtype = "bf16";
   o.tolerance = 1e-9;  // below bf16's rounding: the TP split must show
-  std::ostringstream out, err;
-  EXPECT_EQ(RunCheckCommand(o, out, err), 1) << out.str() << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << out.str() << s;
+  EXPECT_EQ(ExitCode(s), 1);
+  EXPECT_NE(s.message().find("MISMATCH"), std::string::npos) << s;
   EXPECT_NE(out.str().find("MISMATCH"), std::string::npos) << out.str();
   // Every row differs from the single rank by more than 1e-9 (default: 3 prompts x 4 decode steps).
   EXPECT_NE(out.str().find("(12 of 12 rows above the tolerance)"), std::string::npos) << out.str();
@@ -133,17 +138,21 @@ TEST(CheckCommand, UnknownDeviceOrDtypeExitsTwo) {
   CheckCommandOptions o;
   o.model_dir = Checkpoint(false);
   o.device = "tpu";
-  std::ostringstream out, err;
-  EXPECT_EQ(RunCheckCommand(o, out, err), 2);
-  EXPECT_NE(err.str().find("--device must be cpu or cuda"), std::string::npos) << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(ExitCode(s), 2);
+  EXPECT_NE(s.message().find("--device must be cpu or cuda"), std::string::npos) << s;
 }
 
 TEST(CheckCommand, MissingModelDirectoryFailsNamingThePath) {
   CheckCommandOptions o;
   o.model_dir = "/nonexistent/seam-model";
-  std::ostringstream out, err;
-  EXPECT_NE(RunCheckCommand(o, out, err), 0);
-  EXPECT_NE(err.str().find("/nonexistent/seam-model"), std::string::npos) << err.str();
+  std::ostringstream out;
+  const absl::Status s = RunCheckCommand(o, out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(ExitCode(s), 0);
+  EXPECT_NE(s.message().find("/nonexistent/seam-model"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "seam/boundary/reduction_policy.h"
 #include "seam/runtime/generator.h"
 #include "seam/runtime/stage_group.h"
+#include "seam/testing/temp_dir.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
 
 namespace seam::cli {
@@ -24,13 +25,13 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string ModelDir() {
-  static const std::string dir = [] {
-    char tmpl[] = "/tmp/seam-e2e-model-XXXXXX";
-    std::string d = mkdtemp(tmpl);
-    EXPECT_TRUE(WriteDefaultModel(d).ok());  // the checkpoint `seam run` serves by default
-    return d;
+  static const seam::testing::TempDir dir("seam_e2e_model");  // removed at exit
+  static const bool written = [] {
+    EXPECT_TRUE(WriteDefaultModel(dir.path()).ok());  // the checkpoint `seam run` serves by default
+    return true;
   }();
-  return dir;
+  (void)written;
+  return dir.path();
 }
 
 std::unique_ptr<LocalPipeline> StartPipeline() {

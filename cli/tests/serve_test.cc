@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
+#include "seam/testing/temp_dir.h"
 
 namespace seam::cli {
 namespace {
@@ -58,9 +59,8 @@ std::vector<pid_t> ChildrenOf(pid_t pid) {
 TEST(SeamServe, GenerateAndStatusThenSigtermLeavesNoChildren) {
   const std::string bin = std::filesystem::path(SEAM_BINARY).parent_path();
   if (!std::filesystem::exists(bin + "/seam-stage")) GTEST_SKIP() << "seam-stage is not built";
-  char tmpl[] = "/tmp/seam-serve-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl, port_file = dir + "/port", log = dir + "/serve.log";
+  const seam::testing::TempDir dir("seam_serve_test");  // outlives the serve process
+  const std::string port_file = dir.File("port"), log = dir.File("serve.log");
   auto serve = ChildProcess::Spawn({SEAM_BINARY, "serve", "--pp", "2", "--tp", "1", "--port-file", port_file}, log);
   ASSERT_TRUE(serve.ok()) << serve.status();
   auto port = (*serve)->WaitForPortFile(port_file, std::chrono::seconds(90));
@@ -101,7 +101,6 @@ TEST(SeamServe, GenerateAndStatusThenSigtermLeavesNoChildren) {
   EXPECT_NE(out.find("serving on " + addr), std::string::npos) << out;
   EXPECT_NE(out.find("seam serve: stopped"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(port_file));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

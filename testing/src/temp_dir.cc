@@ -1,19 +1,17 @@
 #include "seam/testing/temp_dir.h"
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <fstream>
 
 #include "seam/core/status.h"
+#include "seam/core/temp_dir.h"
 
 namespace seam::testing {
 
 TempDir::TempDir(const std::string& prefix) {
-  const char* base = getenv("TMPDIR");
-  std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/" + prefix + "_XXXXXX";
-  SEAM_CHECK(mkdtemp(pattern.data()) != nullptr);
-  path_ = pattern;
+  absl::StatusOr<std::string> made = MakeTempDir(prefix + "_");
+  SEAM_CHECK_MSG(made.ok(), made.status().ToString());
+  path_ = *made;
 }
 
 TempDir::~TempDir() {

@@ -68,6 +68,20 @@ const std::string& FourLayerCheckpointDir(bool moe) {
   return CheckpointDir(FourLayerConfig(moe), moe ? 13 : 9, moe ? 3 : 2);
 }
 
+weights::ModelConfig MicroConfig() {
+  weights::ModelConfig c;
+  c.architecture = "qwen3";
+  c.hidden_size = 8;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 1;
+  c.head_dim = 4;
+  c.intermediate_size = 12;
+  c.vocab_size = 16;
+  c.dtype = DType::kBF16;
+  return c;
+}
+
 double MaxRelativeError(const Tensor& got, const Tensor& reference) {
   SEAM_CHECK(got.shape() == reference.shape());
   const std::vector<float> a = got.ToFloats(), b = reference.ToFloats();

@@ -5,15 +5,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "seam/testing/temp_dir.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/random_checkpoint.h"
-#include "test_dir.h"
 
 namespace seam::weights {
 namespace {
 
-using testing::TestDir;
-using testing::WriteText;
+using seam::testing::TempDir;
+using seam::testing::WriteText;
 
 ModelConfig SmallConfig() {
   ModelConfig c;
@@ -33,14 +33,14 @@ bool Contains(const absl::Status& s, const std::string& text) {
 }
 
 TEST(CheckpointErrors, MissingConfigIsNotFoundNamingPath) {
-  TestDir dir;
+  TempDir dir;
   auto ckpt = Checkpoint::Open(dir.path());
   EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(Contains(ckpt.status(), dir.File("config.json"))) << ckpt.status();
 }
 
 TEST(CheckpointErrors, MissingWeightsFileIsNotFoundNamingPath) {
-  TestDir dir;
+  TempDir dir;
   WriteText(dir.File("config.json"), ModelConfigToJson(SmallConfig()));
   auto ckpt = Checkpoint::Open(dir.path());
   EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kNotFound);
@@ -53,7 +53,7 @@ TEST(CheckpointErrors, MissingWeightsFileIsNotFoundNamingPath) {
 }
 
 TEST(CheckpointErrors, MissingTensorIsNotFoundNamingIt) {
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), {}, dir.path()).ok());
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
@@ -64,7 +64,7 @@ TEST(CheckpointErrors, MissingTensorIsNotFoundNamingIt) {
 }
 
 TEST(CheckpointErrors, ShapeThatDoesNotMatchConfigIsInvalidArgumentNamingBoth) {
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), {}, dir.path()).ok());
   // config.json now claims a bigger FFN than the weights hold.
   ModelConfig lying = SmallConfig();
@@ -81,7 +81,7 @@ TEST(CheckpointErrors, ShapeThatDoesNotMatchConfigIsInvalidArgumentNamingBoth) {
 }
 
 TEST(CheckpointErrors, UnsupportedDtypeIsUnimplemented) {
-  TestDir dir;
+  TempDir dir;
   WriteText(dir.File("config.json"), ModelConfigToJson(SmallConfig()));
   const std::string header =
       R"({"model.norm.weight":{"dtype":"F64","shape":[16],"data_offsets":[0,128]}})";
@@ -96,7 +96,7 @@ TEST(CheckpointErrors, UnsupportedDtypeIsUnimplemented) {
 }
 
 TEST(CheckpointErrors, UnsupportedArchitectureIsUnimplementedNamingIt) {
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), {}, dir.path()).ok());
   auto config = nlohmann::json::parse(ModelConfigToJson(SmallConfig()));
   config["architectures"] = nlohmann::json::array({"LlamaForCausalLM"});
@@ -108,7 +108,7 @@ TEST(CheckpointErrors, UnsupportedArchitectureIsUnimplementedNamingIt) {
 }
 
 TEST(CheckpointErrors, TruncatedFileIsDataLoss) {
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), {}, dir.path()).ok());
   const std::string path = dir.File("model.safetensors");
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
@@ -119,7 +119,7 @@ TEST(CheckpointErrors, TruncatedFileIsDataLoss) {
 }
 
 TEST(CheckpointErrors, ConfigThatDoesNotDivideOverTpNamesFieldAndSizes) {
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), {}, dir.path()).ok());
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok());

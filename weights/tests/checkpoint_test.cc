@@ -3,28 +3,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "seam/testing/temp_dir.h"
+#include "seam/testing/tiny_checkpoint.h"
 #include "seam/weights/checkpoint.h"
-#include "test_dir.h"
 
 namespace seam::weights {
 namespace {
 
-using testing::TestDir;
-using testing::WriteText;
-
-ModelConfig TinyConfig() {
-  ModelConfig c;
-  c.architecture = "qwen3";
-  c.hidden_size = 8;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = 4;
-  c.intermediate_size = 12;
-  c.vocab_size = 16;
-  c.dtype = DType::kBF16;
-  return c;
-}
+using seam::testing::TempDir;
+using seam::testing::WriteText;
 
 // Values 0, 1, 2, ... (exact in bf16 up to 256) so pieces are easy to check.
 Tensor Iota(const Shape& shape, DType dtype, float start = 0) {
@@ -34,8 +21,8 @@ Tensor Iota(const Shape& shape, DType dtype, float start = 0) {
 }
 
 TEST(Checkpoint, LoadsSingleFileAsViewsAndConverts) {
-  TestDir dir;
-  WriteText(dir.File("config.json"), ModelConfigToJson(TinyConfig()));
+  TempDir dir;
+  WriteText(dir.File("config.json"), ModelConfigToJson(seam::testing::MicroConfig()));
   const Tensor w = Iota({12, 8}, DType::kBF16);
   ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"), {{"model.layers.0.mlp.up_proj.weight", w}}).ok());
   auto ckpt = Checkpoint::Open(dir.path());
@@ -55,8 +42,8 @@ TEST(Checkpoint, LoadsSingleFileAsViewsAndConverts) {
 }
 
 TEST(Checkpoint, LoadsAcrossShardsOfAnIndex) {
-  TestDir dir;
-  WriteText(dir.File("config.json"), ModelConfigToJson(TinyConfig()));
+  TempDir dir;
+  WriteText(dir.File("config.json"), ModelConfigToJson(seam::testing::MicroConfig()));
   const Tensor embed = Iota({16, 8}, DType::kBF16), norm = Iota({8}, DType::kBF16, 1), head = Iota({16, 8}, DType::kBF16, 3);
   ASSERT_TRUE(WriteSafetensors(dir.File("model-00001-of-00002.safetensors"),
                                {{"model.embed_tokens.weight", embed}, {"model.norm.weight", norm}}).ok());
@@ -82,8 +69,8 @@ TEST(Checkpoint, LoadsAcrossShardsOfAnIndex) {
 }
 
 TEST(Checkpoint, IndexNamingATensorItsShardLacksIsDataLoss) {
-  TestDir dir;
-  WriteText(dir.File("config.json"), ModelConfigToJson(TinyConfig()));
+  TempDir dir;
+  WriteText(dir.File("config.json"), ModelConfigToJson(seam::testing::MicroConfig()));
   ASSERT_TRUE(WriteSafetensors(dir.File("a.safetensors"), {{"x", Iota({2}, DType::kF32)}}).ok());
   WriteText(dir.File("model.safetensors.index.json"),
             R"({"weight_map": {"x": "a.safetensors", "y": "a.safetensors"}})");
@@ -93,8 +80,8 @@ TEST(Checkpoint, IndexNamingATensorItsShardLacksIsDataLoss) {
 }
 
 TEST(Checkpoint, RowAndColumnPiecesConcatenateToTheWhole) {
-  TestDir dir;
-  WriteText(dir.File("config.json"), ModelConfigToJson(TinyConfig()));
+  TempDir dir;
+  WriteText(dir.File("config.json"), ModelConfigToJson(seam::testing::MicroConfig()));
   const Tensor w = Iota({12, 8}, DType::kBF16);
   ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"), {{"w", w}}).ok());
   auto ckpt = Checkpoint::Open(dir.path());
@@ -136,8 +123,8 @@ TEST(Checkpoint, RowAndColumnPiecesConcatenateToTheWhole) {
 }
 
 TEST(Checkpoint, SplitThatDoesNotDivideIsInvalidArgument) {
-  TestDir dir;
-  WriteText(dir.File("config.json"), ModelConfigToJson(TinyConfig()));
+  TempDir dir;
+  WriteText(dir.File("config.json"), ModelConfigToJson(seam::testing::MicroConfig()));
   ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"), {{"w", Iota({12, 8}, DType::kF32)}}).ok());
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok());

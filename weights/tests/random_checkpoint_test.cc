@@ -6,15 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include "seam/testing/temp_dir.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/random_checkpoint.h"
 #include "seam/weights/tensor_layout.h"
-#include "test_dir.h"
 
 namespace seam::weights {
 namespace {
 
-using testing::TestDir;
+using seam::testing::TempDir;
 
 ModelConfig Config(const std::string& arch, bool tied, DType dtype) {
   ModelConfig c;
@@ -72,7 +72,7 @@ TEST(RandomCheckpoint, ReopensWithEveryTensorForBothArchitectures) {
     for (bool tied : {false, true}) {
       SCOPED_TRACE(arch + (tied ? " tied" : " untied"));
       const ModelConfig c = Config(arch, tied, DType::kBF16);
-      TestDir dir;
+      TempDir dir;
       ASSERT_TRUE(WriteRandomCheckpoint(c, {}, dir.path()).ok());
       auto ckpt = Checkpoint::Open(dir.path());
       ASSERT_TRUE(ckpt.ok()) << ckpt.status();
@@ -115,7 +115,7 @@ TEST(RandomCheckpoint, ReopensWithEveryTensorForBothArchitectures) {
 
 TEST(RandomCheckpoint, SameSeedSameBytesOtherSeedOtherBytes) {
   const ModelConfig c = Config("qwen3", false, DType::kF32);
-  TestDir a, b, d;
+  TempDir a, b, d;
   RandomCheckpointOptions o;
   o.seed = 11;
   ASSERT_TRUE(WriteRandomCheckpoint(c, o, a.path()).ok());
@@ -129,7 +129,7 @@ TEST(RandomCheckpoint, SameSeedSameBytesOtherSeedOtherBytes) {
 
 TEST(RandomCheckpoint, DefaultValuesLookLikeAnInitialisedModel) {
   const ModelConfig c = Config("qwen3", false, DType::kF32);
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteRandomCheckpoint(c, {}, dir.path()).ok());
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok());
@@ -143,7 +143,7 @@ TEST(RandomCheckpoint, DefaultValuesLookLikeAnInitialisedModel) {
 
 TEST(RandomCheckpoint, ExactValuesAreDyadic) {
   const ModelConfig c = Config("qwen3_moe", true, DType::kBF16);
-  TestDir dir;
+  TempDir dir;
   RandomCheckpointOptions o;
   o.exact = true;
   ASSERT_TRUE(WriteRandomCheckpoint(c, o, dir.path()).ok());
@@ -167,7 +167,7 @@ TEST(RandomCheckpoint, ExactValuesAreDyadic) {
 TEST(RandomCheckpoint, BadConfigIsInvalidArgument) {
   ModelConfig c = Config("qwen3", false, DType::kF32);
   c.num_key_value_heads = 3;  // does not divide 4 heads
-  TestDir dir;
+  TempDir dir;
   absl::Status s = WriteRandomCheckpoint(c, {}, dir.path());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("num_key_value_heads"), std::string::npos) << s;

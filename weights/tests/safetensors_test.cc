@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "seam/testing/temp_dir.h"
 #include "seam/weights/safetensors.h"
-#include "test_dir.h"
 
 namespace seam::weights {
 namespace {
 
-using testing::TestDir;
+using seam::testing::TempDir;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -29,7 +29,7 @@ void WriteRawFile(const std::string& path, const nlohmann::json& header, size_t 
 }
 
 TEST(Safetensors, RoundTripsF32Bf16I32AsZeroCopyViews) {
-  TestDir dir;
+  TempDir dir;
   const Tensor a = Tensor::FromFloats({1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.125f}, {2, 3}, DType::kF32);
   const Tensor b = Tensor::FromFloats({0.5f, 1.0f, -1.5f, 2.0f}, {4}, DType::kBF16);
   const Tensor c = Tensor::FromInts({7, -3, 1 << 20}, {3, 1});
@@ -60,7 +60,7 @@ TEST(Safetensors, RoundTripsF32Bf16I32AsZeroCopyViews) {
 }
 
 TEST(Safetensors, ViewsOutliveTheFileObject) {
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteSafetensors(dir.File("t.safetensors"), {{"w", Tensor::FromFloats({1, 2, 3, 4}, {2, 2})}}).ok());
   Tensor view;
   {
@@ -72,7 +72,7 @@ TEST(Safetensors, ViewsOutliveTheFileObject) {
 }
 
 TEST(Safetensors, LayoutHasMetadataAndHeaderPaddedToEightBytes) {
-  TestDir dir;
+  TempDir dir;
   ASSERT_TRUE(WriteSafetensors(dir.File("t.safetensors"), {{"x", Tensor::FromFloats({1, 2, 3}, {3})}}).ok());
   const std::string bytes = ReadAll(dir.File("t.safetensors"));
   uint64_t n = 0;
@@ -87,7 +87,7 @@ TEST(Safetensors, LayoutHasMetadataAndHeaderPaddedToEightBytes) {
 }
 
 TEST(Safetensors, MisalignedTensorIsServedAsAlignedCopy) {
-  TestDir dir;
+  TempDir dir;
   const Tensor odd = Tensor::FromFloats({1, 2, 3}, {3}, DType::kBF16);  // 6 bytes: next tensor misaligned
   const Tensor f = Tensor::FromFloats({0.25f, -8.0f}, {2});
   ASSERT_TRUE(WriteSafetensors(dir.File("t.safetensors"), {{"odd", odd}, {"f", f}}).ok());
@@ -106,7 +106,7 @@ TEST(Safetensors, MissingFileIsNotFound) {
 }
 
 TEST(Safetensors, UnsupportedDtypeIsUnimplementedNamingDtypeAndTensor) {
-  TestDir dir;
+  TempDir dir;
   WriteRawFile(dir.File("t.safetensors"),
                {{"w64", {{"dtype", "F64"}, {"shape", nlohmann::json::array({2})}, {"data_offsets", {0, 16}}}}}, 16);
   auto file = SafetensorsFile::Open(dir.File("t.safetensors"));
@@ -116,7 +116,7 @@ TEST(Safetensors, UnsupportedDtypeIsUnimplementedNamingDtypeAndTensor) {
 }
 
 TEST(Safetensors, TruncatedFileIsDataLossNamingFileAndTensor) {
-  TestDir dir;
+  TempDir dir;
   const std::string path = dir.File("t.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"a", Tensor::Zeros({4}, DType::kF32)}, {"b", Tensor::Zeros({8}, DType::kF32)}}).ok());
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
@@ -132,7 +132,7 @@ TEST(Safetensors, TruncatedFileIsDataLossNamingFileAndTensor) {
 }
 
 TEST(Safetensors, ByteRangeThatDisagreesWithShapeIsDataLoss) {
-  TestDir dir;
+  TempDir dir;
   WriteRawFile(dir.File("t.safetensors"), {{"w", {{"dtype", "F32"}, {"shape", nlohmann::json::array({3})}, {"data_offsets", {0, 8}}}}}, 8);
   auto file = SafetensorsFile::Open(dir.File("t.safetensors"));
   EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
@@ -140,13 +140,13 @@ TEST(Safetensors, ByteRangeThatDisagreesWithShapeIsDataLoss) {
 }
 
 TEST(Safetensors, MalformedHeaderIsInvalidArgument) {
-  TestDir dir;
+  TempDir dir;
   WriteRawFile(dir.File("t.safetensors"), {{"w", {{"shape", nlohmann::json::array({3})}}}}, 0);
   EXPECT_EQ(SafetensorsFile::Open(dir.File("t.safetensors")).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Safetensors, WriterRefusesRepeatedNames) {
-  TestDir dir;
+  TempDir dir;
   const Tensor t = Tensor::Zeros({1}, DType::kF32);
   EXPECT_EQ(WriteSafetensors(dir.File("t.safetensors"), {{"x", t}, {"x", t}}).code(),
             absl::StatusCode::kInvalidArgument);

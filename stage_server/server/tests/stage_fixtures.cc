@@ -1,47 +1,27 @@
 // Shared fixtures of the stage server tests.
 #include "stage_fixtures.h"
 
-#include <filesystem>
-
 #include <gtest/gtest.h>
 
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
+#include "seam/testing/temp_dir.h"
+#include "seam/testing/tiny_checkpoint.h"
 #include "seam/weights/random_checkpoint.h"
 
 namespace seam::server::testing {
 
-weights::ModelConfig TinyConfig() {
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.vocab_size = 128;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.intermediate_size = 96;
-  c.rms_norm_eps = 1e-6f;
-  c.rope_theta = 10000.0f;
-  c.max_position_embeddings = 512;
-  c.tie_word_embeddings = true;
-  c.dtype = DType::kF32;
-  c.bos_token_id = 0;
-  c.eos_token_id = 127;
-  return c;
-}
-
 const std::string& CheckpointDir() {
-  static const std::string dir = [] {
-    std::string pattern = (std::filesystem::temp_directory_path() / "seam_stage_ckpt_XXXXXX").string();
-    SEAM_CHECK(mkdtemp(pattern.data()) != nullptr);
+  static const seam::testing::TempDir dir("seam_stage_ckpt");  // removed at exit
+  static const bool written = [] {
     weights::RandomCheckpointOptions options;
     options.seed = 21;
     options.scale = 10.0f;
-    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(TinyConfig(), options, pattern));
-    return pattern;
+    SEAM_CHECK_OK(weights::WriteRandomCheckpoint(seam::testing::TinyConfig(false), options, dir.path()));
+    return true;
   }();
-  return dir;
+  (void)written;
+  return dir.path();
 }
 
 v1::StageConfig SingleStage() {

@@ -19,9 +19,8 @@ namespace seam::server::testing {
 
 inline constexpr uint64_t kEpoch = 7;
 
-// Qwen3 with vocab 128, hidden 64, 2 layers, 4 heads, 2 KV heads.
-weights::ModelConfig TinyConfig();
-// Its random checkpoint, written once per test process.
+// The random checkpoint of seam::testing::TinyConfig(false) (seed 21), written
+// once per test process.
 const std::string& CheckpointDir();
 
 // The whole model as one stage (pipeline_size 1, TP 1) at kEpoch.

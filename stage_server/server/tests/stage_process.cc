@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -26,10 +25,7 @@ std::unique_ptr<grpc::ClientContext> Context(double seconds) {
 }
 
 StageProcess::StageProcess(const std::vector<std::string>& extra_args) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "seam_stage_test_XXXXXX").string();
-  SEAM_CHECK(mkdtemp(pattern.data()) != nullptr);
-  dir_ = pattern;
-  const std::string port_file = dir_ + "/port";
+  const std::string port_file = dir_.File("port");
   std::vector<std::string> args = {SEAM_STAGE_BINARY, "--listen", "127.0.0.1:0", "--port-file", port_file,
                                    "--log-level", "warn"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
@@ -61,8 +57,6 @@ StageProcess::~StageProcess() {
     int status = 0;
     waitpid(pid_, &status, 0);
   }
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_, ignored);
 }
 
 Health StageProcess::CheckHealth() {

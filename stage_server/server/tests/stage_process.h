@@ -12,6 +12,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "seam/testing/temp_dir.h"
 #include "seam/v1/stage_service.grpc.pb.h"
 
 namespace seam::server::testing {
@@ -38,7 +39,7 @@ class StageProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
-  std::string dir_;
+  seam::testing::TempDir dir_{"seam_stage_test"};  // the port file
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::StageControl::Stub> stub_;
 };

@@ -20,6 +20,11 @@ const std::string& TinyCheckpointDir(bool moe);
 weights::ModelConfig FourLayerConfig(bool moe);
 const std::string& FourLayerCheckpointDir(bool moe);
 
+// qwen3 with vocab 16, hidden 8, 1 layer, 2 heads, 1 KV head, head_dim 4,
+// intermediate 12, bf16, the other fields at ModelConfig's defaults: tensors
+// small enough to check piece by piece (no checkpoint is written for it).
+weights::ModelConfig MicroConfig();
+
 // max |a - b| / max |reference|: the error relative to the logits' scale.
 double MaxRelativeError(const Tensor& got, const Tensor& reference);
 // Deterministic prompt tokens in [1, vocab).
