@@ -125,12 +125,11 @@ absl::StatusOr<std::vector<ServedFigures>> MeasureServed(const BenchServeOptions
   auto stub = v1::Coordinator::NewStub(
       grpc::CreateChannel(pipeline->coordinator_address(), grpc::InsecureChannelCredentials()));
   std::vector<ServedFigures> figures;
-  uint64_t round = 0;
   for (int b : batches) {
     ServedWorkload w{b, o.prompt_len, o.new_tokens, vocab, 0};
     absl::StatusOr<ServedFigures> f;
     for (int r = 0; r <= o.warmup; ++r) {
-      w.round = round++;
+      w.round = r < o.warmup ? r + 1 : 0;  // the timed round: round 0's prompts, as the in-process one
       f = RunServedWorkload(*stub, w);
       if (!f.ok()) {
         return absl::Status(f.status().code(), absl::StrCat("batch ", b, ": ", f.status().message(), "\n",

@@ -63,8 +63,8 @@ class GroupDecode : public InProcessDecode {
   }
 
   absl::StatusOr<InProcessFigures> Measure(int batch) override {
-    for (int w = 0; w < o_.warmup; ++w) SEAM_RETURN_IF_ERROR(Round(batch).status());
-    return Round(batch);
+    for (int w = 0; w < o_.warmup; ++w) SEAM_RETURN_IF_ERROR(Round(batch, w + 1).status());
+    return Round(batch, 0);
   }
 
  private:
@@ -78,9 +78,9 @@ class GroupDecode : public InProcessDecode {
     return next;
   }
 
-  absl::StatusOr<InProcessFigures> Round(int batch) {
+  absl::StatusOr<InProcessFigures> Round(int batch, uint64_t round) {
     const int64_t vocab = group_->config().vocab_size;
-    std::vector<SequenceStep> steps = Prompts(batch, next_id_, round_++, o_, vocab);
+    std::vector<SequenceStep> steps = Prompts(batch, next_id_, round, o_, vocab);
     next_id_ += batch;
     InProcessFigures f;
     const Clock::time_point t0 = Clock::now();
@@ -100,7 +100,7 @@ class GroupDecode : public InProcessDecode {
 
   std::unique_ptr<runtime::StageGroup> group_;
   InProcessOptions o_;
-  uint64_t next_id_ = 1, round_ = 1000;
+  uint64_t next_id_ = 1;
 };
 
 // One whole-stack model on GPU 0: eager prefill, then decode steps replayed
@@ -130,8 +130,8 @@ class GraphDecode : public InProcessDecode {
       SEAM_ASSIGN_OR_RETURN(graphs_[batch], runtime::DecodeGraph::Capture(*model_, *cache_, batch,
                                                                           o_.prompt_len + o_.new_tokens + 1));
     }
-    for (int w = 0; w < o_.warmup; ++w) SEAM_RETURN_IF_ERROR(Round(batch).status());
-    return Round(batch);
+    for (int w = 0; w < o_.warmup; ++w) SEAM_RETURN_IF_ERROR(Round(batch, w + 1).status());
+    return Round(batch, 0);
   }
 
  private:
@@ -145,8 +145,8 @@ class GraphDecode : public InProcessDecode {
     return std::vector<int32_t>(host.data<int32_t>(), host.data<int32_t>() + host.numel());
   }
 
-  absl::StatusOr<InProcessFigures> Round(int batch) {
-    std::vector<SequenceStep> steps = Prompts(batch, next_id_, round_++, o_, model_->config().vocab_size);
+  absl::StatusOr<InProcessFigures> Round(int batch, uint64_t round) {
+    std::vector<SequenceStep> steps = Prompts(batch, next_id_, round, o_, model_->config().vocab_size);
     next_id_ += batch;
     InProcessFigures f;
     const Clock::time_point t0 = Clock::now();
@@ -177,7 +177,7 @@ class GraphDecode : public InProcessDecode {
   std::unique_ptr<models::Qwen3Model> model_;
   std::unique_ptr<models::KvCache> cache_;
   std::map<int, std::unique_ptr<runtime::DecodeGraph>> graphs_;
-  uint64_t next_id_ = 1, round_ = 1000;
+  uint64_t next_id_ = 1;
 };
 
 }  // namespace

@@ -44,7 +44,8 @@ class InProcessDecode {
   // What runs, e.g. "StageGroup on cpu, TP 2, attention DP 1".
   virtual std::string Describe() const = 0;
   // `warmup` untimed rounds, then one timed round: `batch` sequences'
-  // prefill, then greedy decode steps, then their KV blocks freed.
+  // prefill, then greedy decode steps, then their KV blocks freed. The timed
+  // round's prompts are the served timed round's (BenchPromptToken, round 0).
   virtual absl::StatusOr<InProcessFigures> Measure(int batch) = 0;
 };
 

@@ -28,7 +28,7 @@ struct SequenceResult {
 
 v1::GenerateRequest MakeRequest(const ServedWorkload& w, int s) {
   v1::GenerateRequest request;
-  request.set_request_id(absl::StrCat("bench-serve-", w.round, "-", s));
+  request.set_request_id(absl::StrCat("bench-serve-b", w.batch, "-r", w.round, "-", s));
   auto* prompt = request.add_prompts()->mutable_token_ids();
   for (int t = 0; t < w.prompt_len; ++t) prompt->Add(BenchPromptToken(s, t, w.round, w.vocab));
   request.mutable_sampling()->set_temperature(0);

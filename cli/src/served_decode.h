@@ -15,7 +15,7 @@ struct ServedWorkload {
   int prompt_len = 128;  // prompt tokens
   int new_tokens = 64;   // max_new_tokens (no stop tokens, so every sequence makes them all)
   int64_t vocab = 0;     // prompt tokens are drawn from [2, vocab)
-  uint64_t round = 0;    // varies the prompts between rounds (and names the requests)
+  uint64_t round = 0;    // varies the prompts between rounds (and names the requests); timed rounds use 0
   double timeout_s = 600;
 };
 
