@@ -7,6 +7,7 @@
 
 #include "bench_model_command.h"
 #include "bench_pipeline_command.h"
+#include "bench_serve_command.h"
 #include "check_command.h"
 #include "client_commands.h"
 #include "command_status.h"
@@ -117,6 +118,44 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_pp_cmd->add_option("--json", bench_pp.json_out, "also write results as JSON to this file");
 
+  seam::cli::BenchServeOptions bench_serve;
+  CLI::App* bench_serve_cmd = bench_cmd->add_subcommand(
+      "serve", "served tokens/s, ms/step, TTFT and ITL of a local pipeline vs in-process decode and the weight floor");
+  bench_serve_cmd->add_option("--model", bench_serve.model_dir, "model directory (default: a random qwen3)");
+  bench_serve_cmd->add_option("--hidden", bench_serve.hidden, "hidden size of the random model")->capture_default_str();
+  bench_serve_cmd->add_option("--layers", bench_serve.layers, "layers of the random model")->capture_default_str();
+  bench_serve_cmd->add_option("--heads", bench_serve.heads, "attention heads of the random model")->capture_default_str();
+  bench_serve_cmd->add_option("--kv-heads", bench_serve.kv_heads, "KV heads of the random model")->capture_default_str();
+  bench_serve_cmd->add_option("--head-dim", bench_serve.head_dim, "head dim of the random model (0: hidden / heads)")
+      ->capture_default_str();
+  bench_serve_cmd->add_option("--intermediate", bench_serve.intermediate, "FFN size of the random model (0: 3 x hidden)")
+      ->capture_default_str();
+  bench_serve_cmd->add_option("--vocab", bench_serve.vocab, "vocabulary of the random model")->capture_default_str();
+  bench_serve_cmd->add_option("--pp", bench_serve.pp, "pipeline stages (seam-stage processes)")->capture_default_str();
+  bench_serve_cmd->add_option("--tp", bench_serve.tp, "tensor-parallel ranks per stage")->capture_default_str();
+  bench_serve_cmd->add_option("--attn-dp", bench_serve.attn_dp, "attention data-parallel groups")->capture_default_str();
+  bench_serve_cmd->add_option("--device", bench_serve.device, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  bench_serve_cmd->add_option("--dtype", bench_serve.dtype, "f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  bench_serve_cmd->add_option("--batch", bench_serve.batch, "concurrent sequences, a list: one row each")
+      ->capture_default_str();
+  bench_serve_cmd->add_option("--prompt-len", bench_serve.prompt_len, "prompt tokens")->capture_default_str();
+  bench_serve_cmd->add_option("--new-tokens", bench_serve.new_tokens, "generated tokens per sequence")
+      ->capture_default_str();
+  bench_serve_cmd->add_option("--warmup", bench_serve.warmup, "untimed rounds before each timed one")
+      ->capture_default_str();
+  bench_serve_cmd->add_flag("--quick", bench_serve.quick, "tiny model and workload (smoke test)");
+  bench_serve_cmd->add_option("--json", bench_serve.json_out, "also write the figures as JSON to this file");
+  bench_serve_cmd->add_option("--stage-arg", bench_serve.stage_args, "extra seam-stage argument (repeat), e.g. "
+                                                                      "--stage-arg=--allreduce-fusion=off")
+      ->allow_extra_args(false);
+  bench_serve_cmd->add_option("--coordinator-arg", bench_serve.coordinator_args,
+                              "extra seam-coordinator argument (repeat), e.g. --coordinator-arg=--kv-blocks=4096")
+      ->allow_extra_args(false);
+
   seam::cli::RunCommandOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "a local pipeline of seam-stage processes (CPU, or CUDA with --device) and a seam-coordinator, "
                                                 "checked against a single-process run");
@@ -186,6 +225,9 @@ int main(int argc, char** argv) {
   if (plan_cmd->parsed()) return print("seam plan", seam::cli::RunPlanCommand(plan));
   if (bench_pp_cmd->parsed()) {
     return report("seam bench pipeline", seam::cli::RunBenchPipelineCommand(bench_pp, std::cout));
+  }
+  if (bench_serve_cmd->parsed()) {
+    return report("seam bench serve", seam::cli::RunBenchServeCommand(bench_serve, std::cout));
   }
   if (bench_model_cmd->parsed()) {
     return report("seam bench model", seam::cli::RunBenchModelCommand(bench_model, std::cout));
