@@ -112,6 +112,7 @@ absl::StatusOr<comm::AllReduceNormTable> MeasureAllReduceNorm(comm::IpcAllReduce
   // The group's mean, identical on every rank.
   SEAM_ASSIGN_OR_RETURN(Tensor shared, Tensor::FromFloats(timings, {2 * n}).To(device));
   SEAM_RETURN_IF_ERROR(group.AllReduce(shared));
+  SEAM_RETURN_IF_ERROR(group.Synchronize(absl::Now() + absl::Seconds(30)));
   SEAM_ASSIGN_OR_RETURN(Tensor host, shared.To(Device::CPU()));
   const std::vector<float> sums = host.ToFloats();
   comm::AllReduceNormTable table;

@@ -328,6 +328,9 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
     }
     SEAM_ASSIGN_OR_RETURN(rank.logits, rank.model->ForwardPiece(batch, inputs[rank.topology.dp_rank()], *rank.cache,
                                                                 in.empty() ? nullptr : &entering, &rank.handoff));
+    // Collectives are stream-ordered: the step waits for them once, bounded
+    // (a missed deadline aborts the communicator), before anything is read.
+    SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(absl::Now() + self->options.comm_timeout));
     // What leaves the group is on the host: handoffs for UCX, logits for sampling.
     SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(rank.handoff, Device::CPU()));
     if (rank.logits.defined()) {
