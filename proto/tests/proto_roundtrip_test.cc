@@ -42,6 +42,7 @@ StreamState FullStreamState() {
   p->set_attn_dp_size(2);
   p->set_last_stage_kind(STAGE_KIND_FFN);
   p->set_exit_policy("rs");
+  p->set_row_form(ROW_FORM_ATTN_TP_SLICE);
   TensorDesc* t = s.add_tensors();
   t->set_name("hidden_states");
   t->set_dtype(DTYPE_BF16);
@@ -50,6 +51,7 @@ StreamState FullStreamState() {
   t->set_byte_size(10 * 2048 * 2);
   t->set_crc32c(0xDEADBEEFu);
   s.set_token_count(10);
+  s.set_mac(std::string(32, '\x5a'));
   s.add_attn_dp_row_counts(6);
   s.add_attn_dp_row_counts(4);
   return s;
