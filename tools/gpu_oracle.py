@@ -63,7 +63,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_golden as mg  # noqa: E402  (config building, MoE layout, JSON helpers)
-from oracle_compare import common_prefix, compare_prompt, judge, margin_stats, self_consistent  # noqa: E402,F401
+from oracle_compare import BF16_NEAR_TIE_FLOOR, BF16_TOP1_MIN, F32_REL_TOL, compare_prompt, judge, margin_stats  # noqa: E402
 
 SEED = 4321
 PROMPT_LENGTHS = (7, 33, 100, 257)
@@ -78,9 +78,6 @@ NORM_STD = 0.1
 # scale of 15 gives logits with std ~10 and top-2 gaps of a few units, as a
 # trained model's are, so top-1 agreement measures the kernels, not the ties.
 HEAD_SCALE = 15.0
-F32_REL_TOL = 1e-4
-BF16_TOP1_MIN = 0.99
-BF16_NEAR_TIE_FLOOR = 0.95
 DEVICE = "cuda:0"
 
 SMALL_DENSE = dict(mg.COMMON)

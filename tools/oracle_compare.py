@@ -3,6 +3,11 @@ against transformers' (common prefixes, top-1 margins, self-consistency of
 a run, the per-prompt record and the pass/fail judgement of a checkpoint)."""
 import torch
 
+F32_REL_TOL = 1e-4
+BF16_TOP1_MIN = 0.99
+BF16_NEAR_TIE_FLOOR = 0.95
+
+
 def common_prefix(a, b):
     n = 0
     for x, y in zip(a, b):
