@@ -271,6 +271,8 @@ absl::StatusOr<Tensor> Qwen3Model::Impl::Run(boundary::Hidden h, boundary::Forwa
     return Tensor();
   }
   SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, final_norm));
+  // Every rank of a DP group holds the same normed rows: one computes the logits.
+  if (options.topology.attn_tp_rank() != 0) return Tensor();
   Tensor chosen = normed;
   if (last_rows.defined()) {
     chosen = Tensor::Empty({last_rows.dim(0), c.hidden_size}, normed.dtype(), normed.device());

@@ -81,7 +81,9 @@ class Qwen3Model {
 
   // Runs `input` (this rank's DP group's sequences, whose counts `batch`'s
   // dp_rows hold) through the stack; reserves the cache blocks it needs.
-  // Returns fp32 logits [rows, vocab]: every token, or each sequence's last.
+  // Returns fp32 logits [rows, vocab]: every token, or each sequence's last,
+  // on attention-TP rank 0 of each DP group; the other ranks skip the
+  // lm_head (their logits would be the same) and return an undefined tensor.
   // The whole stack only (first and last piece); FAILED_PRECONDITION otherwise.
   absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache);
 
