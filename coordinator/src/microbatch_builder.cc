@@ -92,9 +92,22 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
   state.in_flight = true;
 }
 
+// Decode steps are spread over the microbatches in flight: with P stages and
+// D decoding sequences a microbatch takes at most ceil(D / P) of them, so P
+// microbatches of decode keep every stage busy instead of one microbatch
+// holding them all while the other stages idle.
+int SchedulerImpl::DecodeShare() const {
+  int decoding = 0;
+  for (const auto& [order, id] : running_) decoding += requests_.at(id).phase == Phase::kDecoding ? 1 : 0;
+  const int slots = std::max(1, options_.max_inflight_microbatches);
+  return std::max(1, (decoding + slots - 1) / slots);
+}
+
 void SchedulerImpl::AddDecodeSteps(Draft& draft) {
+  const int share = DecodeShare();
+  int taken = 0;
   for (const auto& [order, id] : running_) {
-    if (!HasRoomForSequence(draft)) return;
+    if (!HasRoomForSequence(draft) || taken == share) return;
     RequestState& state = requests_.at(id);
     if (state.in_flight || state.phase != Phase::kDecoding) continue;
     const int need = kv_.BlocksFor(state.DecodeKvTokens()) - state.blocks;
@@ -106,6 +119,7 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
       state.blocks += need;
     }
     AddEntry(draft, state, state.kv_tokens, 1, /*is_prefill=*/false, /*is_last_chunk=*/true);
+    ++taken;
   }
 }
 

@@ -49,6 +49,8 @@ class SchedulerImpl final : public Scheduler {
   void BreakDeadlocks();
   bool GroupDeadlocked(int group) const;
   void Preempt(const std::string& request_id);
+  // Decode steps one microbatch may take (see AddDecodeSteps).
+  int DecodeShare() const;
   void AddDecodeSteps(Draft& draft);
   void AddPrefillChunks(Draft& draft);
   void AdmitFromQueue(Draft& draft);

@@ -42,8 +42,9 @@ TEST(SchedulerTest, KeepsEveryPipelineStageBusy) {
   EXPECT_EQ(d.scheduler->InFlightCount(), 4);
   for (const auto& mb : out) EXPECT_EQ(mb.num_sequences, 2);
   d.Complete(out[0]);
-  Microbatch decode = d.MustNext();  // the freed slot: the first two, decoding
-  EXPECT_THAT(IdsOf(decode), ElementsAre("r0", "r1"));
+  // The freed slot: two decoding sequences over four slots, one a microbatch.
+  Microbatch decode = d.MustNext();
+  EXPECT_THAT(IdsOf(decode), ElementsAre("r0"));
   EXPECT_FALSE(decode.entries_by_group[0][0].is_prefill);
   EXPECT_EQ(decode.entries_by_group[0][0].start_position, 4);
   EXPECT_EQ(decode.entries_by_group[0][0].input_token, 7);
@@ -59,7 +60,29 @@ TEST(SchedulerTest, SequenceIsInAtMostOneInFlightMicrobatch) {
   EXPECT_THAT(IdsOf(first), ElementsAre("a", "b"));
   EXPECT_FALSE(d.scheduler->Next().has_value()) << "both sequences are in flight";
   d.Complete(first);
-  EXPECT_THAT(IdsOf(d.MustNext()), ElementsAre("a", "b"));
+  // Two decoding sequences over three slots: one microbatch each.
+  EXPECT_THAT(IdsOf(d.MustNext()), ElementsAre("a"));
+  EXPECT_THAT(IdsOf(d.MustNext()), ElementsAre("b"));
+}
+
+TEST(SchedulerTest, DecodeStepsAreSpreadOverThePipelinesMicrobatches) {
+  SchedulerOptions o = Small();
+  o.pipeline_stages = 2;
+  SchedulerDriver d(o);
+  for (int i = 0; i < 8; ++i) d.Submit("s" + std::to_string(i), 3, 6);
+  Microbatch prefill = d.MustNext();  // all eight admitted at once
+  EXPECT_EQ(prefill.num_sequences, 8);
+  d.Complete(prefill);
+  // Eight decoding sequences, two stages: two microbatches of four in flight.
+  Microbatch a = d.MustNext(), b = d.MustNext();
+  EXPECT_EQ(a.num_sequences, 4);
+  EXPECT_EQ(b.num_sequences, 4);
+  EXPECT_FALSE(d.scheduler->Next().has_value());
+  std::set<std::string> ids;
+  for (const Microbatch* mb : {&a, &b}) {
+    for (const std::string& id : IdsOf(*mb)) EXPECT_TRUE(ids.insert(id).second) << id << " twice";
+  }
+  EXPECT_EQ(ids.size(), 8u);
 }
 
 TEST(SchedulerTest, MicrobatchesCarryIncreasingSequenceNumbersAndPackedRows) {
