@@ -159,7 +159,7 @@ absl::Status DecodeGraph::Record(bool capturing) {
   if (last) return CopyInto(logits, logits_);
   if (!capturing) {  // the warm-up: fixed buffers for the handoff this piece leaves
     if (!RowsInOrder(out.rows, model_.options().topology)) {
-      return absl::FailedPreconditionError(absl::StrCat("DecodeGraph: this piece's handoff leaves on ",
+      return absl::UnimplementedError(absl::StrCat("DecodeGraph: this piece's handoff leaves on ",
                                                         boundary::RowFormName(out.rows),
                                                         ", which does not hold the DP group's rows in order"));
     }

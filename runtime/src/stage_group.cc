@@ -174,9 +174,11 @@ absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets
   const int64_t max_context = graph_max_context;
   const absl::Duration timeout = options.comm_timeout;
   auto memory = std::make_shared<std::pair<int64_t, int64_t>>(0, 0);  // rank 0: buffer bytes, lost free bytes
+  auto unsupported = std::make_shared<std::string>();                  // rank 0: why this piece cannot
   Impl* self = this;
   const absl::Time start = absl::Now();
-  const absl::Status captured = RunOnAll([self, buckets, form, max_context, timeout, memory](int r) -> absl::Status {
+  const absl::Status captured =
+      RunOnAll([self, buckets, form, max_context, timeout, memory, unsupported](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
     const Device device = self->RankDevice(r);
     SEAM_RETURN_IF_ERROR(UseDevice(device));
@@ -191,6 +193,11 @@ absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets
       o.comm_timeout = timeout;
       if (form.has_value()) std::tie(o.in_state, o.in_rows) = *form;
       absl::StatusOr<std::unique_ptr<DecodeGraph>> graph = DecodeGraph::Capture(*rank.model, *rank.cache, o);
+      if (absl::IsUnimplemented(graph.status())) {  // a fact of the piece, alike on every rank: no graphs
+        if (r == 0) *unsupported = std::string(graph.status().message());
+        rank.graphs.clear();
+        return rank.groups->Synchronize(absl::Now() + timeout);  // the warm-up's collectives
+      }
       if (!graph.ok()) return Annotate(graph.status(), absl::StrCat("capturing the decode graph of bucket ", b));
       rank.graphs[b] = std::move(*graph);
       if (r == 0) memory->first += rank.graphs[b]->buffer_bytes();
@@ -203,6 +210,12 @@ absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets
     // A rank may have stopped between collectives: the group cannot go on.
     broken = captured;
     return captured;
+  }
+  if (!unsupported->empty()) {
+    graph_stats.off_reason = *unsupported;
+    graph_stats.captured.clear();
+    SEAM_LOG_INFO("decode steps of this piece run eagerly, without CUDA graphs: {}", *unsupported);
+    return absl::OkStatus();
   }
   std::set<int64_t> all(graph_stats.captured.begin(), graph_stats.captured.end());
   all.insert(buckets.begin(), buckets.end());
@@ -450,13 +463,14 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
         Annotate(boundary::CheckPipelineTensors(in[r], rows, config().hidden_size), g.RankName(r)));
   }
 
-  const int64_t bucket = g.BucketFor(inputs, dp_rows, in);
+  int64_t bucket = g.BucketFor(inputs, dp_rows, in);
   if (bucket > 0 && !first && !g.graph_in_form.has_value()) {
     g.graph_in_form = std::pair{in.front().state, in.front().rows};
   }
   if (bucket > 0 && g.ranks[0]->graphs.count(bucket) == 0) {
     SEAM_RETURN_IF_ERROR(g.CaptureGraphs(g.options.graph_capture_at_start ? g.options.graph_buckets
                                                                           : std::vector<int64_t>{bucket}));
+    if (!g.graph_stats.off_reason.empty()) bucket = 0;  // the piece turned out not to take graphs
   }
   const uint64_t microbatch = g.next_microbatch++;
   SEAM_LOG_DEBUG("step {}: {} sequences, at most {} in a DP group: {}", microbatch, sequences.size(),

@@ -73,7 +73,8 @@ class DecodeGraph {
   // the model and cache are on one CUDA device, or when the piece has sparse
   // (MoE) layers, whose routing reads the routed ids on the host; TP > 1 or
   // attention DP > 1 needs `groups`. INVALID_ARGUMENT for sizes that are not
-  // positive.
+  // positive. UNIMPLEMENTED (after the warm-up, on every rank alike) when the
+  // piece's handoff leaves on rows out of DP order (attention-TP slices).
   static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::Qwen3Model& model, models::KvCache& cache,
                                                               const DecodeGraphOptions& options);
   // The whole stack at TP 1 on a stream of its own.
