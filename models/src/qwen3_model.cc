@@ -241,12 +241,27 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardStep(boundary::ForwardBatch& batch, co
   if (!is_first_piece() || !is_last_piece()) {
     return absl::FailedPreconditionError("ForwardStep runs the whole stack; this rank holds a pipeline piece");
   }
-  if (ids.rank() != 1 || ids.dim(0) != batch.rows.my_dp_rows()) {
+  return ForwardPieceStep(batch, ids, nullptr, step, cache, last_rows, nullptr);
+}
+
+absl::StatusOr<Tensor> Qwen3Model::ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
+                                                    const boundary::PipelineTensors* in, const CacheBatch& step,
+                                                    KvCache& cache, const Tensor& last_rows,
+                                                    boundary::PipelineTensors* out) {
+  const bool first = is_first_piece(), last = is_last_piece();
+  if (first != (in == nullptr)) {
+    return absl::InvalidArgumentError(first ? "the first pipeline piece takes no handoff"
+                                            : "a pipeline piece after the first needs the previous piece's handoff");
+  }
+  if (!last && out == nullptr) {
+    return absl::InvalidArgumentError("a pipeline piece before the last needs somewhere to write its handoff");
+  }
+  if (first && (ids.rank() != 1 || ids.dim(0) != batch.rows.my_dp_rows())) {
     return absl::InvalidArgumentError(absl::StrCat("ids: expected [", batch.rows.my_dp_rows(), "], got ",
                                                    ShapeToString(ids.shape())));
   }
-  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, impl_->Enter(batch, ids, nullptr));
-  return impl_->Run(std::move(h), batch, step, cache, last_rows, nullptr);
+  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, impl_->Enter(batch, ids, in));
+  return impl_->Run(std::move(h), batch, step, cache, last_rows, out);
 }
 
 absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::Enter(boundary::ForwardBatch& batch, const Tensor& ids,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/device_memory.h"
 #include "seam/core/status.h"
 #include "seam/kernels/stream.h"
 
@@ -12,11 +13,39 @@ namespace {
 // Elements of the staging buffer for B sequences and tables W wide.
 int64_t StagedInts(int64_t b, int64_t w) { return 5 * b + 1 + b * w; }
 
+// Whether a handoff in `form` holds the DP group's rows in order (real rows first).
+bool RowsInOrder(boundary::RowForm form, const boundary::Topology& topology) {
+  return form == boundary::RowForm::kDpRows ||
+         (form == boundary::RowForm::kAttnTpSlice && topology.attn_tp() == 1);
+}
+
+int64_t Bytes(const Tensor& t) { return t.defined() ? t.nbytes() : 0; }
+
+// Zeroes rows [from, end) of a fixed device buffer (padding rows of a handoff).
+absl::Status ZeroRowsFrom(const Tensor& t, int64_t from) {
+  if (!t.defined() || from >= t.rows()) return absl::OkStatus();
+  Tensor tail = t.Rows(from, t.rows() - from);
+  return DeviceMemset(t.device(), tail.raw_data(), 0, tail.nbytes());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Qwen3Model& model, models::KvCache& cache,
                                                                   int64_t batch_size, int64_t max_context) {
+  if (!model.is_first_piece() || !model.is_last_piece()) {
+    return absl::FailedPreconditionError("this DecodeGraph::Capture serves the whole stack; pass options for a piece");
+  }
+  DecodeGraphOptions options;
+  options.batch_size = batch_size;
+  options.max_context = max_context;
+  return Capture(model, cache, options);
+}
+
+absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Qwen3Model& model, models::KvCache& cache,
+                                                                  const DecodeGraphOptions& options) {
   const Device dev = model.options().device;
+  const boundary::Topology& topology = model.options().topology;
+  const weights::ModelConfig& config = model.config();
   if (!dev.is_cuda()) {
     return absl::FailedPreconditionError(absl::StrCat("DecodeGraph needs a model on CUDA; this one is on ",
                                                       dev.ToString()));
@@ -26,42 +55,84 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Qwen3M
                                                       cache.options().device.ToString(), ", the model on ",
                                                       dev.ToString()));
   }
-  if (model.options().topology.tp != 1 || model.options().topology.attn_dp != 1 || !model.is_first_piece() ||
-      !model.is_last_piece()) {
-    return absl::FailedPreconditionError("DecodeGraph serves the whole stack at TP 1 and attention DP 1");
+  if (options.groups == nullptr && (topology.tp != 1 || topology.attn_dp != 1)) {
+    return absl::FailedPreconditionError(absl::StrCat("DecodeGraph: a rank of TP ", topology.tp, " (attention DP ",
+                                                      topology.attn_dp, ") needs its process groups"));
   }
-  if (batch_size <= 0 || max_context <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("DecodeGraph: batch size (", batch_size,
-                                                   ") and max context (", max_context, ") must be positive"));
+  for (int l = model.options().first_layer; l < model.options().end_layer; ++l) {
+    if (config.IsSparseLayer(l)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "DecodeGraph: layer ", l, " is a MoE layer, whose routing reads the routed ids on the host"));
+    }
+  }
+  if (!model.is_first_piece() && !RowsInOrder(options.in_rows, topology)) {
+    return absl::FailedPreconditionError(absl::StrCat("DecodeGraph: a handoff on ",
+                                                      boundary::RowFormName(options.in_rows),
+                                                      " does not hold the DP group's rows in order"));
+  }
+  if (options.batch_size <= 0 || options.max_context <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeGraph: batch size (", options.batch_size,
+                                                   ") and max context (", options.max_context,
+                                                   ") must be positive"));
   }
   auto g = std::unique_ptr<DecodeGraph>(new DecodeGraph(model, cache));
-  g->batch_size_ = batch_size;
-  g->table_width_ = (max_context + cache.block_size() - 1) / cache.block_size();
-  SEAM_ASSIGN_OR_RETURN(g->stream_, CudaStream::Create(dev));
-  const int64_t ints = StagedInts(batch_size, g->table_width_);
+  const int64_t b = options.batch_size;
+  g->groups_ = options.groups;
+  g->batch_size_ = b;
+  g->table_width_ = (options.max_context + cache.block_size() - 1) / cache.block_size();
+  g->dp_rows_.assign(topology.attn_dp, b);
+  if (options.stream != nullptr) {
+    g->stream_ = options.stream;
+  } else {
+    SEAM_ASSIGN_OR_RETURN(g->owned_stream_, CudaStream::Create(dev));
+    g->stream_ = &g->owned_stream_;
+  }
+  const int64_t ints = StagedInts(b, g->table_width_);
   SEAM_ASSIGN_OR_RETURN(g->staging_, PinnedBuffer::Create(ints * sizeof(int32_t)));
-  kernels::ScopedStream on(g->stream_.handle());
+  kernels::ScopedStream on(g->stream_->handle());
   SEAM_ASSIGN_OR_RETURN(g->inputs_, Tensor::TryEmpty({ints}, DType::kI32, dev));
-  SEAM_ASSIGN_OR_RETURN(g->logits_, Tensor::TryEmpty({batch_size, model.config().vocab_size}, DType::kF32, dev));
+  if (model.is_last_piece()) {
+    SEAM_ASSIGN_OR_RETURN(g->logits_, Tensor::TryEmpty({b, config.vocab_size}, DType::kF32, dev));
+  }
+  if (!model.is_first_piece()) {
+    const boundary::BatchRows rows(topology, g->dp_rows_, /*padded=*/true);
+    const Shape shape{rows.RowsOf(options.in_rows), config.hidden_size};
+    g->in_.state = options.in_state;
+    g->in_.rows = options.in_rows;
+    SEAM_ASSIGN_OR_RETURN(g->in_.hidden, Tensor::TryEmpty(shape, model.options().dtype, dev));
+    SEAM_RETURN_IF_ERROR(ZeroRowsFrom(g->in_.hidden, 0));
+    if (options.in_state == boundary::StreamState::kPending) {
+      SEAM_ASSIGN_OR_RETURN(g->in_.residual, Tensor::TryEmpty(shape, model.options().dtype, dev));
+      SEAM_RETURN_IF_ERROR(ZeroRowsFrom(g->in_.residual, 0));
+    }
+  }
   SEAM_RETURN_IF_ERROR(g->Bind());
 
   // Placeholder inputs for the warm-up and the capture: every token at
   // position 0 of a one-token context in block 0, writing no cache slot.
   int32_t* s = static_cast<int32_t*>(g->staging_.data());
   std::memset(s, 0, ints * sizeof(int32_t));
-  const int64_t b = batch_size;
   for (int64_t i = 0; i < b; ++i) {
-    s[2 * b + i] = -1;                 // slot: skip
+    s[2 * b + i] = -1;                  // slot: skip
     s[3 * b + i + 1] = int32_t(i + 1);  // query_start
-    s[4 * b + 1 + i] = 1;              // context length
+    s[4 * b + 1 + i] = 1;               // context length
   }
-  SEAM_RETURN_IF_ERROR(UploadAsync(g->inputs_.raw_data(), dev, s, ints * sizeof(int32_t), g->stream_));
+  SEAM_RETURN_IF_ERROR(UploadAsync(g->inputs_.raw_data(), dev, s, ints * sizeof(int32_t), *g->stream_));
   // The warm-up creates what the first run of each op creates lazily (library
-  // handles, pool memory), which a capture must not do.
-  SEAM_RETURN_IF_ERROR(g->Record());
-  SEAM_RETURN_IF_ERROR(g->stream_.Synchronize());
-  SEAM_ASSIGN_OR_RETURN(g->graph_, CudaGraph::Capture(g->stream_, [&g] { return g->Record(); }));
+  // handles, plans, pool memory, NCCL scratch and connections), which a
+  // capture must not do; it also learns the handoff this piece leaves.
+  SEAM_RETURN_IF_ERROR(g->Record(/*capturing=*/false));
+  if (g->groups_ != nullptr) {
+    SEAM_RETURN_IF_ERROR(g->groups_->Synchronize(absl::Now() + options.comm_timeout));
+  }
+  SEAM_RETURN_IF_ERROR(g->stream_->Synchronize());
+  SEAM_ASSIGN_OR_RETURN(g->graph_, CudaGraph::Capture(*g->stream_, [&g] { return g->Record(/*capturing=*/true); }));
   return g;
+}
+
+int64_t DecodeGraph::buffer_bytes() const {
+  return Bytes(inputs_) + Bytes(logits_) + Bytes(in_.hidden) + Bytes(in_.residual) + Bytes(out_.hidden) +
+         Bytes(out_.residual) + static_cast<int64_t>(staging_.bytes());
 }
 
 absl::Status DecodeGraph::Bind() {
@@ -76,17 +147,53 @@ absl::Status DecodeGraph::Bind() {
   return absl::OkStatus();
 }
 
-absl::Status DecodeGraph::Record() {
-  boundary::ForwardBatch batch(0, boundary::BatchVariant::kOrdinary, model_.options().topology, {batch_size_});
-  SEAM_ASSIGN_OR_RETURN(Tensor logits, model_.ForwardStep(batch, ids_, step_, cache_));
-  return CopyInto(logits, logits_);
+absl::Status DecodeGraph::Record(bool capturing) {
+  boundary::ForwardBatch batch(0, boundary::BatchVariant::kOrdinary, model_.options().topology, dp_rows_);
+  if (groups_ != nullptr) {
+    batch.comms = boundary::StageComms{&groups_->tp(), &groups_->attn_tp(), &groups_->attn_dp()};
+  }
+  const bool first = model_.is_first_piece(), last = model_.is_last_piece();
+  boundary::PipelineTensors out;
+  SEAM_ASSIGN_OR_RETURN(Tensor logits, model_.ForwardPieceStep(batch, ids_, first ? nullptr : &in_, step_, cache_,
+                                                               Tensor(), last ? nullptr : &out));
+  if (last) return CopyInto(logits, logits_);
+  if (!capturing) {  // the warm-up: fixed buffers for the handoff this piece leaves
+    if (!RowsInOrder(out.rows, model_.options().topology)) {
+      return absl::UnimplementedError(absl::StrCat("DecodeGraph: this piece's handoff leaves on ",
+                                                        boundary::RowFormName(out.rows),
+                                                        ", which does not hold the DP group's rows in order"));
+    }
+    out_.state = out.state;
+    out_.rows = out.rows;
+    SEAM_ASSIGN_OR_RETURN(out_.hidden, Tensor::TryEmpty(out.hidden.shape(), out.hidden.dtype(), out.hidden.device()));
+    if (out.residual.defined()) {
+      SEAM_ASSIGN_OR_RETURN(out_.residual,
+                            Tensor::TryEmpty(out.residual.shape(), out.residual.dtype(), out.residual.device()));
+    }
+  } else if (out.state != out_.state || out.rows != out_.rows || out.residual.defined() != out_.residual.defined()) {
+    return absl::InternalError("DecodeGraph: the captured step leaves another handoff than its warm-up");
+  }
+  SEAM_RETURN_IF_ERROR(CopyInto(out.hidden, out_.hidden));
+  if (out.residual.defined()) SEAM_RETURN_IF_ERROR(CopyInto(out.residual, out_.residual));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> DecodeGraph::Step(const models::StepInput& input) {
+bool DecodeGraph::Fits(const models::StepInput& input) const {
+  if (static_cast<int64_t>(input.sequences.size()) > batch_size_) return false;
+  for (const models::SequenceStep& s : input.sequences) {
+    if (s.tokens.size() != 1 || s.start < 0 || s.start + 1 > max_context()) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& input,
+                                                      const boundary::PipelineTensors* in) {
   const int64_t b = batch_size_;
-  if (static_cast<int64_t>(input.sequences.size()) != b) {
-    return absl::InvalidArgumentError(absl::StrCat("this decode graph runs ", b, " sequences; the step has ",
-                                                   input.sequences.size()));
+  const int64_t n = static_cast<int64_t>(input.sequences.size());
+  const weights::ModelConfig& config = model_.config();
+  const bool first = model_.is_first_piece(), last = model_.is_last_piece();
+  if (n > b) {
+    return absl::InvalidArgumentError(absl::StrCat("this decode graph runs up to ", b, " sequences; the step has ", n));
   }
   std::vector<models::CacheSpan> spans;
   for (const models::SequenceStep& s : input.sequences) {
@@ -94,9 +201,9 @@ absl::StatusOr<Tensor> DecodeGraph::Step(const models::StepInput& input) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has ", s.tokens.size(),
                                                      " tokens; a decode step runs one per sequence"));
     }
-    if (s.tokens[0] < 0 || s.tokens[0] >= model_.config().vocab_size) {
+    if (first && (s.tokens[0] < 0 || s.tokens[0] >= config.vocab_size)) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, ": token ", s.tokens[0],
-                                                     " is outside the vocabulary of ", model_.config().vocab_size));
+                                                     " is outside the vocabulary of ", config.vocab_size));
     }
     if (s.start < 0 || s.start + 1 > max_context()) {
       return absl::OutOfRangeError(absl::StrCat("sequence ", s.sequence, " reaches position ", s.start,
@@ -104,21 +211,70 @@ absl::StatusOr<Tensor> DecodeGraph::Step(const models::StepInput& input) {
     }
     spans.push_back(models::CacheSpan{s.sequence, s.start, 1});
   }
+  if (!first) {
+    if (in == nullptr) {
+      return absl::InvalidArgumentError("a pipeline piece after the first needs the previous piece's handoff");
+    }
+    if (in->state != in_.state || in->rows != in_.rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "this decode graph takes a ", boundary::StreamStateName(in_.state), " handoff on ",
+          boundary::RowFormName(in_.rows), "; got a ", boundary::StreamStateName(in->state), " one on ",
+          boundary::RowFormName(in->rows)));
+    }
+    for (const Tensor* t : {&in->hidden, &in->residual}) {
+      if (t == &in->residual && in_.state != boundary::StreamState::kPending) continue;
+      if (!t->defined() || t->shape() != Shape{n, config.hidden_size} || t->dtype() != in_.hidden.dtype()) {
+        return absl::InvalidArgumentError(absl::StrCat("a handoff tensor is ",
+                                                       t->defined() ? t->DebugString() : "missing", "; expected ",
+                                                       DTypeName(in_.hidden.dtype()), " [", n, ", ",
+                                                       config.hidden_size, "]"));
+      }
+    }
+  }
   SEAM_RETURN_IF_ERROR(cache_.Reserve(spans));
   SEAM_ASSIGN_OR_RETURN(models::CacheBatchPlan plan, cache_.PlanBatch(spans, table_width_));
 
-  // The previous step's upload must be done before the staging is rewritten.
-  SEAM_RETURN_IF_ERROR(stream_.Synchronize());
+  kernels::ScopedStream on(stream_->handle());
+  // The previous step's upload and replay must be done before the staging
+  // and the fixed inputs are rewritten.
+  SEAM_RETURN_IF_ERROR(stream_->Synchronize());
   int32_t* s = static_cast<int32_t*>(staging_.data());
-  for (int64_t i = 0; i < b; ++i) s[i] = input.sequences[i].tokens[0];
-  std::memcpy(s + b, plan.positions.data(), b * sizeof(int32_t));
-  std::memcpy(s + 2 * b, plan.slot_mapping.data(), b * sizeof(int32_t));
-  std::memcpy(s + 3 * b, plan.query_start.data(), (b + 1) * sizeof(int32_t));
-  std::memcpy(s + 4 * b + 1, plan.context_lens.data(), b * sizeof(int32_t));
+  std::memset(s, 0, StagedInts(b, table_width_) * sizeof(int32_t));
+  for (int64_t i = 0; i < n; ++i) s[i] = input.sequences[i].tokens[0];
+  std::memcpy(s + b, plan.positions.data(), n * sizeof(int32_t));
+  std::memcpy(s + 2 * b, plan.slot_mapping.data(), n * sizeof(int32_t));
+  std::memcpy(s + 3 * b, plan.query_start.data(), (n + 1) * sizeof(int32_t));
+  std::memcpy(s + 4 * b + 1, plan.context_lens.data(), n * sizeof(int32_t));
   std::memcpy(s + 5 * b + 1, plan.block_tables.data(), plan.block_tables.size() * sizeof(int32_t));
-  SEAM_RETURN_IF_ERROR(UploadAsync(inputs_.raw_data(), inputs_.device(), s, inputs_.nbytes(), stream_));
-  SEAM_RETURN_IF_ERROR(graph_.Launch(stream_));
-  return logits_;
+  for (int64_t i = n; i < b; ++i) {  // padding rows, as in the capture
+    s[2 * b + i] = -1;
+    s[3 * b + i + 1] = int32_t(i + 1);
+    s[4 * b + 1 + i] = 1;
+  }
+  if (!first) {  // real rows first, zero padding rows (the step updates the residual in place)
+    for (const auto& [from, to] : {std::pair{&in->hidden, &in_.hidden}, std::pair{&in->residual, &in_.residual}}) {
+      if (!to->defined()) continue;
+      if (n > 0) SEAM_RETURN_IF_ERROR(CopyInto(*from, to->Rows(0, n)));
+      SEAM_RETURN_IF_ERROR(ZeroRowsFrom(*to, n));
+    }
+  }
+  SEAM_RETURN_IF_ERROR(UploadAsync(inputs_.raw_data(), inputs_.device(), s, inputs_.nbytes(), *stream_));
+  SEAM_RETURN_IF_ERROR(graph_.Launch(*stream_));
+  DecodeGraphOutput out;
+  if (last) {
+    out.logits = logits_.Rows(0, n);
+  } else {
+    out.handoff = out_;
+    out.handoff.hidden = out_.hidden.Rows(0, n);
+    if (out_.residual.defined()) out.handoff.residual = out_.residual.Rows(0, n);
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> DecodeGraph::Step(const models::StepInput& input) {
+  SEAM_ASSIGN_OR_RETURN(DecodeGraphOutput out, Replay(input, nullptr));
+  if (!out.logits.defined()) return absl::FailedPreconditionError("Step returns logits: this graph is not the last piece");
+  return out.logits;
 }
 
 }  // namespace seam::runtime

@@ -7,15 +7,21 @@
 #include <filesystem>
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "seam/boundary/forward_batch.h"
+#include "seam/comm/nccl_communicator.h"
 #include "seam/comm/process_groups.h"
 #include "seam/comm/store.h"
+#include "seam/core/cuda_graph.h"
 #include "seam/core/device_memory.h"
+#include "seam/core/logging.h"
 #include "seam/core/status.h"
+#include "seam/runtime/decode_graph.h"
 #include "seam/kernels/cpu_threads.h"
 #include "seam/weights/checkpoint.h"
 #include "src/rank_worker.h"
@@ -27,10 +33,14 @@ namespace {
 constexpr char kTpRankPayload[] = "type.seam.dev/tp_rank";
 
 struct RankState {
+  // CUDA: the rank's stream (its kernels, memory and NCCL calls); declared
+  // first so that it outlives everything freed on it.
+  CudaStream stream;
   boundary::Topology topology;
   std::unique_ptr<comm::ProcessGroups> groups;
   std::unique_ptr<models::Qwen3Model> model;
   std::unique_ptr<models::KvCache> cache;
+  std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs;  // by bucket; declared after what they use
   Tensor logits;                     // the last step's output (last piece)
   boundary::PipelineTensors handoff;  // the last step's output (other pieces)
   std::shared_ptr<boundary::IpcFusionProvider> fusions;  // null: no all-reduce fusion
@@ -76,6 +86,11 @@ struct StageGroup::Impl {
   int next_dp = 0;
   uint64_t next_microbatch = 1;
   absl::Status broken;
+  // CUDA graph decode (StageGroupOptions::graph_buckets).
+  GraphDecodeStats graph_stats;  // off_reason "" while graphs are on
+  int64_t graph_max_context = 0;
+  // A non-first piece: the handoff form its graphs take (learned at its first decode step).
+  std::optional<std::pair<boundary::StreamState, boundary::RowForm>> graph_in_form;
   std::vector<std::unique_ptr<internal::RankWorker>> workers;  // declared last: joined first
 
   ~Impl() {
@@ -104,7 +119,115 @@ struct StageGroup::Impl {
   // (its collectives have deadlines too); fn must therefore own what it uses,
   // apart from this Impl, whose destructor joins the rank threads.
   absl::Status RunOnAll(const std::function<absl::Status(int)>& fn);
+  // Whether graphs run at all, and their context limit (after the caches exist).
+  void SetUpGraphs(const weights::ModelConfig& config);
+  // The bucket a step replays, 0 to run it eagerly.
+  int64_t BucketFor(const std::vector<models::StepInput>& inputs, const std::vector<int64_t>& dp_rows,
+                    const std::vector<boundary::PipelineTensors>& in) const;
+  // Every rank captures `buckets` (those it lacks), in order, on its stream.
+  absl::Status CaptureGraphs(const std::vector<int64_t>& buckets);
 };
+
+void StageGroup::Impl::SetUpGraphs(const weights::ModelConfig& config) {
+  GraphDecodeStats& st = graph_stats;
+  if (options.device != Device::Kind::kCUDA) {
+    st.off_reason = "the group computes on the host";
+  } else if (options.graph_buckets.empty()) {
+    st.off_reason = "no graph buckets were asked for";
+  }
+  for (int l = options.first_layer; st.off_reason.empty() && l < options.end_layer; ++l) {
+    if (config.IsSparseLayer(l)) {
+      st.off_reason = absl::StrCat("layer ", l, " is a MoE layer, whose router's expert ids are read on the host");
+      SEAM_LOG_INFO("decode steps of this piece run eagerly, without CUDA graphs: {}", st.off_reason);
+    }
+  }
+  const int64_t cache_tokens = kv_blocks * options.cache.block_size;
+  graph_max_context = std::min({options.graph_max_context, config.max_position_embeddings, cache_tokens});
+  if (st.off_reason.empty() && graph_max_context <= 0) st.off_reason = "the graphs' context limit is not positive";
+}
+
+int64_t StageGroup::Impl::BucketFor(const std::vector<models::StepInput>& inputs, const std::vector<int64_t>& dp_rows,
+                                    const std::vector<boundary::PipelineTensors>& in) const {
+  if (!graph_stats.off_reason.empty()) return 0;
+  for (const models::StepInput& input : inputs) {
+    for (const models::SequenceStep& s : input.sequences) {
+      if (s.tokens.size() != 1 || s.start + 1 > graph_max_context) return 0;  // prefill, or too long a context
+    }
+  }
+  for (const boundary::PipelineTensors& t : in) {  // every rank's handoff in one form the graphs take
+    if (t.state != in.front().state || t.rows != in.front().rows) return 0;
+    if (graph_in_form.has_value() && std::pair{t.state, t.rows} != *graph_in_form) return 0;
+    if (t.rows != boundary::RowForm::kDpRows && !(t.rows == boundary::RowForm::kAttnTpSlice && attn_tp() == 1)) {
+      return 0;
+    }
+  }
+  const int64_t most = *std::max_element(dp_rows.begin(), dp_rows.end());
+  if (most == 0) return 0;
+  for (int64_t b : options.graph_buckets) {
+    if (b >= most) return b;
+  }
+  return 0;
+}
+
+absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets) {
+  const std::optional<std::pair<boundary::StreamState, boundary::RowForm>> form = graph_in_form;
+  const int64_t max_context = graph_max_context;
+  const absl::Duration timeout = options.comm_timeout;
+  auto memory = std::make_shared<std::pair<int64_t, int64_t>>(0, 0);  // rank 0: buffer bytes, lost free bytes
+  auto unsupported = std::make_shared<std::string>();                  // rank 0: why this piece cannot
+  Impl* self = this;
+  const absl::Time start = absl::Now();
+  const absl::Status captured =
+      RunOnAll([self, buckets, form, max_context, timeout, memory, unsupported](int r) -> absl::Status {
+    RankState& rank = *self->ranks[r];
+    const Device device = self->RankDevice(r);
+    SEAM_RETURN_IF_ERROR(UseDevice(device));
+    SEAM_ASSIGN_OR_RETURN(const DeviceMemoryInfo before, QueryDeviceMemory(device));
+    for (int64_t b : buckets) {
+      if (rank.graphs.count(b) != 0) continue;
+      DecodeGraphOptions o;
+      o.batch_size = b;
+      o.max_context = max_context;
+      o.groups = rank.groups.get();
+      o.stream = &rank.stream;
+      o.comm_timeout = timeout;
+      if (form.has_value()) std::tie(o.in_state, o.in_rows) = *form;
+      absl::StatusOr<std::unique_ptr<DecodeGraph>> graph = DecodeGraph::Capture(*rank.model, *rank.cache, o);
+      if (absl::IsUnimplemented(graph.status())) {  // a fact of the piece, alike on every rank: no graphs
+        if (r == 0) *unsupported = std::string(graph.status().message());
+        rank.graphs.clear();
+        return rank.groups->Synchronize(absl::Now() + timeout);  // the warm-up's collectives
+      }
+      if (!graph.ok()) return Annotate(graph.status(), absl::StrCat("capturing the decode graph of bucket ", b));
+      rank.graphs[b] = std::move(*graph);
+      if (r == 0) memory->first += rank.graphs[b]->buffer_bytes();
+    }
+    SEAM_ASSIGN_OR_RETURN(const DeviceMemoryInfo after, QueryDeviceMemory(device));
+    if (r == 0) memory->second = before.free_bytes - after.free_bytes;
+    return absl::OkStatus();
+  });
+  if (!captured.ok()) {
+    // A rank may have stopped between collectives: the group cannot go on.
+    broken = captured;
+    return captured;
+  }
+  if (!unsupported->empty()) {
+    graph_stats.off_reason = *unsupported;
+    graph_stats.captured.clear();
+    SEAM_LOG_INFO("decode steps of this piece run eagerly, without CUDA graphs: {}", *unsupported);
+    return absl::OkStatus();
+  }
+  std::set<int64_t> all(graph_stats.captured.begin(), graph_stats.captured.end());
+  all.insert(buckets.begin(), buckets.end());
+  graph_stats.captured.assign(all.begin(), all.end());
+  graph_stats.buffer_bytes += memory->first;
+  graph_stats.captured_bytes += memory->second;
+  SEAM_LOG_INFO("CUDA graphs captured for decode buckets [{}] (sequences per attention-DP group, contexts up to {} "
+                "tokens) in {} ms: {:.1f} MiB of fixed buffers, {:.1f} MiB of GPU memory on rank 0",
+                absl::StrJoin(buckets, ", "), max_context, absl::ToInt64Milliseconds(absl::Now() - start),
+                memory->first / 1048576.0, memory->second / 1048576.0);
+  return absl::OkStatus();
+}
 
 absl::Status StageGroup::Impl::RunOnAll(const std::function<absl::Status(int)>& fn) {
   std::vector<std::shared_ptr<internal::TaskResult>> results;
@@ -156,6 +279,16 @@ std::string StageGroup::FusionReport() const {
   return absl::StrCat(r.fusion_report, "\nall-reduce fusion: ", r.fusions->runs(), " sums fused on rank 0 so far");
 }
 
+GraphDecodeStats StageGroup::GraphStats() const { return impl_->graph_stats; }
+
+std::string GraphDecodeStats::ToString() const {
+  if (!off_reason.empty()) return absl::StrCat("CUDA graph decode off: ", off_reason);
+  std::vector<std::string> per_bucket;
+  for (const auto& [bucket, count] : replays) per_bucket.push_back(absl::StrCat(bucket, ": ", count));
+  return absl::StrCat("CUDA graph decode: buckets [", absl::StrJoin(captured, ", "), "] captured; replays {",
+                      absl::StrJoin(per_bucket, ", "), "}; ", eager_steps, " eager steps");
+}
+
 int64_t StageGroup::FreeBlocks(int dp) const { return impl_->ranks[dp * impl_->attn_tp()]->cache->free_blocks(); }
 
 absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string& model_dir, int tp, int attn_dp,
@@ -200,8 +333,20 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     if (device.is_cuda()) {
       SEAM_ASSIGN_OR_RETURN(before, QueryDeviceMemory(device));
     }
+    if (device.is_cuda()) {
+      // One stream per rank for its kernels, its memory and its collectives:
+      // a CUDA graph captures one stream, and ranks sharing nothing wait on
+      // nothing else.
+      SEAM_ASSIGN_OR_RETURN(rank.stream, CudaStream::Create(device));
+      SetCurrentCudaStream(rank.stream.handle());
+    }
     SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
     SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
+    if (device.is_cuda()) {
+      for (comm::Communicator* c : {&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()}) {
+        if (auto* nccl = dynamic_cast<comm::NcclCommunicator*>(c)) nccl->SetStream(rank.stream.handle());
+      }
+    }
     const StageGroupOptions& o = self->options;
     if (o.dtype == DType::kBF16) {
       SEAM_ASSIGN_OR_RETURN(rank.fusions, boundary::MakeIpcFusionProvider(*rank.groups, store, self->RankDevice(r),
@@ -232,6 +377,11 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     return absl::OkStatus();
   }));
   self->kv_blocks = self->ranks[0]->cache->num_blocks();
+  self->SetUpGraphs(self->checkpoint->config());
+  // A first piece knows all it needs now; a later one learns its handoff's form at its first decode step.
+  if (self->graph_stats.off_reason.empty() && self->options.graph_capture_at_start && self->options.first_layer == 0) {
+    SEAM_RETURN_IF_ERROR(self->CaptureGraphs(self->options.graph_buckets));
+  }
   return std::unique_ptr<StageGroup>(new StageGroup(std::move(impl)));
 }
 
@@ -313,12 +463,36 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
         Annotate(boundary::CheckPipelineTensors(in[r], rows, config().hidden_size), g.RankName(r)));
   }
 
+  int64_t bucket = g.BucketFor(inputs, dp_rows, in);
+  if (bucket > 0 && !first && !g.graph_in_form.has_value()) {
+    g.graph_in_form = std::pair{in.front().state, in.front().rows};
+  }
+  if (bucket > 0 && g.ranks[0]->graphs.count(bucket) == 0) {
+    SEAM_RETURN_IF_ERROR(g.CaptureGraphs(g.options.graph_capture_at_start ? g.options.graph_buckets
+                                                                          : std::vector<int64_t>{bucket}));
+    if (!g.graph_stats.off_reason.empty()) bucket = 0;  // the piece turned out not to take graphs
+  }
   const uint64_t microbatch = g.next_microbatch++;
+  SEAM_LOG_DEBUG("step {}: {} sequences, at most {} in a DP group: {}", microbatch, sequences.size(),
+                 *std::max_element(dp_rows.begin(), dp_rows.end()),
+                 bucket > 0 ? absl::StrCat("CUDA graph of bucket ", bucket) : std::string("eager"));
   Impl* self = &g;
-  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in](int r) -> absl::Status {
+  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in, bucket](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
     const Device device = self->RankDevice(r);
     SEAM_RETURN_IF_ERROR(UseDevice(device));
+    if (bucket > 0) {
+      SEAM_ASSIGN_OR_RETURN(DecodeGraphOutput o, rank.graphs.at(bucket)->Replay(inputs[rank.topology.dp_rank()],
+                                                                                in.empty() ? nullptr : &in[r]));
+      // After the replay, never inside a capture: the one wait of the step.
+      SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(absl::Now() + self->options.comm_timeout));
+      SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(o.handoff, Device::CPU()));
+      rank.logits = Tensor();
+      if (o.logits.defined()) {
+        SEAM_ASSIGN_OR_RETURN(rank.logits, o.logits.To(Device::CPU()));
+      }
+      return absl::OkStatus();
+    }
     boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
     batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
     rank.handoff = boundary::PipelineTensors{};
@@ -344,6 +518,11 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
   }
   g.next_dp = next_dp;
   g.dp_of.insert(placed.begin(), placed.end());
+  if (bucket > 0) {
+    ++g.graph_stats.replays[bucket];
+  } else {
+    ++g.graph_stats.eager_steps;
+  }
 
   PieceOutput out;
   if (!last) {

@@ -123,8 +123,11 @@ TEST_P(CudaModel, GraphDecodeEqualsEagerDecode) {
     // Same kernels on the same inputs: the graph replays exactly the eager work.
     EXPECT_EQ(MaxRelativeError(*host, *want), 0.0) << "decode step " << step;
   }
-  models::StepInput wrong{{models::SequenceStep{0, {1}, 30}}, false};
-  EXPECT_EQ((*graph)->Step(wrong).status().code(), absl::StatusCode::kInvalidArgument);
+  models::StepInput too_many{{}, false};
+  for (int64_t i = 0; i <= b; ++i) too_many.sequences.push_back(models::SequenceStep{uint64_t(i), {1}, 30});
+  EXPECT_EQ((*graph)->Step(too_many).status().code(), absl::StatusCode::kInvalidArgument);
+  models::StepInput prefill_step{{models::SequenceStep{0, {1, 2}, 30}}, false};
+  EXPECT_EQ((*graph)->Step(prefill_step).status().code(), absl::StatusCode::kInvalidArgument);
   models::StepInput too_long{{}, false};
   for (int64_t i = 0; i < b; ++i) too_long.sequences.push_back(models::SequenceStep{uint64_t(i), {1}, 64});
   EXPECT_EQ((*graph)->Step(too_long).status().code(), absl::StatusCode::kOutOfRange);

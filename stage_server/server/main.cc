@@ -16,6 +16,8 @@
 
 #include "seam/core/device_memory.h"
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "seam/core/logging.h"
 #include "seam/server/stage_server.h"
@@ -99,6 +101,11 @@ int main(int argc, char** argv) {
                  "largest step in tokens; sizes the activation reserve kept free beside the KV cache on GPUs")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  std::string graph_buckets = "1,2,4,8,16,32,64,128";
+  app.add_option("--graph-buckets", graph_buckets,
+                 "CUDA: decode steps replay CUDA graphs captured at start-up for these sequence counts per "
+                 "attention-DP group (ascending, comma-separated; a step pads up to the next one); empty: eager")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -137,6 +144,17 @@ int main(int argc, char** argv) {
   if (kv_cache_bytes > 0) group.kv.cache_bytes = kv_cache_bytes;
   group.kv.memory_fraction = kv_memory_fraction;
   group.kv.max_step_tokens = max_step_tokens;
+  for (absl::string_view b : absl::StrSplit(graph_buckets, ',', absl::SkipWhitespace())) {
+    int64_t bucket = 0;
+    if (!absl::SimpleAtoi(b, &bucket) || bucket <= 0 ||
+        (!group.graph_buckets.empty() && bucket <= group.graph_buckets.back())) {
+      std::cerr << "seam-stage: --graph-buckets: expected ascending positive counts, got \"" << graph_buckets
+                << "\"\n";
+      return 2;
+    }
+    group.graph_buckets.push_back(bucket);
+  }
+  group.graph_capture_at_start = true;
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

@@ -128,6 +128,7 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   if (const std::string report = (*group)->FusionReport(); !report.empty()) SEAM_LOG_INFO("{}", report);
   SEAM_LOG_INFO("KV cache: {} blocks of {} tokens per attention-DP group", (*group)->KvBlocksPerDpGroup(),
                 (*group)->KvBlockSize());
+  SEAM_LOG_INFO("{}", (*group)->GraphStats().ToString());
   handoff::UcxEndpoint previous, next;
   if (!config.previous_stage().ucx_address().empty()) {
     absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.previous_stage().ucx_address());

@@ -110,6 +110,16 @@ class Qwen3Model {
   absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
                                      KvCache& cache, const Tensor& last_rows = Tensor());
 
+  // ForwardStep for any pipeline piece: the first enters through `ids`, the
+  // others through `in` (on the model's device; ids are then ignored), and a
+  // non-last piece writes its handoff to `out` (on the device, contiguous)
+  // and returns an undefined Tensor. No host synchronisation at any TP on
+  // CUDA (collectives are stream-ordered), so a decode step of any piece can
+  // be captured (runtime::DecodeGraph). INVALID_ARGUMENT as ForwardPiece.
+  absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
+                                          const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
+                                          const Tensor& last_rows, boundary::PipelineTensors* out);
+
   struct Impl;
 
  private:

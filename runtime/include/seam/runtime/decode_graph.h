@@ -1,19 +1,36 @@
-// DecodeGraph: the decode step of a whole-stack model on one GPU (TP 1),
-// recorded once as a CUDA graph and replayed, so a step costs one upload and
-// one graph launch instead of hundreds of kernel launches.
+// DecodeGraph: the decode step of one rank's pipeline piece (the whole stack
+// or a layer range, TP 1 or one rank of a TP group) recorded once as a CUDA
+// graph and replayed, so a step costs one upload and one graph launch instead
+// of hundreds of kernel launches.
 //
-// A graph serves exactly `batch_size` sequences of one token each, with block
-// tables `max_context / block_size` wide (rounded up). Its inputs (token ids,
+// A graph serves up to `batch_size` sequences of one token each per
+// attention-DP group (its bucket), padded up to it: a padding row is token 0
+// at position 0 of a one-token context whose KV slot is -1 (written nowhere),
+// with a zero handoff row; its outputs are dropped. Block tables are
+// `max_context / block_size` wide (rounded up). The inputs (token ids,
 // positions, slots, query starts, context lengths, block tables) are staged
 // in one pinned host buffer and uploaded with one copy into fixed device
-// buffers the graph reads; the logits land in a fixed device buffer. The
-// cache bookkeeping (reserving blocks) stays on the host, as in an eager step.
+// buffers the graph reads; a non-first piece's handoff is copied into fixed
+// device buffers; the logits (last piece) or the handoff (other pieces) land
+// in fixed device buffers. The cache bookkeeping (reserving blocks) stays on
+// the host, as in an eager step.
+//
+// In a TP group every rank captures its own graph, on its own stream, with
+// the collectives (NCCL, the IPC all-reduce fusion) inside: all ranks must
+// capture the same buckets in the same order and replay them alike. The
+// rank's NCCL communicators must enqueue on the graph's stream. Capture and
+// replay never call Synchronize on the groups inside the capture; the caller
+// synchronises the groups after Replay, before reading outputs on the host.
+// Owned and used by one rank thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "seam/boundary/pipeline_handoff.h"
+#include "seam/comm/process_groups.h"
 #include "seam/core/cuda_graph.h"
 #include "seam/core/tensor.h"
 #include "seam/models/kv_cache.h"
@@ -21,43 +38,93 @@
 
 namespace seam::runtime {
 
+struct DecodeGraphOptions {
+  int64_t batch_size = 1;   // the bucket: rows of every attention-DP group
+  int64_t max_context = 0;  // the longest context a sequence may reach (sets the block tables' width)
+  // The rank's groups (their collectives are captured); null: a model of TP 1
+  // and attention DP 1 with no communicators.
+  comm::ProcessGroups* groups = nullptr;
+  // Borrowed: the stream to capture and replay on (the rank's stream, which
+  // its NCCL communicators use too); null: the graph owns a stream.
+  const CudaStream* stream = nullptr;
+  // A non-first piece: the state and row form of the handoff it takes. The
+  // form must hold the DP group's rows in order (kDpRows, or attention-TP
+  // slices at attention TP 1), so that real rows come first.
+  boundary::StreamState in_state = boundary::StreamState::kPending;
+  boundary::RowForm in_rows = boundary::RowForm::kDpRows;
+  // Bounds the warm-up's Synchronize of the groups.
+  absl::Duration comm_timeout = absl::Seconds(30);
+};
+
+// The outputs of one replay, views of the graph's fixed device buffers (rows
+// of the step's real sequences only), overwritten by the next replay and
+// ordered on the graph's stream.
+struct DecodeGraphOutput {
+  Tensor logits;                      // last piece: f32 [sequences, vocab]
+  boundary::PipelineTensors handoff;  // other pieces: this rank's handoff rows
+};
+
 class DecodeGraph {
  public:
-  // Warms the model up once on the graph's stream, then captures a step.
-  // FAILED_PRECONDITION unless the model is the whole stack at TP 1 on CUDA
-  // and the cache lives on the same device.
-  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::Qwen3Model& model, models::KvCache& cache, int64_t batch_size,
-                                                              int64_t max_context);
+  // Warms the model up once on the stream (so that what the first run of each
+  // op creates lazily, such as library handles, plans, NCCL scratch and
+  // connections, exists before the capture), then captures a step. On a TP
+  // group every rank calls it at the same point. FAILED_PRECONDITION unless
+  // the model and cache are on one CUDA device, or when the piece has sparse
+  // (MoE) layers, whose routing reads the routed ids on the host; TP > 1 or
+  // attention DP > 1 needs `groups`. INVALID_ARGUMENT for sizes that are not
+  // positive. UNIMPLEMENTED (after the warm-up, on every rank alike) when the
+  // piece's handoff leaves on rows out of DP order (attention-TP slices).
+  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::Qwen3Model& model, models::KvCache& cache,
+                                                              const DecodeGraphOptions& options);
+  // The whole stack at TP 1 on a stream of its own.
+  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::Qwen3Model& model, models::KvCache& cache,
+                                                              int64_t batch_size, int64_t max_context);
 
   int64_t batch_size() const { return batch_size_; }
   int64_t max_context() const { return table_width_ * cache_.block_size(); }
-  // The stream the graph runs on; the logits of Step are ordered on it.
-  const CudaStream& stream() const { return stream_; }
+  // Bytes of the fixed buffers (inputs, handoffs, outputs) this graph holds.
+  int64_t buffer_bytes() const;
+  // The stream the graph runs on; its outputs are ordered on it.
+  const CudaStream& stream() const { return *stream_; }
 
-  // One decode step: exactly batch_size sequences with one token each whose
-  // earlier tokens are in the cache (INVALID_ARGUMENT otherwise), reserving
-  // the blocks they need (RESOURCE_EXHAUSTED when the cache is full,
-  // OUT_OF_RANGE past max_context, before anything is reserved). Returns the
-  // logits f32 [batch_size, vocab] on the device, overwritten by the next Step
-  // and ordered on stream(): read them there (kernels::ScopedStream), since
-  // the stream does not synchronise with the legacy default stream.
+  // Whether a step of this rank's DP group fits: at most batch_size
+  // sequences of one token each within max_context.
+  bool Fits(const models::StepInput& input) const;
+
+  // One decode step of this rank's DP group: at most batch_size sequences
+  // with one token each whose earlier tokens are in the cache (INVALID_ARGUMENT
+  // otherwise), reserving the blocks they need (RESOURCE_EXHAUSTED when the
+  // cache is full, OUT_OF_RANGE past max_context, before anything is
+  // reserved). `in`: a non-first piece's handoff on this rank's real rows, in
+  // the state the graph was captured for (host or device; required there,
+  // ignored on the first piece). Asynchronous: synchronise the groups (or
+  // the stream) before reading the outputs on the host.
+  absl::StatusOr<DecodeGraphOutput> Replay(const models::StepInput& input, const boundary::PipelineTensors* in);
+  // Replay of the whole stack: logits f32 [sequences, vocab] on the device,
+  // ordered on stream(): read them there (kernels::ScopedStream), since the
+  // stream does not synchronise with the legacy default stream.
   absl::StatusOr<Tensor> Step(const models::StepInput& input);
 
  private:
   DecodeGraph(models::Qwen3Model& model, models::KvCache& cache) : model_(model), cache_(cache) {}
   // Views of the device input buffer.
   absl::Status Bind();
-  // The same device work Step replays (warm-up and capture).
-  absl::Status Record();
+  // The same device work a replay runs (warm-up and capture).
+  absl::Status Record(bool capturing);
 
   models::Qwen3Model& model_;
   models::KvCache& cache_;
+  comm::ProcessGroups* groups_ = nullptr;
   int64_t batch_size_ = 0, table_width_ = 0;
-  CudaStream stream_;
+  std::vector<int64_t> dp_rows_;  // batch_size_ for every DP group
+  CudaStream owned_stream_;
+  const CudaStream* stream_ = nullptr;
   CudaGraph graph_;
   PinnedBuffer staging_;  // i32: ids, positions, slots, query_start, context_lens, tables
   Tensor inputs_;         // the device copy of staging_
   Tensor ids_, logits_;
+  boundary::PipelineTensors in_, out_;  // fixed handoff buffers (non-first / non-last piece)
   models::CacheBatch step_;
 };
 

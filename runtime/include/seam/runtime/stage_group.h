@@ -11,6 +11,10 @@
 // StepPiece then takes and returns one handoff per TP rank. Given the same
 // steps, every piece places a sequence on the same DP group, so TP rank r of
 // one piece feeds TP rank r of the next.
+// On CUDA each rank computes on a stream of its own (its NCCL communicators
+// enqueue there too), and decode steps may replay per-bucket CUDA graphs
+// (runtime::DecodeGraph; StageGroupOptions::graph_buckets) whose tokens equal
+// the eager step's.
 // Driven by one thread: Create, Step, StepPiece and Free must not run concurrently.
 #pragma once
 
@@ -51,6 +55,31 @@ struct StageGroupOptions {
   // inputs (boundary/ipc_fusion.h). kAuto measures both paths when the group
   // starts and fuses only the token counts where the fused one is no slower.
   boundary::IpcFusionOptions allreduce_fusion{boundary::AllReduceFusionMode::kOff};
+  // CUDA: decode steps (one token per sequence) replay CUDA graphs captured
+  // per bucket: the step's largest DP group's sequence count rounded up to
+  // the next bucket (ascending, positive); every DP group pads to it. Prefill
+  // steps, steps past the largest bucket or past graph_max_context, and MoE
+  // pieces run eagerly. Empty: every step eager. Ignored on the host.
+  std::vector<int64_t> graph_buckets;
+  // Capture every bucket when the group starts (a non-first piece: at its
+  // first decode step, when it learns the handoff's form) rather than each
+  // bucket at the first step that needs it.
+  bool graph_capture_at_start = false;
+  // The longest context a graph-replayed sequence may reach (the graphs'
+  // block-table width); capped by the model's max_position_embeddings and by
+  // what one DP group's cache holds.
+  int64_t graph_max_context = 8192;
+};
+
+// How a CUDA group's decode steps ran (StageGroup::GraphStats).
+struct GraphDecodeStats {
+  std::vector<int64_t> captured;       // buckets with a graph, ascending
+  std::map<int64_t, int64_t> replays;  // steps replayed per bucket
+  int64_t eager_steps = 0;             // steps run eagerly (prefill, no bucket, graphs off)
+  int64_t buffer_bytes = 0;            // rank 0's fixed graph buffers
+  int64_t captured_bytes = 0;          // GPU memory rank 0 lost over its captures (driver's free bytes)
+  std::string off_reason;              // why graphs are off ("" when on)
+  std::string ToString() const;
 };
 
 // What one piece returns for a step.
@@ -93,6 +122,8 @@ class StageGroup {
   // What rank 0 measured and chose for the all-reduce fusion, and how many
   // sums it has fused so far ("" when there is no fusion).
   std::string FusionReport() const;
+  // Which decode steps replayed a CUDA graph, per bucket, and which ran eagerly.
+  GraphDecodeStats GraphStats() const;
 
   // One forward of `sequences` (each at most once) on every rank. Returns fp32
   // logits per sequence, in input order: [tokens, vocab] with all_logits,
