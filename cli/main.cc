@@ -177,6 +177,8 @@ int main(int argc, char** argv) {
                       "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm: off, auto or always")
       ->check(CLI::IsMember({"off", "auto", "always"}))
       ->capture_default_str();
+  run_cmd->add_flag("--insecure", run.insecure,
+                    "run the local pipeline without TLS and token (if certificate setup fails on this machine)");
 
   seam::cli::ServeCommandOptions serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "a local CPU pipeline serving the client API until SIGINT/SIGTERM");
@@ -187,6 +189,18 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--port", serve.port, "coordinator port on 127.0.0.1 (0: any free one)")->capture_default_str();
   serve_cmd->add_option("--port-file", serve.port_file, "write the coordinator's port here once serving");
   serve_cmd->add_option("--ucx-mode", serve.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
+  serve_cmd->add_flag("--insecure", serve.insecure,
+                      "serve without TLS and token (default: an ephemeral CA, certificates and token in the work "
+                      "dir, printed at start)");
+
+  // Client credentials of `seam generate` / `seam status`.
+  const auto add_client_security = [](CLI::App* cmd, seam::security::ClientSecurityOptions& s) {
+    cmd->add_option("--tls-ca", s.tls_ca_file, "PEM CA of the coordinator's certificate: connect over TLS");
+    cmd->add_option("--auth-token-file", s.auth_token_file,
+                    "file holding the coordinator's bearer token (sent as authorization: Bearer <token>)");
+    cmd->add_option("--tls-client-cert", s.tls_client_cert_file, "PEM certificate for mutual TLS");
+    cmd->add_option("--tls-client-key", s.tls_client_key_file, "PEM private key of --tls-client-cert");
+  };
 
   seam::cli::GenerateCommandOptions gen;
   CLI::App* gen_cmd = app.add_subcommand("generate", "send token-id prompts to a seam-coordinator; print the tokens");
@@ -201,12 +215,14 @@ int main(int argc, char** argv) {
   gen_cmd->add_flag("--stream", gen.stream, "use the streaming Generate call (text mode prints pieces as they come)");
   gen_cmd->add_flag("--json", gen.json, "print one JSON document");
   gen_cmd->add_option("--timeout", gen.timeout_s, "call deadline in seconds")->capture_default_str();
+  add_client_security(gen_cmd, gen.security);
 
   seam::cli::StatusCommandOptions stat;
   CLI::App* stat_cmd = app.add_subcommand("status", "a seam-coordinator's health, model, topology and stages");
   stat_cmd->add_option("--addr", stat.addr, "coordinator HOST:PORT")->required();
   stat_cmd->add_flag("--json", stat.json, "print JSON");
   stat_cmd->add_option("--timeout", stat.timeout_s, "call deadline in seconds")->capture_default_str();
+  add_client_security(stat_cmd, stat.security);
 
   try {
     app.parse(argc, argv);

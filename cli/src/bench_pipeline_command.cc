@@ -78,7 +78,7 @@ absl::StatusOr<std::pair<int64_t, double>> MeasurePipeline(const std::string& mo
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return pipeline.status();
   auto stub = v1::Coordinator::NewStub(
-      grpc::CreateChannel((*pipeline)->coordinator_address(), grpc::InsecureChannelCredentials()));
+      (*pipeline)->ClientChannel());
   auto warm = RunWorkload(*stub, Workload{2, w.prompt_len, 2}, vocab);  // connections and first-touch, untimed
   auto timed = warm.ok() ? RunWorkload(*stub, w, vocab) : warm;
   if (!timed.ok()) {

@@ -125,7 +125,7 @@ absl::StatusOr<std::vector<ServedFigures>> MeasureServed(const BenchServeOptions
       << " seam-stage (logs in " << work << ")\n"
       << std::flush;
   auto stub = v1::Coordinator::NewStub(
-      grpc::CreateChannel(pipeline->coordinator_address(), grpc::InsecureChannelCredentials()));
+      pipeline->ClientChannel());
   std::vector<ServedFigures> figures;
   for (int b : batches) {
     ServedWorkload w{b, o.prompt_len, o.new_tokens, vocab, 0};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "seam/security/credentials.h"
 
 namespace seam::cli {
 
@@ -22,9 +23,12 @@ struct GenerateCommandOptions {
   bool stream = false;               // Generate (streamed) instead of GenerateAll
   bool json = false;                 // one JSON document on stdout
   double timeout_s = 60;
+  security::ClientSecurityOptions security;  // --tls-ca, --auth-token-file, client certificate
 };
 
-// Prints the tokens on `out`. INVALID_ARGUMENT (exit 2): a bad flag; any
+// Prints the tokens on `out`. INVALID_ARGUMENT (exit 2): a bad flag or an
+// unreadable credential file; UNAUTHENTICATED (exit 1): the coordinator
+// wants a (different) --auth-token-file; any
 // other error (exit 1): the call failed, with the gRPC code's name in the
 // message (UNAVAILABLE: the coordinator is down; FAILED_PRECONDITION: it
 // refused the request).
@@ -34,6 +38,7 @@ struct StatusCommandOptions {
   std::string addr;
   bool json = false;
   double timeout_s = 5;
+  security::ClientSecurityOptions security;
 };
 
 // Prints the report on `out`; OK when the coordinator and every stage are

@@ -61,7 +61,9 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
   s->set_seed(o.seed);
   s->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
 
-  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(o.addr, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = security::MakeChannel(o.security, o.addr);
+  if (!channel.ok()) return channel.status();
+  auto stub = v1::Coordinator::NewStub(*channel);
   auto context = ContextWithTimeout(o.timeout_s);
   std::vector<std::vector<int32_t>> tokens(prompts.size());
   std::vector<v1::FinishReason> finish(prompts.size(), v1::FINISH_REASON_UNSPECIFIED);

@@ -1,6 +1,9 @@
 // LocalPipeline: spawning and stopping the processes of a loopback pipeline.
 #include "local_pipeline.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <deque>
@@ -11,6 +14,7 @@
 #include "seam/core/device_memory.h"
 #include "seam/core/temp_dir.h"
 #include "seam/kernels/cpu_threads.h"
+#include "seam/security/local_credentials.h"
 #include "seam/weights/random_checkpoint.h"
 
 namespace seam::cli {
@@ -38,6 +42,30 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     const std::string blas_threads = std::to_string(kernels::CpuMathThreadsPerRank(o.pp * o.tp));
     setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 1);
   }
+  std::vector<std::string> stage_security, coordinator_security;
+  if (!o.insecure) {
+    const std::string tls_dir = p->work_dir_ + "/tls";
+    if (mkdir(tls_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("cannot make ", tls_dir));
+    }
+    absl::StatusOr<security::LocalCredentialFiles> files = security::WriteLocalCredentials(tls_dir);
+    if (!files.ok()) {
+      return absl::Status(files.status().code(),
+                          absl::StrCat("TLS setup of the local pipeline: ", files.status().message(),
+                                       " (--insecure runs it without TLS)"));
+    }
+    stage_security = {"--tls-cert", files->server_cert, "--tls-key", files->server_key,
+                      "--tls-client-ca", files->ca_cert};
+    coordinator_security = {"--tls-cert",        files->server_cert, "--tls-key",        files->server_key,
+                            "--auth-token-file", files->token,       "--tls-ca",         files->ca_cert,
+                            "--tls-client-cert", files->client_cert, "--tls-client-key", files->client_key};
+    p->client_security_ = files->Client();
+    p->stage_client_security_ = files->CoordinatorToStages();
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      security::MakeChannelCredentials(p->client_security_, "127.0.0.1:0");
+  if (!credentials.ok()) return credentials.status();
+  p->client_credentials_ = *credentials;
   std::vector<std::string> addresses;
   std::vector<std::string> port_files;
   for (int k = 0; k < o.pp; ++k) {
@@ -48,6 +76,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
                                       "--port-file",       port_file,   "--ucx-mode",
                                       o.ucx_mode,          "--device",  o.device,
                                       "--first-gpu",       absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))};
+    stage.insert(stage.end(), stage_security.begin(), stage_security.end());
     stage.insert(stage.end(), o.extra_stage_args.begin(), o.extra_stage_args.end());
     auto child = ChildProcess::Spawn(stage, log);
     if (!child.ok()) return child.status();
@@ -59,6 +88,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     if (!port.ok()) return annotate(port.status());
     addresses.push_back(absl::StrCat("127.0.0.1:", *port));
   }
+  p->stage_addresses_ = addresses;
   const std::string port_file = p->work_dir_ + "/coordinator.port";
   const std::string log = p->work_dir_ + "/coordinator.log";
   p->logs_.push_back(log);
@@ -66,6 +96,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
                                    port_file, "--stages", absl::StrJoin(addresses, ","), "--model", o.model_dir,
                                    "--tp", std::to_string(o.tp), "--attn-dp", std::to_string(o.attn_dp),
                                    "--stage-timeout", o.stage_timeout};
+  argv.insert(argv.end(), coordinator_security.begin(), coordinator_security.end());
   argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
   auto child = ChildProcess::Spawn(argv, log);
   if (!child.ok()) return child.status();
@@ -79,6 +110,12 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
 LocalPipeline::~LocalPipeline() { Stop(); }
 
 std::string LocalPipeline::coordinator_address() const { return absl::StrCat("127.0.0.1:", coordinator_port_); }
+
+std::shared_ptr<grpc::Channel> LocalPipeline::ClientChannel() const {
+  return grpc::CreateChannel(coordinator_address(), client_credentials_);
+}
+
+std::string LocalPipeline::stage_address(int k) const { return stage_addresses_[k]; }
 
 void LocalPipeline::Stop() {
   if (coordinator_) coordinator_->Stop(std::chrono::seconds(5));

@@ -2,6 +2,9 @@
 // found next to the running executable (or in `bin_dir`), each with a port
 // file and a log in a fresh temporary directory. Used by `seam run` and the
 // end-to-end tests; the destructor kills whatever is still running.
+// By default every process serves TLS: an ephemeral CA, certificates and a
+// bearer token are made in <work_dir>/tls (mode 0600); the stages require the
+// coordinator's client certificate, the coordinator requires the token.
 #pragma once
 
 #include <chrono>
@@ -9,8 +12,11 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
 #include "absl/status/statusor.h"
 #include "child_process.h"
+#include "seam/security/credentials.h"
 
 namespace seam::cli {
 
@@ -28,6 +34,8 @@ struct LocalPipelineOptions {
   std::vector<std::string> extra_coordinator_args;
   std::vector<std::string> extra_stage_args;  // appended to every seam-stage command line
   std::chrono::milliseconds startup_timeout{120000};
+  // Plaintext everywhere, no token (for machines where TLS setup fails).
+  bool insecure = false;
 };
 
 // The first GPU of stage k of a local pipeline of pp stages × tp GPUs.
@@ -43,6 +51,13 @@ class LocalPipeline {
 
   std::string coordinator_address() const;
   const std::string& work_dir() const { return work_dir_; }
+  // How a client reaches the coordinator: its CA and the token (empty when
+  // insecure), and a channel made with them.
+  const security::ClientSecurityOptions& client_security() const { return client_security_; }
+  std::shared_ptr<grpc::Channel> ClientChannel() const;
+  // The stages' address, and the options the coordinator reaches them with.
+  std::string stage_address(int k) const;
+  const security::ClientSecurityOptions& stage_client_security() const { return stage_client_security_; }
   ChildProcess& stage(int k) { return *stages_[k]; }
   // SIGTERM, then SIGKILL after a grace period: coordinator first, then stages.
   void Stop();
@@ -58,6 +73,10 @@ class LocalPipeline {
   std::vector<std::unique_ptr<ChildProcess>> stages_;
   std::unique_ptr<ChildProcess> coordinator_;
   int coordinator_port_ = 0;
+  std::vector<std::string> stage_addresses_;
+  security::ClientSecurityOptions client_security_;
+  security::ClientSecurityOptions stage_client_security_;
+  std::shared_ptr<grpc::ChannelCredentials> client_credentials_;
 };
 
 // Writes the small random qwen3 checkpoint (4 layers, hidden 64, vocab 256)

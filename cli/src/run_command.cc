@@ -64,13 +64,14 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   lp.ucx_mode = o.ucx_mode;
   lp.device = o.device;
   lp.extra_stage_args = {"--dtype", o.dtype, "--allreduce-fusion", o.allreduce_fusion};
+  lp.insecure = o.insecure;
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return Failed("", pipeline.status());
   out << "pipeline: " << o.pp << " seam-stage x TP " << o.tp << " behind seam-coordinator at "
-      << (*pipeline)->coordinator_address() << " (logs in " << work << ")\n";
+      << (*pipeline)->coordinator_address() << (o.insecure ? " without TLS" : " over TLS with a token")
+      << " (logs in " << work << ")\n";
 
-  auto stub = v1::Coordinator::NewStub(
-      grpc::CreateChannel((*pipeline)->coordinator_address(), grpc::InsecureChannelCredentials()));
+  auto stub = v1::Coordinator::NewStub((*pipeline)->ClientChannel());
   v1::GenerateRequest request;
   request.set_request_id("seam-run");
   for (const auto& p : prompts) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());

@@ -23,6 +23,7 @@ struct RunCommandOptions {
   std::string device = "cpu";    // where the stages and the reference compute: cpu | cuda
   std::string dtype = "f32";     // f32 | bf16: weights, activations and handoffs of the stages and the reference
   std::string allreduce_fusion = "auto";  // off | auto | always (CUDA bf16 TP groups; seam-stage --allreduce-fusion)
+  bool insecure = false;         // plaintext and no token (default: TLS, mutual TLS and a token)
 };
 
 // Prints the tokens on `out`, ending in "tokens match the single-process run".

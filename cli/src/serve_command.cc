@@ -66,6 +66,7 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
   lp.tp = o.tp;
   lp.attn_dp = o.attn_dp;
   lp.ucx_mode = o.ucx_mode;
+  lp.insecure = o.insecure;
   lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return Failed("", pipeline.status());
@@ -74,9 +75,21 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
     absl::Status written = WritePortFile(o.port_file, std::stoi(addr.substr(addr.rfind(':') + 1)));
     if (!written.ok()) return absl::Status(AfterFlags(written.code()), written.message());
   }
+  const security::ClientSecurityOptions& client = (*pipeline)->client_security();
+  std::string client_flags;
+  if (client.tls()) {
+    client_flags = absl::StrCat(" --tls-ca ", client.tls_ca_file, " --auth-token-file ", client.auth_token_file);
+  }
   out << "serving on " << addr << ": " << o.pp << " seam-stage x TP " << o.tp << " (attention DP " << o.attn_dp
-      << ") behind seam-coordinator; logs in " << work << "\n"
-      << "try: seam generate --addr " << addr << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM" << std::endl;
+      << ") behind seam-coordinator; logs in " << work << "\n";
+  if (client.tls()) {
+    out << "TLS: CA certificate " << client.tls_ca_file << ", bearer token in " << client.auth_token_file
+        << " (both 0600, removed when serve stops)\n";
+  } else {
+    out << "no TLS, no token (--insecure)\n";
+  }
+  out << "try: seam generate --addr " << addr << client_flags << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM"
+      << std::endl;
 
   int sig = 0;
   std::string exited;

@@ -18,6 +18,7 @@ struct ServeCommandOptions {
   int port = 0;                  // coordinator port on 127.0.0.1; 0 picks a free one
   std::string port_file;         // written with the bound port once serving
   std::string ucx_mode = "tcp";  // tcp | shm
+  bool insecure = false;         // plaintext and no token (default: TLS, mutual TLS and a token)
 };
 
 // Serves until SIGINT or SIGTERM (then OK, exit 0). INVALID_ARGUMENT

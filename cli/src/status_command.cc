@@ -27,7 +27,9 @@ absl::Status RunStatusCommand(const StatusCommandOptions& o, std::ostream& out) 
   if (o.addr.empty() || o.timeout_s <= 0) {
     return absl::InvalidArgumentError("needs --addr HOST:PORT and --timeout > 0");
   }
-  auto channel = grpc::CreateChannel(o.addr, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = security::MakeChannel(o.security, o.addr);
+  if (!made.ok()) return made.status();
+  const std::shared_ptr<grpc::Channel>& channel = *made;
   std::string health;
   const grpc::Status hs = CheckHealth(channel, "", o.timeout_s, &health);
   if (!hs.ok()) health = "UNREACHABLE (" + DescribeStatus(hs) + ")";

@@ -40,7 +40,7 @@ class KvAdmission : public ::testing::Test {
     ASSERT_TRUE(p.ok()) << p.status();
     pipeline_ = std::move(*p);
     stub_ = v1::Coordinator::NewStub(
-        grpc::CreateChannel(pipeline_->coordinator_address(), grpc::InsecureChannelCredentials()));
+        pipeline_->ClientChannel());
   }
 
   grpc::Status Generate(const std::string& id, int prompt_tokens, int max_new, v1::GenerateResult* result) {

@@ -70,7 +70,7 @@ class PipelineE2e : public ::testing::Test {
     if (access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) != 0) GTEST_SKIP() << "no seam-stage";
     ASSERT_NE(pipeline_, nullptr);
     stub_ = v1::Coordinator::NewStub(
-        grpc::CreateChannel(pipeline_->coordinator_address(), grpc::InsecureChannelCredentials()));
+        pipeline_->ClientChannel());
   }
   static LocalPipeline* pipeline_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
@@ -205,7 +205,7 @@ TEST(PipelineE2eKill, AKilledStageEndsInFlightCallsUnavailableWithinTenSeconds) 
   if (access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) != 0) GTEST_SKIP() << "no seam-stage";
   std::unique_ptr<LocalPipeline> p = StartPipeline();
   ASSERT_NE(p, nullptr);
-  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(p->coordinator_address(), grpc::InsecureChannelCredentials()));
+  auto stub = v1::Coordinator::NewStub(p->ClientChannel());
   grpc::ClientContext context;
   Deadline(context, 60);
   auto reader = stub->Generate(&context, Request("long", {{1, 2, 3}, {4, 5}}, 2000));

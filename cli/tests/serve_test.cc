@@ -65,7 +65,27 @@ TEST(SeamServe, GenerateAndStatusThenSigtermLeavesNoChildren) {
   ASSERT_TRUE(serve.ok()) << serve.status();
   auto port = (*serve)->WaitForPortFile(port_file, std::chrono::seconds(90));
   ASSERT_TRUE(port.ok()) << port.status();
-  const std::string addr = "127.0.0.1:" + std::to_string(*port);
+  // serve prints the CA and token a client needs: "... --tls-ca PATH --auth-token-file PATH ...".
+  std::string printed;
+  {
+    std::ifstream f(log);
+    printed.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  const size_t at = printed.find(" --tls-ca ");
+  ASSERT_NE(at, std::string::npos) << printed;
+  const size_t end = printed.find(" --prompt", at);
+  ASSERT_NE(end, std::string::npos) << printed;
+  const std::string credentials = printed.substr(at, end - at);
+  const std::string addr = "127.0.0.1:" + std::to_string(*port) + credentials;
+
+  // Without the token the call is refused; without TLS it cannot connect.
+  const SeamRun no_token = RunSeam("generate --addr 127.0.0.1:" + std::to_string(*port) + " --tls-ca " +
+                                   credentials.substr(10, credentials.find(' ', 10) - 10) + " --prompt '3' 2>&1");
+  EXPECT_EQ(no_token.exit_code, 1) << no_token.output;
+  EXPECT_NE(no_token.output.find("UNAUTHENTICATED"), std::string::npos) << no_token.output;
+  const SeamRun plaintext = RunSeam("generate --addr 127.0.0.1:" + std::to_string(*port) + " --prompt '3' 2>&1");
+  EXPECT_EQ(plaintext.exit_code, 1) << plaintext.output;
+  EXPECT_NE(plaintext.output.find("UNAVAILABLE"), std::string::npos) << plaintext.output;
 
   const SeamRun gen =
       RunSeam("generate --addr " + addr + " --prompt '3 14 15' --prompt '7 8' --max-new-tokens 6 --json");
@@ -98,7 +118,7 @@ TEST(SeamServe, GenerateAndStatusThenSigtermLeavesNoChildren) {
   }
   std::ifstream f(log);
   const std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  EXPECT_NE(out.find("serving on " + addr), std::string::npos) << out;
+  EXPECT_NE(out.find("serving on 127.0.0.1:" + std::to_string(*port)), std::string::npos) << out;
   EXPECT_NE(out.find("seam serve: stopped"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(port_file));
 }

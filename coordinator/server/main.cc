@@ -25,6 +25,21 @@ int main(int argc, char** argv) {
   app.add_option("--stage-timeout", stage_timeout, "longest a stage may take to answer a microbatch")
       ->capture_default_str();
   app.add_option("--startup-timeout", startup_timeout, "longest stage bring-up may take")->capture_default_str();
+  seam::security::ServerSecurityOptions& server = o.server_security;
+  app.add_option("--tls-cert", server.tls_cert_file, "PEM certificate chain: serve the client API over TLS");
+  app.add_option("--tls-key", server.tls_key_file, "PEM private key of --tls-cert");
+  app.add_option("--auth-token-file", server.auth_token_file,
+                 "file holding the bearer token every client call must send (authorization: Bearer <token>); "
+                 "grpc.health.v1 stays open");
+  app.add_flag("--insecure", server.insecure,
+               "allow plaintext on a non-loopback --listen and to non-loopback stages");
+  app.add_option("--health-listen", o.health_listen,
+                 "host:port of a plaintext port serving only grpc.health.v1 (for probes that cannot speak TLS)");
+  seam::security::ClientSecurityOptions& stage = o.stage_security;
+  app.add_option("--tls-ca", stage.tls_ca_file, "PEM CA of the stages' certificates: reach the stages over TLS");
+  app.add_option("--tls-client-cert", stage.tls_client_cert_file,
+                 "PEM certificate presented to the stages (their --tls-client-ca signed it)");
+  app.add_option("--tls-client-key", stage.tls_client_key_file, "PEM private key of --tls-client-cert");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

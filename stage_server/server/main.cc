@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "seam/core/logging.h"
+#include "seam/security/credentials.h"
 #include "seam/server/stage_server.h"
 
 namespace {
@@ -107,6 +108,17 @@ int main(int argc, char** argv) {
                  "attention-DP group (ascending, comma-separated; a step pads up to the next one); empty: eager")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
+  seam::security::ServerSecurityOptions security;
+  std::string health_listen;
+  app.add_option("--tls-cert", security.tls_cert_file, "PEM certificate chain: serve StageControl over TLS");
+  app.add_option("--tls-key", security.tls_key_file, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", security.tls_client_ca_file,
+                 "PEM CA: require a client certificate it signed (mutual TLS; the coordinator's "
+                 "--tls-client-cert)");
+  app.add_flag("--insecure", security.insecure,
+               "allow plaintext on a non-loopback --listen (anyone reaching the port can drive the stage)");
+  app.add_option("--health-listen", health_listen,
+                 "host:port of a plaintext port serving only grpc.health.v1 (for probes that cannot speak TLS)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -126,6 +138,14 @@ int main(int argc, char** argv) {
   }
   seam::server::StageServerOptions options;
   options.listen = listen;
+  options.health_listen = health_listen;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      seam::security::MakeServerCredentials(security, listen);
+  if (!credentials.ok()) {
+    std::cerr << "seam-stage: " << credentials.status().message() << "\n";
+    return 2;
+  }
+  options.credentials = *credentials;
   options.ucx_mode = *mode;
   options.handoff_timeout = absl::Seconds(handoff_timeout_s);
   options.drain_timeout = absl::Seconds(drain_timeout_s);

@@ -348,7 +348,11 @@ def body(args, hosts, work, seam, stage_bin, coordinator_bin):
 
     base_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": work}
     # Stages: StatefulSet command and args; env as in the pod spec.
-    command = [a.replace("/usr/local/bin/seam-stage", stage_bin) for a in stage_command()]
+    # Plaintext between the namespaces: the Secrets' certificates are not here,
+    # so the TLS flags give way to --insecure (the manifests' TLS is checked by
+    # deploy/validate.sh, the TLS code by the security and auth tests).
+    command = [a.replace("/usr/local/bin/seam-stage", stage_bin) for a in stage_command()
+               if not a.startswith("--tls-")] + ["--insecure"]
     for k, ns in enumerate(stage_ns):
         env = dict(base_env, SEAM_STAGE_RANK=str(k), UCX_TLS="tcp", UCX_TCP_PORT_RANGE=cfg["UCX_TCP_PORT_RANGE"])
         hosts.spawn(ns, command, env, os.path.join(work, f"seam-stage-{k}.log"))
@@ -361,7 +365,7 @@ def body(args, hosts, work, seam, stage_bin, coordinator_bin):
         for k, ns in enumerate(stage_ns):
             f.write(f"{hosts.ips[ns]} seam-stage-{k}.seam-stage.{K8S_NAMESPACE}.svc\n")
     script = coordinator_script().replace("/usr/local/bin/seam-coordinator", coordinator_bin)
-    env = dict(base_env, POD_NAMESPACE=K8S_NAMESPACE, MODEL_DIR=model_dir)
+    env = dict(base_env, POD_NAMESPACE=K8S_NAMESPACE, MODEL_DIR=model_dir, SEAM_INSECURE="1")
     for key in ("PP", "TP", "ATTN_DP", "LAYERS", "STAGE_PORT", "CLIENT_PORT", "STARTUP_TIMEOUT", "STAGE_TIMEOUT",
                 "UCX_TCP_PORT_RANGE"):
         env[key] = cfg[key]

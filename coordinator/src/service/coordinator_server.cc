@@ -18,6 +18,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "seam/core/logging.h"
+#include "seam/security/bearer_token.h"
+#include "seam/security/health_port.h"
+#include "seam/security/listen_address.h"
 #include "seam/weights/model_config.h"
 #include "service/coordinator_service.h"
 #include "service/grpc_stage_link.h"
@@ -70,9 +73,10 @@ class HealthGate {
     up_ = up;
     Apply();
   }
-  void Attach(grpc::HealthCheckServiceInterface* service) {
+  void Attach(grpc::HealthCheckServiceInterface* service, security::HealthPort* port) {
     std::lock_guard<std::mutex> lock(mu_);
     service_ = service;
+    port_ = port;
     Apply();
   }
   void Stop() {
@@ -84,9 +88,11 @@ class HealthGate {
  private:
   void Apply() {
     if (service_ != nullptr) service_->SetServingStatus(up_ && !stopped_);
+    if (port_ != nullptr) port_->SetServing("", up_ && !stopped_);
   }
   std::mutex mu_;
   grpc::HealthCheckServiceInterface* service_ = nullptr;
+  security::HealthPort* port_ = nullptr;
   bool up_ = true;
   bool stopped_ = false;
 };
@@ -124,8 +130,22 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   }
   auto layers = SplitLayers(config->num_hidden_layers, o.stages.size(), o.layers);
   if (!layers.ok()) return err << "seam-coordinator: " << layers.status() << "\n", 2;
+  security::ServerSecurityOptions server_security = o.server_security;
+  server_security.open_path_prefixes = {security::kHealthPathPrefix};  // probes; reflection needs the token
+  auto server_credentials = security::MakeServerCredentials(server_security, o.listen);
+  if (!server_credentials.ok()) return err << "seam-coordinator: " << server_credentials.status().message() << "\n", 2;
+  for (const std::string& stage : o.stages) {
+    if (!o.stage_security.tls() && !security::IsLoopbackAddress(stage) && !o.server_security.insecure) {
+      return err << "seam-coordinator: refusing to reach stage " << stage
+                 << " without TLS: pass --tls-ca (and --tls-client-cert/--tls-client-key for mutual TLS), "
+                    "or --insecure\n",
+             2;
+    }
+  }
+  auto stage_credentials = security::MakeChannelCredentials(o.stage_security, o.stages.front());
+  if (!stage_credentials.ok()) return err << "seam-coordinator: " << stage_credentials.status().message() << "\n", 2;
 
-  auto stages = ConnectStages(o.stages, o.startup_timeout);
+  auto stages = ConnectStages(o.stages, o.startup_timeout, *stage_credentials);
   if (!stages.ok()) return err << "seam-coordinator: " << stages.status() << "\n", 1;
   PipelineDriverOptions driver_options;
   driver_options.scheduler.pipeline_stages = o.stages.size();
@@ -136,9 +156,9 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   PipelineLayout layout{o.model_dir, o.tp, o.attn_dp, epoch, *layers};
   // After a stage failure: reach every stage again (an unreachable one fails
   // the attempt within a few seconds) and reload it for the new epoch.
-  driver_options.reconnect = [o, layout](uint64_t next_epoch)
+  driver_options.reconnect = [o, layout, credentials = *stage_credentials](uint64_t next_epoch)
       -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
-    auto stages = ConnectStages(o.stages, std::chrono::milliseconds(3000));
+    auto stages = ConnectStages(o.stages, std::chrono::milliseconds(3000), credentials);
     if (!stages.ok()) return stages.status();
     PipelineLayout next = layout;
     next.epoch = next_epoch;
@@ -182,15 +202,26 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(o.listen, *server_credentials, &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     (*driver)->Shutdown();
     return err << "seam-coordinator: cannot listen on " << o.listen << "\n", 1;
   }
-  health->Attach(server->GetHealthCheckService());
+  std::unique_ptr<security::HealthPort> health_port;
+  if (!o.health_listen.empty()) {
+    auto started = security::HealthPort::Start(o.health_listen);
+    if (!started.ok()) {
+      (*driver)->Shutdown();
+      server->Shutdown();
+      return err << "seam-coordinator: " << started.status().message() << "\n", 1;
+    }
+    health_port = std::move(*started);
+  }
+  health->Attach(server->GetHealthCheckService(), health_port.get());
   if (!o.port_file.empty() && !WritePortFile(o.port_file, port)) {
+    health->Attach(nullptr, nullptr);
     (*driver)->Shutdown();
     server->Shutdown();
     return err << "seam-coordinator: cannot write port file " << o.port_file << "\n", 1;
@@ -201,6 +232,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   sigwait(&signals, &signal);
   health->Stop();
   (*driver)->Shutdown();  // every live call is answered UNAVAILABLE
+  health->Attach(nullptr, nullptr);  // the health port goes before the gate
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   for (StageEndpoint& e : *stages) {  // stages stay up; tell them we are gone
     grpc::ClientContext context;

@@ -8,11 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "seam/security/credentials.h"
+
 namespace seam::coordinator {
 
 struct CoordinatorServerOptions {
   std::string listen = "127.0.0.1:0";     // client API address
   std::string port_file;                  // where the bound port is written once serving
+  // The client API: TLS, the bearer token, plaintext only on loopback or
+  // with `insecure` (grpc.health.v1 is open without the token).
+  security::ServerSecurityOptions server_security;
+  std::string health_listen;              // non-empty: a plaintext grpc.health.v1-only port for probes
+  // The coordinator as the stages' client: their CA and its client certificate.
+  security::ClientSecurityOptions stage_security;
   std::vector<std::string> stages;        // host:port of each stage, rank order
   std::string model_dir;
   int tp = 1;
@@ -29,7 +37,9 @@ struct CoordinatorServerOptions {
 // "10s", "500ms", "2m" or a number of seconds. False when unparsable.
 bool ParseDuration(const std::string& text, std::chrono::milliseconds* out);
 
-// Exit codes: 0 after a clean shutdown; 1 when bring-up failed; 2 bad arguments.
+// Exit codes: 0 after a clean shutdown; 1 when bring-up failed; 2 bad
+// arguments (a missing or unreadable credential file, plaintext on a
+// non-loopback --listen without --insecure).
 int RunCoordinatorServer(const CoordinatorServerOptions& options, std::ostream& err);
 
 }  // namespace seam::coordinator

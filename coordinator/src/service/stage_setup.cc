@@ -57,13 +57,14 @@ absl::StatusOr<std::vector<std::pair<int, int>>> SplitLayers(int num_layers, int
 }
 
 absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::string>& addresses,
-                                                         std::chrono::milliseconds wait) {
+                                                         std::chrono::milliseconds wait,
+                                                         const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   std::vector<StageEndpoint> out;
   const auto deadline = Clock::now() + wait;
   for (size_t k = 0; k < addresses.size(); ++k) {
     StageEndpoint e;
     e.address = addresses[k];
-    e.stub = v1::StageControl::NewStub(grpc::CreateChannel(e.address, grpc::InsecureChannelCredentials()));
+    e.stub = v1::StageControl::NewStub(grpc::CreateChannel(e.address, credentials));
     grpc::ClientContext context;
     context.set_wait_for_ready(true);
     context.set_deadline(deadline);

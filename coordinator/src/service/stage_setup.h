@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <grpcpp/security/credentials.h>
+
 #include "absl/status/statusor.h"
 #include "seam/v1/stage_service.grpc.pb.h"
 
@@ -26,10 +28,12 @@ struct StageEndpoint {
 // the bad range.
 absl::StatusOr<std::vector<std::pair<int, int>>> SplitLayers(int num_layers, int stages, const std::string& spec);
 
-// Waits (up to `wait`) for every stage's GetStatus to answer. UNAVAILABLE
-// naming the stage that never answered.
+// Waits (up to `wait`) for every stage's GetStatus to answer, over channels
+// made with `credentials` (TLS with the coordinator's client certificate, or
+// plaintext). UNAVAILABLE naming the stage that never answered.
 absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::string>& addresses,
-                                                         std::chrono::milliseconds wait);
+                                                         std::chrono::milliseconds wait,
+                                                         const std::shared_ptr<grpc::ChannelCredentials>& credentials);
 
 struct PipelineLayout {
   std::string model_dir;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/logging.h"
+#include "seam/security/health_port.h"
 #include "stage_service.h"
 
 namespace seam::server {
@@ -58,15 +59,25 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &self->port_);
+  builder.AddListeningPort(options.listen,
+                           options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
+                           &self->port_);
   builder.RegisterService(self->service_.get());
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr || self->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
+  std::unique_ptr<security::HealthPort> health_port;
+  if (!options.health_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<security::HealthPort>> started = security::HealthPort::Start(options.health_listen);
+    if (!started.ok()) return started.status();
+    health_port = std::move(*started);
+  }
   {
     std::lock_guard<std::mutex> lock(self->mu_);
     self->health_ = self->server_->GetHealthCheckService();
+    self->health_port_ = std::move(health_port);
+    if (self->health_port_ != nullptr) self->health_port_->SetServing(kServiceName, self->serving_);
     self->health_->SetServingStatus(self->serving_);
     self->health_->SetServingStatus(kServiceName, self->serving_);
   }
@@ -79,6 +90,12 @@ StageServer::~StageServer() {
   actor_.reset();
   std::lock_guard<std::mutex> lock(mu_);
   health_ = nullptr;
+  health_port_.reset();
+}
+
+int StageServer::health_port() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_port_ != nullptr ? health_port_->port() : 0;
 }
 
 void StageServer::SetServing(bool serving) {
@@ -88,6 +105,7 @@ void StageServer::SetServing(bool serving) {
     health_->SetServingStatus(serving);
     health_->SetServingStatus(kServiceName, serving);
   }
+  if (health_port_ != nullptr) health_port_->SetServing(kServiceName, serving);
 }
 
 void StageServer::RequestShutdown() {

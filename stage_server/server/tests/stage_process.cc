@@ -24,7 +24,7 @@ std::unique_ptr<grpc::ClientContext> Context(double seconds) {
   return context;
 }
 
-StageProcess::StageProcess(const std::vector<std::string>& extra_args) {
+StageProcess::StageProcess(const std::vector<std::string>& extra_args, const security::ClientSecurityOptions& client) {
   const std::string port_file = dir_.File("port");
   std::vector<std::string> args = {SEAM_STAGE_BINARY, "--listen", "127.0.0.1:0", "--port-file", port_file,
                                    "--log-level", "warn"};
@@ -47,7 +47,10 @@ StageProcess::StageProcess(const std::vector<std::string>& extra_args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   SEAM_CHECK_MSG(port_ > 0, "seam-stage wrote no port file within 20 s");
-  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      security::MakeChannel(client, "127.0.0.1:" + std::to_string(port_));
+  SEAM_CHECK_MSG(channel.ok(), channel.status().ToString());
+  channel_ = *channel;
   stub_ = v1::StageControl::NewStub(channel_);
 }
 

@@ -12,6 +12,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "seam/security/credentials.h"
 #include "seam/testing/temp_dir.h"
 #include "seam/v1/stage_service.grpc.pb.h"
 
@@ -24,8 +25,11 @@ class StageProcess {
  public:
   // Starts `binary` with --listen 127.0.0.1:0 --port-file ... plus `extra_args`
   // and waits (up to 20 s) for it to write its port. Aborts the test binary
-  // with a message when it cannot.
-  explicit StageProcess(const std::vector<std::string>& extra_args = {});
+  // with a message when it cannot. stub() and CheckHealth() reach it with
+  // `client` (plaintext by default; the CA and client certificate when
+  // `extra_args` turn on TLS).
+  explicit StageProcess(const std::vector<std::string>& extra_args = {},
+                        const security::ClientSecurityOptions& client = {});
   ~StageProcess();  // SIGKILL if still running
 
   int port() const { return port_; }

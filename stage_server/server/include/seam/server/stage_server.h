@@ -18,8 +18,13 @@
 
 namespace grpc {
 class Server;
+class ServerCredentials;
 class HealthCheckServiceInterface;
 }  // namespace grpc
+
+namespace seam::security {
+class HealthPort;
+}  // namespace seam::security
 
 namespace seam::server {
 
@@ -40,6 +45,11 @@ std::vector<std::pair<std::string, std::string>> TcpUcxConfig(const std::string&
 
 struct StageServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
+  // How `listen` is secured (security::MakeServerCredentials: TLS, mutual TLS
+  // with the coordinator's client certificate); null: plaintext, for
+  // in-process tests on loopback.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  std::string health_listen;  // non-empty: a plaintext grpc.health.v1-only port for probes
   UcxMode ucx_mode = UcxMode::kTcp;
   absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
   runtime::StageGroupOptions group;  // where and how the stage's ranks compute (the layer range comes with Configure)
@@ -54,6 +64,7 @@ class StageServer {
   ~StageServer();
 
   int port() const { return port_; }
+  int health_port() const;  // 0 without health_listen
   // Thread-safe: asks Wait to shut down (the Shutdown call and SIGTERM use it).
   void RequestShutdown();
   // Blocks until shutdown is requested, then publishes NOT_SERVING, drains the
@@ -71,11 +82,12 @@ class StageServer {
   std::unique_ptr<StageService> service_;
   std::unique_ptr<grpc::Server> server_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable shutdown_cv_;
   bool shutdown_requested_ = false;
   bool serving_ = false;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
+  std::unique_ptr<security::HealthPort> health_port_;  // guarded: the actor reports from its thread
 };
 
 }  // namespace seam::server
