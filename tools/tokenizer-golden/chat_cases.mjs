@@ -32,7 +32,9 @@ const conversations = {
   assistant_last_with_think: [u1, a1Think],
   reasoning_content_field: [sys, u1, a1Reason, u2, a1Reason],
   cjk_emoji_markup: [sys, uCjk],
-  whitespace_content: [uSpaces, { role: 'assistant', content: '\n\n  spaced answer  \n' }],
+  // Leading newlines only: @huggingface/jinja's strip/lstrip/rstrip ignore their argument
+  // (JS trim), where Python's '\n\n  x'.lstrip('\n') keeps the spaces; seam follows Python.
+  whitespace_content: [uSpaces, { role: 'assistant', content: '\n\nspaced answer  \n  ' }],
   system_later: [u1, a1, { role: 'system', content: 'Be brief.' }, u2],
   think_switches: [{ role: 'system', content: 'You are terse. /no_think' }, u1, a1, { role: 'user', content: 'Why? /think' }],
 };
