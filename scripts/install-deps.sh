@@ -18,6 +18,7 @@ packages=(
   libopenblas-dev
   libgtest-dev libgmock-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libpcre2-dev libutf8proc-dev zlib1g-dev
   prometheus-cpp-dev
   iproute2
   yamllint python3-yaml
