@@ -23,6 +23,7 @@ ALLOWED = {
     "boundary": BASE | {"kernels", "comm", "boundary"},
     "weights": BASE | {"weights"},
     "tokenizer": BASE | {"tokenizer"},
+    "chat_template": BASE | {"chat_template"},
     "models": BASE | {"kernels", "boundary", "weights", "models"},  # no comm: models call their boundary
     "runtime": BASE | {"kernels", "comm", "boundary", "weights", "models", "runtime"},
     "security": BASE | {"security"},
