@@ -9,7 +9,9 @@
 #include <deque>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "seam/core/device_memory.h"
 #include "seam/core/temp_dir.h"
@@ -22,6 +24,21 @@ namespace seam::cli {
 // Stage k's first GPU: stages get disjoint GPUs [k·tp, (k+1)·tp) when the host
 // has pp·tp of them, and share GPUs 0..tp-1 otherwise (ignored on the CPU).
 int FirstGpuOfStage(int k, int tp, int pp) { return CudaDeviceCount() >= pp * tp ? k * tp : 0; }
+
+namespace {
+
+// Stages that share their GPUs (fewer GPUs than pp x tp: every stage starts
+// at GPU 0) split the memory their KV caches may fill: 0.9 / pp each, unless
+// the caller sizes the caches itself.
+std::string SharedGpuKvFraction(const LocalPipelineOptions& o) {
+  if (o.device == "cpu" || o.pp < 2 || CudaDeviceCount() >= o.pp * o.tp) return "";
+  for (const std::string& a : o.extra_stage_args) {
+    if (absl::StartsWith(a, "--kv-memory-fraction") || absl::StartsWith(a, "--kv-cache-bytes")) return "";
+  }
+  return absl::StrFormat("%.3f", 0.9 / o.pp);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalPipelineOptions& o) {
   std::unique_ptr<LocalPipeline> p(new LocalPipeline());
@@ -77,6 +94,9 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
                                       o.ucx_mode,          "--device",  o.device,
                                       "--first-gpu",       absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))};
     stage.insert(stage.end(), stage_security.begin(), stage_security.end());
+    if (const std::string share = SharedGpuKvFraction(o); !share.empty()) {
+      stage.insert(stage.end(), {"--kv-memory-fraction", share});
+    }
     stage.insert(stage.end(), o.extra_stage_args.begin(), o.extra_stage_args.end());
     auto child = ChildProcess::Spawn(stage, log);
     if (!child.ok()) return child.status();

@@ -42,6 +42,7 @@ struct RankState {
   std::unique_ptr<models::KvCache> cache;
   std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs;  // by bucket; declared after what they use
   Tensor logits;                     // the last step's output (last piece)
+  std::vector<int32_t> tokens;       // or its DP group's chosen tokens (last piece, with choices)
   boundary::PipelineTensors handoff;  // the last step's output (other pieces)
   std::shared_ptr<boundary::IpcFusionProvider> fusions;  // null: no all-reduce fusion
   std::string fusion_report;                            // what it measured and chose
@@ -395,12 +396,18 @@ absl::StatusOr<std::vector<Tensor>> StageGroup::Step(const std::vector<models::S
 }
 
 absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::SequenceStep>& sequences, bool all_logits,
-                                                  const std::vector<boundary::PipelineTensors>& in) {
+                                                  const std::vector<boundary::PipelineTensors>& in,
+                                                  const std::vector<TokenChoice>* choices) {
   Impl& g = *impl_;
   if (!g.broken.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("the stage group failed earlier: ", g.broken.ToString()));
   }
   const bool first = is_first_piece(), last = is_last_piece();
+  if (choices != nullptr && (!last || all_logits || choices->size() != sequences.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("token choices are for the last piece without all_logits, one "
+                                                   "per sequence: ", choices->size(), " for ", sequences.size(),
+                                                   " sequences", last ? "" : " on a piece that is not the last"));
+  }
   if (in.size() != (first ? 0u : static_cast<size_t>(g.tp))) {
     return absl::InvalidArgumentError(absl::StrCat("this piece (layers [", first_layer(), ", ", end_layer(),
                                                    ")) takes ", first ? 0 : g.tp, " handoffs, got ", in.size()));
@@ -412,6 +419,7 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
   std::vector<models::StepInput> inputs(g.attn_dp);
   std::vector<std::pair<int, int64_t>> where;  // per input sequence: DP group, first logits row there
   std::vector<int64_t> dp_rows(g.attn_dp, 0), dp_logit_rows(g.attn_dp, 0);
+  std::vector<std::vector<TokenChoice>> choices_by_dp(g.attn_dp);  // in each DP group's row order
   for (const models::SequenceStep& s : sequences) {
     if (!seen.insert(s.sequence).second) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " appears twice in one step"));
@@ -438,6 +446,7 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
       placed[s.sequence] = dp;
     }
     inputs[dp].sequences.push_back(s);
+    if (choices != nullptr) choices_by_dp[dp].push_back((*choices)[&s - sequences.data()]);
     inputs[dp].all_logits = all_logits;
     where.emplace_back(dp, dp_logit_rows[dp]);
     dp_rows[dp] += static_cast<int64_t>(s.tokens.size());
@@ -477,21 +486,33 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
                  *std::max_element(dp_rows.begin(), dp_rows.end()),
                  bucket > 0 ? absl::StrCat("CUDA graph of bucket ", bucket) : std::string("eager"));
   Impl* self = &g;
-  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in, bucket](int r) -> absl::Status {
+  const bool choose = choices != nullptr;
+  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in, bucket, choose,
+                                       choices_by_dp](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
     const Device device = self->RankDevice(r);
     SEAM_RETURN_IF_ERROR(UseDevice(device));
+    // The last piece's output: the chosen tokens where the logits are, or the logits on the host.
+    auto leave = [&](const Tensor& logits) -> absl::Status {
+      rank.logits = Tensor();
+      rank.tokens.clear();
+      if (!logits.defined()) return absl::OkStatus();
+      if (!choose) {
+        SEAM_ASSIGN_OR_RETURN(rank.logits, logits.To(Device::CPU()));
+        return absl::OkStatus();
+      }
+      const std::vector<TokenChoice>& mine = choices_by_dp[rank.topology.dp_rank()];
+      if (mine.empty()) return absl::OkStatus();
+      SEAM_ASSIGN_OR_RETURN(rank.tokens, ChooseTokens(logits.Rows(0, static_cast<int64_t>(mine.size())), mine));
+      return absl::OkStatus();
+    };
     if (bucket > 0) {
       SEAM_ASSIGN_OR_RETURN(DecodeGraphOutput o, rank.graphs.at(bucket)->Replay(inputs[rank.topology.dp_rank()],
                                                                                 in.empty() ? nullptr : &in[r]));
       // After the replay, never inside a capture: the one wait of the step.
       SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(absl::Now() + self->options.comm_timeout));
       SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(o.handoff, Device::CPU()));
-      rank.logits = Tensor();
-      if (o.logits.defined()) {
-        SEAM_ASSIGN_OR_RETURN(rank.logits, o.logits.To(Device::CPU()));
-      }
-      return absl::OkStatus();
+      return leave(o.logits);
     }
     boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
     batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
@@ -500,17 +521,14 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
     if (!in.empty()) {
       SEAM_ASSIGN_OR_RETURN(entering, Placed(in[r], device));
     }
-    SEAM_ASSIGN_OR_RETURN(rank.logits, rank.model->ForwardPiece(batch, inputs[rank.topology.dp_rank()], *rank.cache,
-                                                                in.empty() ? nullptr : &entering, &rank.handoff));
+    SEAM_ASSIGN_OR_RETURN(Tensor logits, rank.model->ForwardPiece(batch, inputs[rank.topology.dp_rank()], *rank.cache,
+                                                                  in.empty() ? nullptr : &entering, &rank.handoff));
     // Collectives are stream-ordered: the step waits for them once, bounded
     // (a missed deadline aborts the communicator), before anything is read.
     SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(absl::Now() + self->options.comm_timeout));
     // What leaves the group is on the host: handoffs for UCX, logits for sampling.
     SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(rank.handoff, Device::CPU()));
-    if (rank.logits.defined()) {
-      SEAM_ASSIGN_OR_RETURN(rank.logits, rank.logits.On(Device::CPU()));
-    }
-    return absl::OkStatus();
+    return leave(logits);
   });
   if (!run.ok()) {
     g.broken = run;
@@ -527,6 +545,13 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
   PieceOutput out;
   if (!last) {
     for (int r = 0; r < g.tp; ++r) out.handoff.push_back(std::move(g.ranks[r]->handoff));
+    return out;
+  }
+  if (choose) {
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const auto [dp, row] = where[i];
+      out.tokens.push_back(g.ranks[dp * g.attn_tp()]->tokens.at(static_cast<size_t>(row)));
+    }
     return out;
   }
   for (size_t i = 0; i < sequences.size(); ++i) {

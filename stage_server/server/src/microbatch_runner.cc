@@ -75,7 +75,12 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
     SEAM_ASSIGN_OR_RETURN(in, ReceiveHandoff(d));
   }
   const bool all_logits = group_->is_last_piece() && SequenceSampler::NeedsAllLogits(d);
-  SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out, group_->StepPiece(steps, all_logits, in));
+  // The last stage chooses tokens where the logits are, unless a sequence asks for log-probs.
+  std::vector<runtime::TokenChoice> choices;
+  const bool choose = group_->is_last_piece() && !all_logits;
+  if (choose) choices = sampler_.Choices(d);
+  SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out,
+                        group_->StepPiece(steps, all_logits, in, choose ? &choices : nullptr));
   if (!group_->is_last_piece()) {
     SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
     handoff::HandoffSender sender(worker_, next_);
@@ -83,7 +88,12 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
     if (!sent.ok()) return Annotate(sent, absl::StrCat("handoff to pipeline rank ", config_.pipeline_rank() + 1));
     return absl::OkStatus();  // the ack: an answer with no sequences
   }
-  SEAM_ASSIGN_OR_RETURN(std::vector<v1::SequenceResult> sequences, sampler_.Sample(d, out.logits, all_logits));
+  std::vector<v1::SequenceResult> sequences;
+  if (choose) {
+    sequences = SequenceSampler::Results(d, out.tokens);
+  } else {
+    SEAM_ASSIGN_OR_RETURN(sequences, sampler_.Sample(d, out.logits, all_logits));
+  }
   for (v1::SequenceResult& s : sequences) *result.add_sequences() = std::move(s);
   return absl::OkStatus();
 }

@@ -90,4 +90,25 @@ absl::StatusOr<std::vector<v1::SequenceResult>> SequenceSampler::Sample(const v1
   return results;
 }
 
+std::vector<runtime::TokenChoice> SequenceSampler::Choices(const v1::MicrobatchDescriptor& d) {
+  std::vector<runtime::TokenChoice> choices;
+  for (const v1::SequenceEntry& s : d.sequences()) {
+    choices.push_back(runtime::TokenChoice{ToKernelParams(s.sampling()), StepOf(s)});
+  }
+  return choices;
+}
+
+std::vector<v1::SequenceResult> SequenceSampler::Results(const v1::MicrobatchDescriptor& d,
+                                                         const std::vector<int32_t>& tokens) {
+  std::vector<v1::SequenceResult> results;
+  for (int i = 0; i < d.sequences_size(); ++i) {
+    v1::SequenceResult r;
+    r.set_sequence_id(d.sequences(i).sequence_id());
+    r.set_request_id(d.sequences(i).request_id());
+    r.set_sampled_token(tokens[i]);
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
 }  // namespace seam::server

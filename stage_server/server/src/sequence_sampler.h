@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "seam/core/tensor.h"
+#include "seam/runtime/token_sampler.h"
 #include "seam/v1/stage_service.pb.h"
 
 namespace seam::server {
@@ -26,6 +27,13 @@ class SequenceSampler {
   // runtime::Generator counts), so a seeded run replays the same tokens.
   absl::StatusOr<std::vector<v1::SequenceResult>> Sample(const v1::MicrobatchDescriptor& d,
                                                          const std::vector<Tensor>& logits, bool all_logits);
+
+  // The token choice of every sequence of `d` (input order), for a step that
+  // chooses tokens where the logits are (runtime::ChooseTokens); then
+  // Results turns the chosen tokens into the answer. Call one of Choices
+  // and Sample once per descriptor: each counts the sequences' steps.
+  std::vector<runtime::TokenChoice> Choices(const v1::MicrobatchDescriptor& d);
+  static std::vector<v1::SequenceResult> Results(const v1::MicrobatchDescriptor& d, const std::vector<int32_t>& tokens);
 
   // Forgets a finished sequence.
   void Forget(uint64_t sequence) { prompt_end_.erase(sequence); }

@@ -34,6 +34,7 @@
 #include "seam/core/device.h"
 #include "seam/models/qwen3_model.h"
 #include "seam/runtime/kv_sizing.h"
+#include "seam/runtime/token_sampler.h"
 #include "seam/weights/model_config.h"
 
 namespace seam::runtime {
@@ -86,8 +87,11 @@ struct GraphDecodeStats {
 struct PieceOutput {
   // Non-last piece: the handoff of each TP rank, index = TP rank (contiguous host tensors).
   std::vector<boundary::PipelineTensors> handoff;
-  // Last piece: logits per sequence, as Step returns them.
+  // Last piece: logits per sequence, as Step returns them; or, when the step
+  // was given token choices, one chosen token per sequence (input order)
+  // and no logits: the logits never leave the device.
   std::vector<Tensor> logits;
+  std::vector<int32_t> tokens;
 };
 
 // The TP rank a failed Create or step names (its status carries it), if any.
@@ -140,9 +144,12 @@ class StageGroup {
   // rank (empty on the first piece, tp() entries otherwise). Returns handoffs
   // on a non-last piece, logits on the last; errors as Step, and
   // INVALID_ARGUMENT (nothing placed) when `in` has the wrong count or a
-  // rank's handoff does not fit its rows.
+  // rank's handoff does not fit its rows. `choices` (last piece, without
+  // all_logits; one per sequence, input order): choose each sequence's token
+  // where its logits are (token_sampler.h) and return tokens instead.
   absl::StatusOr<PieceOutput> StepPiece(const std::vector<models::SequenceStep>& sequences, bool all_logits,
-                                        const std::vector<boundary::PipelineTensors>& in);
+                                        const std::vector<boundary::PipelineTensors>& in,
+                                        const std::vector<TokenChoice>* choices = nullptr);
   // Returns a sequence's blocks on its DP group; NOT_FOUND for an unknown one.
   absl::Status Free(uint64_t sequence);
 

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The served path on GPUs (one or two of one host), in one command:
+#   tests   the GPU tests of what the server now runs: stream-ordered NCCL
+#           (capture included), graph decode vs eager (runtime_test), token
+#           choice on the device, the IPC fusion and the attention kernels
+#   serve   seam bench serve on the model of the served-path issue (Qwen3,
+#           8 layers, hidden 4096, 32 heads, 8 KV heads of 128, intermediate
+#           12288, vocab 32000, bf16): prompts of 128, 64 new tokens, batch 1,
+#           8 and 32, at PP 1 TP 1 and, with two GPUs, TP 2 and PP 2
+#   tokens  seam run --device cuda: the pipeline's tokens against the
+#           single-process run at PP {1,2} x TP {1,2}, f32 and bf16
+#   fusion  seam-bench-gpu allreduce-norm at TP 2 (fused vs NCCL + add-norm)
+# Usage from the repo root with the bundle of scripts/gpu-bundle.sh:
+#     bash bench/gpu/served.sh OUT_DIR [PART]
+# OUT_DIR gets one log per run, the JSON of every bench serve run and
+# summary.txt. NCCL_NVLS_ENABLE=0 throughout.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0
+R=scripts/gpu-run.sh
+N=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+OUT_DIR="${1:?OUT_DIR}"
+PART="${2:-all}"
+mkdir -p "$OUT_DIR"
+WORK="${SEAM_GPU_WORK:-/tmp/seam-served}"
+mkdir -p "$WORK"
+SUMMARY="$OUT_DIR/summary.txt"
+want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader > "$OUT_DIR/gpus.txt" 2>&1
+echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $N GPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), part $PART" >> "$SUMMARY"
+result() { echo "$1 rc=$2 $(grep -E '^\[  (PASSED|FAILED) ' "$3" | tr '\n' ' ')" >> "$SUMMARY"; }
+
+if want tests; then
+  $R runtime_test > "$OUT_DIR/runtime_test.log" 2>&1; result runtime_test $? "$OUT_DIR/runtime_test.log"
+  $R comm_test --gtest_filter='*Nccl*' > "$OUT_DIR/comm_test_nccl.log" 2>&1; result comm_test_nccl $? "$OUT_DIR/comm_test_nccl.log"
+  $R cuda_kernels_test > "$OUT_DIR/cuda_kernels_test.log" 2>&1; result cuda_kernels_test $? "$OUT_DIR/cuda_kernels_test.log"
+  $R ipc_allreduce_test > "$OUT_DIR/ipc_allreduce_test.log" 2>&1; result ipc_allreduce_test $? "$OUT_DIR/ipc_allreduce_test.log"
+  $R boundary_ipc_fusion_gpu_test > "$OUT_DIR/ipc_fusion_gpu_test.log" 2>&1
+  result boundary_ipc_fusion_gpu_test $? "$OUT_DIR/ipc_fusion_gpu_test.log"
+fi
+
+if want serve; then
+  M="$WORK/qwen3-8l-4096"
+  [ -f "$M/config.json" ] || $R seam model init --layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 \
+    --intermediate 12288 --vocab 32000 --dtype bf16 --seed 5 --out "$M" > "$OUT_DIR/model_init.log" 2>&1
+  serve() {  # name, then layout flags
+    local name=$1; shift
+    timeout 300 $R seam bench serve --model "$M" --device cuda --dtype bf16 --batch 1,8,32 --prompt-len 128 \
+      --new-tokens 64 --json "$OUT_DIR/serve_$name.json" "$@" > "$OUT_DIR/serve_$name.log" 2>&1
+    echo "bench serve $name rc=$?" >> "$SUMMARY"
+    grep -E '^ +(1|8|32) ' "$OUT_DIR/serve_$name.log" | sed "s/^/  $name /" >> "$SUMMARY"
+  }
+  serve pp1_tp1 --pp 1 --tp 1
+  if [ "$N" -ge 2 ]; then
+    serve pp1_tp2 --pp 1 --tp 2
+    serve pp2_tp1 --pp 2 --tp 1
+  fi
+fi
+
+if want tokens; then
+  S="$WORK/small"
+  [ -f "$S/config.json" ] || $R seam model init --layers 4 --hidden 1024 --heads 16 --kv-heads 8 --intermediate 3072 \
+    --vocab 8192 --seed 3 --out "$S" > /dev/null 2>&1
+  for layout in "1 1" "2 1" "1 2" "2 2"; do
+    set -- $layout
+    for dt in f32 bf16; do
+      log="$OUT_DIR/run_pp$1_tp$2_$dt.log"
+      timeout 240 $R seam run --device cuda --model "$S" --pp $1 --tp $2 --dtype $dt --prompts 8 \
+        --max-new-tokens 32 > "$log" 2>&1
+      rc=$?
+      echo "seam run pp$1 tp$2 $dt rc=$rc $(grep -o 'tokens match the single-process run' "$log" | head -1) $(grep -o 'throughput: .*' "$log")" >> "$SUMMARY"
+    done
+  done
+fi
+
+if want fusion && [ "$N" -ge 2 ]; then
+  timeout 200 $R seam-bench-gpu allreduce-norm --tp 2 > "$OUT_DIR/fusion.log" 2>&1
+  echo "allreduce-norm rc=$?" >> "$SUMMARY"
+fi
+cat "$SUMMARY"
