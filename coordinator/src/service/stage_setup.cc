@@ -4,6 +4,8 @@
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -77,10 +79,22 @@ absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::
   return out;
 }
 
+absl::StatusOr<std::string> NewHandoffKey() {
+  std::string key(kHandoffKeyBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
+    return absl::InternalError(absl::StrCat("RAND_bytes failed: OpenSSL error ", ERR_get_error()));
+  }
+  return key;
+}
+
 absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineLayout& layout,
                              std::chrono::milliseconds wait) {
   const int p = static_cast<int>(stages.size());
   const auto deadline = Clock::now() + wait;
+  // A fresh key for every epoch: handoffs of an earlier epoch, or from anyone
+  // the coordinator did not configure, fail their MAC.
+  absl::StatusOr<std::string> key = NewHandoffKey();
+  if (!key.ok()) return key.status();
   std::vector<absl::Status> results(p);
   std::vector<std::thread> threads;
   for (int k = 0; k < p; ++k) {
@@ -95,6 +109,7 @@ absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineL
     if (k > 0) *c.mutable_previous_stage() = stages[k - 1].status.worker_address();
     if (k + 1 < p) *c.mutable_next_stage() = stages[k + 1].status.worker_address();
     c.set_epoch(layout.epoch);
+    c.set_handoff_key(*key);
     threads.emplace_back([&, k, c] {
       grpc::ClientContext context;
       context.set_deadline(deadline);
