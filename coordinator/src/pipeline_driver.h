@@ -52,7 +52,9 @@ struct DriverCall {
 struct PipelineDriverOptions {
   SchedulerOptions scheduler;  // pipeline_stages must equal the number of links
   // Longest a microbatch may stay unanswered by a stage after it was sent;
-  // a stage that misses it is taken as down (UNAVAILABLE for everyone).
+  // a stage that misses it is taken as down (UNAVAILABLE for everyone), as
+  // is one that refuses the stream (FAILED_PRECONDITION: another epoch or
+  // sequence number) and a pipeline whose microbatches fail 3 times in a row.
   std::chrono::milliseconds stage_timeout{10000};
   // How often the driver checks deadlines and cancellations when idle.
   std::chrono::milliseconds tick{20};

@@ -146,6 +146,12 @@ void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& resu
   if (result.has_error() && f.error.ok()) {
     f.error = FromStageError(result.error(), absl::StrCat("stage ", stage, " failed microbatch ", result.microbatch_id(),
                                                           " of requests ", RequestsOf(f.microbatch)));
+    if (absl::IsFailedPrecondition(f.error)) {
+      // The stage refuses the stream itself (another epoch, a sequence
+      // number it did not expect, not ready): every later microbatch would
+      // fail alike, so the pipeline is reconfigured for a new epoch.
+      return StageDown(stage, f.error);
+    }
   }
   if (stage == static_cast<int>(links.size()) - 1) f.last = result;
   if (f.answers == static_cast<int>(links.size())) Finalize(result.microbatch_id());
@@ -154,7 +160,15 @@ void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& resu
 void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
   InFlight f = std::move(in_flight.at(microbatch_id));
   in_flight.erase(microbatch_id);
-  if (!f.error.ok()) return Handle(scheduler->Fail(microbatch_id, f.error).value_or(std::vector<SchedulerEvent>{}));
+  if (!f.error.ok()) {
+    if (++failed_in_a_row >= kMaxFailedInARow) {
+      // Stages that keep failing are not serving: go down and reconfigure.
+      return GoDown(absl::UnavailableError(absl::StrCat(kMaxFailedInARow, " microbatches in a row failed, the last: ",
+                                                        f.error.message())));
+    }
+    return Handle(scheduler->Fail(microbatch_id, f.error).value_or(std::vector<SchedulerEvent>{}));
+  }
+  failed_in_a_row = 0;
   const int last = static_cast<int>(links.size()) - 1;
   std::map<uint64_t, const v1::SequenceResult*> by_id;
   for (const v1::SequenceResult& r : f.last.sequences()) by_id[r.sequence_id()] = &r;
@@ -274,6 +288,7 @@ void PipelineDriver::State::GoDown(const absl::Status& status) {
 
 void PipelineDriver::State::Recover(std::vector<StageLink*> new_links) {
   links = std::move(new_links);
+  failed_in_a_row = 0;
   down = false;
   down_status = absl::OkStatus();
   in_flight.clear();

@@ -132,7 +132,11 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   driver_options.scheduler.dp_groups = o.attn_dp;
   driver_options.scheduler.max_queue = o.max_queue;
   driver_options.stage_timeout = o.stage_timeout;
-  const uint64_t epoch = 0;
+  // Stages already configured (by a coordinator that exited or died) are
+  // adopted: the pipeline starts at an epoch past theirs, so they reload and
+  // drop whatever the old coordinator left in flight.
+  const uint64_t epoch = AdoptionEpoch(*stages);
+  driver_options.scheduler.first_epoch = epoch;
   PipelineLayout layout{o.model_dir, o.tp, o.attn_dp, epoch, *layers};
   // After a stage failure: reach every stage again (an unreachable one fails
   // the attempt within a few seconds) and reload it for the new epoch.
@@ -202,12 +206,8 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   health->Stop();
   (*driver)->Shutdown();  // every live call is answered UNAVAILABLE
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  for (StageEndpoint& e : *stages) {  // stages stay up; tell them we are gone
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    v1::StageStatus status;
-    (void)e.stub->Drain(&context, v1::DrainRequest(), &status);
-  }
+  // The stages are left configured, not drained: the next coordinator adopts
+  // them for a later epoch (a drained stage takes no new configuration).
   return 0;
 }
 

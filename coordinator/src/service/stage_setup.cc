@@ -1,6 +1,7 @@
 // Stage bring-up over StageControl: GetStatus, Configure, GetStatus until READY.
 #include "service/stage_setup.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "seam/core/logging.h"
 
 namespace seam::coordinator {
 namespace {
@@ -77,6 +79,20 @@ absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::
     out.push_back(std::move(e));
   }
   return out;
+}
+
+uint64_t AdoptionEpoch(const std::vector<StageEndpoint>& stages) {
+  bool configured = false;
+  uint64_t latest = 0;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    const v1::StageStatus& s = stages[k].status;
+    if (!s.has_config()) continue;
+    configured = true;
+    latest = std::max(latest, s.config().epoch());
+    SEAM_LOG_INFO("adopting stage {} at {}: {} in epoch {}, last sequence number {}", k, stages[k].address,
+                  v1::StageState_Name(s.state()), s.config().epoch(), s.last_sequence_number());
+  }
+  return configured ? latest + 1 : 0;
 }
 
 absl::StatusOr<std::string> NewHandoffKey() {

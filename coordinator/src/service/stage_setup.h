@@ -39,6 +39,11 @@ struct PipelineLayout {
   std::vector<std::pair<int, int>> layers;  // per stage
 };
 
+// The epoch a coordinator starts at with these (just connected) stages: 0
+// for fresh ones, else one past the latest epoch any of them was configured
+// for, so that every stage reloads. Logs what it adopts.
+uint64_t AdoptionEpoch(const std::vector<StageEndpoint>& stages);
+
 // The handoff key of one epoch: kHandoffKeyBytes from OpenSSL's RAND_bytes.
 // INTERNAL when OpenSSL cannot give them.
 inline constexpr size_t kHandoffKeyBytes = 32;
