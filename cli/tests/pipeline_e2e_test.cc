@@ -5,6 +5,7 @@
 // UNAVAILABLE within 10 s and shows as down in GetMetadata.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -162,6 +164,55 @@ TEST_F(PipelineE2e, BadInputIsInvalidArgumentAndServingGoesOn) {
   const grpc::Status s = stub_->GenerateAll(&context, Request("after", {{5, 6}}, 3), &result);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(result.completions(0).token_ids_size(), 3);
+}
+
+// 64 prompts under a 100 KB request_id once passed validation and built a
+// descriptor over the stages' gRPC limit, which broke the Run stream and took
+// the pipeline down; now the id is refused before anything is built.
+TEST_F(PipelineE2e, AnOversizedRequestIdIsRefusedAndThePipelineStaysUp) {
+  std::vector<std::vector<int32_t>> prompts(64, std::vector<int32_t>{1, 2, 3});
+  grpc::ClientContext context;
+  Deadline(context, 30);
+  v1::GenerateResult result;
+  const grpc::Status s = stub_->GenerateAll(&context, Request(std::string(100 * 1024, 'x'), prompts, 2), &result);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("more than the 128 allowed"));
+  EXPECT_EQ(result.completions_size(), 0);
+
+  grpc::ClientContext again;
+  Deadline(again, 30);
+  const grpc::Status ok = stub_->GenerateAll(&again, Request("after-long-id", {{5, 6}}, 2), &result);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  grpc::ClientContext meta_context;
+  Deadline(meta_context, 10);
+  v1::Metadata m;
+  ASSERT_TRUE(stub_->GetMetadata(&meta_context, v1::GetMetadataRequest(), &m).ok());
+  EXPECT_EQ(m.topology().epoch(), 0u) << "the pipeline never went down";
+}
+
+// Bytes that are no GenerateRequest: gRPC's C++ callback server fails to
+// deserialize them before any seam code runs and answers by itself, on gRPC
+// 1.51 with UNIMPLEMENTED and an empty message (seam cannot choose the code
+// there); this pins that answer and that the service goes on serving.
+TEST_F(PipelineE2e, MalformedRequestBytesAreAnsweredByGrpcAndServingGoesOn) {
+  auto channel = grpc::CreateChannel(pipeline_->coordinator_address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  const std::string garbage = "\xff\xff\xff\xff\x0f\x12\x99 not a protobuf";
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext context;
+  Deadline(context, 10);
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&context, "/seam.v1.Coordinator/GenerateAll", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) { done.set_value(s); });
+  const grpc::Status s = done.get_future().get();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+
+  grpc::ClientContext after;
+  Deadline(after, 30);
+  v1::GenerateResult result;
+  const grpc::Status ok = stub_->GenerateAll(&after, Request("after-garbage", {{5, 6}}, 2), &result);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
 }
 
 TEST_F(PipelineE2e, ScoreReturnsTheLogProbsOfTheSingleProcessRun) {

@@ -56,6 +56,10 @@ struct PipelineDriverOptions {
   // is one that refuses the stream (FAILED_PRECONDITION: another epoch or
   // sequence number) and a pipeline whose microbatches fail 3 times in a row.
   std::chrono::milliseconds stage_timeout{10000};
+  // Largest serialized descriptor the stages take (the least of their
+  // StageStatus.max_descriptor_bytes); a microbatch over it fails
+  // RESOURCE_EXHAUSTED without being sent. 0: no bound.
+  size_t max_descriptor_bytes = 0;
   // How often the driver checks deadlines and cancellations when idle.
   std::chrono::milliseconds tick{20};
   // Brings a down pipeline back: reaches every stage, configures it for

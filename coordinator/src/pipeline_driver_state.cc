@@ -102,8 +102,11 @@ v1::MicrobatchDescriptor PipelineDriver::State::Describe(const Microbatch& mb) {
       out->set_return_token_logprobs(s.call->call.score);
     }
   }
-  for (uint64_t id : to_free) d.add_finished_sequence_ids(id);
-  to_free.clear();
+  // At most as many frees as a microbatch has sequences, so that the
+  // descriptor stays within its bound; the rest go with the next one.
+  const size_t frees = std::min<size_t>(to_free.size(), scheduler->options().max_sequences_per_microbatch);
+  for (size_t i = 0; i < frees; ++i) d.add_finished_sequence_ids(to_free[i]);
+  to_free.erase(to_free.begin(), to_free.begin() + static_cast<std::ptrdiff_t>(frees));
   return d;
 }
 
@@ -126,6 +129,16 @@ void PipelineDriver::State::Pump() {
     std::optional<Microbatch> mb = scheduler->Next();
     if (!mb) return;
     const v1::MicrobatchDescriptor d = Describe(*mb);
+    if (const size_t bytes = d.ByteSizeLong(); options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
+      // Never sent: a stage would refuse it and lose its Run stream.
+      to_free.insert(to_free.begin(), d.finished_sequence_ids().begin(), d.finished_sequence_ids().end());
+      Handle(scheduler
+                 ->Fail(mb->id, absl::ResourceExhaustedError(absl::StrCat(
+                                    "microbatch ", mb->id, " of requests ", RequestsOf(*mb), " would be ", bytes,
+                                    " bytes, more than the ", options.max_descriptor_bytes, " the stages take")))
+                 .value_or(std::vector<SchedulerEvent>{}));
+      continue;
+    }
     InFlight& f = in_flight[mb->id];
     f.microbatch = *mb;
     f.deadline = Clock::now() + options.stage_timeout;

@@ -133,9 +133,9 @@ TEST(PipelineDriver, AStageErrorFailsTheCallWithItsCodeAndWhere) {
 // pipeline goes down (health NOT_SERVING) and reconnects for a new epoch.
 TEST(PipelineDriver, AStageRefusingTheStreamTakesThePipelineDownForANewEpoch) {
   std::atomic<uint64_t> reconnect_epoch{0};
-  std::atomic<int> downs{0};
+  std::atomic<int> downs{0}, ups{0};
   PipelineDriverOptions o;
-  o.on_pipeline_up = [&](bool up) { downs += up ? 0 : 1; };
+  o.on_pipeline_up = [&](bool up) { ++(up ? ups : downs); };
   o.reconnect_interval = std::chrono::milliseconds(10);
   o.reconnect = [&](uint64_t epoch) -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
     reconnect_epoch = epoch;
@@ -151,10 +151,11 @@ TEST(PipelineDriver, AStageRefusingTheStreamTakesThePipelineDownForANewEpoch) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("stage 0 (stage0) is down"));
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (p.driver->Epoch() == 0 && std::chrono::steady_clock::now() < until) {
+  while (ups.load() == 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(reconnect_epoch.load(), 1u);
+  EXPECT_EQ(ups.load(), 1);
   EXPECT_EQ(downs.load(), 1);
   Recorder again(1);
   p.Submit(again, {{4, 5}});
@@ -188,6 +189,22 @@ TEST(PipelineDriver, ThreeFailedMicrobatchesInARowTakeThePipelineDown) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_GT(attempts.load(), 0);
+}
+
+TEST(PipelineDriver, ADescriptorOverTheStagesLimitIsNeverSent) {
+  PipelineDriverOptions o;
+  o.max_descriptor_bytes = 200;
+  Pipeline p(o);
+  Recorder r(1);
+  p.Submit(r, {std::vector<int32_t>(300, 200)});
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("more than the 200 the stages take"));
+  EXPECT_EQ(p.fakes[0]->sent.load(), 0);
+  EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));
+  Recorder small(1);
+  p.Submit(small, {{1}}, 1);
+  EXPECT_TRUE(small.Wait().ok());
 }
 
 TEST(PipelineDriver, ABrokenStreamEndsEveryCallUnavailable) {

@@ -172,15 +172,29 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
       static_cast<int>(std::min<int64_t>(kv_blocks, std::numeric_limits<int>::max()));
   driver_options.scheduler.block_size = kv->block_size;
   SEAM_LOG_INFO("KV admission: {} blocks of {} tokens per attention-DP group", kv_blocks, kv->block_size);
+  RequestLimits limits;
+  limits.vocab_size = config->vocab_size;
+  limits.max_positions = config->max_position_embeddings;
+  limits.max_prompt_tokens = driver_options.scheduler.max_tokens_per_microbatch;
+  // The stages own their descriptor limit (their gRPC receive limit); the
+  // driver never sends a descriptor over the least of them.
+  uint64_t stage_limit = 0;
+  for (const StageEndpoint& e : *stages) {
+    const uint64_t l = e.status.max_descriptor_bytes();
+    if (l > 0 && (stage_limit == 0 || l < stage_limit)) stage_limit = l;
+  }
+  driver_options.max_descriptor_bytes = stage_limit;
+  const uint64_t bound = DescriptorBound(limits, driver_options.scheduler.max_sequences_per_microbatch,
+                                         driver_options.scheduler.max_tokens_per_microbatch);
+  if (stage_limit > 0 && bound > stage_limit) {
+    SEAM_LOG_WARN("a microbatch may take {} bytes, more than the {} the stages take (raise their --max-step-tokens); "
+                  "such microbatches fail RESOURCE_EXHAUSTED", bound, stage_limit);
+  }
   std::vector<std::unique_ptr<StageLink>> links;
   for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
   auto driver = PipelineDriver::Create(driver_options, std::move(links));
   if (!driver.ok()) return err << "seam-coordinator: " << driver.status() << "\n", 1;
 
-  RequestLimits limits;
-  limits.vocab_size = config->vocab_size;
-  limits.max_positions = config->max_position_embeddings;
-  limits.max_prompt_tokens = driver_options.scheduler.max_tokens_per_microbatch;
   CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
