@@ -68,10 +68,19 @@ absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::
     StageEndpoint e;
     e.address = addresses[k];
     e.stub = v1::StageControl::NewStub(grpc::CreateChannel(e.address, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    context.set_wait_for_ready(true);
-    context.set_deadline(deadline);
-    const grpc::Status s = e.stub->GetStatus(&context, v1::GetStatusRequest(), &e.status);
+    // In rounds of a few seconds, saying each time what is awaited.
+    const auto started = Clock::now();
+    grpc::Status s;
+    for (;;) {
+      grpc::ClientContext context;
+      context.set_wait_for_ready(true);
+      context.set_deadline(std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+      s = e.stub->GetStatus(&context, v1::GetStatusRequest(), &e.status);
+      if (s.ok() || Clock::now() >= deadline) break;
+      SEAM_LOG_INFO("waiting for stage {} at {} to answer GetStatus ({} of {} s): {}", k, e.address,
+                    std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count(),
+                    std::chrono::duration_cast<std::chrono::seconds>(wait).count(), Describe(s));
+    }
     if (!s.ok()) {
       return absl::UnavailableError(absl::StrCat("stage ", k, " at ", e.address, " did not answer GetStatus within ",
                                                  wait.count(), " ms: ", Describe(s)));
