@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -77,6 +78,15 @@ int ChildProcess::Stop(std::chrono::milliseconds grace) {
   return wait_status_;
 }
 
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with exit code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = strsignal(WTERMSIG(status));
+    return absl::StrCat("was killed by signal ", WTERMSIG(status), name != nullptr ? absl::StrCat(" (", name, ")") : "");
+  }
+  return absl::StrCat("stopped with wait status ", status);
+}
+
 absl::StatusOr<int> ChildProcess::WaitForPortFile(const std::string& path, std::chrono::milliseconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;
   for (;;) {
@@ -84,8 +94,8 @@ absl::StatusOr<int> ChildProcess::WaitForPortFile(const std::string& path, std::
     int port = 0;
     if (f >> port && port > 0) return port;
     if (!Running()) {
-      return absl::FailedPreconditionError(absl::StrCat(name_, " (pid ", pid_, ") exited with status ",
-                                                        wait_status_, " before writing ", path));
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, " (pid ", pid_, ") ", DescribeWaitStatus(wait_status_), " before writing ", path));
     }
     if (std::chrono::steady_clock::now() > end) {
       return absl::DeadlineExceededError(

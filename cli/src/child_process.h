@@ -40,6 +40,9 @@ class ChildProcess {
   int wait_status_ = 0;
 };
 
+// A waitpid status in words: "exited with exit code 2", "was killed by signal 9 (Killed)".
+std::string DescribeWaitStatus(int status);
+
 // Directory of the running executable (from /proc/self/exe).
 std::string ExecutableDir();
 

@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -52,7 +55,8 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
         "--top-p within [0, 1], --timeout > 0");
   }
   v1::GenerateRequest request;
-  request.set_request_id("seam-generate");
+  // Unique per call, so that the coordinator's logs and errors tell calls apart.
+  request.set_request_id(absl::StrCat("seam-generate-", getpid(), "-", absl::ToUnixMicros(absl::Now())));
   for (const auto& p : prompts) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
   v1::SamplingParams* s = request.mutable_sampling();
   s->set_temperature(o.temperature);

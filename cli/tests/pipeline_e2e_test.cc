@@ -5,19 +5,28 @@
 // UNAVAILABLE within 10 s and shows as down in GetMetadata.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cmath>
 #include <csignal>
+#include <fstream>
+#include <future>
+#include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "local_pipeline.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/runtime/generator.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/testing/temp_dir.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
+#include "seam/v1/stage_service.grpc.pb.h"
 
 namespace seam::cli {
 namespace {
@@ -157,6 +166,55 @@ TEST_F(PipelineE2e, BadInputIsInvalidArgumentAndServingGoesOn) {
   EXPECT_EQ(result.completions(0).token_ids_size(), 3);
 }
 
+// 64 prompts under a 100 KB request_id once passed validation and built a
+// descriptor over the stages' gRPC limit, which broke the Run stream and took
+// the pipeline down; now the id is refused before anything is built.
+TEST_F(PipelineE2e, AnOversizedRequestIdIsRefusedAndThePipelineStaysUp) {
+  std::vector<std::vector<int32_t>> prompts(64, std::vector<int32_t>{1, 2, 3});
+  grpc::ClientContext context;
+  Deadline(context, 30);
+  v1::GenerateResult result;
+  const grpc::Status s = stub_->GenerateAll(&context, Request(std::string(100 * 1024, 'x'), prompts, 2), &result);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("more than the 128 allowed"));
+  EXPECT_EQ(result.completions_size(), 0);
+
+  grpc::ClientContext again;
+  Deadline(again, 30);
+  const grpc::Status ok = stub_->GenerateAll(&again, Request("after-long-id", {{5, 6}}, 2), &result);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  grpc::ClientContext meta_context;
+  Deadline(meta_context, 10);
+  v1::Metadata m;
+  ASSERT_TRUE(stub_->GetMetadata(&meta_context, v1::GetMetadataRequest(), &m).ok());
+  EXPECT_EQ(m.topology().epoch(), 0u) << "the pipeline never went down";
+}
+
+// Bytes that are no GenerateRequest: gRPC's C++ callback server fails to
+// deserialize them before any seam code runs and answers by itself, on gRPC
+// 1.51 with UNIMPLEMENTED and an empty message (seam cannot choose the code
+// there); this pins that answer and that the service goes on serving.
+TEST_F(PipelineE2e, MalformedRequestBytesAreAnsweredByGrpcAndServingGoesOn) {
+  auto channel = grpc::CreateChannel(pipeline_->coordinator_address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  const std::string garbage = "\xff\xff\xff\xff\x0f\x12\x99 not a protobuf";
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext context;
+  Deadline(context, 10);
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&context, "/seam.v1.Coordinator/GenerateAll", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) { done.set_value(s); });
+  const grpc::Status s = done.get_future().get();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+
+  grpc::ClientContext after;
+  Deadline(after, 30);
+  v1::GenerateResult result;
+  const grpc::Status ok = stub_->GenerateAll(&after, Request("after-garbage", {{5, 6}}, 2), &result);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+}
+
 TEST_F(PipelineE2e, ScoreReturnsTheLogProbsOfTheSingleProcessRun) {
   const std::vector<int32_t> tokens = {5, 17, 42, 8, 99};
   v1::ScoreRequest request;
@@ -226,6 +284,178 @@ TEST(PipelineE2eKill, AKilledStageEndsInFlightCallsUnavailableWithinTenSeconds) 
   ASSERT_TRUE(stub->GetMetadata(&meta_context, v1::GetMetadataRequest(), &m).ok());
   EXPECT_EQ(m.topology().stages(1).health(), v1::STAGE_HEALTH_UNREACHABLE);
   EXPECT_EQ(m.topology().stages(0).health(), v1::STAGE_HEALTH_SERVING);
+}
+
+// The seam-coordinator child of this test process started by `p` (LocalPipeline
+// keeps it to itself): found by parent pid and its port file in p's work dir.
+pid_t CoordinatorPid(const LocalPipeline& p) {
+  DIR* proc = opendir("/proc");
+  pid_t found = -1;
+  for (dirent* e = readdir(proc); e != nullptr && found < 0; e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    std::ifstream cmdline_file(absl::StrCat("/proc/", pid, "/cmdline"));
+    const std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)), std::istreambuf_iterator<char>());
+    if (parent == getpid() && cmdline.find("seam-coordinator") != std::string::npos &&
+        cmdline.find(p.work_dir() + "/coordinator.port") != std::string::npos) {
+      found = pid;
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+std::vector<std::string> StageAddresses(const LocalPipeline& p, int stages) {
+  std::vector<std::string> out;
+  for (int k = 0; k < stages; ++k) {
+    std::ifstream port(absl::StrCat(p.work_dir(), "/stage", k, ".port"));
+    int n = 0;
+    port >> n;
+    out.push_back(absl::StrCat("127.0.0.1:", n));
+  }
+  return out;
+}
+
+// A second seam-coordinator for the stages of `p`, as an operator would start it.
+std::unique_ptr<ChildProcess> StartCoordinator(const LocalPipeline& p, const std::string& name, int* port) {
+  const std::string port_file = absl::StrCat(p.work_dir(), "/", name, ".port");
+  auto child = ChildProcess::Spawn(
+      {std::string(SEAM_BIN_DIR) + "/seam-coordinator", "--listen", "127.0.0.1:0", "--port-file", port_file,
+       "--stages", absl::StrJoin(StageAddresses(p, 2), ","), "--model", ModelDir()},
+      absl::StrCat(p.work_dir(), "/", name, ".log"));
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return nullptr;
+  auto bound = (*child)->WaitForPortFile(port_file, std::chrono::seconds(10));
+  EXPECT_TRUE(bound.ok()) << bound.status() << "\n" << p.LogTails(20);
+  *port = bound.ok() ? *bound : 0;
+  return std::move(*child);
+}
+
+// GenerateAll against the coordinator at `port`: the greedy tokens, or the failure.
+absl::StatusOr<std::vector<int32_t>> Generate(int port, const std::string& id) {
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  Deadline(context, 10);
+  v1::GenerateResult result;
+  const grpc::Status s = stub->GenerateAll(&context, Request(id, {{1, 2, 3}}, 4), &result);
+  if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  return std::vector<int32_t>(result.completions(0).token_ids().begin(), result.completions(0).token_ids().end());
+}
+
+// Retries Generate until it succeeds or `within` passes.
+absl::StatusOr<std::vector<int32_t>> GenerateWithin(int port, std::chrono::milliseconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  absl::StatusOr<std::vector<int32_t>> got = absl::UnavailableError("not tried");
+  for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+    got = Generate(port, absl::StrCat("retry-", i));
+    if (got.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return got;
+}
+
+// kill -9 of the coordinator, then SIGTERM of its successor: each time a new
+// seam-coordinator adopts the running stages (a later epoch) and serves the
+// same tokens within 10 s of its start.
+TEST(PipelineE2eRestart, ANewCoordinatorAdoptsTheStagesAfterKillAndAfterSigterm) {
+  if (access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) != 0) GTEST_SKIP() << "no seam-stage";
+  std::unique_ptr<LocalPipeline> p = StartPipeline();
+  ASSERT_NE(p, nullptr);
+  const int first_port = std::atoi(p->coordinator_address().substr(p->coordinator_address().rfind(':') + 1).c_str());
+  absl::StatusOr<std::vector<int32_t>> want = Generate(first_port, "before");
+  ASSERT_TRUE(want.ok()) << want.status();
+  const pid_t first = CoordinatorPid(*p);
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+
+  int port = 0;
+  auto started = std::chrono::steady_clock::now();
+  std::unique_ptr<ChildProcess> second = StartCoordinator(*p, "second", &port);
+  ASSERT_NE(second, nullptr);
+  absl::StatusOr<std::vector<int32_t>> got = GenerateWithin(port, std::chrono::seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status() << "\n" << p->LogTails(20);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_EQ(*got, *want);
+
+  const int status = second->Stop(std::chrono::seconds(10));  // SIGTERM: the stages are not drained
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  started = std::chrono::steady_clock::now();
+  std::unique_ptr<ChildProcess> third = StartCoordinator(*p, "third", &port);
+  ASSERT_NE(third, nullptr);
+  got = GenerateWithin(port, std::chrono::seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status() << "\n" << p->LogTails(20);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_EQ(*got, *want);
+  auto stage = v1::StageControl::NewStub(
+      grpc::CreateChannel(StageAddresses(*p, 1)[0], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  Deadline(context, 5);
+  v1::StageStatus s;
+  ASSERT_TRUE(stage->GetStatus(&context, v1::GetStatusRequest(), &s).ok());
+  EXPECT_EQ(s.config().epoch(), 2u) << "each coordinator configured an epoch past the last";
+}
+
+// Anyone who reaches a stage's port takes the sequence number the coordinator
+// sends next: the stage then refuses the coordinator's descriptor, which
+// reconfigures the pipeline for a new epoch and serves again within 10 s
+// (the second stage first ends its wait for the handoff that never comes:
+// --handoff-timeout 3 here).
+TEST(PipelineE2eRestart, AStolenSequenceNumberIsHealedByANewEpochWithinTenSeconds) {
+  if (access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) != 0) GTEST_SKIP() << "no seam-stage";
+  LocalPipelineOptions o;
+  o.model_dir = ModelDir();
+  o.bin_dir = SEAM_BIN_DIR;
+  o.startup_timeout = std::chrono::seconds(30);
+  o.extra_stage_args = {"--handoff-timeout", "3"};
+  auto p = LocalPipeline::Start(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string address = (*p)->coordinator_address();
+  const int port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+  absl::StatusOr<std::vector<int32_t>> want = Generate(port, "before");
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  auto stage = v1::StageControl::NewStub(
+      grpc::CreateChannel(StageAddresses(**p, 1)[0], grpc::InsecureChannelCredentials()));
+  v1::StageStatus s;
+  {
+    grpc::ClientContext context;
+    Deadline(context, 5);
+    ASSERT_TRUE(stage->GetStatus(&context, v1::GetStatusRequest(), &s).ok());
+  }
+  const auto forged_at = std::chrono::steady_clock::now();
+  {
+    grpc::ClientContext context;
+    Deadline(context, 10);
+    auto run = stage->Run(&context);
+    v1::MicrobatchDescriptor d;
+    d.set_microbatch_id(999999);
+    d.set_epoch(s.config().epoch());
+    d.set_sequence_number(s.last_sequence_number() + 1);
+    v1::SequenceEntry* e = d.add_sequences();
+    e->set_sequence_id(999999);
+    e->add_token_ids(7);
+    e->set_is_prefill(true);
+    ASSERT_TRUE(run->Write(d));
+    v1::MicrobatchResult r;
+    ASSERT_TRUE(run->Read(&r));
+    EXPECT_FALSE(r.has_error()) << r.error().message();
+    run->WritesDone();
+    (void)run->Finish();
+  }
+  absl::StatusOr<std::vector<int32_t>> got = GenerateWithin(port, std::chrono::seconds(12));
+  ASSERT_TRUE(got.ok()) << got.status() << "\n" << (*p)->LogTails(20);
+  EXPECT_LT(std::chrono::steady_clock::now() - forged_at, std::chrono::seconds(10));
+  EXPECT_EQ(*got, *want);
 }
 
 }  // namespace

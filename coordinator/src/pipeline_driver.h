@@ -52,8 +52,14 @@ struct DriverCall {
 struct PipelineDriverOptions {
   SchedulerOptions scheduler;  // pipeline_stages must equal the number of links
   // Longest a microbatch may stay unanswered by a stage after it was sent;
-  // a stage that misses it is taken as down (UNAVAILABLE for everyone).
+  // a stage that misses it is taken as down (UNAVAILABLE for everyone), as
+  // is one that refuses the stream (FAILED_PRECONDITION: another epoch or
+  // sequence number) and a pipeline whose microbatches fail 3 times in a row.
   std::chrono::milliseconds stage_timeout{10000};
+  // Largest serialized descriptor the stages take (the least of their
+  // StageStatus.max_descriptor_bytes); a microbatch over it fails
+  // RESOURCE_EXHAUSTED without being sent. 0: no bound.
+  size_t max_descriptor_bytes = 0;
   // How often the driver checks deadlines and cancellations when idle.
   std::chrono::milliseconds tick{20};
   // Brings a down pipeline back: reaches every stage, configures it for

@@ -102,8 +102,11 @@ v1::MicrobatchDescriptor PipelineDriver::State::Describe(const Microbatch& mb) {
       out->set_return_token_logprobs(s.call->call.score);
     }
   }
-  for (uint64_t id : to_free) d.add_finished_sequence_ids(id);
-  to_free.clear();
+  // At most as many frees as a microbatch has sequences, so that the
+  // descriptor stays within its bound; the rest go with the next one.
+  const size_t frees = std::min<size_t>(to_free.size(), scheduler->options().max_sequences_per_microbatch);
+  for (size_t i = 0; i < frees; ++i) d.add_finished_sequence_ids(to_free[i]);
+  to_free.erase(to_free.begin(), to_free.begin() + static_cast<std::ptrdiff_t>(frees));
   return d;
 }
 
@@ -126,6 +129,16 @@ void PipelineDriver::State::Pump() {
     std::optional<Microbatch> mb = scheduler->Next();
     if (!mb) return;
     const v1::MicrobatchDescriptor d = Describe(*mb);
+    if (const size_t bytes = d.ByteSizeLong(); options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
+      // Never sent: a stage would refuse it and lose its Run stream.
+      to_free.insert(to_free.begin(), d.finished_sequence_ids().begin(), d.finished_sequence_ids().end());
+      Handle(scheduler
+                 ->Fail(mb->id, absl::ResourceExhaustedError(absl::StrCat(
+                                    "microbatch ", mb->id, " of requests ", RequestsOf(*mb), " would be ", bytes,
+                                    " bytes, more than the ", options.max_descriptor_bytes, " the stages take")))
+                 .value_or(std::vector<SchedulerEvent>{}));
+      continue;
+    }
     InFlight& f = in_flight[mb->id];
     f.microbatch = *mb;
     f.deadline = Clock::now() + options.stage_timeout;
@@ -146,6 +159,12 @@ void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& resu
   if (result.has_error() && f.error.ok()) {
     f.error = FromStageError(result.error(), absl::StrCat("stage ", stage, " failed microbatch ", result.microbatch_id(),
                                                           " of requests ", RequestsOf(f.microbatch)));
+    if (absl::IsFailedPrecondition(f.error)) {
+      // The stage refuses the stream itself (another epoch, a sequence
+      // number it did not expect, not ready): every later microbatch would
+      // fail alike, so the pipeline is reconfigured for a new epoch.
+      return StageDown(stage, f.error);
+    }
   }
   if (stage == static_cast<int>(links.size()) - 1) f.last = result;
   if (f.answers == static_cast<int>(links.size())) Finalize(result.microbatch_id());
@@ -154,7 +173,15 @@ void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& resu
 void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
   InFlight f = std::move(in_flight.at(microbatch_id));
   in_flight.erase(microbatch_id);
-  if (!f.error.ok()) return Handle(scheduler->Fail(microbatch_id, f.error).value_or(std::vector<SchedulerEvent>{}));
+  if (!f.error.ok()) {
+    if (++failed_in_a_row >= kMaxFailedInARow) {
+      // Stages that keep failing are not serving: go down and reconfigure.
+      return GoDown(absl::UnavailableError(absl::StrCat(kMaxFailedInARow, " microbatches in a row failed, the last: ",
+                                                        f.error.message())));
+    }
+    return Handle(scheduler->Fail(microbatch_id, f.error).value_or(std::vector<SchedulerEvent>{}));
+  }
+  failed_in_a_row = 0;
   const int last = static_cast<int>(links.size()) - 1;
   std::map<uint64_t, const v1::SequenceResult*> by_id;
   for (const v1::SequenceResult& r : f.last.sequences()) by_id[r.sequence_id()] = &r;
@@ -274,6 +301,7 @@ void PipelineDriver::State::GoDown(const absl::Status& status) {
 
 void PipelineDriver::State::Recover(std::vector<StageLink*> new_links) {
   links = std::move(new_links);
+  failed_in_a_row = 0;
   down = false;
   down_status = absl::OkStatus();
   in_flight.clear();

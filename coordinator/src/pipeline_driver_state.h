@@ -75,6 +75,10 @@ struct PipelineDriver::State {
   std::function<void(int)> on_stage_down;
   bool down = false;
   absl::Status down_status;
+  // Microbatches failed one after another; at kMaxFailedInARow the pipeline
+  // goes down and is reconfigured.
+  static constexpr int kMaxFailedInARow = 3;
+  int failed_in_a_row = 0;
   uint64_t next_call = 1;
   uint64_t next_sequence_id = 1;
   std::map<std::string, Sequence> sequences;        // by scheduler request id

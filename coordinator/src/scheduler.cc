@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOpti
 SchedulerImpl::SchedulerImpl(const SchedulerOptions& options)
     : options_(options),
       kv_(options.dp_groups, options.kv_blocks_per_dp_group, options.block_size),
-      sequences_on_group_(options.dp_groups, 0) {}
+      sequences_on_group_(options.dp_groups, 0),
+      epoch_(options.first_epoch) {}
 
 absl::Status SchedulerImpl::Submit(const Request& request) {
   if (request.id.empty()) return absl::InvalidArgumentError("request id is empty");

@@ -76,7 +76,7 @@ class SchedulerImpl final : public Scheduler {
   std::map<uint64_t, Microbatch> in_flight_;                 // microbatch id -> microbatch
   uint64_t next_admit_order_ = 0;
   uint64_t next_microbatch_id_ = 1;
-  uint64_t next_sequence_number_ = 0;
+  uint64_t next_sequence_number_ = 1;  // each epoch starts at 1
   uint64_t epoch_ = 0;
   uint64_t preemptions_ = 0;
   std::vector<std::string> preempted_since_last_;  // handed to the next microbatch

@@ -131,6 +131,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::FailAll(const absl::S
   }
   in_flight_.clear();
   epoch_ += 1;
+  next_sequence_number_ = 1;
   return events;
 }
 

@@ -128,6 +128,85 @@ TEST(PipelineDriver, AStageErrorFailsTheCallWithItsCodeAndWhere) {
   EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));  // the stage still answers
 }
 
+// A stage that refuses the stream itself (FAILED_PRECONDITION: a sequence
+// number or epoch it did not expect) would fail every later microbatch: the
+// pipeline goes down (health NOT_SERVING) and reconnects for a new epoch.
+TEST(PipelineDriver, AStageRefusingTheStreamTakesThePipelineDownForANewEpoch) {
+  std::atomic<uint64_t> reconnect_epoch{0};
+  std::atomic<int> downs{0}, ups{0};
+  PipelineDriverOptions o;
+  o.on_pipeline_up = [&](bool up) { ++(up ? ups : downs); };
+  o.reconnect_interval = std::chrono::milliseconds(10);
+  o.reconnect = [&](uint64_t epoch) -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
+    reconnect_epoch = epoch;
+    std::vector<std::unique_ptr<StageLink>> links;
+    for (int k = 0; k < 2; ++k) links.push_back(std::make_unique<FakeLink>(k == 1, "stage" + std::to_string(k)));
+    return links;
+  };
+  Pipeline p(o);
+  p.fakes[0]->error_code = static_cast<int>(absl::StatusCode::kFailedPrecondition);
+  Recorder r(1);
+  p.Submit(r, {{1, 2, 3}});
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("stage 0 (stage0) is down"));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (ups.load() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(reconnect_epoch.load(), 1u);
+  EXPECT_EQ(ups.load(), 1);
+  EXPECT_EQ(downs.load(), 1);
+  Recorder again(1);
+  p.Submit(again, {{4, 5}});
+  EXPECT_TRUE(again.Wait().ok());
+}
+
+// Microbatches that keep failing (any code) mean the pipeline is not serving.
+TEST(PipelineDriver, ThreeFailedMicrobatchesInARowTakeThePipelineDown) {
+  std::atomic<int> attempts{0};
+  PipelineDriverOptions o;
+  o.reconnect_interval = std::chrono::milliseconds(10);
+  o.reconnect = [&](uint64_t) -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
+    ++attempts;
+    return absl::UnavailableError("not yet");
+  };
+  Pipeline p(o);
+  p.fakes[1]->error_code = static_cast<int>(absl::StatusCode::kDataLoss);
+  for (int i = 0; i < 2; ++i) {
+    Recorder r(1);
+    p.Submit(r, {{1, 2, 3}});
+    EXPECT_EQ(r.Wait().code(), absl::StatusCode::kDataLoss);
+  }
+  EXPECT_EQ(attempts.load(), 0);
+  Recorder third(1);
+  p.Submit(third, {{1, 2, 3}});
+  const absl::Status s = third.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("3 microbatches in a row failed"));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (attempts.load() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GT(attempts.load(), 0);
+}
+
+TEST(PipelineDriver, ADescriptorOverTheStagesLimitIsNeverSent) {
+  PipelineDriverOptions o;
+  o.max_descriptor_bytes = 200;
+  Pipeline p(o);
+  Recorder r(1);
+  p.Submit(r, {std::vector<int32_t>(300, 200)});
+  const absl::Status s = r.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("more than the 200 the stages take"));
+  EXPECT_EQ(p.fakes[0]->sent.load(), 0);
+  EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));
+  Recorder small(1);
+  p.Submit(small, {{1}}, 1);
+  EXPECT_TRUE(small.Wait().ok());
+}
+
 TEST(PipelineDriver, ABrokenStreamEndsEveryCallUnavailable) {
   Pipeline p;
   p.fakes[1]->silent = true;

@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include "seam/v1/stage_service.pb.h"
+
 namespace seam::coordinator {
 namespace {
 
@@ -82,6 +86,63 @@ TEST(RequestValidation, BadSamplingIsNamed) {
 TEST(RequestValidation, TooManyPrompts) {
   const absl::Status s = ValidateGenerateRequest(Request({{1}, {1}, {1}, {1}, {1}}), Limits());
   EXPECT_EQ(s.message(), "request 'req-7' has 5 prompts, more than the 4 allowed");
+}
+
+TEST(RequestValidation, ARequestIdOfMoreThan128BytesIsRefused) {
+  v1::GenerateRequest r = Request({{1}});
+  r.set_request_id(std::string(128, 'a'));
+  EXPECT_TRUE(ValidateGenerateRequest(r, Limits()).ok());
+  r.set_request_id(std::string(100 * 1024, 'a'));
+  const absl::Status s = ValidateGenerateRequest(r, Limits());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "request_id has 102400 bytes, more than the 128 allowed");  // not echoed back
+  v1::ScoreRequest score;
+  score.set_request_id(std::string(129, 'a'));
+  v1::TokenSequence* seq = score.add_sequences();
+  seq->add_token_ids(1);
+  seq->add_token_ids(2);
+  EXPECT_EQ(ValidateScoreRequest(score, Limits()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RequestValidation, ThePromptCountIsCheckedBeforeAnyPrompt) {
+  v1::GenerateRequest r;
+  r.set_request_id("many");
+  for (int i = 0; i < 100000; ++i) r.add_prompts();  // empty ones
+  EXPECT_EQ(ValidateGenerateRequest(r, Limits()).message(), "request 'many' has 100000 prompts, more than the 4 allowed");
+}
+
+TEST(RequestValidation, MoreThan64StopTokensAreRefused) {
+  v1::GenerateRequest r = Request({{1}});
+  for (int i = 0; i < 65; ++i) r.mutable_sampling()->add_stop_token_ids(1);
+  EXPECT_THAT(ValidateGenerateRequest(r, Limits()).message(), HasSubstr("stop_token_ids has 65 entries"));
+}
+
+TEST(RequestValidation, TheDescriptorBoundCoversTheLargestLegalMicrobatch) {
+  RequestLimits l = Limits();
+  v1::MicrobatchDescriptor d;
+  d.set_microbatch_id(~uint64_t{0});
+  d.set_sequence_number(~uint64_t{0});
+  d.set_epoch(~uint64_t{0});
+  const int sequences = 8, tokens = 64;
+  for (int i = 0; i < sequences; ++i) {
+    v1::SequenceEntry* e = d.add_sequences();
+    e->set_request_id(std::string(l.max_request_id_bytes, 'r'));
+    e->set_sequence_id(~uint64_t{0});
+    for (int t = 0; t < tokens / sequences; ++t) e->add_token_ids(std::numeric_limits<int32_t>::max());
+    e->set_position_start(~uint64_t{0});
+    e->set_is_prefill(true);
+    e->set_return_token_logprobs(true);
+    e->set_dp_group(~uint32_t{0});
+    v1::SamplingParams* sp = e->mutable_sampling();
+    sp->set_temperature(1.5f);
+    sp->set_top_k(~uint32_t{0});
+    sp->set_top_p(0.5f);
+    sp->set_seed(~uint64_t{0});
+    sp->set_max_new_tokens(~uint32_t{0});
+    for (int k = 0; k < l.max_stop_tokens; ++k) sp->add_stop_token_ids(std::numeric_limits<int32_t>::max());
+    d.add_finished_sequence_ids(~uint64_t{0});
+  }
+  EXPECT_LE(d.ByteSizeLong(), DescriptorBound(l, sequences, tokens));
 }
 
 TEST(RequestValidation, ScoringNeedsTwoTokens) {

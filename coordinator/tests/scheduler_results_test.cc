@@ -162,6 +162,20 @@ TEST(SchedulerResultsTest, CancelEndsAQueuedRequestNowAndAnInFlightOneOnItsResul
   EXPECT_EQ(d.scheduler->FreeBlocks(0), 16);
 }
 
+TEST(SchedulerResultsTest, TheFirstEpochIsAnOptionAndItsMicrobatchesCountFromOne) {
+  SchedulerOptions o = Options(2);
+  o.first_epoch = 41;
+  o.max_sequences_per_microbatch = 1;
+  SchedulerDriver d(o);
+  d.Submit("a", 4, 4);
+  d.Submit("b", 4, 4);
+  const Microbatch m1 = d.MustNext();
+  const Microbatch m2 = d.MustNext();
+  EXPECT_EQ(m1.epoch, 41u);
+  EXPECT_EQ(m1.sequence_number, 1u);
+  EXPECT_EQ(m2.sequence_number, 2u);
+}
+
 TEST(SchedulerResultsTest, FailAllEndsEveryRequestAndForgetsInFlightMicrobatches) {
   SchedulerOptions o = Options(2);
   o.max_sequences_per_microbatch = 1;
@@ -182,7 +196,9 @@ TEST(SchedulerResultsTest, FailAllEndsEveryRequestAndForgetsInFlightMicrobatches
   EXPECT_EQ(d.scheduler->FreeBlocks(0), 16);
   EXPECT_EQ(d.scheduler->Complete(m.id, {}).status().code(), absl::StatusCode::kNotFound);
   d.Submit("a", 4, 1);
-  EXPECT_EQ(d.MustNext().epoch, 1u);
+  const Microbatch first = d.MustNext();
+  EXPECT_EQ(first.epoch, 1u);
+  EXPECT_EQ(first.sequence_number, 1u) << "each epoch counts its microbatches from 1";
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ class Soak {
   bool NextOne() {
     std::optional<Microbatch> mb = scheduler_->Next();
     if (!mb.has_value()) return false;
-    EXPECT_GE(mb->sequence_number, next_sequence_) << "sequence numbers go backwards";
+    EXPECT_EQ(mb->sequence_number, next_sequence_) << "each microbatch of an epoch takes the next number";
     next_sequence_ = mb->sequence_number + 1;
     EXPECT_GT(mb->num_sequences, 0);
     EXPECT_LE(mb->num_sequences, o_.max_sequences_per_microbatch);
@@ -166,6 +166,7 @@ class Soak {
     Record(scheduler_->FailAll(absl::AbortedError("every stage restarts")));
     out_.clear();  // FailAll forgets every microbatch out
     in_flight_ids_.clear();
+    next_sequence_ = 1;  // a new epoch counts from 1 again
   }
 
   void Forget(const Microbatch& mb) {
@@ -212,7 +213,7 @@ class Soak {
   std::unique_ptr<Scheduler> scheduler_;
   int capacity_ = 0;
   int next_id_ = 0;
-  uint64_t next_sequence_ = 0;
+  uint64_t next_sequence_ = 1;
   std::map<std::string, Model> models_;
   std::map<std::string, int32_t> pending_tokens_;
   std::vector<Microbatch> out_;

@@ -152,7 +152,11 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   driver_options.scheduler.dp_groups = o.attn_dp;
   driver_options.scheduler.max_queue = o.max_queue;
   driver_options.stage_timeout = o.stage_timeout;
-  const uint64_t epoch = 0;
+  // Stages already configured (by a coordinator that exited or died) are
+  // adopted: the pipeline starts at an epoch past theirs, so they reload and
+  // drop whatever the old coordinator left in flight.
+  const uint64_t epoch = AdoptionEpoch(*stages);
+  driver_options.scheduler.first_epoch = epoch;
   PipelineLayout layout{o.model_dir, o.tp, o.attn_dp, epoch, *layers};
   // After a stage failure: reach every stage again (an unreachable one fails
   // the attempt within a few seconds) and reload it for the new epoch.
@@ -188,15 +192,29 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
       static_cast<int>(std::min<int64_t>(kv_blocks, std::numeric_limits<int>::max()));
   driver_options.scheduler.block_size = kv->block_size;
   SEAM_LOG_INFO("KV admission: {} blocks of {} tokens per attention-DP group", kv_blocks, kv->block_size);
+  RequestLimits limits;
+  limits.vocab_size = config->vocab_size;
+  limits.max_positions = config->max_position_embeddings;
+  limits.max_prompt_tokens = driver_options.scheduler.max_tokens_per_microbatch;
+  // The stages own their descriptor limit (their gRPC receive limit); the
+  // driver never sends a descriptor over the least of them.
+  uint64_t stage_limit = 0;
+  for (const StageEndpoint& e : *stages) {
+    const uint64_t l = e.status.max_descriptor_bytes();
+    if (l > 0 && (stage_limit == 0 || l < stage_limit)) stage_limit = l;
+  }
+  driver_options.max_descriptor_bytes = stage_limit;
+  const uint64_t bound = DescriptorBound(limits, driver_options.scheduler.max_sequences_per_microbatch,
+                                         driver_options.scheduler.max_tokens_per_microbatch);
+  if (stage_limit > 0 && bound > stage_limit) {
+    SEAM_LOG_WARN("a microbatch may take {} bytes, more than the {} the stages take (raise their --max-step-tokens); "
+                  "such microbatches fail RESOURCE_EXHAUSTED", bound, stage_limit);
+  }
   std::vector<std::unique_ptr<StageLink>> links;
   for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
   auto driver = PipelineDriver::Create(driver_options, std::move(links));
   if (!driver.ok()) return err << "seam-coordinator: " << driver.status() << "\n", 1;
 
-  RequestLimits limits;
-  limits.vocab_size = config->vocab_size;
-  limits.max_positions = config->max_position_embeddings;
-  limits.max_prompt_tokens = driver_options.scheduler.max_tokens_per_microbatch;
   CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -233,13 +251,11 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   health->Stop();
   (*driver)->Shutdown();  // every live call is answered UNAVAILABLE
   health->Attach(nullptr, nullptr);  // the health port goes before the gate
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  for (StageEndpoint& e : *stages) {  // stages stay up; tell them we are gone
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    v1::StageStatus status;
-    (void)e.stub->Drain(&context, v1::DrainRequest(), &status);
-  }
+  // Calls were all answered by the driver; a short grace for their last
+  // writes, then open client channels are cut, so the exit is prompt.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  // The stages are left configured, not drained: the next coordinator adopts
+  // them for a later epoch (a drained stage takes no new configuration).
   return 0;
 }
 

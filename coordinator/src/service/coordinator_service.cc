@@ -39,12 +39,8 @@ v1::FinishReason ToProto(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
-void CoordinatorService::SubmitGeneration(const v1::GenerateRequest& request, grpc::CallbackServerContext* context,
-                                          CallObserver* observer) {
-  if (absl::Status st = ValidateGenerateRequest(request, limits_); !st.ok()) {
-    observer->OnDone(st);
-    return;
-  }
+void CoordinatorService::SubmitValidGeneration(const v1::GenerateRequest& request,
+                                               grpc::CallbackServerContext* context, CallObserver* observer) {
   DriverCall call = MakeCall(request.request_id(), request.prompts(), context);
   call.sampling = request.sampling();
   call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request.sampling(), limits_)));
@@ -55,27 +51,38 @@ void CoordinatorService::SubmitGeneration(const v1::GenerateRequest& request, gr
 grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grpc::CallbackServerContext* context,
                                                                              const v1::GenerateRequest* request) {
   auto* reactor = new GenerateStreamReactor(request->request_id());
-  SubmitGeneration(*request, context, reactor);
+  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
+    reactor->OnDone(st);
+    return reactor;
+  }
+  SubmitValidGeneration(*request, context, reactor);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerContext* context,
                                                           const v1::GenerateRequest* request,
                                                           v1::GenerateResult* result) {
+  // Validation first: nothing is built per prompt for a request refused.
+  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
+    auto* reactor = new UnaryCallReactor(result, nullptr, 0);
+    reactor->OnDone(st);
+    return reactor;
+  }
   result->set_request_id(request->request_id());
   auto* reactor = new UnaryCallReactor(result, nullptr, request->prompts_size());
-  SubmitGeneration(*request, context, reactor);
+  SubmitValidGeneration(*request, context, reactor);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext* context,
                                                     const v1::ScoreRequest* request, v1::ScoreResult* result) {
-  result->set_request_id(request->request_id());
-  auto* reactor = new UnaryCallReactor(nullptr, result, request->sequences_size());
   if (absl::Status st = ValidateScoreRequest(*request, limits_); !st.ok()) {
+    auto* reactor = new UnaryCallReactor(nullptr, result, 0);
     reactor->OnDone(st);
     return reactor;
   }
+  result->set_request_id(request->request_id());
+  auto* reactor = new UnaryCallReactor(nullptr, result, request->sequences_size());
   DriverCall call = MakeCall(request->request_id(), request->sequences(), context);
   call.sampling.set_max_new_tokens(1);  // greedy; the sampled token is dropped
   call.score = true;

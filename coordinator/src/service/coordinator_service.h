@@ -29,10 +29,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
                                         v1::Metadata* response) override;
 
  private:
-  // Validates a generation request and hands it to the driver; a refused
-  // request ends at once on `observer` with the validation status.
-  void SubmitGeneration(const v1::GenerateRequest& request, grpc::CallbackServerContext* context,
-                        CallObserver* observer);
+  // Hands a generation request that passed ValidateGenerateRequest to the driver.
+  void SubmitValidGeneration(const v1::GenerateRequest& request, grpc::CallbackServerContext* context,
+                             CallObserver* observer);
 
   PipelineDriver* driver_;
   RequestLimits limits_;

@@ -41,21 +41,38 @@ absl::Status CheckTokens(const std::string& who, const char* noun, int index, co
 }
 
 absl::Status CheckCount(const std::string& who, const char* noun, int count, const RequestLimits& limits) {
-  if (count == 0) return absl::InvalidArgumentError(absl::StrCat(who, " has no ", noun, "s"));
   if (count > limits.max_prompts) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, " has ", count, " ", noun, "s, more than the ", limits.max_prompts, " allowed"));
+  }
+  if (count == 0) return absl::InvalidArgumentError(absl::StrCat(who, " has no ", noun, "s"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckRequestId(const std::string& id, const RequestLimits& limits) {
+  if (static_cast<int64_t>(id.size()) > limits.max_request_id_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id has ", id.size(), " bytes, more than the ",
+                                                   limits.max_request_id_bytes, " allowed"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
+uint64_t DescriptorBound(const RequestLimits& limits, int max_sequences, int max_tokens) {
+  // Per entry: request id, sequence id, position, flags, DP group, sampling
+  // with its stop tokens, each with its tag and length; per token a varint.
+  const uint64_t per_sequence = static_cast<uint64_t>(limits.max_request_id_bytes) + 128 +
+                                5 * static_cast<uint64_t>(limits.max_stop_tokens) + 11;
+  return 64 + static_cast<uint64_t>(max_sequences) * per_sequence + static_cast<uint64_t>(max_tokens) * 5;
+}
+
 int64_t ResolvedMaxNewTokens(const v1::SamplingParams& sampling, const RequestLimits& limits) {
   return sampling.max_new_tokens() == 0 ? limits.default_max_new_tokens : sampling.max_new_tokens();
 }
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, const RequestLimits& limits) {
+  if (absl::Status s = CheckRequestId(request.request_id(), limits); !s.ok()) return s;
   const std::string who = Who(request.request_id());
   if (absl::Status s = CheckCount(who, "prompt", request.prompts_size(), limits); !s.ok()) return s;
   const v1::SamplingParams& sp = request.sampling();
@@ -70,6 +87,10 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, const R
   if (sp.top_k() > limits.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.top_k is ", sp.top_k(),
                                                    ", more than the vocabulary size ", limits.vocab_size));
+  }
+  if (sp.stop_token_ids_size() > limits.max_stop_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.stop_token_ids has ", sp.stop_token_ids_size(),
+                                                   " entries, more than the ", limits.max_stop_tokens, " allowed"));
   }
   for (int i = 0; i < sp.stop_token_ids_size(); ++i) {
     const int64_t id = sp.stop_token_ids(i);
@@ -88,6 +109,7 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, const R
 }
 
 absl::Status ValidateScoreRequest(const v1::ScoreRequest& request, const RequestLimits& limits) {
+  if (absl::Status s = CheckRequestId(request.request_id(), limits); !s.ok()) return s;
   const std::string who = Who(request.request_id());
   if (absl::Status s = CheckCount(who, "sequence", request.sequences_size(), limits); !s.ok()) return s;
   for (int i = 0; i < request.sequences_size(); ++i) {

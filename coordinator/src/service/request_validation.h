@@ -18,9 +18,21 @@ struct RequestLimits {
   int64_t max_prompt_tokens = 0;
   // Used when SamplingParams.max_new_tokens is 0.
   int64_t default_max_new_tokens = 16;
-  // Prompts (sequences) one request may carry.
+  // Prompts (sequences) one request may carry; checked before anything is
+  // built per prompt.
   int64_t max_prompts = 64;
+  // Bytes of request_id, which travels in every descriptor of the request.
+  int64_t max_request_id_bytes = 128;
+  // Entries of sampling.stop_token_ids, also copied into every descriptor.
+  int64_t max_stop_tokens = 64;
 };
+
+// The largest serialized MicrobatchDescriptor the coordinator can build under
+// `limits` with at most `max_sequences` sequences and `max_tokens` tokens
+// (and as many finished sequence ids as sequences): request ids, tokens,
+// sampling and the fields of each entry. Checked against the least
+// StageStatus.max_descriptor_bytes of the stages at start-up.
+uint64_t DescriptorBound(const RequestLimits& limits, int max_sequences, int max_tokens);
 
 // max_new_tokens after the server default is applied.
 int64_t ResolvedMaxNewTokens(const v1::SamplingParams& sampling, const RequestLimits& limits);

@@ -1,13 +1,17 @@
 // Stage bring-up over StageControl: GetStatus, Configure, GetStatus until READY.
 #include "service/stage_setup.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "seam/core/logging.h"
 
 namespace seam::coordinator {
 namespace {
@@ -65,10 +69,19 @@ absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::
     StageEndpoint e;
     e.address = addresses[k];
     e.stub = v1::StageControl::NewStub(grpc::CreateChannel(e.address, credentials));
-    grpc::ClientContext context;
-    context.set_wait_for_ready(true);
-    context.set_deadline(deadline);
-    const grpc::Status s = e.stub->GetStatus(&context, v1::GetStatusRequest(), &e.status);
+    // In rounds of a few seconds, saying each time what is awaited.
+    const auto started = Clock::now();
+    grpc::Status s;
+    for (;;) {
+      grpc::ClientContext context;
+      context.set_wait_for_ready(true);
+      context.set_deadline(std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+      s = e.stub->GetStatus(&context, v1::GetStatusRequest(), &e.status);
+      if (s.ok() || Clock::now() >= deadline) break;
+      SEAM_LOG_INFO("waiting for stage {} at {} to answer GetStatus ({} of {} s): {}", k, e.address,
+                    std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count(),
+                    std::chrono::duration_cast<std::chrono::seconds>(wait).count(), Describe(s));
+    }
     if (!s.ok()) {
       return absl::UnavailableError(absl::StrCat("stage ", k, " at ", e.address, " did not answer GetStatus within ",
                                                  wait.count(), " ms: ", Describe(s)));
@@ -78,10 +91,36 @@ absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::
   return out;
 }
 
+uint64_t AdoptionEpoch(const std::vector<StageEndpoint>& stages) {
+  bool configured = false;
+  uint64_t latest = 0;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    const v1::StageStatus& s = stages[k].status;
+    if (!s.has_config()) continue;
+    configured = true;
+    latest = std::max(latest, s.config().epoch());
+    SEAM_LOG_INFO("adopting stage {} at {}: {} in epoch {}, last sequence number {}", k, stages[k].address,
+                  v1::StageState_Name(s.state()), s.config().epoch(), s.last_sequence_number());
+  }
+  return configured ? latest + 1 : 0;
+}
+
+absl::StatusOr<std::string> NewHandoffKey() {
+  std::string key(kHandoffKeyBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
+    return absl::InternalError(absl::StrCat("RAND_bytes failed: OpenSSL error ", ERR_get_error()));
+  }
+  return key;
+}
+
 absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineLayout& layout,
                              std::chrono::milliseconds wait) {
   const int p = static_cast<int>(stages.size());
   const auto deadline = Clock::now() + wait;
+  // A fresh key for every epoch: handoffs of an earlier epoch, or from anyone
+  // the coordinator did not configure, fail their MAC.
+  absl::StatusOr<std::string> key = NewHandoffKey();
+  if (!key.ok()) return key.status();
   std::vector<absl::Status> results(p);
   std::vector<std::thread> threads;
   for (int k = 0; k < p; ++k) {
@@ -96,6 +135,7 @@ absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineL
     if (k > 0) *c.mutable_previous_stage() = stages[k - 1].status.worker_address();
     if (k + 1 < p) *c.mutable_next_stage() = stages[k + 1].status.worker_address();
     c.set_epoch(layout.epoch);
+    c.set_handoff_key(*key);
     threads.emplace_back([&, k, c] {
       grpc::ClientContext context;
       context.set_deadline(deadline);

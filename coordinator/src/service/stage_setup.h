@@ -43,7 +43,17 @@ struct PipelineLayout {
   std::vector<std::pair<int, int>> layers;  // per stage
 };
 
-// Configures all stages at once (neighbours connect to each other while
+// The epoch a coordinator starts at with these (just connected) stages: 0
+// for fresh ones, else one past the latest epoch any of them was configured
+// for, so that every stage reloads. Logs what it adopts.
+uint64_t AdoptionEpoch(const std::vector<StageEndpoint>& stages);
+
+// The handoff key of one epoch: kHandoffKeyBytes from OpenSSL's RAND_bytes.
+// INTERNAL when OpenSSL cannot give them.
+inline constexpr size_t kHandoffKeyBytes = 32;
+absl::StatusOr<std::string> NewHandoffKey();
+
+// Configures all stages at once, with a fresh handoff key for the epoch (neighbours connect to each other while
 // loading), then waits for READY. FAILED_PRECONDITION with the stage's error
 // when one fails; DEADLINE_EXCEEDED when one is not READY within `wait`.
 absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineLayout& layout,

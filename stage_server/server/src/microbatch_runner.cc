@@ -15,13 +15,22 @@ namespace seam::server {
 
 MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group,
                                    handoff::UcxWorker& worker, handoff::UcxEndpoint previous,
-                                   handoff::UcxEndpoint next, absl::Duration handoff_timeout)
+                                   handoff::UcxEndpoint next, absl::Duration handoff_timeout,
+                                   uint64_t max_handoff_payload_bytes)
     : config_(config),
       group_(std::move(group)),
       worker_(worker),
       previous_(std::move(previous)),
       next_(std::move(next)),
-      handoff_timeout_(handoff_timeout) {}
+      handoff_timeout_(handoff_timeout) {
+  if (group_->is_first_piece()) return;
+  handoff::HandoffReceiverOptions receive;
+  receive.key = config_.handoff_key();
+  receive.page_locked = group_->on_gpu();
+  receive.max_payload_bytes = max_handoff_payload_bytes;
+  // One receiver for the runner's life: its drop counts accumulate.
+  receiver_ = std::make_unique<handoff::HandoffReceiver>(worker_, previous_.valid() ? &previous_ : nullptr, receive);
+}
 
 v1::MicrobatchResult MicrobatchRunner::Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const {
   v1::MicrobatchResult result;
@@ -52,7 +61,12 @@ v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d) {
 }
 
 absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result) {
+  // Out of order (another epoch, a replay, a jump ahead): refused with the
+  // counter where it is, so the next real descriptor still runs.
   SEAM_RETURN_IF_ERROR(CheckDescriptorOrder(d, config_.epoch(), last_sequence_number_));
+  // Every stage sees the same descriptor and takes the same decisions on it,
+  // so from here on it counts as run, on the previous stage too.
+  last_sequence_number_ = d.sequence_number();
   for (uint64_t id : d.finished_sequence_ids()) {
     sampler_.Forget(id);
     absl::Status freed = group_->Free(id);
@@ -61,9 +75,6 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
     }
   }
   SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, group_->config().vocab_size));
-  // Every stage sees the same descriptor, so from here on the previous stage
-  // runs this microbatch too: its sequence number is used.
-  last_sequence_number_ = d.sequence_number();
 
   std::vector<models::SequenceStep> steps;
   for (const v1::SequenceEntry& s : d.sequences()) {
@@ -83,7 +94,9 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
                         group_->StepPiece(steps, all_logits, in, choose ? &choices : nullptr));
   if (!group_->is_last_piece()) {
     SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
-    handoff::HandoffSender sender(worker_, next_);
+    handoff::HandoffSenderOptions send;
+    send.key = config_.handoff_key();
+    handoff::HandoffSender sender(worker_, next_, std::move(send));
     absl::Status sent = sender.Send(framed.header, framed.tensors, absl::Now() + handoff_timeout_);
     if (!sent.ok()) return Annotate(sent, absl::StrCat("handoff to pipeline rank ", config_.pipeline_rank() + 1));
     return absl::OkStatus();  // the ack: an answer with no sequences
@@ -105,12 +118,9 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
   expect.sequence_number = d.sequence_number();
   expect.epoch = d.epoch();
   expect.validator = [&](const v1::StreamState& header) { return CheckHandoffHeader(header, d, config_, *group_); };
-  handoff::HandoffReceiverOptions receive;
-  receive.page_locked = group_->on_gpu();
-  handoff::HandoffReceiver receiver(worker_, previous_.valid() ? &previous_ : nullptr, receive);
   const absl::Time deadline = absl::Now() + handoff_timeout_;
   while (true) {
-    absl::StatusOr<handoff::ReceivedHandoff> got = receiver.Receive(expect, deadline);
+    absl::StatusOr<handoff::ReceivedHandoff> got = receiver_->Receive(expect, deadline);
     if (got.ok()) {
       late_handoff_possible_ = false;
       return UnframeHandoff(got->header, std::move(got->tensors), group_->tp());

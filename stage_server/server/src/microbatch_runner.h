@@ -22,9 +22,12 @@ namespace seam::server {
 
 class MicrobatchRunner {
  public:
-  // `previous` / `next`: endpoints to the neighbours (invalid where there is none).
+  // `previous` / `next`: endpoints to the neighbours (invalid where there is
+  // none). Handoffs are sealed and verified under config.handoff_key(); one
+  // listing more than `max_handoff_payload_bytes` is dropped unread.
   MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group, handoff::UcxWorker& worker,
-                   handoff::UcxEndpoint previous, handoff::UcxEndpoint next, absl::Duration handoff_timeout);
+                   handoff::UcxEndpoint previous, handoff::UcxEndpoint next, absl::Duration handoff_timeout,
+                   uint64_t max_handoff_payload_bytes);
 
   // Runs `d` and returns its answer; an error of any step becomes the
   // result's error, with this stage's pipeline rank. Never throws, never
@@ -34,10 +37,13 @@ class MicrobatchRunner {
   // The answer for a descriptor that is not run (drained away, abandoned).
   v1::MicrobatchResult Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const;
 
-  std::optional<uint64_t> last_sequence_number() const { return last_sequence_number_; }
+  // The sequence number of the last descriptor taken in this epoch; 0 before any.
+  uint64_t last_sequence_number() const { return last_sequence_number_; }
   bool has_neighbours() const { return previous_.valid() || next_.valid(); }
   // Free KV blocks of each attention-DP group.
   std::vector<uint64_t> FreeBlocks() const;
+  // Handoff messages dropped since this runner was made (none on a first stage).
+  handoff::HandoffDrops drops() const { return receiver_ ? receiver_->drops() : handoff::HandoffDrops{}; }
 
  private:
   absl::Status RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result);
@@ -49,8 +55,9 @@ class MicrobatchRunner {
   handoff::UcxWorker& worker_;
   handoff::UcxEndpoint previous_, next_;
   absl::Duration handoff_timeout_;
+  std::unique_ptr<handoff::HandoffReceiver> receiver_;  // from previous_; null on the first stage
   SequenceSampler sampler_;
-  std::optional<uint64_t> last_sequence_number_;
+  uint64_t last_sequence_number_ = 0;
   // Set when a handoff wait ran out of time: the previous stage may still
   // send that handoff, so the next wait discards handoffs of other
   // microbatches instead of failing on them.

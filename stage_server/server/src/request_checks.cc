@@ -1,6 +1,7 @@
 // Field-by-field checks of stage configurations and microbatch descriptors.
 #include "request_checks.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -60,17 +61,35 @@ absl::Status CheckStageConfigAgainstModel(const v1::StageConfig& c, const weight
 }
 
 absl::Status CheckDescriptorOrder(const v1::MicrobatchDescriptor& d, uint64_t epoch,
-                                  std::optional<uint64_t> last_sequence_number) {
+                                  uint64_t last_sequence_number) {
   if (d.epoch() != epoch) {
     return absl::FailedPreconditionError(absl::StrCat("epoch: microbatch ", d.microbatch_id(), " carries epoch ",
                                                       d.epoch(), ", the stage is configured for epoch ", epoch));
   }
-  if (last_sequence_number.has_value() && d.sequence_number() <= *last_sequence_number) {
+  if (d.sequence_number() != last_sequence_number + 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "sequence_number: microbatch ", d.microbatch_id(), " has sequence_number ", d.sequence_number(),
-        ", not after the last one run (", *last_sequence_number, ")"));
+        ", the stage expects ", last_sequence_number + 1, " next in epoch ", epoch));
   }
   return absl::OkStatus();
+}
+
+uint64_t MaxDescriptorBytes(int64_t max_step_tokens) {
+  const uint64_t tokens = static_cast<uint64_t>(std::max<int64_t>(max_step_tokens, 1));
+  // Per sequence: the request id, sequence id, position, flags, DP group and
+  // sampling parameters with their stop tokens, each with its field framing.
+  constexpr uint64_t kSequenceOverhead = 128 + 5 * kMaxStopTokens;
+  constexpr uint64_t kTokenBytes = 5;        // an int32 varint, at most 5 bytes when non-negative
+  constexpr uint64_t kFinishedIdBytes = 11;  // a uint64 varint and its tag
+  const uint64_t bytes = 64 + tokens * (kMaxRequestIdBytes + kSequenceOverhead + kTokenBytes + kFinishedIdBytes);
+  return std::max<uint64_t>(bytes, uint64_t{1} << 20);  // room for Configure and the control calls
+}
+
+uint64_t MaxHandoffPayloadBytes(const weights::ModelConfig& model, int tp, int attn_dp, DType dtype,
+                                int64_t max_step_tokens) {
+  // Padded row forms hold every DP group's rows on each rank.
+  const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(max_step_tokens, 1)) * std::max(attn_dp, 1);
+  return rows * static_cast<uint64_t>(model.hidden_size) * DTypeSize(dtype) * 2 * static_cast<uint64_t>(tp);
 }
 
 absl::Status CheckDescriptorContents(const v1::MicrobatchDescriptor& d, int64_t vocab) {

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
 #include "absl/status/status.h"
+#include "seam/core/dtype.h"
 #include "seam/v1/stage_service.pb.h"
 #include "seam/weights/model_config.h"
 
@@ -18,11 +18,27 @@ absl::Status CheckStageConfig(const v1::StageConfig& config);
 // The layer range and TP sizes against the checkpoint's config. INVALID_ARGUMENT.
 absl::Status CheckStageConfigAgainstModel(const v1::StageConfig& config, const weights::ModelConfig& model);
 
-// Whether `descriptor` belongs to this stage's stream: its epoch equals
-// `epoch` and its sequence number follows `last_sequence_number` (none yet
-// when unset). FAILED_PRECONDITION naming epoch or sequence_number.
+// Whether `descriptor` is the next of this stage's stream: its epoch equals
+// `epoch` and its sequence number is exactly `last_sequence_number` + 1 (an
+// epoch starts at 1, so 0 means none run yet). FAILED_PRECONDITION naming
+// epoch or sequence_number; the caller then leaves its counter where it is.
 absl::Status CheckDescriptorOrder(const v1::MicrobatchDescriptor& descriptor, uint64_t epoch,
-                                  std::optional<uint64_t> last_sequence_number);
+                                  uint64_t last_sequence_number);
+
+// Size limits of what reaches a stage, from its largest legal step.
+// Entries of one SequenceEntry beyond its tokens: request_id, ids, flags and
+// sampling parameters (the coordinator bounds each: request ids at most
+// kMaxRequestIdBytes, stop tokens at most kMaxStopTokens).
+inline constexpr uint64_t kMaxRequestIdBytes = 128;
+inline constexpr uint64_t kMaxStopTokens = 64;
+// The largest serialized MicrobatchDescriptor of a step of `max_step_tokens`
+// tokens (at most that many sequences, and that many finished sequence ids):
+// the stage's gRPC receive limit.
+uint64_t MaxDescriptorBytes(int64_t max_step_tokens);
+// The most payload bytes one handoff may list: every rank's hidden and
+// residual rows (at most max_step_tokens per DP group) in `dtype`.
+uint64_t MaxHandoffPayloadBytes(const weights::ModelConfig& model, int tp, int attn_dp, DType dtype,
+                                int64_t max_step_tokens);
 
 // The descriptor's contents: at least one sequence, distinct sequence ids,
 // non-empty token lists, token ids in [0, vocab). INVALID_ARGUMENT.

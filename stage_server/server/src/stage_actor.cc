@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "microbatch_runner.h"
+#include "request_checks.h"
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
 
@@ -102,7 +103,10 @@ void StageActor::Loop(std::promise<absl::Status>* started) {
 v1::StageStatus StageActor::StatusLocked() const {
   v1::StageStatus s;
   s.set_state(state_);
-  if (config_.has_value()) *s.mutable_config() = *config_;
+  if (config_.has_value()) {
+    *s.mutable_config() = *config_;
+    s.mutable_config()->clear_handoff_key();  // a secret: never echoed
+  }
   s.mutable_worker_address()->set_ucx_address(worker_address_);
   s.mutable_worker_address()->set_host(options_.host);
   s.set_microbatches_in_flight(in_flight_);
@@ -111,6 +115,12 @@ v1::StageStatus StageActor::StatusLocked() const {
   s.set_kv_blocks_per_dp_group(kv_blocks_);
   s.set_kv_block_size(kv_block_size_);
   for (uint64_t free : kv_free_blocks_) s.add_kv_free_blocks(free);
+  v1::HandoffDrops* drops = s.mutable_handoff_drops();
+  drops->set_bad_mac(drops_before_.bad_mac + drops_.bad_mac);
+  drops->set_oversized(drops_before_.oversized + drops_.oversized);
+  drops->set_malformed(drops_before_.malformed + drops_.malformed);
+  drops->set_unexpected_microbatch(drops_before_.unexpected_microbatch + drops_.unexpected_microbatch);
+  s.set_max_descriptor_bytes(MaxDescriptorBytes(options_.group.kv.max_step_tokens));
   return s;
 }
 
@@ -150,10 +160,11 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
         {
           std::lock_guard<std::mutex> lock(mu_);
           --in_flight_;
-          if (runner_ != nullptr && runner_->last_sequence_number().has_value()) {
-            last_sequence_number_ = *runner_->last_sequence_number();
+          if (runner_ != nullptr) {
+            last_sequence_number_ = runner_->last_sequence_number();
+            kv_free_blocks_ = runner_->FreeBlocks();
+            drops_ = runner_->drops();
           }
-          if (runner_ != nullptr) kv_free_blocks_ = runner_->FreeBlocks();
         }
         done(std::move(result));
       });

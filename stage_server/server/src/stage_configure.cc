@@ -25,8 +25,16 @@ bool IsNewEpochOf(const v1::StageConfig& now, const v1::StageConfig& next) {
     c->clear_epoch();
     c->clear_previous_stage();
     c->clear_next_stage();
+    c->clear_handoff_key();
   }
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+void AddDrops(handoff::HandoffDrops& total, const handoff::HandoffDrops& more) {
+  total.bad_mac += more.bad_mac;
+  total.oversized += more.oversized;
+  total.malformed += more.malformed;
+  total.unexpected_microbatch += more.unexpected_microbatch;
 }
 
 }  // namespace
@@ -50,6 +58,12 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
         error_.clear();
         mailbox_.push_back([this, config, done] {
           SetServing(false);
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            AddDrops(drops_before_, drops_);  // the stage counts over its life
+            drops_ = {};
+            last_sequence_number_ = 0;
+          }
           runner_.reset();
           Load(config, done);
         });
@@ -142,8 +156,11 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   }
   const uint64_t kv_blocks = static_cast<uint64_t>((*group)->KvBlocksPerDpGroup());
   const uint32_t kv_block_size = static_cast<uint32_t>((*group)->KvBlockSize());
+  const uint64_t max_payload =
+      MaxHandoffPayloadBytes(*model, static_cast<int>(config.tp_size()), static_cast<int>(config.attn_dp_size()),
+                             options_.group.dtype, options_.group.kv.max_step_tokens);
   runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
-                                               std::move(next), options_.handoff_timeout);
+                                               std::move(next), options_.handoff_timeout, max_payload);
   v1::StageStatus s;
   bool serving = false;
   {

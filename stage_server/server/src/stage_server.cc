@@ -1,7 +1,9 @@
 // Process-level wiring of a stage server: actor, gRPC server, health, shutdown.
 #include "seam/server/stage_server.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "seam/core/logging.h"
 #include "seam/security/health_port.h"
+#include "request_checks.h"
 #include "stage_service.h"
 
 namespace seam::server {
@@ -63,6 +66,10 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
                            options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
                            &self->port_);
   builder.RegisterService(self->service_.get());
+  // The largest legal descriptor fits; anything larger is refused by gRPC
+  // (RESOURCE_EXHAUSTED) before it is parsed. The coordinator never sends one.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(
+      std::min<uint64_t>(MaxDescriptorBytes(options.group.kv.max_step_tokens), std::numeric_limits<int>::max())));
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr || self->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));

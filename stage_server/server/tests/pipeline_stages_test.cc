@@ -4,11 +4,16 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "seam/handoff/handoff_tag.h"
+#include "seam/handoff/ucx_worker.h"
+#include "seam/server/stage_server.h"
+#include "seam/v1/stream_state.pb.h"
 #include "stage_fixtures.h"
 #include "stage_process.h"
 
@@ -16,6 +21,8 @@ namespace seam::server {
 namespace {
 
 using namespace testing;  // NOLINT: the fixtures of these tests
+
+const std::string kHandoffKey(32, 'k');
 
 // Configures `first` (layer 0) and `second` (layer 1) as a two-stage pipeline.
 void ConfigurePipeline(StageProcess& first, StageProcess& second, uint32_t tp, uint32_t attn_dp = 1) {
@@ -33,6 +40,8 @@ void ConfigurePipeline(StageProcess& first, StageProcess& second, uint32_t tp, u
   b.set_first_layer(1);
   *a.mutable_next_stage() = second_address;
   *b.mutable_previous_stage() = first_address;
+  a.set_handoff_key(kHandoffKey);  // as the coordinator hands out per epoch
+  b.set_handoff_key(kHandoffKey);
   grpc::Status rpc;
   v1::StageStatus status = Configure(first, a, &rpc);
   ASSERT_TRUE(rpc.ok()) << rpc.error_message();
@@ -115,7 +124,10 @@ TEST(PipelineStages, AMismatchedHandoffIsDroppedAndBothStagesServeTheNextMicroba
   ASSERT_TRUE(run_first.Write(ran));
   ASSERT_TRUE(run_second.Write(told));
   EXPECT_FALSE(run_first.Read().has_error());
+  // The handoff of microbatch 10 is dropped as another microbatch's; the wait
+  // for 11 ends at its deadline, saying what it dropped.
   ExpectError(run_second.Read(), absl::StatusCode::kDeadlineExceeded, "header of microbatch 10 while expecting 11");
+  EXPECT_EQ(GetStatus(second).handoff_drops().unexpected_microbatch(), 1u);
 
   v1::MicrobatchDescriptor fresh = Descriptor(12, 2);
   AddSequence(fresh, 3, {7, 8, 9}, 0, true);
@@ -191,6 +203,59 @@ TEST(PipelineStages, TheDescriptorsDpGroupPlacesEachSequenceOnEveryStage) {
     EXPECT_EQ(s.kv_free_blocks(0), blocks - 1) << "stage " << s.config().pipeline_rank();
     EXPECT_EQ(s.kv_free_blocks(1), blocks - 3) << "stage " << s.config().pipeline_rank();
   }
+  EXPECT_TRUE(run_first.Close().ok());
+  EXPECT_TRUE(run_second.Close().ok());
+}
+
+// An endpoint the coordinator never named sends the second stage's UCX
+// worker a 64-byte message and a header claiming 64 GiB, both tagged as the
+// header of the next real microbatch: each is dropped and counted, nothing
+// is allocated for the claim, and the real microbatches still run in order.
+TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
+  StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "5"});
+  ConfigurePipeline(first, second, 1);
+  const v1::StageStatus before = GetStatus(second);
+  EXPECT_TRUE(before.config().handoff_key().empty()) << "the key must not be echoed";
+  EXPECT_EQ(before.handoff_drops().ByteSizeLong(), 0u);
+
+  handoff::UcxWorkerOptions options;
+  options.config = TcpUcxConfig("127.0.0.1", std::getenv("UCX_NET_DEVICES") != nullptr);
+  auto forger = handoff::UcxWorker::Create(options);
+  ASSERT_TRUE(forger.ok()) << forger.status();
+  auto endpoint = (*forger)->Connect(before.worker_address().ucx_address());
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const uint64_t next_microbatch = Prefill()[0].microbatch_id();
+  const std::string garbage(64, '\x5a');
+  absl::Status sent = (*forger)->Send(*endpoint, handoff::HeaderTag(next_microbatch), garbage.data(),
+                                      garbage.size(), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(sent.ok()) << sent;
+  v1::StreamState claim;
+  claim.set_microbatch_id(next_microbatch);
+  claim.set_sequence_number(1);
+  claim.set_epoch(kEpoch);
+  v1::TensorDesc* huge = claim.add_tensors();
+  huge->set_name("r0.hidden");
+  huge->set_dtype(v1::DTYPE_F32);
+  huge->add_shape(int64_t{1} << 28);
+  huge->add_shape(64);
+  huge->set_byte_size(uint64_t{64} << 30);
+  const std::string bytes = claim.SerializeAsString();
+  sent = (*forger)->Send(*endpoint, handoff::HeaderTag(next_microbatch), bytes.data(), bytes.size(),
+                         absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(sent.ok()) << sent;
+
+  RunClient run_first(first), run_second(second);
+  const v1::MicrobatchResult prefill = RunOnBoth(run_first, run_second, Prefill()[0]);
+  ASSERT_FALSE(prefill.has_error()) << prefill.error().message();
+  EXPECT_EQ(prefill.sequences_size(), 2);
+  const v1::MicrobatchResult decode = RunOnBoth(run_first, run_second, Decode(SampledTokens(prefill)));
+  ASSERT_FALSE(decode.has_error()) << decode.error().message();
+  EXPECT_EQ(decode.sequences_size(), 2);
+
+  const v1::HandoffDrops drops = GetStatus(second).handoff_drops();
+  EXPECT_EQ(drops.bad_mac() + drops.oversized() + drops.malformed() + drops.unexpected_microbatch(), 2u)
+      << drops.ShortDebugString();
+  EXPECT_EQ(GetStatus(second).state(), v1::STAGE_STATE_READY);
   EXPECT_TRUE(run_first.Close().ok());
   EXPECT_TRUE(run_second.Close().ok());
 }

@@ -96,19 +96,25 @@ TEST(StageServer, BadDescriptorsAreRejectedAndTheStageKeepsServing) {
   AddSequence(out_of_vocab, 1, {5, 128}, 0, true);
   ExpectError(run.Exchange(out_of_vocab), absl::StatusCode::kInvalidArgument, "sequences[0].token_ids[1]");
 
-  ExpectError(run.Exchange(Descriptor(3, 1)), absl::StatusCode::kInvalidArgument, "sequences");
+  // A descriptor in order but with bad contents still takes its sequence number.
+  ExpectError(run.Exchange(Descriptor(3, 2)), absl::StatusCode::kInvalidArgument, "sequences");
 
-  v1::MicrobatchDescriptor good = Descriptor(4, 1);
+  v1::MicrobatchDescriptor good = Descriptor(4, 3);
   AddSequence(good, 1, {5, 6, 7}, 0, true);
   v1::MicrobatchResult ok = run.Exchange(good);
   ASSERT_FALSE(ok.has_error()) << ok.error().message();
   ASSERT_EQ(ok.sequences_size(), 1);
 
-  v1::MicrobatchDescriptor replayed = Descriptor(5, 1);
+  v1::MicrobatchDescriptor replayed = Descriptor(5, 3);
   AddSequence(replayed, 2, {8}, 0, true);
   ExpectError(run.Exchange(replayed), absl::StatusCode::kFailedPrecondition, "sequence_number");
+  // A jump ahead (anyone who reaches the port could send one) is refused
+  // without moving the stage's counter, so the real stream goes on.
+  v1::MicrobatchDescriptor ahead = Descriptor(7, 1000000000000);
+  AddSequence(ahead, 2, {8}, 0, true);
+  ExpectError(run.Exchange(ahead), absl::StatusCode::kFailedPrecondition, "expects 4");
 
-  v1::MicrobatchDescriptor next = Descriptor(6, 2);
+  v1::MicrobatchDescriptor next = Descriptor(6, 4);
   AddSequence(next, 1, {ok.sequences(0).sampled_token()}, 3, false);
   next.add_finished_sequence_ids(99);  // unknown: freeing it is harmless
   v1::MicrobatchResult later = run.Exchange(next);
@@ -118,8 +124,9 @@ TEST(StageServer, BadDescriptorsAreRejectedAndTheStageKeepsServing) {
 
   v1::StageStatus status;
   ASSERT_TRUE(stage.stub().GetStatus(Context().get(), v1::GetStatusRequest(), &status).ok());
-  EXPECT_EQ(status.last_sequence_number(), 2u);
+  EXPECT_EQ(status.last_sequence_number(), 4u);
   EXPECT_EQ(status.microbatches_in_flight(), 0u);
+  EXPECT_EQ(stage.CheckHealth(), Health::kServing);
 }
 
 TEST(StageServer, ConfigureChecksTheLayerRangeAndRefusesADifferentSecondConfig) {
@@ -173,7 +180,7 @@ TEST(StageServer, ALaterEpochOfTheSameLayoutReloadsTheStage) {
   v1::MicrobatchDescriptor old_epoch = Descriptor(2, 2);
   AddSequence(old_epoch, 2, {7, 8}, 0, true);
   ExpectError(run.Exchange(old_epoch), absl::StatusCode::kFailedPrecondition, "epoch");
-  v1::MicrobatchDescriptor after = Descriptor(3, 3);
+  v1::MicrobatchDescriptor after = Descriptor(3, 1);  // a new epoch starts at sequence number 1
   after.set_epoch(kEpoch + 1);
   AddSequence(after, 1, {5, 6}, 0, true);  // sequence 1 again: the reload dropped its KV cache
   EXPECT_FALSE(run.Exchange(after).has_error());

@@ -41,6 +41,9 @@ struct SchedulerOptions {
   // max_tokens_per_microbatch.
   bool chunked_prefill = false;
   int prefill_chunk_tokens = 512;
+  // The epoch of the first microbatch (a coordinator that adopts running
+  // stages starts past their epoch); FailAll advances it.
+  uint64_t first_epoch = 0;
 };
 
 // A generation request. Positions index the sequence's tokens: the prompt
@@ -78,7 +81,7 @@ struct MicrobatchEntry {
 // A unit of work that every stage runs, in sequence_number order.
 struct Microbatch {
   uint64_t id = 0;               // names the microbatch in Complete / Fail
-  uint64_t sequence_number = 0;  // strictly increasing; the order every stage runs them
+  uint64_t sequence_number = 0;  // 1, 2, 3, ... within an epoch: the order every stage runs them
   uint64_t epoch = 0;            // bumped by FailAll; stages drop work of older epochs
   // entries_by_group[g]: the entries of DP group g (size dp_groups; a group
   // may have none this step).

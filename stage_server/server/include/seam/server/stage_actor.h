@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "seam/core/device.h"
+#include "seam/handoff/handoff.h"
 #include "seam/handoff/ucx_worker.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/v1/stage_service.pb.h"
@@ -90,7 +91,9 @@ class StageActor {
   std::string error_;
   std::string worker_address_;
   uint32_t in_flight_ = 0;
-  uint64_t last_sequence_number_ = 0;
+  uint64_t last_sequence_number_ = 0;  // of the current epoch; 0 before its first microbatch
+  handoff::HandoffDrops drops_;         // by the current epoch's runner
+  handoff::HandoffDrops drops_before_;  // by the runners of earlier epochs
   uint64_t kv_blocks_ = 0;     // of the loaded stage (0 until READY)
   uint32_t kv_block_size_ = 0;
   std::vector<uint64_t> kv_free_blocks_;  // per DP group, after the last microbatch
