@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
                                    port_file, "--stages", absl::StrJoin(addresses, ","), "--model", o.model_dir,
                                    "--tp", std::to_string(o.tp), "--attn-dp", std::to_string(o.attn_dp),
                                    "--stage-timeout", o.stage_timeout};
+  p->coordinator_security_args_ = coordinator_security;
   argv.insert(argv.end(), coordinator_security.begin(), coordinator_security.end());
   argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
   auto child = ChildProcess::Spawn(argv, log);
@@ -136,6 +137,10 @@ std::shared_ptr<grpc::Channel> LocalPipeline::ClientChannel() const {
 }
 
 std::string LocalPipeline::stage_address(int k) const { return stage_addresses_[k]; }
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> LocalPipeline::StageChannel(int k) const {
+  return security::MakeChannel(stage_client_security_, stage_addresses_[k]);
+}
 
 void LocalPipeline::Stop() {
   if (coordinator_) coordinator_->Stop(std::chrono::seconds(5));

@@ -58,6 +58,11 @@ class LocalPipeline {
   // The stages' address, and the options the coordinator reaches them with.
   std::string stage_address(int k) const;
   const security::ClientSecurityOptions& stage_client_security() const { return stage_client_security_; }
+  // A channel to stage k as the coordinator reaches it (mutual TLS unless insecure).
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> StageChannel(int k) const;
+  // The credential flags the pipeline's coordinator was started with (for a
+  // second coordinator of the same stages).
+  const std::vector<std::string>& coordinator_security_args() const { return coordinator_security_args_; }
   ChildProcess& stage(int k) { return *stages_[k]; }
   // SIGTERM, then SIGKILL after a grace period: coordinator first, then stages.
   void Stop();
@@ -77,6 +82,7 @@ class LocalPipeline {
   security::ClientSecurityOptions client_security_;
   security::ClientSecurityOptions stage_client_security_;
   std::shared_ptr<grpc::ChannelCredentials> client_credentials_;
+  std::vector<std::string> coordinator_security_args_;
 };
 
 // Writes the small random qwen3 checkpoint (4 layers, hidden 64, vocab 256)

@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "local_pipeline.h"
+#include "seam/core/status.h"
+#include "seam/security/credentials.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/runtime/generator.h"
 #include "seam/runtime/stage_group.h"
@@ -195,8 +197,7 @@ TEST_F(PipelineE2e, AnOversizedRequestIdIsRefusedAndThePipelineStaysUp) {
 // 1.51 with UNIMPLEMENTED and an empty message (seam cannot choose the code
 // there); this pins that answer and that the service goes on serving.
 TEST_F(PipelineE2e, MalformedRequestBytesAreAnsweredByGrpcAndServingGoesOn) {
-  auto channel = grpc::CreateChannel(pipeline_->coordinator_address(), grpc::InsecureChannelCredentials());
-  grpc::GenericStub generic(channel);
+  grpc::GenericStub generic(pipeline_->ClientChannel());
   const std::string garbage = "\xff\xff\xff\xff\x0f\x12\x99 not a protobuf";
   grpc::Slice slice(garbage);
   grpc::ByteBuffer request(&slice, 1), response;
@@ -328,10 +329,11 @@ std::vector<std::string> StageAddresses(const LocalPipeline& p, int stages) {
 // A second seam-coordinator for the stages of `p`, as an operator would start it.
 std::unique_ptr<ChildProcess> StartCoordinator(const LocalPipeline& p, const std::string& name, int* port) {
   const std::string port_file = absl::StrCat(p.work_dir(), "/", name, ".port");
-  auto child = ChildProcess::Spawn(
-      {std::string(SEAM_BIN_DIR) + "/seam-coordinator", "--listen", "127.0.0.1:0", "--port-file", port_file,
-       "--stages", absl::StrJoin(StageAddresses(p, 2), ","), "--model", ModelDir()},
-      absl::StrCat(p.work_dir(), "/", name, ".log"));
+  std::vector<std::string> argv = {std::string(SEAM_BIN_DIR) + "/seam-coordinator", "--listen", "127.0.0.1:0",
+                                   "--port-file", port_file, "--stages", absl::StrJoin(StageAddresses(p, 2), ","),
+                                   "--model", ModelDir()};
+  argv.insert(argv.end(), p.coordinator_security_args().begin(), p.coordinator_security_args().end());
+  auto child = ChildProcess::Spawn(argv, absl::StrCat(p.work_dir(), "/", name, ".log"));
   EXPECT_TRUE(child.ok()) << child.status();
   if (!child.ok()) return nullptr;
   auto bound = (*child)->WaitForPortFile(port_file, std::chrono::seconds(10));
@@ -341,9 +343,10 @@ std::unique_ptr<ChildProcess> StartCoordinator(const LocalPipeline& p, const std
 }
 
 // GenerateAll against the coordinator at `port`: the greedy tokens, or the failure.
-absl::StatusOr<std::vector<int32_t>> Generate(int port, const std::string& id) {
-  auto stub = v1::Coordinator::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+absl::StatusOr<std::vector<int32_t>> Generate(const LocalPipeline& p, int port, const std::string& id) {
+  SEAM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                        security::MakeChannel(p.client_security(), absl::StrCat("127.0.0.1:", port)));
+  auto stub = v1::Coordinator::NewStub(channel);
   grpc::ClientContext context;
   Deadline(context, 10);
   v1::GenerateResult result;
@@ -353,11 +356,12 @@ absl::StatusOr<std::vector<int32_t>> Generate(int port, const std::string& id) {
 }
 
 // Retries Generate until it succeeds or `within` passes.
-absl::StatusOr<std::vector<int32_t>> GenerateWithin(int port, std::chrono::milliseconds within) {
+absl::StatusOr<std::vector<int32_t>> GenerateWithin(const LocalPipeline& p, int port,
+                                                    std::chrono::milliseconds within) {
   const auto until = std::chrono::steady_clock::now() + within;
   absl::StatusOr<std::vector<int32_t>> got = absl::UnavailableError("not tried");
   for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
-    got = Generate(port, absl::StrCat("retry-", i));
+    got = Generate(p, port, absl::StrCat("retry-", i));
     if (got.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -372,7 +376,7 @@ TEST(PipelineE2eRestart, ANewCoordinatorAdoptsTheStagesAfterKillAndAfterSigterm)
   std::unique_ptr<LocalPipeline> p = StartPipeline();
   ASSERT_NE(p, nullptr);
   const int first_port = std::atoi(p->coordinator_address().substr(p->coordinator_address().rfind(':') + 1).c_str());
-  absl::StatusOr<std::vector<int32_t>> want = Generate(first_port, "before");
+  absl::StatusOr<std::vector<int32_t>> want = Generate(*p, first_port, "before");
   ASSERT_TRUE(want.ok()) << want.status();
   const pid_t first = CoordinatorPid(*p);
   ASSERT_GT(first, 0);
@@ -382,7 +386,7 @@ TEST(PipelineE2eRestart, ANewCoordinatorAdoptsTheStagesAfterKillAndAfterSigterm)
   auto started = std::chrono::steady_clock::now();
   std::unique_ptr<ChildProcess> second = StartCoordinator(*p, "second", &port);
   ASSERT_NE(second, nullptr);
-  absl::StatusOr<std::vector<int32_t>> got = GenerateWithin(port, std::chrono::seconds(10));
+  absl::StatusOr<std::vector<int32_t>> got = GenerateWithin(*p, port, std::chrono::seconds(10));
   ASSERT_TRUE(got.ok()) << got.status() << "\n" << p->LogTails(20);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
   EXPECT_EQ(*got, *want);
@@ -392,12 +396,13 @@ TEST(PipelineE2eRestart, ANewCoordinatorAdoptsTheStagesAfterKillAndAfterSigterm)
   started = std::chrono::steady_clock::now();
   std::unique_ptr<ChildProcess> third = StartCoordinator(*p, "third", &port);
   ASSERT_NE(third, nullptr);
-  got = GenerateWithin(port, std::chrono::seconds(10));
+  got = GenerateWithin(*p, port, std::chrono::seconds(10));
   ASSERT_TRUE(got.ok()) << got.status() << "\n" << p->LogTails(20);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
   EXPECT_EQ(*got, *want);
-  auto stage = v1::StageControl::NewStub(
-      grpc::CreateChannel(StageAddresses(*p, 1)[0], grpc::InsecureChannelCredentials()));
+  auto stage_channel = p->StageChannel(0);
+  ASSERT_TRUE(stage_channel.ok()) << stage_channel.status();
+  auto stage = v1::StageControl::NewStub(*stage_channel);
   grpc::ClientContext context;
   Deadline(context, 5);
   v1::StageStatus s;
@@ -421,11 +426,13 @@ TEST(PipelineE2eRestart, AStolenSequenceNumberIsHealedByANewEpochWithinTenSecond
   ASSERT_TRUE(p.ok()) << p.status();
   const std::string address = (*p)->coordinator_address();
   const int port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
-  absl::StatusOr<std::vector<int32_t>> want = Generate(port, "before");
+  absl::StatusOr<std::vector<int32_t>> want = Generate(**p, port, "before");
   ASSERT_TRUE(want.ok()) << want.status();
 
-  auto stage = v1::StageControl::NewStub(
-      grpc::CreateChannel(StageAddresses(**p, 1)[0], grpc::InsecureChannelCredentials()));
+  // A client with the coordinator's certificate (no other may connect at all).
+  auto stage_channel = (*p)->StageChannel(0);
+  ASSERT_TRUE(stage_channel.ok()) << stage_channel.status();
+  auto stage = v1::StageControl::NewStub(*stage_channel);
   v1::StageStatus s;
   {
     grpc::ClientContext context;
@@ -452,7 +459,7 @@ TEST(PipelineE2eRestart, AStolenSequenceNumberIsHealedByANewEpochWithinTenSecond
     run->WritesDone();
     (void)run->Finish();
   }
-  absl::StatusOr<std::vector<int32_t>> got = GenerateWithin(port, std::chrono::seconds(12));
+  absl::StatusOr<std::vector<int32_t>> got = GenerateWithin(**p, port, std::chrono::seconds(12));
   ASSERT_TRUE(got.ok()) << got.status() << "\n" << (*p)->LogTails(20);
   EXPECT_LT(std::chrono::steady_clock::now() - forged_at, std::chrono::seconds(10));
   EXPECT_EQ(*got, *want);
