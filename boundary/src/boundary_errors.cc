@@ -48,4 +48,10 @@ absl::Status FinishWithFusions() {
       "this ffn stage has fusions: run its compute under Exit() and call the scope's Finish() once");
 }
 
+absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a pipeline piece (layers [", first_layer, ", ", end_layer, ") of ", total_layers,
+      ") needs stage_facts: its neighbouring stages live on other ranks"));
+}
+
 }  // namespace seam::boundary::errors

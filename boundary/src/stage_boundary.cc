@@ -64,6 +64,13 @@ absl::StatusOr<const ExitOption*> StageBoundary::ChooseExit(const ForwardBatch& 
 absl::StatusOr<Hidden> StageBoundary::RunExit(const ExitOption& option, const Tensor& output, ForwardBatch& batch) {
   ResidualStream* stream = batch.stream.get();
   const RowForm out_rows = declaration_.kind == StageKind::kFfn ? RowForm::kFfnRows : RowForm::kDpRows;
+  if (output.rows() != batch.rows.RowsOf(out_rows) && !declaration_.gathers_attn_tp_input &&
+      output.rows() == batch.rows.RowsOf(RowForm::kAttnTpSlice)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a stage that does not gather its attention-TP input is handed its slice and returns its output on "
+        "dp_rows (its compute gathers); the output has ",
+        output.rows(), " rows, dp_rows ", batch.rows.RowsOf(out_rows)));
+  }
   if (output.rows() != batch.rows.RowsOf(out_rows)) {
     return absl::InvalidArgumentError(absl::StrCat(StageKindName(declaration_.kind), " output has ", output.rows(),
                                                    " rows; this batch has ", batch.rows.RowsOf(out_rows),

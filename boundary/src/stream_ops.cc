@@ -52,9 +52,8 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
   }
   AddRmsNormRead read(&norm);
   StepContext ctx{&batch, &batch.comms, &read, nullptr};
+  ctx.skip_empty_norm = options.skip_empty;
   PathWork work = WorkFrom(*stream, hidden);
-  // Norm kernels on zero rows do nothing; every collective on the path still runs.
-  (void)options.skip_empty;
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
   batch.stream.reset();
   return work.x;

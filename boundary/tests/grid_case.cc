@@ -54,6 +54,7 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
                             SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(config, t));
                             ForwardBatch batch(1, c.variant, t, c.dp_rows);
                             batch.comms = comms;
+                            if (c.on_batch) c.on_batch(batch);
                             SEAM_ASSIGN_OR_RETURN(Tensor out,
                                                   stack->Forward(batch, RankInput(all, batch.rows, c.variant)));
                             int64_t offset = 0;

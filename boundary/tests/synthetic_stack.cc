@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "seam/boundary/stream_ops.h"
+#include "seam/comm/communicator.h"
 #include "seam/core/status.h"
 
 namespace seam::boundary::testing {
@@ -69,7 +70,30 @@ NormParams MakeNorm(uint64_t seed) {
   return n;
 }
 
+// The compute input every attention-TP rank holds alike: a non-gathering
+// mixer gathers the slice it was handed (here, an unpadded all-gather).
+absl::StatusOr<Tensor> GatherOwnInput(const Tensor& x, ForwardBatch& batch) {
+  const int64_t dp_rows = batch.rows.RowsOf(RowForm::kDpRows);
+  // Prepare left the residual on the rows it handed over.
+  if (batch.stream->residual_form() != RowForm::kAttnTpSlice || batch.rows.topology().attn_tp() == 1) return x;
+  Tensor out = Tensor::Empty({dp_rows, x.dim(1)}, x.dtype(), x.device());
+  SEAM_RETURN_IF_ERROR(batch.comms.attn_tp->AllGatherV(x, batch.rows.AttnTpSliceCounts(), out));
+  return out;
+}
+
+bool IsFfn(char kind) { return kind == 'F' || kind == 'C' || kind == 'T'; }
+
 }  // namespace
+
+StageDeclaration DeclarationOf(char kind) {
+  switch (kind) {
+    case 'A': return DeclareAttn();
+    case 'M': return DeclareAttn({ProducerReduction::kExitScoped});
+    case 'N': return DeclareAttn({ProducerReduction::kExitScoped, /*gathers_attn_tp_input=*/false});
+    case 'C': return DeclareFfn({/*sparse=*/false, /*output_complete=*/true});
+    default: return DeclareFfn();
+  }
+}
 
 std::vector<float> DyadicValues(uint64_t seed, int64_t count, float step, float limit) {
   const int64_t levels = static_cast<int64_t>(limit / step);
@@ -92,11 +116,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   const std::string pattern = config.pattern;
   StageFactsFn facts = [pattern](int) {
     std::vector<StageDeclaration> stages;
-    for (char k : pattern) {
-      stages.push_back(k == 'F' ? DeclareFfn()
-                                : DeclareAttn({k == 'M' ? ProducerReduction::kExitScoped
-                                                        : ProducerReduction::kAlwaysPartial}));
-    }
+    for (char k : pattern) stages.push_back(DeclarationOf(k));
     return stages;
   };
   LayerStack scope(LayerStackOptions{topology, config.policy, facts, config.first_layer, end, config.layers});
@@ -109,7 +129,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
       st.kind = config.pattern[i];
       const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
       st.norm = MakeNorm(s + 1);
-      const bool ffn = st.kind == 'F';
+      const bool ffn = IsFfn(st.kind);
       const int64_t inner = ffn ? kFfnInner : kAttnInner;
       const int64_t shard = ffn ? kFfnInner / topology.tp : kAttnInner / topology.attn_tp();
       const int64_t b = (ffn ? topology.tp_rank : topology.attn_tp_rank()) * shard;
@@ -119,10 +139,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
         for (float& w : st.w_in) w /= 3.0f;
         for (float& w : st.w_out) w /= 3.0f;
       }
-      StageDeclaration decl = ffn ? DeclareFfn()
-                                  : DeclareAttn({st.kind == 'M' ? ProducerReduction::kExitScoped
-                                                                : ProducerReduction::kAlwaysPartial});
-      items.push_back(StageItem{decl, &st.norm});
+      items.push_back(StageItem{DeclarationOf(st.kind), &st.norm});
     }
     SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
     for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];
@@ -158,10 +175,24 @@ absl::StatusOr<Tensor> SyntheticStack::ForwardFromPp(ForwardBatch& batch, const 
 absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) const {
   for (const Layer& layer : layers_) {
     for (const Stage& st : layer.stages) {
-      const bool ffn = st.kind == 'F';
+      const bool ffn = IsFfn(st.kind);
       const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
       SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch));
-      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Compute(x, st.w_in, shard, st.w_out, ffn, exact_), batch));
+      if (st.kind == 'N') {
+        SEAM_ASSIGN_OR_RETURN(x, GatherOwnInput(x, batch));
+      }
+      Tensor out = Compute(x, st.w_in, shard, st.w_out, ffn, exact_);
+      if (st.kind == 'C') {  // compute completes its own sum over TP
+        SEAM_RETURN_IF_ERROR(batch.comms.tp->AllReduce(out));
+      }
+      if (st.kind == 'T') {
+        SEAM_ASSIGN_OR_RETURN(h, st.boundary->CompleteNow(out, batch));
+        if (h.owes_sum() || batch.stream->pending()->owed != SumGroup::kNone) {
+          return absl::InternalError("CompleteNow left a sum owed");
+        }
+        continue;
+      }
+      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(out, batch));
     }
   }
   return h;

@@ -32,7 +32,10 @@ struct StackConfig {
   ReductionPolicy policy = ReductionPolicy::kAr;
   uint64_t seed = 7;
   // Stages each layer declares, in order: 'A' attention (ALWAYS_PARTIAL),
-  // 'M' mixer (EXIT_SCOPED attention), 'F' dense FFN.
+  // 'M' mixer (EXIT_SCOPED attention), 'N' mixer that does not gather its
+  // attention-TP input (its compute gathers it), 'F' dense FFN, 'C' dense FFN
+  // whose compute completes its own sum (output_complete), 'T' dense FFN run
+  // on the operation-scheduled path (CompleteNow instead of Finish).
   std::string pattern = "AF";
   // Layers this rank builds, [first_layer, end_layer) of the whole stack
   // (end_layer -1: all). Neighbours on other ranks come from the pattern.
@@ -42,6 +45,9 @@ struct StackConfig {
   // order matters (for checks that must hold bit for bit even then).
   bool exact = true;
 };
+
+// The declaration of a stage letter of StackConfig::pattern.
+StageDeclaration DeclarationOf(char kind);
 
 // One rank's copy of the stack: its weight shards, norms and boundaries.
 class SyntheticStack {

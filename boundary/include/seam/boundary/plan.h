@@ -109,18 +109,19 @@ struct VariantPaths {
   const EntryPath* FindFinalRead(const IncomingForm& incoming) const;
 };
 
-struct StagePlan {
-  StageDeclaration declaration;
-  Topology topology;
-  ReductionPolicy policy = ReductionPolicy::kAr;
-  std::vector<VariantPaths> variants;
-  const VariantPaths* Find(BatchVariant variant) const;
-};
-
 // Facts of a neighbouring stage that binding reads (capabilities, not objects).
 struct NeighbourFacts {
   bool exists = false;
   StageDeclaration declaration;
+};
+
+struct StagePlan {
+  StageDeclaration declaration;
+  NeighbourFacts producer;  // the stage before it (possibly on another pipeline rank)
+  Topology topology;
+  ReductionPolicy policy = ReductionPolicy::kAr;
+  std::vector<VariantPaths> variants;
+  const VariantPaths* Find(BatchVariant variant) const;
 };
 
 // Builds the plan of `stage` between `producer` and `consumer` (either may be
