@@ -44,6 +44,7 @@ absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) 
   if (stream->state() == StreamState::kInitial) {
     return absl::FailedPreconditionError("to_pp before any stage ran: hand over the stream after a stage");
   }
+  SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
   const StagePlan* last = batch.last_plan;
   const StreamState declared =
       last != nullptr ? PipelineHandoffState(last->declaration, batch.variant, last->policy) : stream->state();

@@ -145,6 +145,11 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
     if (exit.facts.may_leave_to_next_input) {
       exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, r, {}, pending(RowForm::kFfnRows, owed)});
     }
+    // A terminal MoE may hand its finalize to the final norm (chosen per batch
+    // by its fusion provider, never by default).
+    if (exit.facts.terminal && stage.sparse && !stage.output_complete) {
+      exit.options.push_back(ExitOption{ExitChoice::kDeferFinalize, r, {}, pending(RowForm::kFfnRows, owed)});
+    }
     complete_now(RowForm::kFfnRows);
   }
   return exit;

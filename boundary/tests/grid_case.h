@@ -24,6 +24,9 @@ struct GridCase {
   std::string pattern = "AF";  // stages per layer (see StackConfig::pattern)
   // Batch-time facts set on every rank's batch before the forward (e.g. rsv_usable).
   std::function<void(ForwardBatch&)> on_batch;
+  // Every rank's (not the reference's) 'E' provider and finalize service.
+  std::shared_ptr<FusionProvider> fusions;
+  FinalizeNormService* finalize_norm = nullptr;
   std::string ToString() const;
 };
 

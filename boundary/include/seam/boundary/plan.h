@@ -75,6 +75,7 @@ enum class ExitChoice : uint8_t {
   kCompleteAllReduce,   // complete now with an all-reduce, then return to own rows
   kReduceScatterV,      // complete now with a variable reduce-scatter onto own slice
   kReduceScatterFixed,  // complete now with a fixed (padded) reduce-scatter onto own slice
+  kDeferFinalize,       // terminal MoE: hand the finalize (and its sum) to the final norm
 };
 const char* ExitChoiceName(ExitChoice choice);
 
