@@ -48,4 +48,25 @@ absl::Status FinishWithFusions() {
       "this ffn stage has fusions: run its compute under Exit() and call the scope's Finish() once");
 }
 
+absl::Status HandoffWithoutDefer() {
+  return absl::FailedPreconditionError(
+      "a finalize handoff was returned while defer_moe_finalize is false; finish with the finalized output");
+}
+
+absl::Status SnapshotOfFinalizeHandoff() {
+  return absl::FailedPreconditionError(
+      "snapshot of a deferred MoE finalize: producer-specific handoffs need an explicit capture adapter");
+}
+
+absl::Status CaptureWithFinalizeHandoff() {
+  return absl::FailedPreconditionError(
+      "final_norm with finalize_norm cannot capture a finalize handoff; drop finalize_norm to capture");
+}
+
+absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a pipeline piece (layers [", first_layer, ", ", end_layer, ") of ", total_layers,
+      ") needs stage_facts: its neighbouring stages live on other ranks"));
+}
+
 }  // namespace seam::boundary::errors

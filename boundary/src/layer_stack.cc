@@ -81,10 +81,19 @@ absl::Status LayerStack::BindAt(size_t index, const NeighbourFacts& consumer) {
   return absl::OkStatus();
 }
 
+absl::Status LayerStack::CheckPiece() const {
+  const bool piece = options_.first_layer > 0 || (options_.end_layer >= 0 && options_.end_layer < options_.total_layers);
+  if (piece && !options_.stage_facts) {
+    return errors::PipelinePieceWithoutStageFacts(options_.first_layer, options_.end_layer, options_.total_layers);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LayerStack::Close() {
   if (closed_) return absl::OkStatus();
   closed_ = true;
   if (current_stack == this) current_stack = previous_;
+  SEAM_RETURN_IF_ERROR(CheckPiece());
   if (stages_.empty()) return absl::OkStatus();
   return BindAt(stages_.size() - 1, RemoteConsumer());
 }
@@ -93,6 +102,7 @@ absl::StatusOr<std::vector<std::shared_ptr<StageBoundary>>> LayerStack::Append(s
                                                                                int global_layer, const char* file,
                                                                                int line) {
   if (closed_) return absl::FailedPreconditionError("append_stages on a closed layer stack");
+  SEAM_RETURN_IF_ERROR(CheckPiece());
   ++appends_;
   const std::string source = absl::StrCat(BaseName(file), ":", line, ", append ", appends_, " of its layer stack");
   for (const StageItem& item : items) {

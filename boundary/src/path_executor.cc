@@ -97,6 +97,7 @@ absl::Status UpdateAndRead(const StepContext& ctx, PathWork* w) {
   }
   w->x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
   w->x_form = w->r_form;
+  if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
   return ctx.read->UpdateAndRead(w->c, w->r, w->x);
 }
 
@@ -163,6 +164,7 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
       SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
       w->x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
       w->x_form = w->r_form;
+      if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
       return ctx.read->Read(w->r, w->x);
     case StepOp::kGather:
     case StepOp::kGatherV:

@@ -19,6 +19,9 @@ struct StepContext {
   const StageComms* comms = nullptr;
   const AddRmsNormRead* read = nullptr;  // entry paths only
   const std::vector<std::shared_ptr<InputFusion>>* fusions = nullptr;
+  // Final norm with skip_empty: on a rank with no rows the norm kernel is
+  // skipped (collectives on the path still run).
+  bool skip_empty_norm = false;
 };
 
 // The tensors a path works on: contribution c, residual r, compute input x.

@@ -1,38 +1,86 @@
 #include "seam/boundary/pipeline_handoff.h"
 
 #include "absl/strings/str_cat.h"
+#include "path_executor.h"
+#include "seam/boundary/boundary_errors.h"
 #include "seam/boundary/plan.h"
 #include "seam/core/status.h"
+#include "seam/kernels/ops.h"
 #include "stream_access.h"
 
 namespace seam::boundary {
+namespace {
+
+// This rank's attention-TP slice of a tensor on `form` rows.
+Tensor MySlice(const Tensor& t, RowForm form, const BatchRows& rows) {
+  if (form == RowForm::kAttnTpSlice) return t.is_contiguous() ? t : t.Clone();
+  return t.Rows(rows.my_slice_begin(), rows.my_slice_rows()).Clone();
+}
+
+// Gathers a slice tensor back onto this DP group's rows over attention TP.
+absl::StatusOr<Tensor> GatherSlices(ForwardBatch& batch, const Tensor& slice) {
+  PathWork w;
+  w.x = slice;
+  w.x_form = RowForm::kAttnTpSlice;
+  const StepOp op = batch.rows.padded() ? StepOp::kGather : StepOp::kGatherV;
+  StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
+  SEAM_RETURN_IF_ERROR(
+      RunSteps({Step{op, CommGroup::kAttnTp, RowForm::kAttnTpSlice, RowForm::kDpRows}}, ctx, &w));
+  return w.x;
+}
+
+}  // namespace
+
+StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy) {
+  if (!producer.update->caps().plain_add) return StreamState::kWritten;
+  if (producer.kind != StageKind::kFfn) return StreamState::kPending;
+  const bool own_rows = variant == BatchVariant::kInputScattered || variant == BatchVariant::kUnpadded ||
+                        AllowsFixedRs(policy) || AllowsRsv(policy);
+  return own_rows ? StreamState::kWritten : StreamState::kPending;
+}
 
 absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) {
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
-  PipelineTensors out;
-  out.rows = stream->residual_form();
   if (stream->state() == StreamState::kInitial) {
     return absl::FailedPreconditionError("to_pp before any stage ran: hand over the stream after a stage");
   }
+  SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
+  const StagePlan* last = batch.last_plan;
+  const StreamState declared =
+      last != nullptr ? PipelineHandoffState(last->declaration, batch.variant, last->policy) : stream->state();
+  PathWork work = WorkFrom(*stream, hidden);
+  std::shared_ptr<const ResidualUpdate> update = PlainAddUpdate();
   if (const Contribution* pending = stream->pending()) {
-    if (!pending->update->caps().plain_add) {
-      return absl::UnimplementedError(
-          absl::StrCat("to_pp of a pending ", pending->update->name(), " update (only plain adds travel pending)"));
-    }
-    PathWork work = WorkFrom(*stream, hidden);
+    update = pending->update;
     SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
-    out.state = StreamState::kPending;
-    out.hidden = work.c.is_contiguous() ? work.c : work.c.Clone();
-    out.residual = stream->residual();
+  }
+  PipelineTensors out;
+  out.rows = RowForm::kAttnTpSlice;
+  out.state = declared;
+  if (declared == StreamState::kWritten) {
+    if (stream->pending() != nullptr) {
+      if (!update->caps().plain_add) {
+        return absl::UnimplementedError(
+            absl::StrCat("to_pp of a pending ", update->name(), " update (only plain adds are folded here)"));
+      }
+      SEAM_RETURN_IF_ERROR(kernels::AddInPlace(work.r, work.c));
+    }
+    out.hidden = MySlice(work.r, work.r_form, batch.rows);
   } else {
-    out.state = StreamState::kWritten;
-    out.hidden = stream->residual();
+    if (stream->pending() == nullptr) {  // the model wrote the stream itself: nothing left to add
+      work.c = Tensor::Zeros(work.r.shape(), work.r.dtype(), work.r.device());
+    }
+    out.hidden = MySlice(work.c, work.r_form, batch.rows);
+    out.residual = MySlice(work.r, work.r_form, batch.rows);
   }
   batch.stream.reset();
   return out;
 }
 
 absl::Status CheckPipelineTensors(const PipelineTensors& in, const BatchRows& batch_rows, int64_t hidden_size) {
+  if (in.rows == RowForm::kFfnRows) {
+    return absl::InvalidArgumentError("a pipeline handoff travels on dp_rows or attn_tp_slice rows, not ffn_rows");
+  }
   const int64_t rows = batch_rows.RowsOf(in.rows);
   SEAM_RETURN_IF_ERROR(ExpectRank(in.hidden, 2, "pipeline hidden"));
   if (in.hidden.rows() != rows) {
@@ -52,25 +100,122 @@ absl::Status CheckPipelineTensors(const PipelineTensors& in, const BatchRows& ba
 }
 
 absl::StatusOr<Hidden> FromPp(const PipelineTensors& in, ForwardBatch& batch, const StageBoundary& first) {
-  SEAM_RETURN_IF_ERROR(CheckPipelineTensors(in, batch.rows, /*hidden_size=*/-1));
   if (!first.bound()) return absl::FailedPreconditionError("from_pp into a stage its layer stack has not bound");
-  auto stream = std::make_unique<ResidualStream>(batch.microbatch_id);
-  if (in.state == StreamState::kWritten) {
-    stream->Write(in.hidden, in.rows);
-  } else {
-    stream->Write(in.residual, in.rows);
-    stream->Record(Contribution{in.hidden, in.rows, SumGroup::kNone, PlainAddUpdate()});
+  const StagePlan& plan = first.plan();
+  if (!plan.producer.exists) {
+    return absl::FailedPreconditionError(
+        "from_pp into a stage without a producer: the stack's first stage is entered through Start()");
   }
-  const VariantPaths* vp = first.plan().Find(batch.variant);
-  const IncomingForm form = IncomingOf(*stream);
-  if (vp == nullptr || vp->FindEntry(form) == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("handoff ", form.ToString(), " in a ",
-                                                      BatchVariantName(batch.variant),
+  const StreamState declared = PipelineHandoffState(plan.producer.declaration, batch.variant, plan.policy);
+  PipelineTensors checked = in;
+  checked.state = declared;  // the producer's declaration decides, not the header
+  if (declared == StreamState::kPending && !in.residual.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat("the producer (", plan.producer.declaration.ToString(),
+                                                   ") hands over a pending stream; the handoff has no residual"));
+  }
+  SEAM_RETURN_IF_ERROR(CheckPipelineTensors(checked, batch.rows, /*hidden_size=*/-1));
+  const VariantPaths* vp = plan.Find(batch.variant);
+  if (vp == nullptr) return errors::NoPathForVariant(BatchVariantName(batch.variant));
+  auto entry_on = [&](RowForm r) {
+    const IncomingForm form = declared == StreamState::kWritten
+                                  ? IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}
+                                  : IncomingForm{StreamState::kPending, r, SumGroup::kNone, r};
+    return vp->FindEntry(form) != nullptr;
+  };
+  Tensor hidden_t = in.hidden, residual_t = declared == StreamState::kPending ? in.residual : Tensor();
+  RowForm form = in.rows;
+  // Slices stay slices where the first stage takes a residual on them;
+  // otherwise they are gathered back onto the DP rows (with one attention-TP
+  // rank the slice is the DP rows).
+  if (form == RowForm::kAttnTpSlice && !entry_on(form)) {
+    if (batch.rows.topology().attn_tp() > 1) {
+      SEAM_ASSIGN_OR_RETURN(hidden_t, GatherSlices(batch, hidden_t));
+      if (residual_t.defined()) {
+        SEAM_ASSIGN_OR_RETURN(residual_t, GatherSlices(batch, residual_t));
+      }
+    }
+    form = RowForm::kDpRows;
+  }
+  if (!entry_on(form)) {
+    return absl::FailedPreconditionError(absl::StrCat("a ", StreamStateName(declared), " handoff on ",
+                                                      RowFormName(form), " in a ", BatchVariantName(batch.variant),
                                                       " batch is not a state the first stage's producer hands over"));
+  }
+  auto stream = std::make_unique<ResidualStream>(batch.microbatch_id);
+  if (declared == StreamState::kWritten) {
+    stream->Write(hidden_t, form);
+  } else {
+    stream->Write(residual_t, form);
+    stream->Record(Contribution{hidden_t, form, SumGroup::kNone, plan.producer.declaration.update});
   }
   batch.stream = std::move(stream);
   batch.last_plan = nullptr;
-  return batch.stream->Issue(in.hidden, false);
+  return batch.stream->Issue(hidden_t, false);
+}
+
+absl::StatusOr<std::vector<PipelineTensors>> ResliceHandoff(const std::vector<PipelineTensors>& sent,
+                                                            const Topology& from,
+                                                            const std::vector<int64_t>& from_dp_rows,
+                                                            const Topology& to, const std::vector<int64_t>& to_dp_rows,
+                                                            BatchVariant variant) {
+  SEAM_RETURN_IF_ERROR(ValidateBatchRows(from, from_dp_rows));
+  SEAM_RETURN_IF_ERROR(ValidateBatchRows(to, to_dp_rows));
+  if (static_cast<int>(sent.size()) != from.tp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handoff has ", sent.size(), " slices; the sending TP group has ", from.tp, " ranks"));
+  }
+  int64_t from_total = 0, to_total = 0;
+  for (int64_t r : from_dp_rows) from_total += r;
+  for (int64_t r : to_dp_rows) to_total += r;
+  if (from_total != to_total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the sender's batch has ", from_total, " rows, the receiver's ", to_total));
+  }
+  const bool padded = variant != BatchVariant::kUnpadded;
+  const bool pending = sent[0].residual.defined();
+  std::vector<Tensor> hiddens, residuals;
+  for (int r = 0; r < from.tp; ++r) {
+    SEAM_ASSIGN_OR_RETURN(Topology t, Topology::Make(from.tp, from.attn_dp, r));
+    const BatchRows rows(t, from_dp_rows, padded);
+    PipelineTensors s = sent[r];
+    s.state = pending ? StreamState::kPending : StreamState::kWritten;
+    if (s.rows != RowForm::kAttnTpSlice) {
+      return absl::InvalidArgumentError(absl::StrCat("slice ", r, " is on ", RowFormName(s.rows),
+                                                     "; the pipeline sends attention-TP slices"));
+    }
+    SEAM_RETURN_IF_ERROR(Annotate(CheckPipelineTensors(s, rows, sent[0].hidden.dim(1)), absl::StrCat("slice ", r)));
+    hiddens.push_back(s.hidden);
+    if (pending) residuals.push_back(s.residual);
+  }
+  // The slices in TP rank order are every row in order (DP group, then slice).
+  auto concat = [](const std::vector<Tensor>& parts) {
+    int64_t n = 0;
+    for (const Tensor& p : parts) n += p.rows();
+    Tensor all = Tensor::Empty({n, parts[0].dim(1)}, parts[0].dtype(), parts[0].device());
+    int64_t at = 0;
+    for (const Tensor& p : parts) {
+      SEAM_CHECK_OK(CopyInto(p, all.Rows(at, p.rows())));
+      at += p.rows();
+    }
+    return all;
+  };
+  const Tensor all_hidden = concat(hiddens);
+  const Tensor all_residual = pending ? concat(residuals) : Tensor();
+  std::vector<PipelineTensors> out;
+  for (int r = 0; r < to.tp; ++r) {
+    SEAM_ASSIGN_OR_RETURN(Topology t, Topology::Make(to.tp, to.attn_dp, r));
+    const BatchRows rows(t, to_dp_rows, padded);
+    int64_t offset = 0;
+    for (int d = 0; d < t.dp_rank(); ++d) offset += to_dp_rows[d];
+    offset += rows.my_slice_begin();
+    PipelineTensors p;
+    p.state = sent[0].state;
+    p.rows = RowForm::kAttnTpSlice;
+    p.hidden = all_hidden.Rows(offset, rows.my_slice_rows()).Clone();
+    if (pending) p.residual = all_residual.Rows(offset, rows.my_slice_rows()).Clone();
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace seam::boundary

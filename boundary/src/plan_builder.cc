@@ -28,9 +28,11 @@ SumGroup Effective(SumGroup owed, const Topology& t) {
 }
 
 // Residual row forms a stage of this variant can meet.
+// UNPADDED (no attention DP) keeps every stage on the attention's rows.
 std::vector<RowForm> ResidualForms(BatchVariant v, const Topology& t, ReductionPolicy policy) {
   if (v == BatchVariant::kInputScattered) return {RowForm::kAttnTpSlice};
-  const bool rsv = AllowsRsv(policy) && t.tp > 1 && (t.attn_dp > 1 || v == BatchVariant::kUnpadded);
+  if (v == BatchVariant::kUnpadded) return {RowForm::kDpRows};
+  const bool rsv = AllowsRsv(policy) && t.tp > 1 && t.attn_dp > 1;
   const bool rs = AllowsFixedRs(policy) && t.tp > 1 && Padded(v);
   if (rsv || rs) return {RowForm::kDpRows, RowForm::kAttnTpSlice};
   return {RowForm::kDpRows};
@@ -104,8 +106,10 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
       exit.options.push_back(o);
     };
     if (stage.kind == StageKind::kAttention) {
-      const bool leave = !exit.facts.terminal &&
-                         (!stage.is_mixer() || consumer.declaration.kind == StageKind::kFfn || t.attn_dp == 1);
+      // An always-partial attention leaves its sum to the next input, the final
+      // read included; a mixer leaves it only to a consumer that takes it.
+      const bool leave = !stage.is_mixer() ||
+                         (!exit.facts.terminal && (consumer.declaration.kind == StageKind::kFfn || t.attn_dp == 1));
       exit.facts.may_leave_to_next_input = leave && owed != SumGroup::kNone;
       if (leave) {
         exit.options.push_back(ExitOption{stage.is_mixer() ? ExitChoice::kLeaveToNextInput : ExitChoice::kRegisterPartial,
@@ -117,7 +121,7 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
     }
     // FFN.
     exit.facts.fixed_rs_eligible = owed != SumGroup::kNone && Padded(v);
-    exit.facts.rsv_eligible = owed != SumGroup::kNone && (t.attn_dp > 1 || v == BatchVariant::kUnpadded);
+    exit.facts.rsv_eligible = owed != SumGroup::kNone && t.attn_dp > 1 && v != BatchVariant::kUnpadded;
     exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv;
     exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone;
     auto scatter = [&](ExitChoice choice, StepOp op) {
@@ -140,6 +144,11 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
     }
     if (exit.facts.may_leave_to_next_input) {
       exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, r, {}, pending(RowForm::kFfnRows, owed)});
+    }
+    // A terminal MoE may hand its finalize to the final norm (chosen per batch
+    // by its fusion provider, never by default).
+    if (exit.facts.terminal && stage.sparse && !stage.output_complete) {
+      exit.options.push_back(ExitOption{ExitChoice::kDeferFinalize, r, {}, pending(RowForm::kFfnRows, owed)});
     }
     complete_now(RowForm::kFfnRows);
   }
@@ -205,8 +214,12 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
   plan.declaration = stage;
   plan.topology = topology;
   plan.policy = policy;
+  plan.producer = producer;
   const Consumer me = ConsumerOf(stage);
   for (BatchVariant v : kServedVariants) {
+    // UNPADDED serves batches whose rows do not divide over attention TP, and
+    // only without attention DP.
+    if (v == BatchVariant::kUnpadded && topology.attn_dp > 1) continue;
     VariantPaths vp;
     vp.variant = v;
     const std::vector<RowForm> forms = ResidualForms(v, topology, policy);

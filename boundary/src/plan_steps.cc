@@ -98,6 +98,7 @@ const char* ExitChoiceName(ExitChoice choice) {
     case ExitChoice::kCompleteAllReduce: return "complete_now";
     case ExitChoice::kReduceScatterV: return "reduce_scatterv_back";
     case ExitChoice::kReduceScatterFixed: return "reduce_scatter_back";
+    case ExitChoice::kDeferFinalize: return "defer_moe_finalize_to_final_norm";
   }
   return "?";
 }

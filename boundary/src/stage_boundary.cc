@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "path_executor.h"
+#include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/boundary_errors.h"
 #include "seam/core/status.h"
 #include "stream_access.h"
@@ -36,6 +37,7 @@ absl::StatusOr<const VariantPaths*> StageBoundary::Paths(const ForwardBatch& bat
 
 absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch& batch) {
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
   SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
   const IncomingForm in = IncomingOf(*stream);
   const EntryPath* path = vp->FindEntry(in);
@@ -56,6 +58,7 @@ absl::StatusOr<const ExitOption*> StageBoundary::ChooseExit(const ForwardBatch& 
   for (const ExitOption& o : vp->exit.options) {
     if (o.residual != r) continue;
     if (o.choice == ExitChoice::kReduceScatterV && !batch.rsv_usable) continue;
+    if (o.choice == ExitChoice::kDeferFinalize) continue;  // taken only by an exit scope's handoff
     return &o;
   }
   return absl::InternalError(absl::StrCat("no exit option for a residual on ", RowFormName(r)));
@@ -64,6 +67,13 @@ absl::StatusOr<const ExitOption*> StageBoundary::ChooseExit(const ForwardBatch& 
 absl::StatusOr<Hidden> StageBoundary::RunExit(const ExitOption& option, const Tensor& output, ForwardBatch& batch) {
   ResidualStream* stream = batch.stream.get();
   const RowForm out_rows = declaration_.kind == StageKind::kFfn ? RowForm::kFfnRows : RowForm::kDpRows;
+  if (output.rows() != batch.rows.RowsOf(out_rows) && !declaration_.gathers_attn_tp_input &&
+      output.rows() == batch.rows.RowsOf(RowForm::kAttnTpSlice)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a stage that does not gather its attention-TP input is handed its slice and returns its output on "
+        "dp_rows (its compute gathers); the output has ",
+        output.rows(), " rows, dp_rows ", batch.rows.RowsOf(out_rows)));
+  }
   if (output.rows() != batch.rows.RowsOf(out_rows)) {
     return absl::InvalidArgumentError(absl::StrCat(StageKindName(declaration_.kind), " output has ", output.rows(),
                                                    " rows; this batch has ", batch.rows.RowsOf(out_rows),
@@ -99,8 +109,16 @@ absl::StatusOr<std::unique_ptr<ExitScope>> StageBoundary::Exit(ForwardBatch& bat
     return absl::FailedPreconditionError("Exit() is for ffn stages; an attention stage finishes with Finish()");
   }
   SEAM_ASSIGN_OR_RETURN(const ExitOption* option, ChooseExit(batch));
-  const bool defer = has_fusions() && options_.fusions->CanDeferFinalize(*plan_);
-  return std::unique_ptr<ExitScope>(new ExitScope(this, &batch, option, defer));
+  // The handoff option exists only at a terminal MoE; the provider decides per batch.
+  const ExitOption* handoff = nullptr;
+  SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
+  for (const ExitOption& o : vp->exit.options) {
+    if (o.choice == ExitChoice::kDeferFinalize && o.residual == batch.stream->residual_form()) handoff = &o;
+  }
+  const bool defer = has_fusions() && options_.fusions->CanDeferFinalize(*plan_, batch) && handoff != nullptr;
+  auto scope = std::unique_ptr<ExitScope>(new ExitScope(this, &batch, option, defer));
+  scope->handoff_option_ = handoff;
+  return scope;
 }
 
 absl::StatusOr<Hidden> StageBoundary::CompleteNow(const Tensor& output, ForwardBatch& batch) {
@@ -120,6 +138,25 @@ ExitScope::ExitScope(StageBoundary* boundary, ForwardBatch* batch, const ExitOpt
 }
 
 ExitScope::~ExitScope() { batch_->defer_moe_finalize = previous_flag_; }
+
+absl::StatusOr<Hidden> ExitScope::FinishDeferred(std::shared_ptr<const DeferredFinalize> handoff) {
+  if (finished_) return absl::FailedPreconditionError("exit scope already finished; Finish() runs once");
+  if (!defer_moe_finalize_ || handoff_option_ == nullptr) return errors::HandoffWithoutDefer();
+  if (handoff == nullptr) return absl::InvalidArgumentError("FinishDeferred needs a finalize handoff");
+  const int64_t rows = batch_->rows.RowsOf(RowForm::kFfnRows);
+  if (handoff->rows() != rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("finalize handoff has ", handoff->rows(), " rows; this batch has ", rows, " on ffn_rows"));
+  }
+  finished_ = true;
+  ResidualStream* stream = batch_->stream.get();
+  const IncomingForm& leaves = handoff_option_->leaves;
+  Contribution c{Tensor(), leaves.rows, leaves.owed, boundary_->declaration_.update};
+  c.deferred = std::move(handoff);
+  stream->Record(std::move(c));
+  batch_->last_plan = boundary_->plan_.get();
+  return stream->Issue(Tensor(), true);
+}
 
 absl::StatusOr<Hidden> ExitScope::Finish(const Tensor& output) {
   if (finished_) return absl::FailedPreconditionError("exit scope already finished; Finish() runs once");

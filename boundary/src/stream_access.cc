@@ -1,6 +1,7 @@
 #include "stream_access.h"
 
 #include "seam/boundary/boundary_errors.h"
+#include "seam/boundary/deferred_finalize.h"
 #include "seam/core/status.h"
 
 namespace seam::boundary {
@@ -37,6 +38,18 @@ PathWork WorkFrom(const ResidualStream& stream, const Hidden& hidden) {
     w.c_form = stream.initial_rows();
   }
   return w;
+}
+
+absl::Status ResolveDeferred(ResidualStream& stream) {
+  Contribution* c = stream.pending();
+  if (c == nullptr || c->deferred == nullptr) return absl::OkStatus();
+  SEAM_ASSIGN_OR_RETURN(Tensor value, c->deferred->Complete());
+  if (value.rows() != c->deferred->rows()) {
+    return absl::InternalError("the producer's unfused finalize returned the wrong rows");
+  }
+  c->value = std::move(value);
+  c->deferred = nullptr;
+  return absl::OkStatus();
 }
 
 absl::Status CompleteInto(ForwardBatch& batch, PathWork* work) {

@@ -17,6 +17,9 @@ absl::StatusOr<ResidualStream*> AcceptValue(ForwardBatch& batch, const Hidden& h
 IncomingForm IncomingOf(const ResidualStream& stream);
 // c ← the pending contribution (or the stack input when initial), r ← the residual.
 PathWork WorkFrom(const ResidualStream& stream, const Hidden& hidden);
+// Runs a pending finalize handoff's unfused completion (the producer's
+// finalize); the sum it owes stays owed. No-op without a handoff.
+absl::Status ResolveDeferred(ResidualStream& stream);
 // Completes the contribution's owed sum onto the residual's rows (in `work`).
 absl::Status CompleteInto(ForwardBatch& batch, PathWork* work);
 

@@ -4,6 +4,7 @@
 #include "path_executor.h"
 #include "seam/boundary/boundary_errors.h"
 #include "seam/boundary/plan.h"
+#include "seam/comm/communicator.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "stream_access.h"
@@ -32,9 +33,47 @@ absl::StatusOr<Hidden> Start(ForwardBatch& batch, const Tensor& input) {
   return batch.stream->Issue(input, false);
 }
 
+namespace {
+
+// The final norm of a finalize handoff through `service`: this rank's
+// residual rows of the handoff are finalized, summed, added and normed in
+// one operation, then gathered onto the DP rows when the residual is a slice.
+absl::StatusOr<Tensor> FinalizeNormed(ResidualStream& stream, ForwardBatch& batch, const NormParams& norm,
+                                      FinalizeNormService& service) {
+  const Contribution& c = *stream.pending();
+  const BatchRows& rows = batch.rows;
+  const Topology& t = rows.topology();
+  PathWork work;
+  work.r = stream.residual();
+  work.r_form = stream.residual_form();
+  int64_t offset = t.attn_dp > 1 ? rows.FfnOffset(t.dp_rank()) : 0;
+  if (work.r_form == RowForm::kAttnTpSlice) offset += rows.my_slice_begin();
+  work.x = Tensor::Empty(work.r.shape(), work.r.dtype(), work.r.device());
+  comm::Communicator& group = GroupComm(batch.comms, GroupCompleting(SumGroup::kMoeOutput));
+  SEAM_RETURN_IF_ERROR(service.Finalize(*c.deferred, offset, work.r, norm, work.x, group));
+  work.x_form = work.r_form;
+  if (work.r_form == RowForm::kAttnTpSlice && t.attn_tp() > 1) {
+    StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
+    const StepOp op = rows.padded() ? StepOp::kGather : StepOp::kGatherV;
+    SEAM_RETURN_IF_ERROR(RunSteps({Step{op, CommGroup::kAttnTp, RowForm::kAttnTpSlice, RowForm::kDpRows}}, ctx, &work));
+  }
+  return work.x;
+}
+
+}  // namespace
+
 absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, const NormParams& norm,
                                  FinalNormOptions options) {
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  const Contribution* handoff = stream->pending();
+  if (handoff != nullptr && handoff->deferred != nullptr) {
+    if (options.finalize_norm != nullptr) {
+      SEAM_ASSIGN_OR_RETURN(Tensor out, FinalizeNormed(*stream, batch, norm, *options.finalize_norm));
+      batch.stream.reset();
+      return out;
+    }
+    SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
+  }
   const IncomingForm in = IncomingOf(*stream);
   EntryPath built;
   const EntryPath* path = nullptr;
@@ -52,9 +91,8 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
   }
   AddRmsNormRead read(&norm);
   StepContext ctx{&batch, &batch.comms, &read, nullptr};
+  ctx.skip_empty_norm = options.skip_empty;
   PathWork work = WorkFrom(*stream, hidden);
-  // Norm kernels on zero rows do nothing; every collective on the path still runs.
-  (void)options.skip_empty;
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
   batch.stream.reset();
   return work.x;
@@ -62,6 +100,7 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
 
 absl::StatusOr<Hidden> CompleteOutput(const Hidden& hidden, ForwardBatch& batch) {
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));  // the producer's unfused finalize runs first
   const Contribution* pending = stream->pending();
   if (pending == nullptr) return stream->Issue(ResidualStream::ValueOf(hidden), false);
   PathWork work = WorkFrom(*stream, hidden);
@@ -76,6 +115,7 @@ absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch) {
   SEAM_RETURN_IF_ERROR(batch.stream->CheckIdentity(hidden));
   if (const Contribution* p = batch.stream->pending()) SEAM_RETURN_IF_ERROR(RequirePlain(*p));
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
   const Contribution* pending = stream->pending();
   if (pending == nullptr) return stream->Issue(stream->residual(), false);
   PathWork work = WorkFrom(*stream, hidden);
@@ -138,6 +178,7 @@ absl::StatusOr<Tensor> Snapshot(ForwardBatch& batch) {
   }
   if (stream->state() == StreamState::kWritten) return stream->residual().Clone();
   const Contribution& pending = *stream->pending();
+  if (pending.deferred != nullptr) return errors::SnapshotOfFinalizeHandoff();
   SEAM_RETURN_IF_ERROR(RequirePlain(pending));
   PathWork work;
   work.c = pending.value.Clone();

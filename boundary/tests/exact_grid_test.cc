@@ -6,6 +6,7 @@
 #include <atomic>
 #include <tuple>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "grid_case.h"
@@ -34,6 +35,12 @@ TEST_P(ExactGrid, DistributedStackEqualsSingleRankBitForBit) {
       const GridCase c{dp, attn_tp, variant, policy, dp_rows, layers};
       auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
       const absl::Status result = RunGridCase(c, comm::MakeRecordingGroupFactory(registry));
+      if (variant == BatchVariant::kUnpadded && dp > 1) {  // UNPADDED is served without attention DP only
+        ASSERT_EQ(result.code(), absl::StatusCode::kUnimplemented) << c.ToString() << ": " << result;
+        ASSERT_THAT(std::string(result.message()), ::testing::HasSubstr("no stage boundary path for the active UNPADDED batch"));
+        ++cases_run;
+        continue;
+      }
       ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
       ASSERT_TRUE(registry->ExpectSameSequenceInEveryGroup().ok()) << registry->ExpectSameSequenceInEveryGroup();
       ++cases_run;

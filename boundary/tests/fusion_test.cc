@@ -2,6 +2,11 @@
 // built-in path in charge, an accepting one replaces the fused all-reduce +
 // add + norm step bit for bit; FFN stages with fusions exit through a scope.
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -46,7 +51,7 @@ class CountingProvider final : public FusionProvider {
     return {std::make_shared<CountingFusion>(SumGroup::kAttnTp, accept_, &calls),
             std::make_shared<CountingFusion>(SumGroup::kTp, accept_, &calls)};
   }
-  bool CanDeferFinalize(const StagePlan&) const override { return defer_; }
+  bool CanDeferFinalize(const StagePlan&, const ForwardBatch&) const override { return defer_; }
   mutable std::atomic<int> calls{0};
 
  private:
@@ -153,6 +158,54 @@ struct SingleRankFfn {
   std::unique_ptr<OneLayer> layer;
 };
 
+// Candidates of one group are tried in the provider's order: a declining one
+// hands on to the next, the first accepting one ends the search.
+class OrderedFusion final : public InputFusion {
+ public:
+  OrderedFusion(int id, bool accept, std::mutex* mu, std::map<std::thread::id, std::vector<int>>* log)
+      : id_(id), accept_(accept), mu_(mu), log_(log) {}
+  std::string name() const override { return absl::StrCat("ordered", id_); }
+  SumGroup completes() const override { return SumGroup::kAttnTp; }
+  absl::StatusOr<bool> TryCompleteAddNorm(const Tensor& contribution, const Tensor& residual, const NormParams& norm,
+                                          const Tensor& out, comm::Communicator& group) override {
+    {
+      std::lock_guard<std::mutex> lock(*mu_);
+      (*log_)[std::this_thread::get_id()].push_back(id_);
+    }
+    if (!accept_) return false;
+    const Tensor c = contribution.is_contiguous() ? contribution : contribution.Clone();
+    SEAM_RETURN_IF_ERROR(group.AllReduce(c));
+    SEAM_RETURN_IF_ERROR(kernels::FusedAddRmsNorm(c, residual, norm.weight, norm.eps, out));
+    return true;
+  }
+
+ private:
+  int id_;
+  bool accept_;
+  std::mutex* mu_;
+  std::map<std::thread::id, std::vector<int>>* log_;  // per rank thread
+};
+
+class OrderedProvider final : public FusionProvider {
+ public:
+  std::vector<std::shared_ptr<InputFusion>> InputFusions(const StagePlan&) const override {
+    return {std::make_shared<OrderedFusion>(1, false, &mu, &log), std::make_shared<OrderedFusion>(2, true, &mu, &log),
+            std::make_shared<OrderedFusion>(3, true, &mu, &log)};
+  }
+  mutable std::mutex mu;
+  mutable std::map<std::thread::id, std::vector<int>> log;
+};
+
+TEST(FusionTest, CandidatesOfOneGroupAreTriedInOrder) {
+  const Tensor input = Rows(33, 5);
+  const Tensor reference = RunTp2(nullptr, input);
+  auto ordered = std::make_shared<OrderedProvider>();
+  EXPECT_TRUE(BitEqual(RunTp2(ordered, input), reference));
+  // Two FFN inputs (attention-TP sums) per rank, each: 1 declines, 2 accepts, 3 is never asked.
+  ASSERT_EQ(ordered->log.size(), 2u);
+  for (const auto& [thread, log] : ordered->log) EXPECT_EQ(log, (std::vector<int>{1, 2, 1, 2}));
+}
+
 TEST(FusionTest, FfnWithFusionsRejectsFinishAndExitsThroughItsScope) {
   SingleRankFfn s(std::make_shared<CountingProvider>(true));
   ForwardBatch batch(1, BatchVariant::kOrdinary, s.t, {4});
@@ -178,18 +231,16 @@ TEST(FusionTest, ExitScopeRestoresDeferFlagWhenComputeFails) {
   SingleRankFfn s(std::make_shared<CountingProvider>(true, /*defer=*/true));
   ForwardBatch batch(1, BatchVariant::kOrdinary, s.t, {4});
   s.EnterFfn(batch);
-  ASSERT_FALSE(batch.defer_moe_finalize);
+  batch.defer_moe_finalize = true;  // an outer scope's flag
   {
     auto scope = s.layer->ffn->Exit(batch);
     ASSERT_TRUE(scope.ok()) << scope.status();
-    EXPECT_TRUE((*scope)->defer_moe_finalize());
-    EXPECT_TRUE(batch.defer_moe_finalize);
+    // A dense FFN has no handoff path: the provider's yes does not publish the flag.
+    EXPECT_FALSE((*scope)->defer_moe_finalize());
+    EXPECT_FALSE(batch.defer_moe_finalize);
     // Compute "fails" here: the scope goes away without Finish().
   }
-  EXPECT_FALSE(batch.defer_moe_finalize);
-  batch.defer_moe_finalize = true;  // an outer scope's flag survives an inner one
-  { auto scope = s.layer->ffn->Exit(batch); }
-  EXPECT_TRUE(batch.defer_moe_finalize);
+  EXPECT_TRUE(batch.defer_moe_finalize);  // restored
 }
 
 }  // namespace

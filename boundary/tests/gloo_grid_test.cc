@@ -19,6 +19,7 @@ class GlooGrid : public ::testing::TestWithParam<GlooParam> {};
 
 TEST_P(GlooGrid, TwoLayerStackOverGlooEqualsSingleRankBitForBit) {
   const auto [layout, variant, policy] = GetParam();
+  if (variant == BatchVariant::kUnpadded && layout.first > 1) GTEST_SKIP() << "UNPADDED is served without attention DP only";
   const auto [dp, attn_tp] = layout;
   const std::vector<std::vector<int64_t>> patterns = GridRowPatterns(dp);
   for (const std::vector<int64_t>& dp_rows : {patterns[1], patterns[2]}) {  // ragged, one empty

@@ -49,11 +49,15 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
   for (int64_t r : c.dp_rows) total += r;
   const Tensor all = StackInput(config.seed + 99, total);
   SEAM_ASSIGN_OR_RETURN(const Tensor expected, Reference(config, all));
+  StackConfig ranks_config = config;
+  ranks_config.fusions = c.fusions;
+  ranks_config.finalize_norm = c.finalize_norm;
   auto results = RunRanks(c.dp * c.attn_tp, c.dp, factory,
                           [&](const Topology& t, const StageComms& comms) -> absl::Status {
-                            SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(config, t));
+                            SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(ranks_config, t));
                             ForwardBatch batch(1, c.variant, t, c.dp_rows);
                             batch.comms = comms;
+                            if (c.on_batch) c.on_batch(batch);
                             SEAM_ASSIGN_OR_RETURN(Tensor out,
                                                   stack->Forward(batch, RankInput(all, batch.rows, c.variant)));
                             int64_t offset = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct GridCase {
   std::vector<int64_t> dp_rows;
   int layers = 2;
   std::string pattern = "AF";  // stages per layer (see StackConfig::pattern)
+  // Batch-time facts set on every rank's batch before the forward (e.g. rsv_usable).
+  std::function<void(ForwardBatch&)> on_batch;
+  // Every rank's (not the reference's) 'E' provider and finalize service.
+  std::shared_ptr<FusionProvider> fusions;
+  FinalizeNormService* finalize_norm = nullptr;
   std::string ToString() const;
 };
 

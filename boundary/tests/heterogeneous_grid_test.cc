@@ -20,6 +20,7 @@ class HeterogeneousGrid : public ::testing::TestWithParam<Param> {};
 
 TEST_P(HeterogeneousGrid, StackEqualsSingleRankBitForBit) {
   const auto& [layout, variant, policy, pattern] = GetParam();
+  if (variant == BatchVariant::kUnpadded && layout.first > 1) GTEST_SKIP() << "UNPADDED is served without attention DP only";
   for (const std::vector<int64_t>& dp_rows : GridRowPatterns(layout.first)) {
     GridCase c{layout.first, layout.second, variant, policy, dp_rows, 3};
     c.pattern = pattern;

@@ -158,7 +158,8 @@ TEST(IpcFusionTest, ProviderOffersEveryCandidateAtEveryInput) {
   ASSERT_EQ(offered.size(), 2u);
   EXPECT_EQ(offered[0]->completes(), SumGroup::kTp);
   EXPECT_EQ(offered[1]->completes(), SumGroup::kAttnTp);
-  EXPECT_FALSE(provider.CanDeferFinalize(plan));
+  ForwardBatch batch(1, BatchVariant::kOrdinary, Topology{}, {1});
+  EXPECT_FALSE(provider.CanDeferFinalize(plan, batch));
 }
 
 }  // namespace

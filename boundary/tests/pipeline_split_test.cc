@@ -59,6 +59,7 @@ class PipelineSplit : public ::testing::TestWithParam<Param> {};
 
 TEST_P(PipelineSplit, SplitStackIsBitIdenticalToTheUnsplitStack) {
   const auto& [layout, variant, policy, pattern] = GetParam();
+  if (variant == BatchVariant::kUnpadded && layout.first > 1) GTEST_SKIP() << "UNPADDED is served without attention DP only";
   for (const std::vector<int64_t>& dp_rows : GridRowPatterns(layout.first)) {
     int64_t total = 0;
     for (int64_t r : dp_rows) total += r;

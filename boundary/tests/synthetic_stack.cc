@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "seam/boundary/stream_ops.h"
+#include "seam/comm/communicator.h"
 #include "seam/core/status.h"
 
 namespace seam::boundary::testing {
@@ -69,7 +70,61 @@ NormParams MakeNorm(uint64_t seed) {
   return n;
 }
 
+// The compute input every attention-TP rank holds alike: a non-gathering
+// mixer gathers the slice it was handed (here, an unpadded all-gather).
+absl::StatusOr<Tensor> GatherOwnInput(const Tensor& x, ForwardBatch& batch) {
+  const int64_t dp_rows = batch.rows.RowsOf(RowForm::kDpRows);
+  // Prepare left the residual on the rows it handed over.
+  if (batch.stream->residual_form() != RowForm::kAttnTpSlice || batch.rows.topology().attn_tp() == 1) return x;
+  Tensor out = Tensor::Empty({dp_rows, x.dim(1)}, x.dtype(), x.device());
+  SEAM_RETURN_IF_ERROR(batch.comms.attn_tp->AllGatherV(x, batch.rows.AttnTpSliceCounts(), out));
+  return out;
+}
+
+bool IsFfn(char kind) { return kind == 'F' || kind == 'C' || kind == 'T' || kind == 'E'; }
+
+constexpr int64_t kTopK = 2;
+constexpr float kScales[kTopK] = {0.5f, 0.75f};
+
+// The MoE's expert outputs [rows, K, H] from the dense output: e_k = (k + 1) · dense.
+Tensor ExpertOutputs(const Tensor& dense) {
+  const int64_t rows = dense.rows();
+  std::vector<float> d = dense.ToFloats(), e(rows * kTopK * kHidden);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < kTopK; ++k)
+      for (int64_t i = 0; i < kHidden; ++i) e[(r * kTopK + k) * kHidden + i] = static_cast<float>(k + 1) * d[r * kHidden + i];
+  return Tensor::FromFloats(e, {rows, kTopK, kHidden});
+}
+
+// The producer's unfused finalize: Σ_k scale_k · e_k in fp32, k order.
+Tensor Finalize(const Tensor& experts) {
+  const int64_t rows = experts.dim(0);
+  std::vector<float> e = experts.ToFloats(), out(rows * kHidden, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < kTopK; ++k)
+      for (int64_t i = 0; i < kHidden; ++i) out[r * kHidden + i] += kScales[k] * e[(r * kTopK + k) * kHidden + i];
+  return Tensor::FromFloats(out, {rows, kHidden});
+}
+
+std::shared_ptr<const DeferredFinalize> Handoff(const Tensor& experts) {
+  std::vector<float> s;
+  for (int64_t r = 0; r < experts.dim(0); ++r) s.insert(s.end(), kScales, kScales + kTopK);
+  return std::make_shared<DeferredFinalize>(experts, Tensor::FromFloats(s, {experts.dim(0), kTopK}),
+                                            [experts]() -> absl::StatusOr<Tensor> { return Finalize(experts); });
+}
+
 }  // namespace
+
+StageDeclaration DeclarationOf(char kind) {
+  switch (kind) {
+    case 'A': return DeclareAttn();
+    case 'M': return DeclareAttn({ProducerReduction::kExitScoped});
+    case 'N': return DeclareAttn({ProducerReduction::kExitScoped, /*gathers_attn_tp_input=*/false});
+    case 'C': return DeclareFfn({/*sparse=*/false, /*output_complete=*/true});
+    case 'E': return DeclareFfn({/*sparse=*/true});
+    default: return DeclareFfn();
+  }
+}
 
 std::vector<float> DyadicValues(uint64_t seed, int64_t count, float step, float limit) {
   const int64_t levels = static_cast<int64_t>(limit / step);
@@ -86,17 +141,14 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   auto stack = std::unique_ptr<SyntheticStack>(new SyntheticStack());
   stack->topology_ = topology;
   stack->exact_ = config.exact;
+  stack->finalize_norm_ = config.finalize_norm;
   const int end = config.end_layer < 0 ? config.layers : config.end_layer;
   stack->layers_.resize(end - config.first_layer);
   stack->final_norm_ = MakeNorm(config.seed * 31 + 5);
   const std::string pattern = config.pattern;
   StageFactsFn facts = [pattern](int) {
     std::vector<StageDeclaration> stages;
-    for (char k : pattern) {
-      stages.push_back(k == 'F' ? DeclareFfn()
-                                : DeclareAttn({k == 'M' ? ProducerReduction::kExitScoped
-                                                        : ProducerReduction::kAlwaysPartial}));
-    }
+    for (char k : pattern) stages.push_back(DeclarationOf(k));
     return stages;
   };
   LayerStack scope(LayerStackOptions{topology, config.policy, facts, config.first_layer, end, config.layers});
@@ -109,7 +161,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
       st.kind = config.pattern[i];
       const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
       st.norm = MakeNorm(s + 1);
-      const bool ffn = st.kind == 'F';
+      const bool ffn = IsFfn(st.kind);
       const int64_t inner = ffn ? kFfnInner : kAttnInner;
       const int64_t shard = ffn ? kFfnInner / topology.tp : kAttnInner / topology.attn_tp();
       const int64_t b = (ffn ? topology.tp_rank : topology.attn_tp_rank()) * shard;
@@ -119,10 +171,9 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
         for (float& w : st.w_in) w /= 3.0f;
         for (float& w : st.w_out) w /= 3.0f;
       }
-      StageDeclaration decl = ffn ? DeclareFfn()
-                                  : DeclareAttn({st.kind == 'M' ? ProducerReduction::kExitScoped
-                                                                : ProducerReduction::kAlwaysPartial});
-      items.push_back(StageItem{decl, &st.norm});
+      StageOptions options;
+      if (st.kind == 'E') options.fusions = config.fusions;
+      items.push_back(StageItem{DeclarationOf(st.kind), &st.norm, options});
     }
     SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
     for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];
@@ -134,7 +185,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
 absl::StatusOr<Tensor> SyntheticStack::Forward(ForwardBatch& batch, const Tensor& input) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, input));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_);
+  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_});
 }
 
 absl::StatusOr<PipelineTensors> SyntheticStack::ForwardToPp(ForwardBatch& batch, const Tensor& input) const {
@@ -152,16 +203,44 @@ absl::StatusOr<PipelineTensors> SyntheticStack::ForwardBetween(ForwardBatch& bat
 absl::StatusOr<Tensor> SyntheticStack::ForwardFromPp(ForwardBatch& batch, const PipelineTensors& in) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, FromPp(in, batch, first_stage()));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_);
+  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_});
 }
 
 absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) const {
   for (const Layer& layer : layers_) {
     for (const Stage& st : layer.stages) {
-      const bool ffn = st.kind == 'F';
+      const bool ffn = IsFfn(st.kind);
       const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
       SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch));
-      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Compute(x, st.w_in, shard, st.w_out, ffn, exact_), batch));
+      if (st.kind == 'N') {
+        SEAM_ASSIGN_OR_RETURN(x, GatherOwnInput(x, batch));
+      }
+      Tensor out = Compute(x, st.w_in, shard, st.w_out, ffn, exact_);
+      if (st.kind == 'C') {  // compute completes its own sum over TP
+        SEAM_RETURN_IF_ERROR(batch.comms.tp->AllReduce(out));
+      }
+      if (st.kind == 'E') {
+        const Tensor experts = ExpertOutputs(out);
+        if (!st.boundary->has_fusions()) {
+          SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Finalize(experts), batch));
+          continue;
+        }
+        SEAM_ASSIGN_OR_RETURN(auto scope, st.boundary->Exit(batch));
+        if (scope->defer_moe_finalize()) {
+          SEAM_ASSIGN_OR_RETURN(h, scope->FinishDeferred(Handoff(experts)));
+        } else {
+          SEAM_ASSIGN_OR_RETURN(h, scope->Finish(Finalize(experts)));
+        }
+        continue;
+      }
+      if (st.kind == 'T') {
+        SEAM_ASSIGN_OR_RETURN(h, st.boundary->CompleteNow(out, batch));
+        if (h.owes_sum() || batch.stream->pending()->owed != SumGroup::kNone) {
+          return absl::InternalError("CompleteNow left a sum owed");
+        }
+        continue;
+      }
+      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(out, batch));
     }
   }
   return h;

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/forward_batch.h"
+#include "seam/boundary/fusion.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
@@ -32,7 +34,12 @@ struct StackConfig {
   ReductionPolicy policy = ReductionPolicy::kAr;
   uint64_t seed = 7;
   // Stages each layer declares, in order: 'A' attention (ALWAYS_PARTIAL),
-  // 'M' mixer (EXIT_SCOPED attention), 'F' dense FFN.
+  // 'M' mixer (EXIT_SCOPED attention), 'N' mixer that does not gather its
+  // attention-TP input (its compute gathers it), 'F' dense FFN, 'C' dense FFN
+  // whose compute completes its own sum (output_complete), 'T' dense FFN run
+  // on the operation-scheduled path (CompleteNow instead of Finish), 'E' MoE
+  // FFN of two experts (e_k = (k + 1) · the dense output, scales 1/2 and 3/4)
+  // that hands its finalize to the final norm when its provider accepts.
   std::string pattern = "AF";
   // Layers this rank builds, [first_layer, end_layer) of the whole stack
   // (end_layer -1: all). Neighbours on other ranks come from the pattern.
@@ -41,7 +48,13 @@ struct StackConfig {
   // false: weights divided by 3 and no grid rounding, so sums round and their
   // order matters (for checks that must hold bit for bit even then).
   bool exact = true;
+  // Fusion provider of every 'E' stage, and the final norm's finalize service.
+  std::shared_ptr<FusionProvider> fusions;
+  FinalizeNormService* finalize_norm = nullptr;
 };
+
+// The declaration of a stage letter of StackConfig::pattern.
+StageDeclaration DeclarationOf(char kind);
 
 // One rank's copy of the stack: its weight shards, norms and boundaries.
 class SyntheticStack {
@@ -77,6 +90,7 @@ class SyntheticStack {
 
   Topology topology_;
   bool exact_ = true;
+  FinalizeNormService* finalize_norm_ = nullptr;
   std::vector<Layer> layers_;
   NormParams final_norm_;
 };

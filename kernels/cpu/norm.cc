@@ -1,6 +1,7 @@
 // RMSNorm and the fused residual add + RMSNorm on the CPU. Each row is
 // widened to fp32, normalised as x · rsqrt(mean(x²) + eps) · w (the order
 // Hugging Face multiplies in), and rounded once into the output.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -39,6 +40,27 @@ absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tens
   for (int64_t r = 0; r < rows; ++r) {
     // The whole row of x is read before `out` (which may alias x) is written.
     LoadFloats(x.raw_data(), x.dtype(), r * h, h, sum.data());
+    LoadFloats(residual.raw_data(), residual.dtype(), r * h, h, res.data());
+    for (int64_t i = 0; i < h; ++i) sum[i] += res[i];
+    StoreFloats(sum.data(), h, residual.raw_data(), residual.dtype(), r * h);
+    NormaliseRow(sum.data(), w.data(), h, eps);
+    StoreFloats(sum.data(), h, out.raw_data(), out.dtype(), r * h);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MoeFinalizeAddRmsNorm(const Tensor& expert_out, const Tensor& scales, const Tensor& residual,
+                                   const Tensor& weight, float eps, const Tensor& out) {
+  const int64_t rows = expert_out.dim(0), k = expert_out.dim(1), h = expert_out.dim(2);
+  std::vector<float> w(h), sum(h), e(h), res(h), sc(k);
+  LoadFloats(weight.raw_data(), weight.dtype(), 0, h, w.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    LoadFloats(scales.raw_data(), scales.dtype(), r * k, k, sc.data());
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int64_t j = 0; j < k; ++j) {
+      LoadFloats(expert_out.raw_data(), expert_out.dtype(), (r * k + j) * h, h, e.data());
+      for (int64_t i = 0; i < h; ++i) sum[i] += sc[j] * e[i];
+    }
     LoadFloats(residual.raw_data(), residual.dtype(), r * h, h, res.data());
     for (int64_t i = 0; i < h; ++i) sum[i] += res[i];
     StoreFloats(sum.data(), h, residual.raw_data(), residual.dtype(), r * h);

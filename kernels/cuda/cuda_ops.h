@@ -18,6 +18,8 @@ absl::Status Embedding(const Tensor& ids, const Tensor& table, int64_t vocab_sta
 absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
 absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
                              const Tensor& out);
+absl::Status MoeFinalizeAddRmsNorm(const Tensor& expert_out, const Tensor& scales, const Tensor& residual,
+                                   const Tensor& weight, float eps, const Tensor& out);  // moe_finalize_norm
 absl::Status SiluAndMul(const Tensor& input, const Tensor& out);
 absl::Status RotaryEmbedding(const Tensor& q, const Tensor& k, const Tensor& positions, float theta,
                              int64_t rotary_dim);

@@ -81,6 +81,24 @@ absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tens
   SEAM_KERNELS_DISPATCH(device, FusedAddRmsNorm, x, residual, weight, eps, out);
 }
 
+absl::Status MoeFinalizeAddRmsNorm(const Tensor& expert_out, const Tensor& scales, const Tensor& residual,
+                                   const Tensor& weight, float eps, const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectFloatOfRank(expert_out, 3, "expert_out"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatOfRank(residual, 2, "residual"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(residual, {expert_out.dim(0), expert_out.dim(2)}, "residual"));
+  SEAM_RETURN_IF_ERROR(ExpectNormArgs(residual, weight, eps, out));
+  if (scales.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat("scales: expected f32, got ", DTypeName(scales.dtype())));
+  }
+  SEAM_RETURN_IF_ERROR(ExpectShape(scales, {expert_out.dim(0), expert_out.dim(1)}, "scales"));
+  if (out.raw_data() == residual.raw_data() && out.numel() > 0) {
+    return absl::InvalidArgumentError("out: must not alias residual");
+  }
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&expert_out, "expert_out"}, {&scales, "scales"},
+                                                     {&residual, "residual"}, {&weight, "weight"}, {&out, "out"}}));
+  SEAM_KERNELS_DISPATCH(device, MoeFinalizeAddRmsNorm, expert_out, scales, residual, weight, eps, out);
+}
+
 absl::Status SiluAndMul(const Tensor& input, const Tensor& out) {
   SEAM_RETURN_IF_ERROR(ExpectFloatOfRank(input, 2, "input"));
   if (input.dim(1) % 2 != 0) {

@@ -99,5 +99,30 @@ TEST(NormEmpty, ZeroRowsAreAccepted) {
   EXPECT_TRUE(FusedAddRmsNorm(x, Tensor::Empty({0, 96}, DType::kBF16), w, kEps, x).ok());
 }
 
+// The fused finalize equals the unfused steps: Σ_k s_k · e_k in fp32, then
+// the fused add + norm, bit for bit on f32.
+TEST(MoeFinalizeAddRmsNorm, EqualsFinalizeThenFusedAddRmsNorm) {
+  const int64_t rows = 5, k = 2, h = 96;
+  const Tensor e = RandomTensor({rows, k, h}, DType::kF32, 31);
+  const Tensor scales = RandomTensor({rows, k}, DType::kF32, 32);
+  const Tensor w = RandomTensor({h}, DType::kF32, 33);
+  const Tensor res = RandomTensor({rows, h}, DType::kF32, 34);
+  const Tensor res2 = res.Clone();
+  std::vector<float> f(rows * h, 0.0f);
+  const float* ev = e.data<float>();
+  const float* sv = scales.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t i = 0; i < h; ++i) f[r * h + i] += sv[r * k + j] * ev[(r * k + j) * h + i];
+  const Tensor fin = Tensor::FromFloats(f, {rows, h});
+  const Tensor out = Tensor::Empty({rows, h}, DType::kF32), out2 = Tensor::Empty({rows, h}, DType::kF32);
+  ASSERT_TRUE(MoeFinalizeAddRmsNorm(e, scales, res, w, kEps, out).ok());
+  ASSERT_TRUE(FusedAddRmsNorm(fin, res2, w, kEps, out2).ok());
+  EXPECT_EQ(out.ToFloats(), out2.ToFloats());
+  EXPECT_EQ(res.ToFloats(), res2.ToFloats());
+  const absl::Status bad = MoeFinalizeAddRmsNorm(e, Tensor::Empty({rows, k}, DType::kBF16), res, w, kEps, out);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace seam::kernels

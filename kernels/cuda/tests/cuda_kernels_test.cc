@@ -57,6 +57,23 @@ TEST_P(RowOpTest, FusedAddRmsNormOutMayAliasX) {
   ExpectClose(gres, res, tol(), "residual");
 }
 
+TEST_P(RowOpTest, MoeFinalizeAddRmsNormMatchesCpu) {
+  constexpr int64_t kTopK = 3;
+  const Tensor e = Random({rows(), kTopK, hidden()}, dtype(), 21);
+  const Tensor scales = Random({rows(), kTopK}, DType::kF32, 22, 0.0f, 1.0f);
+  const Tensor res = Random({rows(), hidden()}, dtype(), 23);
+  const Tensor w = Random({hidden()}, dtype(), 24, 0.5f, 1.5f);
+  const Tensor gres = OnGpu(res);
+  const Tensor out = PoisonedHost(res.shape(), dtype());
+  ASSERT_TRUE(MoeFinalizeAddRmsNorm(e, scales, res, w, kEps, out).ok());
+  const Tensor gout = PoisonedGpu(res.shape(), dtype());
+  const absl::Status s = MoeFinalizeAddRmsNorm(OnGpu(e), OnGpu(scales), gres, OnGpu(w), kEps, gout);
+  if (absl::IsUnimplemented(s)) GTEST_SKIP() << s;  // rows wider than one block's shared row
+  ASSERT_TRUE(s.ok()) << s;
+  ExpectClose(gout, out, tol(), "out");
+  ExpectClose(gres, res, tol(), "residual");
+}
+
 TEST_P(RowOpTest, SiluAndMulMatchesCpu) {
   const Tensor in = Random({rows(), 2 * hidden()}, dtype(), 9, -6.0f, 6.0f);
   const Tensor out = PoisonedHost({rows(), hidden()}, dtype());

@@ -20,5 +20,10 @@ absl::Status SnapshotNeedsPlainUpdate(const std::string& update_name);
 absl::Status OwedOutputUsedAsTensor();                    // tensor() on an owed handle
 absl::Status DeclarationAlreadyBound(const std::string& where);
 absl::Status FinishWithFusions();                         // finish() on a stage that must use Exit()
+absl::Status HandoffWithoutDefer();                       // a finalize handoff while defer_moe_finalize is false
+absl::Status SnapshotOfFinalizeHandoff();                 // snapshot() on a deferred MoE finalize
+absl::Status CaptureWithFinalizeHandoff();                // final_norm(capture, finalize_norm) on a handoff
+// A layer stack that holds only part of the layers without a stage-facts function.
+absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers);
 
 }  // namespace seam::boundary::errors

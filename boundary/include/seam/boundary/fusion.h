@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/forward_batch.h"
 #include "seam/boundary/layout.h"
 #include "seam/boundary/residual_ops.h"
 #include "seam/core/tensor.h"
@@ -40,8 +41,9 @@ class FusionProvider {
   virtual ~FusionProvider() = default;
   // Ordered consumer candidates for an attention or FFN stage's input.
   virtual std::vector<std::shared_ptr<InputFusion>> InputFusions(const StagePlan& plan) const = 0;
-  // Whether an FFN exit may hand a MoE finalize to the next input (default: no).
-  virtual bool CanDeferFinalize(const StagePlan& plan) const { return false; }
+  // Whether the terminal MoE exit of `plan` may hand its finalize to the
+  // final norm for this batch (default: no). Asked on every exit with fusions.
+  virtual bool CanDeferFinalize(const StagePlan& plan, const ForwardBatch& batch) const { return false; }
 };
 
 }  // namespace seam::boundary

@@ -68,6 +68,8 @@ class LayerStack {
   absl::Status BindAt(size_t index, const NeighbourFacts& consumer);
   NeighbourFacts ProducerOf(size_t index) const;
   NeighbourFacts RemoteConsumer() const;
+  // INVALID_ARGUMENT when this stack is a pipeline piece without stage_facts.
+  absl::Status CheckPiece() const;
 
   LayerStackOptions options_;
   std::vector<Entry> stages_;

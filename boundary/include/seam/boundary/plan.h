@@ -75,6 +75,7 @@ enum class ExitChoice : uint8_t {
   kCompleteAllReduce,   // complete now with an all-reduce, then return to own rows
   kReduceScatterV,      // complete now with a variable reduce-scatter onto own slice
   kReduceScatterFixed,  // complete now with a fixed (padded) reduce-scatter onto own slice
+  kDeferFinalize,       // terminal MoE: hand the finalize (and its sum) to the final norm
 };
 const char* ExitChoiceName(ExitChoice choice);
 
@@ -109,18 +110,19 @@ struct VariantPaths {
   const EntryPath* FindFinalRead(const IncomingForm& incoming) const;
 };
 
-struct StagePlan {
-  StageDeclaration declaration;
-  Topology topology;
-  ReductionPolicy policy = ReductionPolicy::kAr;
-  std::vector<VariantPaths> variants;
-  const VariantPaths* Find(BatchVariant variant) const;
-};
-
 // Facts of a neighbouring stage that binding reads (capabilities, not objects).
 struct NeighbourFacts {
   bool exists = false;
   StageDeclaration declaration;
+};
+
+struct StagePlan {
+  StageDeclaration declaration;
+  NeighbourFacts producer;  // the stage before it (possibly on another pipeline rank)
+  Topology topology;
+  ReductionPolicy policy = ReductionPolicy::kAr;
+  std::vector<VariantPaths> variants;
+  const VariantPaths* Find(BatchVariant variant) const;
 };
 
 // Builds the plan of `stage` between `producer` and `consumer` (either may be

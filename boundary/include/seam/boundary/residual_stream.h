@@ -22,6 +22,8 @@
 
 namespace seam::boundary {
 
+class DeferredFinalize;
+
 enum class StreamState : uint8_t { kInitial, kWritten, kPending };
 const char* StreamStateName(StreamState state);
 
@@ -31,6 +33,8 @@ struct Contribution {
   RowForm rows = RowForm::kDpRows;     // where value's rows are
   SumGroup owed = SumGroup::kNone;     // sum still to complete
   std::shared_ptr<const ResidualUpdate> update = PlainAddUpdate();
+  // A MoE finalize handed on by a terminal exit (value undefined until completed).
+  std::shared_ptr<const DeferredFinalize> deferred;
 };
 
 // The value a model holds between boundary calls. A Hidden that still owes a

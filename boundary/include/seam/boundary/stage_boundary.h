@@ -19,6 +19,7 @@
 namespace seam::boundary {
 
 class ExitScope;
+class DeferredFinalize;
 
 class StageBoundary {
  public:
@@ -68,6 +69,9 @@ class ExitScope {
   bool defer_moe_finalize() const { return defer_moe_finalize_; }
   // Completes or carries the output's sum; once.
   absl::StatusOr<Hidden> Finish(const Tensor& output);
+  // Hands the MoE finalize to the final norm instead (once, instead of
+  // Finish). FAILED_PRECONDITION when defer_moe_finalize() is false.
+  absl::StatusOr<Hidden> FinishDeferred(std::shared_ptr<const DeferredFinalize> handoff);
 
  private:
   friend class StageBoundary;
@@ -77,6 +81,7 @@ class ExitScope {
   const ExitOption* option_;
   bool defer_moe_finalize_;
   bool previous_flag_;
+  const ExitOption* handoff_option_ = nullptr;
   bool finished_ = false;
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/residual_ops.h"
 #include "seam/boundary/residual_stream.h"
@@ -16,8 +17,11 @@ namespace seam::boundary {
 absl::StatusOr<Hidden> Start(ForwardBatch& batch, const Tensor& input);
 
 struct FinalNormOptions {
-  // On a batch with no rows, skip the norm kernel; owed collectives still run.
+  // On a rank with no rows, skip the norm kernel; owed collectives still run.
   bool skip_empty = true;
+  // Runs a MoE finalize handoff fused (finalize + sum + add + norm). Without
+  // it a handoff is completed unfused first. Not owned.
+  FinalizeNormService* finalize_norm = nullptr;
 };
 // Completes what the last stage owes, applies its update, norms, and returns
 // this rank's DP rows. Releases the stream.

@@ -35,6 +35,15 @@ absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Ten
 absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
                              const Tensor& out);
 
+// Fused MoE finalize + residual add + RMSNorm: f = Σ_k scales[t, k] ·
+// expert_out[t, k, :] accumulated in fp32 in k order; s = f + residual in
+// fp32; residual ← round(s); out ← RMSNorm of the fp32 s. expert_out:
+// [T, K, H]; scales: f32 [T, K]; residual, out: [T, H] (out must not alias
+// residual); weight: [H]. A caller completing a sum over ranks sums
+// expert_out first (the finalize is linear in it).
+absl::Status MoeFinalizeAddRmsNorm(const Tensor& expert_out, const Tensor& scales, const Tensor& residual,
+                                   const Tensor& weight, float eps, const Tensor& out);
+
 // out[T, I] = silu(gate) * up where input[T, 2I] = [gate | up] along columns.
 absl::Status SiluAndMul(const Tensor& input, const Tensor& out);
 

@@ -1,0 +1,57 @@
+// DeferredFinalize: a MoE's finalize (the scaled combine of each token's
+// expert outputs) that the terminal FFN exit hands to the final norm instead
+// of running it, when its fusion provider accepts the batch. The producer
+// owns the handle's data and gives its own unfused completion; the final
+// norm either runs a FinalizeNormService (finalize + sum + residual add +
+// norm fused) or completes the handle unfused first. The handle is
+// immutable and shared; it lives in the residual stream until consumed.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/residual_ops.h"
+#include "seam/core/tensor.h"
+
+namespace seam::comm {
+class Communicator;
+}
+
+namespace seam::boundary {
+
+class DeferredFinalize {
+ public:
+  // expert_outputs [rows, K, H] (this rank's partials on the FFN's rows),
+  // scales f32 [rows, K] (alike on every rank); `complete` is the producer's
+  // unfused finalize, returning this rank's partial output [rows, H].
+  DeferredFinalize(Tensor expert_outputs, Tensor scales, std::function<absl::StatusOr<Tensor>()> complete);
+  const Tensor& expert_outputs() const { return expert_outputs_; }
+  const Tensor& scales() const { return scales_; }
+  int64_t rows() const { return expert_outputs_.defined() ? expert_outputs_.dim(0) : 0; }
+  // The producer's unfused finalize (the output still owes its sum).
+  absl::StatusOr<Tensor> Complete() const { return complete_(); }
+
+ private:
+  Tensor expert_outputs_, scales_;
+  std::function<absl::StatusOr<Tensor>()> complete_;
+};
+
+// Runs a handoff's finalize, its sum over the MoE output group, the residual
+// add and the norm as one operation.
+class FinalizeNormService {
+ public:
+  virtual ~FinalizeNormService() = default;
+  virtual std::string name() const = 0;
+  // residual (rows [row_offset, row_offset + residual.rows()) of the handoff's
+  // rows) ← residual + Σ_group finalize(handoff); out ← norm of the fp32 sum.
+  virtual absl::Status Finalize(const DeferredFinalize& handoff, int64_t row_offset, const Tensor& residual,
+                                const NormParams& norm, const Tensor& out, comm::Communicator& group) = 0;
+};
+
+// The built-in service: sums the expert outputs over the group (the finalize
+// is linear in them), then runs kernels::MoeFinalizeAddRmsNorm on this rank's rows.
+std::shared_ptr<FinalizeNormService> MakeFinalizeNormService();
+
+}  // namespace seam::boundary
