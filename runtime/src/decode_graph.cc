@@ -156,7 +156,8 @@ absl::Status DecodeGraph::Record(bool capturing) {
   boundary::PipelineTensors out;
   SEAM_ASSIGN_OR_RETURN(Tensor logits, model_.ForwardPieceStep(batch, ids_, first ? nullptr : &in_, step_, cache_,
                                                                Tensor(), last ? nullptr : &out));
-  if (last) return CopyInto(logits, logits_);
+  // Only attention-TP rank 0 of a DP group computes logits (the model's contract).
+  if (last) return logits.defined() ? CopyInto(logits, logits_) : absl::OkStatus();
   if (!capturing) {  // the warm-up: fixed buffers for the handoff this piece leaves
     if (!RowsInOrder(out.rows, model_.options().topology)) {
       return absl::UnimplementedError(absl::StrCat("DecodeGraph: this piece's handoff leaves on ",
@@ -262,7 +263,7 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
   SEAM_RETURN_IF_ERROR(graph_.Launch(*stream_));
   DecodeGraphOutput out;
   if (last) {
-    out.logits = logits_.Rows(0, n);
+    if (model_.options().topology.attn_tp_rank() == 0) out.logits = logits_.Rows(0, n);
   } else {
     out.handoff = out_;
     out.handoff.hidden = out_.hidden.Rows(0, n);

@@ -58,6 +58,7 @@ class MicrobatchRunner {
   std::unique_ptr<handoff::HandoffReceiver> receiver_;  // from previous_; null on the first stage
   SequenceSampler sampler_;
   uint64_t last_sequence_number_ = 0;
+  absl::Time last_answer_ = absl::InfinitePast();  // when the previous microbatch ended (debug timing)
   // Set when a handoff wait ran out of time: the previous stage may still
   // send that handoff, so the next wait discards handoffs of other
   // microbatches instead of failing on them.

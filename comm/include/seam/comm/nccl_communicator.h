@@ -11,13 +11,13 @@
 // communicator on the host (ncclCommGetAsyncError, which does not touch the
 // stream) until NCCL has enqueued the collective, as NCCL's non-blocking
 // contract requires before anything else is issued on the stream. Issue
-// each call once outside the capture first (warm-up), so that:
-//  - the scratch buffer (bf16/f16 reductions, reduce-scatter slices) is
-//    allocated: growing it during a capture fails with FAILED_PRECONDITION,
-//    nothing enqueued and the communicator intact;
-//  - NCCL has connected: a call that returns ncclInProgress during a capture
-//    was enqueued by NCCL's own thread and may be missing from the graph; it
-//    fails with FAILED_PRECONDITION and breaks the communicator.
+// each call once outside the capture first (warm-up), so that the scratch
+// buffer (bf16/f16 reductions, reduce-scatter slices) is allocated: growing
+// it during a capture fails with FAILED_PRECONDITION, nothing enqueued and
+// the communicator intact. A call that returns ncclInProgress during a
+// capture is enqueued on the capturing stream by NCCL's own thread (stream
+// capture records work by stream, not by thread) and the call returns only
+// once it is there.
 // Outgrown scratch buffers are freed only with the communicator, so a graph
 // stays valid. Synchronize during a capture fails with FAILED_PRECONDITION
 // (there is nothing to wait for before the graph is launched; the
