@@ -22,6 +22,7 @@ packages=(
   prometheus-cpp-dev
   iproute2
   yamllint python3-yaml
+  python3-grpcio python3-protobuf python3-grpc-tools python3-setuptools python3-wheel python3-pip python3-venv
 )
 # node + npm for deploy/schema, only where it exists (the image builds copy
 # this script alone) and only when no node/npm is installed already (a
