@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   seam::cli::BenchServeOptions bench_serve;
   CLI::App* bench_serve_cmd = bench_cmd->add_subcommand(
       "serve", "served tokens/s, ms/step, TTFT and ITL of a local pipeline vs in-process decode and the weight floor");
+  bench_serve_cmd->add_option("--logs-dir", bench_serve.logs_dir, "keep the pipeline's logs in this directory");
   bench_serve_cmd->add_option("--model", bench_serve.model_dir, "model directory (default: a random qwen3)");
   bench_serve_cmd->add_option("--hidden", bench_serve.hidden, "hidden size of the random model")->capture_default_str();
   bench_serve_cmd->add_option("--layers", bench_serve.layers, "layers of the random model")->capture_default_str();

@@ -50,11 +50,27 @@ if want serve; then
     echo "bench serve $name rc=$?" >> "$SUMMARY"
     grep -E '^ +(1|8|32) ' "$OUT_DIR/serve_$name.log" | sed "s/^/  $name /" >> "$SUMMARY"
   }
-  serve pp1_tp1 --pp 1 --tp 1
-  if [ "$N" -ge 2 ]; then
-    serve pp1_tp2 --pp 1 --tp 2
-    serve pp2_tp1 --pp 2 --tp 1
-  fi
+  for layout in ${SERVE_LAYOUTS:-pp1_tp1 pp1_tp2 pp2_tp1}; do
+    pp=${layout#pp}; pp=${pp%%_*}; tp=${layout##*tp}
+    [ $((pp * tp)) -le "$N" ] || [ "$N" -ge 2 ] || { echo "bench serve $layout: skipped, $N GPU" >> "$SUMMARY"; continue; }
+    serve "$layout" --pp "$pp" --tp "$tp"
+  done
+fi
+
+# Where a served step's time goes at PP 1 TP 1: the stage's own time per
+# microbatch against the gap between its answer and the next descriptor.
+if want profile; then
+  M="$WORK/qwen3-8l-4096"
+  for b in 1 32; do
+    logs="$OUT_DIR/profile_b$b"
+    timeout 200 $R seam bench serve --model "$M" --device cuda --dtype bf16 --batch $b --prompt-len 128 --new-tokens 64 \
+      --logs-dir "$logs" --stage-arg=--log-level=debug > "$OUT_DIR/profile_b$b.log" 2>&1
+    awk -v b=$b '/us in the stage/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "us" && $(i+2) == "in") s = $i;
+                                        if ($(i+1) == "us" && $(i+2) == "since") g = $i }
+                                      if ($0 ~ / 1 sequences| '"$b"' sequences/ && g > 0) { n++; ts += s; tg += g } }
+         END { if (n) printf "profile batch %d: %d decode microbatches, %.0f us in the stage, %.0f us between answer and next descriptor\n", b, n, ts / n, tg / n }' \
+      "$logs/stage0.log" >> "$SUMMARY"
+  done
 fi
 
 if want tokens; then

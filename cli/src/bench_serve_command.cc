@@ -267,7 +267,8 @@ absl::Status RunBenchServeCommand(const BenchServeOptions& given, std::ostream& 
       << " untimed round(s) first; " << std::thread::hardware_concurrency() << " cores\n"
       << std::flush;
 
-  auto served = MeasureServed(o, model_dir, work + "/pipeline", batches, config->vocab_size, out);
+  auto served = MeasureServed(o, model_dir, o.logs_dir.empty() ? work + "/pipeline" : o.logs_dir, batches,
+                              config->vocab_size, out);
   if (!served.ok()) return Annotate(served.status(), "served path");
 
   std::vector<Row> rows;

@@ -34,6 +34,7 @@ struct BenchServeOptions {
   int warmup = 1;       // untimed rounds of the same batch before each timed one
   bool quick = false;   // tiny model and workload (smoke test)
   std::string json_out;                        // also write the figures as JSON here
+  std::string logs_dir;                        // keep the pipeline's logs here (default: removed)
   std::vector<std::string> stage_args;         // appended to every seam-stage command line
   std::vector<std::string> coordinator_args;   // appended to the seam-coordinator command line
 };

@@ -4,6 +4,11 @@
 
 #include <string>
 
+// Debug lines are compiled in and filtered by the level chosen at run time
+// (spdlog compiles everything below info out by default).
+#ifndef SPDLOG_ACTIVE_LEVEL
+#define SPDLOG_ACTIVE_LEVEL SPDLOG_LEVEL_DEBUG
+#endif
 #include <spdlog/spdlog.h>
 
 namespace seam {
