@@ -32,11 +32,12 @@ absl::StatusOr<Tensor> GatherSlices(ForwardBatch& batch, const Tensor& slice) {
 }  // namespace
 
 StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy) {
-  if (!producer.update->caps().plain_add) return StreamState::kWritten;
-  if (producer.kind != StageKind::kFfn) return StreamState::kPending;
-  const bool own_rows = variant == BatchVariant::kInputScattered || variant == BatchVariant::kUnpadded ||
-                        AllowsFixedRs(policy) || AllowsRsv(policy);
-  return own_rows ? StreamState::kWritten : StreamState::kPending;
+  // A plain add always crosses pending: the receiver's first entry then
+  // performs the same add + norm as an unsplit stack would (a stream the
+  // producer's exit already wrote crosses with a zero contribution, which
+  // adds exactly), so a pipeline split stays bit-identical to no split in
+  // every dtype. Folding it here would round the residual once more.
+  return producer.update->caps().plain_add ? StreamState::kPending : StreamState::kWritten;
 }
 
 absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) {

@@ -34,9 +34,9 @@ struct PipelineTensors {
 // The state a stream crosses a pipeline boundary in, after `producer` (the
 // last stage before the cut), from fixed facts only: written when the
 // producer's update is not a plain add (it is applied at its exit, e.g. MHC's
-// expanded streams) or when the producer is an FFN that may land on its own
-// rows (an input-scattered or unpadded batch, or a policy that permits a
-// scatter); pending otherwise.
+// expanded streams); pending otherwise, with a zero contribution when the
+// producer's exit already wrote the stream (an FFN landing on its own rows),
+// so that the receiver's add + norm is the unsplit stack's, bit for bit.
 StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy);
 
 // Completes owed work, brings the stream to its declared handoff state and
