@@ -149,6 +149,18 @@ void AddRoutes(OpenAiServer::Impl& impl) {
 
 OpenAiServer::OpenAiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+absl::Status OpenAiServer::CheckOptions(const OpenAiServerOptions& options) {
+  std::string host;
+  int port = 0;
+  if (absl::Status s = SplitListen(options.listen, &host, &port); !s.ok()) return s;
+  if (!options.security.auth_token_file.empty()) {
+    absl::StatusOr<std::string> token = security::ReadTokenFile(options.security.auth_token_file, "--auth-token-file");
+    if (!token.ok()) return absl::InvalidArgumentError(token.status().message());
+  }
+  absl::StatusOr<std::unique_ptr<httplib::Server>> server = MakeServer(options);  // binds nothing
+  return server.status();
+}
+
 absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(const OpenAiServerOptions& options,
                                                                    const OpenAiBackend& backend) {
   auto impl = std::make_unique<Impl>();

@@ -42,6 +42,9 @@ class OpenAiServer {
   // for gRPC; exit 2); UNAVAILABLE: cannot listen there.
   static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(const OpenAiServerOptions& options,
                                                              const OpenAiBackend& backend);
+  // The checks of Start that need no socket (address, plaintext rule, token
+  // file), for refusing a bad command line before the stages are brought up.
+  static absl::Status CheckOptions(const OpenAiServerOptions& options);
   ~OpenAiServer();  // Stop()
 
   int port() const;

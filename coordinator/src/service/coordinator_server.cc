@@ -143,6 +143,15 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   absl::StatusOr<std::unique_ptr<ModelText>> text = ModelText::Load(o.model_dir);
   if (!text.ok()) return err << "seam-coordinator: " << text.status() << "\n", 2;
   if (*text == nullptr) SEAM_LOG_INFO("{} has no tokenizer.json: prompts are token ids only", o.model_dir);
+  http::OpenAiServerOptions http_options;
+  http_options.listen = o.http_listen;
+  http_options.security = o.server_security;
+  http_options.model_name = ServedModelName(o);
+  if (!o.http_listen.empty()) {
+    if (absl::Status s = http::OpenAiServer::CheckOptions(http_options); !s.ok()) {
+      return err << "seam-coordinator: " << s.message() << "\n", 2;
+    }
+  }
   security::ServerSecurityOptions server_security = o.server_security;
   server_security.open_path_prefixes = {security::kHealthPathPrefix};  // probes; reflection needs the token
   auto server_credentials = security::MakeServerCredentials(server_security, o.listen);
@@ -253,11 +262,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   health->Attach(server->GetHealthCheckService(), health_port.get());
   std::unique_ptr<http::OpenAiServer> http_server;
   if (!o.http_listen.empty()) {
-    http::OpenAiServerOptions ho;
-    ho.listen = o.http_listen;
-    ho.security = o.server_security;
-    ho.model_name = ServedModelName(o);
-    auto started = http::OpenAiServer::Start(ho, http::OpenAiBackend{driver->get(), limits, text->get()});
+    auto started = http::OpenAiServer::Start(http_options, http::OpenAiBackend{driver->get(), limits, text->get()});
     if (started.ok() && !o.http_port_file.empty() && !WritePortFile(o.http_port_file, (*started)->port())) {
       started = absl::InternalError(absl::StrCat("cannot write port file ", o.http_port_file));
     }
