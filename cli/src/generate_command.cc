@@ -56,7 +56,8 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
   if (o.addr.empty() || prompts.empty() || o.max_new_tokens < 1 || o.temperature < 0 || o.top_k < 0 ||
       o.top_p < 0 || o.top_p > 1 || o.timeout_s <= 0) {
     return absl::InvalidArgumentError(
-        "needs --addr and at least one text prompt or --prompt; --max-new-tokens >= 1, --temperature >= 0, --top-k >= 0, "
+        "needs --addr and at least one text prompt or --prompt; --max-new-tokens >= 1, --temperature >= 0, "
+        "--top-k >= 0, "
         "--top-p within [0, 1], --timeout > 0");
   }
   v1::GenerateRequest request;

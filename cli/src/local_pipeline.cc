@@ -119,7 +119,9 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   p->coordinator_security_args_ = coordinator_security;
   argv.insert(argv.end(), coordinator_security.begin(), coordinator_security.end());
   const std::string http_port_file = p->work_dir_ + "/coordinator.http.port";
-  if (!o.http_listen.empty()) argv.insert(argv.end(), {"--http-listen", o.http_listen, "--http-port-file", http_port_file});
+  if (!o.http_listen.empty()) {
+    argv.insert(argv.end(), {"--http-listen", o.http_listen, "--http-port-file", http_port_file});
+  }
   argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
   auto child = ChildProcess::Spawn(argv, log);
   if (!child.ok()) return child.status();

@@ -105,7 +105,8 @@ tokenizer::Tokenizer* TextOverGrpc::tokenizer_ = nullptr;
 LocalPipeline* TextOverGrpc::pipeline_ = nullptr;
 
 TEST_F(TextOverGrpc, TextPromptsAreTokenizedAsIdsWouldBeAndCompletionsCarryText) {
-  const std::vector<std::string> prompts = {"Hello, world! The capital of France is", "你好，世界 🌍 <|im_start|>user"};
+  const std::vector<std::string> prompts = {"Hello, world! The capital of France is",
+                                            "你好，世界 🌍 <|im_start|>user"};
   v1::GenerateRequest text = Greedy(8);
   v1::GenerateRequest ids = Greedy(8);
   for (const std::string& p : prompts) {
