@@ -189,6 +189,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--attn-dp", serve.attn_dp, "attention data-parallel groups")->capture_default_str();
   serve_cmd->add_option("--port", serve.port, "coordinator port on 127.0.0.1 (0: any free one)")->capture_default_str();
   serve_cmd->add_option("--port-file", serve.port_file, "write the coordinator's port here once serving");
+  serve_cmd->add_option("--http-port", serve.http_port,
+                        "OpenAI-compatible HTTP API port on 127.0.0.1 (0: any free one, -1: none)")
+      ->capture_default_str();
   serve_cmd->add_option("--ucx-mode", serve.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
   serve_cmd->add_flag("--insecure", serve.insecure,
                       "serve without TLS and token (default: an ephemeral CA, certificates and token in the work "
@@ -204,10 +207,13 @@ int main(int argc, char** argv) {
   };
 
   seam::cli::GenerateCommandOptions gen;
-  CLI::App* gen_cmd = app.add_subcommand("generate", "send token-id prompts to a seam-coordinator; print the tokens");
+  CLI::App* gen_cmd = app.add_subcommand(
+      "generate", "send text or token-id prompts to a seam-coordinator; print the text or tokens");
   gen_cmd->alias("submit");
   gen_cmd->add_option("--addr", gen.addr, "coordinator HOST:PORT")->required();
-  gen_cmd->add_option("--prompt", gen.prompts, "token ids, e.g. \"3 14 15\" (repeat for a batch)")->required();
+  gen_cmd->add_option("--prompt", gen.prompts, "token ids, e.g. \"3 14 15\" (repeat for a batch)");
+  gen_cmd->add_option("text", gen.text_prompts,
+                      "prompts as text, tokenized by the coordinator with the model's tokenizer (one or more)");
   gen_cmd->add_option("--max-new-tokens", gen.max_new_tokens, "tokens per prompt")->capture_default_str();
   gen_cmd->add_option("--temperature", gen.temperature, "0: greedy")->capture_default_str();
   gen_cmd->add_option("--top-k", gen.top_k, "0: off")->capture_default_str();

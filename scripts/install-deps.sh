@@ -2,11 +2,13 @@
 # Installs every Debian package seam needs to build, test and run.
 # Idempotent and non-interactive: safe to run on a fresh machine or again.
 # In a repository checkout it also installs the pinned npm packages of
-# deploy/schema (schema validation of the manifests, deploy/validate.sh) into
-# deploy/schema/node_modules; nothing is downloaded later at build or test time.
+# deploy/schema (schema validation of the manifests, deploy/validate.sh) and
+# of tests/openai (the official OpenAI client, ctest openai_client) into
+# their node_modules; nothing is downloaded later at build or test time.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 schema="$root/deploy/schema"
+npm_dirs=("$root/deploy/schema" "$root/tests/openai")
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -19,6 +21,7 @@ packages=(
   libgtest-dev libgmock-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libpcre2-dev libutf8proc-dev zlib1g-dev
+  libcpp-httplib-dev
   prometheus-cpp-dev
   iproute2
   yamllint python3-yaml
@@ -47,16 +50,18 @@ else
   echo "install-deps: installed ${missing[*]}"
 fi
 
-# deploy/schema/node_modules exactly as package-lock.json pins it (npm ci
-# checks every package's integrity hash); skipped when that lock file was
-# installed already.
-if [ -f "$schema/package-lock.json" ]; then
-  stamp="$schema/node_modules/.installed-lock.json"
-  if cmp -s "$schema/package-lock.json" "$stamp"; then
-    echo "install-deps: deploy/schema node modules present"
+# Each npm folder's node_modules exactly as its package-lock.json pins it
+# (npm ci checks every package's integrity hash); skipped when that lock file
+# was installed already.
+for dir in "${npm_dirs[@]}"; do
+  [ -f "$dir/package-lock.json" ] || continue
+  name="${dir#"$root"/}"
+  stamp="$dir/node_modules/.installed-lock.json"
+  if cmp -s "$dir/package-lock.json" "$stamp"; then
+    echo "install-deps: $name node modules present"
   else
-    npm ci --prefix "$schema" --no-audit --no-fund --ignore-scripts
-    cp "$schema/package-lock.json" "$stamp"
-    echo "install-deps: installed deploy/schema node modules (npm ci)"
+    npm ci --prefix "$dir" --no-audit --no-fund --ignore-scripts
+    cp "$dir/package-lock.json" "$stamp"
+    echo "install-deps: installed $name node modules (npm ci)"
   fi
-fi
+done

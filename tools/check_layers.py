@@ -30,7 +30,7 @@ ALLOWED = {
     "stage_server/handoff": BASE | {"v1", "handoff"},
     "stage_server/server": BASE | {"kernels", "comm", "boundary", "weights", "models", "runtime", "v1", "handoff",
                                    "server", "security"},
-    "coordinator": BASE | {"weights", "v1", "coordinator", "security", "tokenizer"},
+    "coordinator": BASE | {"weights", "v1", "coordinator", "security", "tokenizer", "chat_template"},
     "cli": None,  # the top: anything
     "bench": None,
 }

@@ -15,6 +15,9 @@ namespace seam::cli {
 struct GenerateCommandOptions {
   std::string addr;                  // HOST:PORT of the coordinator
   std::vector<std::string> prompts;  // token ids separated by spaces or commas, e.g. "3 14 15"
+  // Prompts as text (instead of `prompts`): the coordinator tokenizes them,
+  // and the completions are printed as text.
+  std::vector<std::string> text_prompts;
   int max_new_tokens = 16;
   float temperature = 0;             // 0: greedy
   int top_k = 0;                     // 0: off

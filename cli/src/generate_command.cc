@@ -1,6 +1,6 @@
-// `seam generate` / `seam submit`: parses token-id prompts, sends one
-// GenerateRequest (GenerateAll, or Generate with --stream) and prints each
-// prompt's tokens as text or one JSON document.
+// `seam generate` / `seam submit`: parses token-id prompts (or takes text
+// ones), sends one GenerateRequest (GenerateAll, or Generate with --stream)
+// and prints each prompt's tokens, or its text, or one JSON document.
 #include <iostream>
 #include <map>
 
@@ -48,16 +48,25 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
           absl::StrCat("--prompt \"", o.prompts[i], "\" is not a list of token ids like \"3 14 15\""));
     }
   }
+  const bool text = !o.text_prompts.empty();
+  if (text && !prompts.empty()) {
+    return absl::InvalidArgumentError("give text prompts or --prompt token ids, not both");
+  }
+  if (text) prompts.resize(o.text_prompts.size());
   if (o.addr.empty() || prompts.empty() || o.max_new_tokens < 1 || o.temperature < 0 || o.top_k < 0 ||
       o.top_p < 0 || o.top_p > 1 || o.timeout_s <= 0) {
     return absl::InvalidArgumentError(
-        "needs --addr and at least one --prompt; --max-new-tokens >= 1, --temperature >= 0, --top-k >= 0, "
+        "needs --addr and at least one text prompt or --prompt; --max-new-tokens >= 1, --temperature >= 0, "
+        "--top-k >= 0, "
         "--top-p within [0, 1], --timeout > 0");
   }
   v1::GenerateRequest request;
   // Unique per call, so that the coordinator's logs and errors tell calls apart.
   request.set_request_id(absl::StrCat("seam-generate-", getpid(), "-", absl::ToUnixMicros(absl::Now())));
-  for (const auto& p : prompts) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
+  for (const auto& p : prompts) {
+    if (!text) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
+  }
+  for (const std::string& t : o.text_prompts) request.add_text_prompts(t);
   v1::SamplingParams* s = request.mutable_sampling();
   s->set_temperature(o.temperature);
   s->set_top_k(static_cast<uint32_t>(o.top_k));
@@ -71,6 +80,7 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
   auto context = ContextWithTimeout(o.timeout_s);
   std::vector<std::vector<int32_t>> tokens(prompts.size());
   std::vector<v1::FinishReason> finish(prompts.size(), v1::FINISH_REASON_UNSPECIFIED);
+  std::vector<std::string> texts(prompts.size());
   grpc::Status status;
   if (o.stream) {
     auto reader = stub->Generate(context.get(), request);
@@ -80,7 +90,15 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
       if (i >= prompts.size()) continue;
       tokens[i].insert(tokens[i].end(), r.token_ids().begin(), r.token_ids().end());
       if (r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) finish[i] = r.finish_reason();
-      if (!o.json && r.token_ids_size() > 0) out << "[" << i << "] +" << absl::StrJoin(r.token_ids(), " ") << std::endl;
+      texts[i] += r.text();
+      if (o.json) continue;
+      if (text && prompts.size() == 1) {
+        out << r.text() << std::flush;  // the text as it comes
+      } else if (text && !r.text().empty()) {
+        out << "[" << i << "] +" << nlohmann::json(r.text()).dump() << std::endl;
+      } else if (!text && r.token_ids_size() > 0) {
+        out << "[" << i << "] +" << absl::StrJoin(r.token_ids(), " ") << std::endl;
+      }
     }
     status = reader->Finish();
   } else {
@@ -89,6 +107,7 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
     for (int i = 0; status.ok() && i < result.completions_size() && i < static_cast<int>(prompts.size()); ++i) {
       tokens[i].assign(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
       finish[i] = result.completions(i).finish_reason();
+      texts[i] = result.completions(i).text();
     }
   }
   if (!status.ok()) {
@@ -99,10 +118,24 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
   if (o.json) {
     nlohmann::json doc = {{"request_id", request.request_id()}, {"completions", nlohmann::json::array()}};
     for (size_t i = 0; i < prompts.size(); ++i) {
-      doc["completions"].push_back(
-          {{"prompt", prompts[i]}, {"tokens", tokens[i]}, {"finish_reason", FinishName(finish[i])}});
+      nlohmann::json prompt = text ? nlohmann::json(o.text_prompts[i]) : nlohmann::json(prompts[i]);
+      doc["completions"].push_back({{"prompt", prompt},
+                                    {"tokens", tokens[i]},
+                                    {"text", texts[i]},
+                                    {"finish_reason", FinishName(finish[i])}});
     }
     out << doc.dump(2) << "\n";
+    return absl::OkStatus();
+  }
+  if (text) {
+    if (o.stream && prompts.size() == 1) {
+      out << "\n";
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (prompts.size() > 1) out << "[" << i << "] ";
+      out << texts[i] << (prompts.size() > 1 ? absl::StrCat(" (", FinishName(finish[i]), ")") : "") << "\n";
+    }
     return absl::OkStatus();
   }
   for (size_t i = 0; i < prompts.size(); ++i) {

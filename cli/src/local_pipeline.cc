@@ -118,6 +118,10 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
                                    "--stage-timeout", o.stage_timeout};
   p->coordinator_security_args_ = coordinator_security;
   argv.insert(argv.end(), coordinator_security.begin(), coordinator_security.end());
+  const std::string http_port_file = p->work_dir_ + "/coordinator.http.port";
+  if (!o.http_listen.empty()) {
+    argv.insert(argv.end(), {"--http-listen", o.http_listen, "--http-port-file", http_port_file});
+  }
   argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
   auto child = ChildProcess::Spawn(argv, log);
   if (!child.ok()) return child.status();
@@ -125,12 +129,21 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   auto port = p->coordinator_->WaitForPortFile(port_file, o.startup_timeout);
   if (!port.ok()) return annotate(port.status());
   p->coordinator_port_ = *port;
+  if (!o.http_listen.empty()) {  // written before the gRPC port file
+    auto http_port = p->coordinator_->WaitForPortFile(http_port_file, std::chrono::seconds(5));
+    if (!http_port.ok()) return annotate(http_port.status());
+    p->http_port_ = *http_port;
+  }
   return p;
 }
 
 LocalPipeline::~LocalPipeline() { Stop(); }
 
 std::string LocalPipeline::coordinator_address() const { return absl::StrCat("127.0.0.1:", coordinator_port_); }
+
+std::string LocalPipeline::http_address() const {
+  return http_port_ == 0 ? "" : absl::StrCat("127.0.0.1:", http_port_);
+}
 
 std::shared_ptr<grpc::Channel> LocalPipeline::ClientChannel() const {
   return grpc::CreateChannel(coordinator_address(), client_credentials_);

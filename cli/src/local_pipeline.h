@@ -31,6 +31,9 @@ struct LocalPipelineOptions {
   std::string device = "cpu";  // seam-stage --device: cpu | cuda | auto
   std::string stage_timeout = "10s";
   std::string coordinator_listen = "127.0.0.1:0";  // the client API address
+  // Non-empty: the coordinator also serves the OpenAI-compatible HTTP API
+  // there (--http-listen), with the same TLS and token; "127.0.0.1:0" picks a port.
+  std::string http_listen;
   std::vector<std::string> extra_coordinator_args;
   std::vector<std::string> extra_stage_args;  // appended to every seam-stage command line
   std::chrono::milliseconds startup_timeout{120000};
@@ -50,6 +53,8 @@ class LocalPipeline {
   ~LocalPipeline();  // Stop()
 
   std::string coordinator_address() const;
+  // HOST:PORT of the HTTP API ("" without LocalPipelineOptions::http_listen).
+  std::string http_address() const;
   const std::string& work_dir() const { return work_dir_; }
   // How a client reaches the coordinator: its CA and the token (empty when
   // insecure), and a channel made with them.
@@ -78,6 +83,7 @@ class LocalPipeline {
   std::vector<std::unique_ptr<ChildProcess>> stages_;
   std::unique_ptr<ChildProcess> coordinator_;
   int coordinator_port_ = 0;
+  int http_port_ = 0;
   std::vector<std::string> stage_addresses_;
   security::ClientSecurityOptions client_security_;
   security::ClientSecurityOptions stage_client_security_;

@@ -37,12 +37,22 @@ int WaitSignal(const sigset_t& set, long ms) {
   return sig > 0 ? sig : 0;
 }
 
+// The last component of a model folder's path ("/data/Qwen3-0.6B/" -> "Qwen3-0.6B").
+std::string ModelName(const std::string& dir) {
+  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string name = p.filename().string();
+  return name.empty() ? "model" : name;
+}
+
 }  // namespace
 
 absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
-  if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.port < 0 || o.port > 65535) {
+  if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.port < 0 || o.port > 65535 ||
+      o.http_port < -1 || o.http_port > 65535) {
     return absl::InvalidArgumentError(
-        "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535");
+        "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535, --http-port within "
+        "-1..65535");
   }
   // Blocked before any child or thread exists; children unblock them after fork.
   sigset_t signals;
@@ -68,6 +78,12 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
   lp.ucx_mode = o.ucx_mode;
   lp.insecure = o.insecure;
   lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
+  // The HTTP API names the model by its folder.
+  const std::string model_name = ModelName(lp.model_dir);
+  if (o.http_port >= 0) {
+    lp.http_listen = absl::StrCat("127.0.0.1:", o.http_port);
+    lp.extra_coordinator_args = {"--served-model-name", model_name};
+  }
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return Failed("", pipeline.status());
   const std::string addr = (*pipeline)->coordinator_address();
@@ -90,6 +106,13 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
   }
   out << "try: seam generate --addr " << addr << client_flags << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM"
       << std::endl;
+  if (const std::string http = (*pipeline)->http_address(); !http.empty()) {
+    const std::string url = absl::StrCat(client.tls() ? "https://" : "http://", http, "/v1");
+    out << "OpenAI-compatible HTTP: " << url << " model \"" << model_name << "\"" << std::endl;
+    out << "try: curl" << (client.tls() ? absl::StrCat(" --cacert ", client.tls_ca_file) : "")
+        << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
+        << " " << url << "/models" << std::endl;
+  }
 
   int sig = 0;
   std::string exited;

@@ -16,6 +16,7 @@ struct ServeCommandOptions {
   int tp = 2;                    // TP ranks per stage
   int attn_dp = 1;               // attention-DP groups per stage
   int port = 0;                  // coordinator port on 127.0.0.1; 0 picks a free one
+  int http_port = 0;             // OpenAI-compatible HTTP on 127.0.0.1; 0 picks a free one, -1: none
   std::string port_file;         // written with the bound port once serving
   std::string ucx_mode = "tcp";  // tcp | shm
   bool insecure = false;         // plaintext and no token (default: TLS, mutual TLS and a token)

@@ -35,6 +35,12 @@ int main(int argc, char** argv) {
                "allow plaintext on a non-loopback --listen and to non-loopback stages");
   app.add_option("--health-listen", o.health_listen,
                  "host:port of a plaintext port serving only grpc.health.v1 (for probes that cannot speak TLS)");
+  app.add_option("--http-listen", o.http_listen,
+                 "HOST:PORT of the OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v1/models, "
+                 "/health), with the same TLS and bearer token as gRPC");
+  app.add_option("--http-port-file", o.http_port_file, "write the bound HTTP port here once serving");
+  app.add_option("--served-model-name", o.served_model_name,
+                 "the model's name in the HTTP API (default: the --model folder's name)");
   seam::security::ClientSecurityOptions& stage = o.stage_security;
   app.add_option("--tls-ca", stage.tls_ca_file, "PEM CA of the stages' certificates: reach the stages over TLS");
   app.add_option("--tls-client-cert", stage.tls_client_cert_file,

@@ -7,16 +7,21 @@ namespace seam::coordinator {
 
 void GenerateStreamReactor::OnToken(int sequence_index, int32_t token) {
   std::lock_guard<std::mutex> lock(mu_);
+  const std::string text = sequence_index < static_cast<int>(text_streams_.size())
+                               ? text_streams_[sequence_index].Push({token})
+                               : std::string();
   // Tokens of a sequence not yet on the wire join its queued response.
   if (!queue_.empty() && queue_.back().sequence_index() == static_cast<uint32_t>(sequence_index) &&
       queue_.back().finish_reason() == v1::FINISH_REASON_UNSPECIFIED) {
     queue_.back().add_token_ids(token);
+    queue_.back().mutable_text()->append(text);
     return;
   }
   v1::GenerateResponse r;
   r.set_request_id(request_id_);
   r.set_sequence_index(sequence_index);
   r.add_token_ids(token);
+  r.set_text(text);
   queue_.push_back(std::move(r));
   WriteNextLocked();
 }
@@ -31,6 +36,9 @@ void GenerateStreamReactor::OnSequenceFinished(int sequence_index, FinishReason 
     queue_.push_back(std::move(r));
   }
   queue_.back().set_finish_reason(ToProto(reason));
+  if (sequence_index < static_cast<int>(text_streams_.size())) {
+    queue_.back().mutable_text()->append(text_streams_[sequence_index].Flush());
+  }
   WriteNextLocked();
 }
 
@@ -64,8 +72,9 @@ void GenerateStreamReactor::WriteNextLocked() {
   }
 }
 
-UnaryCallReactor::UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences)
-    : generate_(generate), score_(score) {
+UnaryCallReactor::UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences,
+                                   const ModelText* text)
+    : generate_(generate), score_(score), text_(text) {
   for (size_t i = 0; i < sequences; ++i) {
     if (generate_ != nullptr) generate_->add_completions();
     if (score_ != nullptr) score_->add_scores();
@@ -90,6 +99,13 @@ void UnaryCallReactor::OnScore(int sequence_index, std::vector<float> token_logp
   s->set_total_logprob(total);
 }
 
-void UnaryCallReactor::OnDone(const absl::Status& status) { Finish(ToGrpc(status)); }
+void UnaryCallReactor::OnDone(const absl::Status& status) {
+  if (status.ok() && generate_ != nullptr && text_ != nullptr) {
+    for (v1::Completion& c : *generate_->mutable_completions()) {
+      c.set_text(text_->Decode({c.token_ids().begin(), c.token_ids().end()}));
+    }
+  }
+  Finish(ToGrpc(status));
+}
 
 }  // namespace seam::coordinator

@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "pipeline_driver.h"
+#include "service/model_text.h"
 #include "seam/v1/coordinator_service.pb.h"
 
 namespace seam::coordinator {
@@ -18,7 +19,9 @@ namespace seam::coordinator {
 // Generate: one GenerateResponse per batch of new tokens of a sequence.
 class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>, public CallObserver {
  public:
-  explicit GenerateStreamReactor(std::string request_id) : request_id_(std::move(request_id)) {}
+  // `text` (may be null) decodes each sequence's tokens into the responses' text.
+  GenerateStreamReactor(std::string request_id, const ModelText* text = nullptr, int sequences = 0)
+      : request_id_(std::move(request_id)), text_streams_(sequences, TextStream(text)) {}
   void OnToken(int sequence_index, int32_t token) override;
   void OnSequenceFinished(int sequence_index, FinishReason reason) override;
   void OnScore(int, std::vector<float>) override {}
@@ -32,6 +35,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
  private:
   void WriteNextLocked();  // mu_ held
   std::string request_id_;
+  std::vector<TextStream> text_streams_;  // per sequence
   std::mutex mu_;
   std::deque<v1::GenerateResponse> queue_;
   bool writing_ = false;
@@ -45,8 +49,10 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
 // GenerateAll and Score: one answer once every sequence is done.
 class UnaryCallReactor final : public grpc::ServerUnaryReactor, public CallObserver {
  public:
-  // Exactly one of the two results is given.
-  UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences);
+  // Exactly one of the two results is given; `text` (may be null) decodes
+  // the completions once they are done.
+  UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences,
+                   const ModelText* text = nullptr);
   void OnToken(int sequence_index, int32_t token) override;
   void OnSequenceFinished(int sequence_index, FinishReason reason) override;
   void OnScore(int sequence_index, std::vector<float> token_logprobs) override;
@@ -59,6 +65,7 @@ class UnaryCallReactor final : public grpc::ServerUnaryReactor, public CallObser
  private:
   v1::GenerateResult* generate_;
   v1::ScoreResult* score_;
+  const ModelText* text_;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "http/openai_server.h"
 #include "seam/core/logging.h"
 #include "seam/security/bearer_token.h"
 #include "seam/security/health_port.h"
@@ -115,6 +116,14 @@ bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
   return true;
 }
 
+// The model's name over HTTP: --served-model-name, else the --model folder's name.
+std::string ServedModelName(const CoordinatorServerOptions& o) {
+  if (!o.served_model_name.empty()) return o.served_model_name;
+  std::string dir = o.model_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir.substr(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/') + 1);
+}
+
 int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
@@ -130,6 +139,19 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   }
   auto layers = SplitLayers(config->num_hidden_layers, o.stages.size(), o.layers);
   if (!layers.ok()) return err << "seam-coordinator: " << layers.status() << "\n", 2;
+  // Text prompts and completions: the checkpoint's tokenizer, if it has one.
+  absl::StatusOr<std::unique_ptr<ModelText>> text = ModelText::Load(o.model_dir);
+  if (!text.ok()) return err << "seam-coordinator: " << text.status() << "\n", 2;
+  if (*text == nullptr) SEAM_LOG_INFO("{} has no tokenizer.json: prompts are token ids only", o.model_dir);
+  http::OpenAiServerOptions http_options;
+  http_options.listen = o.http_listen;
+  http_options.security = o.server_security;
+  http_options.model_name = ServedModelName(o);
+  if (!o.http_listen.empty()) {
+    if (absl::Status s = http::OpenAiServer::CheckOptions(http_options); !s.ok()) {
+      return err << "seam-coordinator: " << s.message() << "\n", 2;
+    }
+  }
   security::ServerSecurityOptions server_security = o.server_security;
   server_security.open_path_prefixes = {security::kHealthPathPrefix};  // probes; reflection needs the token
   auto server_credentials = security::MakeServerCredentials(server_security, o.listen);
@@ -215,7 +237,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   auto driver = PipelineDriver::Create(driver_options, std::move(links));
   if (!driver.ok()) return err << "seam-coordinator: " << driver.status() << "\n", 1;
 
-  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers));
+  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers), text->get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -238,6 +260,22 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
     health_port = std::move(*started);
   }
   health->Attach(server->GetHealthCheckService(), health_port.get());
+  std::unique_ptr<http::OpenAiServer> http_server;
+  if (!o.http_listen.empty()) {
+    auto started = http::OpenAiServer::Start(http_options, http::OpenAiBackend{driver->get(), limits, text->get()});
+    if (started.ok() && !o.http_port_file.empty() && !WritePortFile(o.http_port_file, (*started)->port())) {
+      started = absl::InternalError(absl::StrCat("cannot write port file ", o.http_port_file));
+    }
+    if (!started.ok()) {
+      health->Attach(nullptr, nullptr);
+      (*driver)->Shutdown();
+      server->Shutdown();
+      const bool operator_error =
+          absl::IsInvalidArgument(started.status()) || absl::IsFailedPrecondition(started.status());
+      return err << "seam-coordinator: " << started.status().message() << "\n", operator_error ? 2 : 1;
+    }
+    http_server = std::move(*started);
+  }
   if (!o.port_file.empty() && !WritePortFile(o.port_file, port)) {
     health->Attach(nullptr, nullptr);
     (*driver)->Shutdown();
@@ -250,6 +288,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   sigwait(&signals, &signal);
   health->Stop();
   (*driver)->Shutdown();  // every live call is answered UNAVAILABLE
+  if (http_server) http_server->Stop();  // its streams ended with the driver's calls
   health->Attach(nullptr, nullptr);  // the health port goes before the gate
   // Calls were all answered by the driver; a short grace for their last
   // writes, then open client channels are cut, so the exit is prompt.

@@ -19,6 +19,12 @@ struct CoordinatorServerOptions {
   // with `insecure` (grpc.health.v1 is open without the token).
   security::ServerSecurityOptions server_security;
   std::string health_listen;              // non-empty: a plaintext grpc.health.v1-only port for probes
+  // Non-empty: the OpenAI-compatible HTTP API there too, with server_security's
+  // TLS and token (http/openai_server.h); its port is written to
+  // http_port_file (before port_file) once serving.
+  std::string http_listen;
+  std::string http_port_file;
+  std::string served_model_name;          // the model's name over HTTP; empty: the --model folder's name
   // The coordinator as the stages' client: their CA and its client certificate.
   security::ClientSecurityOptions stage_security;
   std::vector<std::string> stages;        // host:port of each stage, rank order

@@ -50,12 +50,16 @@ void CoordinatorService::SubmitValidGeneration(const v1::GenerateRequest& reques
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grpc::CallbackServerContext* context,
                                                                              const v1::GenerateRequest* request) {
-  auto* reactor = new GenerateStreamReactor(request->request_id());
-  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
+  v1::GenerateRequest scratch;
+  absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
+  auto* reactor = new GenerateStreamReactor(request->request_id(), text_,
+                                            tokens.ok() ? (*tokens)->prompts_size() : 0);
+  absl::Status st = tokens.ok() ? ValidateGenerateRequest(**tokens, limits_) : tokens.status();
+  if (!st.ok()) {
     reactor->OnDone(st);
     return reactor;
   }
-  SubmitValidGeneration(*request, context, reactor);
+  SubmitValidGeneration(**tokens, context, reactor);
   return reactor;
 }
 
@@ -63,14 +67,20 @@ grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerCo
                                                           const v1::GenerateRequest* request,
                                                           v1::GenerateResult* result) {
   // Validation first: nothing is built per prompt for a request refused.
-  if (absl::Status st = ValidateGenerateRequest(*request, limits_); !st.ok()) {
+  v1::GenerateRequest scratch;
+  absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
+  absl::Status st = tokens.ok() ? ValidateGenerateRequest(**tokens, limits_) : tokens.status();
+  if (!st.ok()) {
     auto* reactor = new UnaryCallReactor(result, nullptr, 0);
     reactor->OnDone(st);
     return reactor;
   }
   result->set_request_id(request->request_id());
-  auto* reactor = new UnaryCallReactor(result, nullptr, request->prompts_size());
-  SubmitValidGeneration(*request, context, reactor);
+  auto* reactor = new UnaryCallReactor(result, nullptr, (*tokens)->prompts_size(), text_);
+  for (int i = 0; i < (*tokens)->prompts_size(); ++i) {
+    result->mutable_completions(i)->set_prompt_tokens((*tokens)->prompts(i).token_ids_size());
+  }
+  SubmitValidGeneration(**tokens, context, reactor);
   return reactor;
 }
 

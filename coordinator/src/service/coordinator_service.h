@@ -8,6 +8,7 @@
 
 #include "pipeline_driver.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
+#include "service/model_text.h"
 #include "service/request_validation.h"
 
 namespace seam::coordinator {
@@ -16,8 +17,11 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
   // `metadata` holds the model facts and the topology as configured; stage
   // health and epoch are filled in from `driver` on each GetMetadata.
-  CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata)
-      : driver_(driver), limits_(limits), metadata_(std::move(metadata)) {}
+  // `text` (may be null: no tokenizer) tokenizes text prompts and decodes
+  // completions; it must outlive the service.
+  CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata,
+                     const ModelText* text = nullptr)
+      : driver_(driver), limits_(limits), metadata_(std::move(metadata)), text_(text) {}
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;
@@ -36,6 +40,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   PipelineDriver* driver_;
   RequestLimits limits_;
   v1::Metadata metadata_;
+  const ModelText* text_;
 };
 
 // grpc::Status with the same code and message.

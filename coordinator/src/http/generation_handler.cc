@@ -1,0 +1,152 @@
+// Serving one generation request over HTTP through the pipeline driver.
+#include "http/generation_handler.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "http/http_call.h"
+#include "http/http_errors.h"
+#include "http/openai_response.h"
+
+namespace seam::coordinator::http {
+namespace {
+
+// The state of one streamed answer, kept by the chunked content provider.
+struct StreamState {
+  std::shared_ptr<HttpCall> call;
+  OpenAiRequest request;
+  AnswerHeader header;
+  std::vector<TextStream> text;
+  std::vector<bool> role_sent;
+  std::optional<HttpCall::Progress> first;  // taken before the answer started
+  int64_t completion_tokens = 0;
+};
+
+// Writes the chunks of `p`; false when the client is gone.
+bool WriteProgress(StreamState& s, const HttpCall::Progress& p, httplib::DataSink& sink) {
+  std::string out;
+  for (size_t i = 0; i < p.new_tokens.size(); ++i) {
+    s.completion_tokens += static_cast<int64_t>(p.new_tokens[i].size());
+    std::string piece = s.text[i].Push(p.new_tokens[i]);
+    if (p.finished[i]) piece += s.text[i].Flush();
+    // A chat's first chunk names the role, even before any text is whole.
+    const bool role = s.request.chat && !s.role_sent[i] && (!p.new_tokens[i].empty() || p.finished[i]);
+    if (piece.empty() && !p.finished[i] && !role) continue;
+    if (role) s.role_sent[i] = true;
+    out += SseEvent(ChunkJson(s.request, s.header, static_cast<int>(i), piece, role, p.finished[i]).dump());
+  }
+  return out.empty() || sink.write(out.data(), out.size());
+}
+
+bool StreamMore(StreamState& s, httplib::DataSink& sink) {
+  HttpCall::Progress p;
+  if (s.first) {
+    p = std::move(*s.first);
+    s.first.reset();
+  } else {
+    p = s.call->Take(std::chrono::milliseconds(200));
+  }
+  if ((sink.is_writable && !sink.is_writable()) || !WriteProgress(s, p, sink)) {
+    s.call->Cancel();
+    return false;
+  }
+  if (!p.done) return true;
+  std::string out;
+  if (!p.status.ok()) {
+    out += SseEvent(ErrorBody(p.status));
+  } else if (s.request.include_usage) {
+    out += SseEvent(UsageChunkJson(s.request, s.header, s.completion_tokens).dump());
+  }
+  out += SseEvent("[DONE]");
+  sink.write(out.data(), out.size());
+  sink.done();
+  return true;
+}
+
+}  // namespace
+
+void SetError(httplib::Response& response, const absl::Status& status) {
+  response.status = HttpStatusOf(status.code());
+  response.set_content(ErrorBody(status), "application/json");
+}
+
+void ServeGeneration(const GenerationContext& context, bool chat, const httplib::Request& http_request,
+                     httplib::Response& response) {
+  const OpenAiBackend& backend = *context.backend;
+  AnswerHeader header;
+  header.id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", absl::ToUnixMicros(absl::Now()), "-",
+                           context.next_id->fetch_add(1));
+  header.created = absl::ToUnixSeconds(absl::Now());
+  header.model = context.model_name;
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(http_request.body, chat, header.id, backend.text, backend.limits);
+  if (!parsed.ok()) return SetError(response, parsed.status());
+  if (!parsed->model.empty() && parsed->model != context.model_name) {
+    return SetError(response, absl::NotFoundError(absl::StrCat("the model '", parsed->model,
+                                                               "' does not exist; this server serves '",
+                                                               context.model_name, "'")));
+  }
+  if (absl::Status s = ValidateGenerateRequest(parsed->generate, backend.limits); !s.ok()) {
+    return SetError(response, s);
+  }
+  const int sequences = parsed->generate.prompts_size();
+  std::shared_ptr<HttpCall> call = HttpCall::Make(sequences);
+  DriverCall driver_call;
+  driver_call.client_request_id = header.id;
+  for (const v1::TokenSequence& p : parsed->generate.prompts()) {
+    driver_call.prompts.emplace_back(p.token_ids().begin(), p.token_ids().end());
+  }
+  driver_call.sampling = parsed->generate.sampling();
+  driver_call.sampling.set_max_new_tokens(
+      static_cast<uint32_t>(ResolvedMaxNewTokens(parsed->generate.sampling(), backend.limits)));
+  driver_call.observer = call.get();
+  backend.driver->Submit(std::move(driver_call));
+
+  if (!parsed->stream) {
+    std::vector<std::vector<int32_t>> tokens(sequences);
+    std::vector<std::optional<FinishReason>> finish(sequences);
+    absl::Status status;
+    for (bool done = false; !done;) {
+      HttpCall::Progress p = call->Take();
+      for (int i = 0; i < sequences; ++i) {
+        tokens[i].insert(tokens[i].end(), p.new_tokens[i].begin(), p.new_tokens[i].end());
+        if (p.finished[i]) finish[i] = p.finished[i];
+      }
+      done = p.done;
+      status = p.status;
+    }
+    if (!status.ok()) return SetError(response, status);
+    std::vector<std::string> texts(sequences);
+    int64_t completion_tokens = 0;
+    for (int i = 0; i < sequences; ++i) {
+      if (backend.text != nullptr) texts[i] = backend.text->Decode(tokens[i]);
+      completion_tokens += static_cast<int64_t>(tokens[i].size());
+    }
+    response.set_content(CompletionJson(*parsed, header, texts, finish, completion_tokens).dump(),
+                         "application/json");
+    return;
+  }
+  // Streaming: the status line waits for the first news, so that a call the
+  // driver refuses at once (queue full, pipeline down) gets its HTTP status.
+  HttpCall::Progress first = call->Take();
+  if (first.done && !first.status.ok()) return SetError(response, first.status);
+  auto state = std::make_shared<StreamState>();
+  state->call = call;
+  state->request = std::move(*parsed);
+  state->header = header;
+  state->text.assign(sequences, TextStream(backend.text));
+  state->role_sent.assign(sequences, false);
+  state->first = std::move(first);
+  response.set_header("Cache-Control", "no-cache");
+  response.set_chunked_content_provider(
+      "text/event-stream", [state](size_t, httplib::DataSink& sink) { return StreamMore(*state, sink); },
+      [call](bool success) {
+        if (!success) call->Cancel();
+      });
+}
+
+}  // namespace seam::coordinator::http

@@ -1,0 +1,62 @@
+// The OpenAI-compatible HTTP front end of seam-coordinator (--http-listen):
+// POST /v1/completions and /v1/chat/completions (server-sent events with
+// "stream": true), GET /v1/models and GET /health, on cpp-httplib. Requests
+// take the same path as the gRPC API: the same validation and limits
+// (ValidateGenerateRequest), then the PipelineDriver; the same bearer token
+// (Authorization: Bearer, every path but /health); TLS with the same
+// certificate, plaintext only on loopback or with --insecure. Each request
+// is served on one worker thread of the server's pool, which waits for the
+// driver's callbacks (the driver itself never waits on HTTP).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "pipeline_driver.h"
+#include "seam/security/credentials.h"
+#include "service/model_text.h"
+#include "service/request_validation.h"
+
+namespace seam::coordinator::http {
+
+struct OpenAiServerOptions {
+  std::string listen;                        // HOST:PORT; port 0 picks a free one
+  security::ServerSecurityOptions security;  // tls_cert/key (+ client CA), token, insecure
+  std::string model_name;                    // the one model of /v1/models; requests naming another get 404
+  int threads = 32;                          // concurrent requests (each holds a worker while it runs)
+  size_t max_body_bytes = 8 << 20;
+};
+
+// What the front end serves from; every pointer must outlive the server.
+struct OpenAiBackend {
+  PipelineDriver* driver = nullptr;
+  RequestLimits limits;
+  const ModelText* text = nullptr;  // null: no tokenizer, token-id prompts only
+};
+
+class OpenAiServer {
+ public:
+  // Listens and starts serving. INVALID_ARGUMENT / FAILED_PRECONDITION: the
+  // security options are wrong for `listen` (as MakeServerCredentials says
+  // for gRPC; exit 2); UNAVAILABLE: cannot listen there.
+  static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(const OpenAiServerOptions& options,
+                                                             const OpenAiBackend& backend);
+  // The checks of Start that need no socket (address, plaintext rule, token
+  // file), for refusing a bad command line before the stages are brought up.
+  static absl::Status CheckOptions(const OpenAiServerOptions& options);
+  ~OpenAiServer();  // Stop()
+
+  int port() const;
+  // Stops listening and joins the workers; live streams end when the driver
+  // ends their calls (shut the driver down first). Idempotent.
+  void Stop();
+
+  struct Impl;
+
+ private:
+  explicit OpenAiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seam::coordinator::http
