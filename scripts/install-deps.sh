@@ -19,7 +19,8 @@ packages=(
   libgtest-dev libgmock-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libpcre2-dev libutf8proc-dev zlib1g-dev
-  prometheus-cpp-dev
+  prometheus-cpp-dev libcpp-httplib-dev
+  python3-prometheus-client
   iproute2
   yamllint python3-yaml
 )

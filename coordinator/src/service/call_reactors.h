@@ -18,7 +18,8 @@ namespace seam::coordinator {
 // Generate: one GenerateResponse per batch of new tokens of a sequence.
 class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>, public CallObserver {
  public:
-  explicit GenerateStreamReactor(std::string request_id) : request_id_(std::move(request_id)) {}
+  GenerateStreamReactor(std::string request_id, std::string server_request_id)
+      : request_id_(std::move(request_id)), server_request_id_(std::move(server_request_id)) {}
   void OnToken(int sequence_index, int32_t token) override;
   void OnSequenceFinished(int sequence_index, FinishReason reason) override;
   void OnScore(int, std::vector<float>) override {}
@@ -32,6 +33,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
  private:
   void WriteNextLocked();  // mu_ held
   std::string request_id_;
+  std::string server_request_id_;
   std::mutex mu_;
   std::deque<v1::GenerateResponse> queue_;
   bool writing_ = false;

@@ -19,6 +19,10 @@ struct CoordinatorServerOptions {
   // with `insecure` (grpc.health.v1 is open without the token).
   security::ServerSecurityOptions server_security;
   std::string health_listen;              // non-empty: a plaintext grpc.health.v1-only port for probes
+  // Non-empty: Prometheus /metrics on this host:port: HTTPS with the
+  // client API's certificate, else plain HTTP on loopback only unless
+  // server_security.insecure.
+  std::string metrics_listen;
   // The coordinator as the stages' client: their CA and its client certificate.
   security::ClientSecurityOptions stage_security;
   std::vector<std::string> stages;        // host:port of each stage, rank order

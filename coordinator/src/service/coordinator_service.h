@@ -8,6 +8,7 @@
 
 #include "pipeline_driver.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
+#include "service/request_metrics.h"
 #include "service/request_validation.h"
 
 namespace seam::coordinator {
@@ -16,8 +17,11 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
   // `metadata` holds the model facts and the topology as configured; stage
   // health and epoch are filled in from `driver` on each GetMetadata.
-  CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata)
-      : driver_(driver), limits_(limits), metadata_(std::move(metadata)) {}
+  // `metrics` (may be null) counts every call; each call gets a server
+  // request id, logged with its one completion line and sent back.
+  CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata,
+                     CoordinatorMetrics* metrics = nullptr)
+      : driver_(driver), limits_(limits), metadata_(std::move(metadata)), metrics_(metrics) {}
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;
@@ -32,10 +36,14 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // Hands a generation request that passed ValidateGenerateRequest to the driver.
   void SubmitValidGeneration(const v1::GenerateRequest& request, grpc::CallbackServerContext* context,
                              CallObserver* observer);
+  // `inner` wrapped for metrics and the completion line.
+  MeteredCall* Metered(CallObserver* inner, const std::string& server_id, const std::string& client_id,
+                       const google::protobuf::RepeatedPtrField<v1::TokenSequence>& sequences, bool score) const;
 
   PipelineDriver* driver_;
   RequestLimits limits_;
   v1::Metadata metadata_;
+  CoordinatorMetrics* metrics_;
 };
 
 // grpc::Status with the same code and message.
