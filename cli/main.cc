@@ -3,7 +3,11 @@
 // returns into the message on stderr and the exit code (ReportStatus).
 #include <iostream>
 
+#include <cstdlib>
+
 #include <CLI/CLI.hpp>
+
+#include "seam/core/logging.h"
 
 #include "bench_model_command.h"
 #include "bench_pipeline_command.h"
@@ -21,6 +25,14 @@ int main(int argc, char** argv) {
   CLI::App app{"seam: serves transformer language models split into pipeline stages"};
   app.set_version_flag("--version", std::string("seam ") + SEAM_VERSION);
   app.require_subcommand(1);
+  std::string log_level = "info", log_format = "text";
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn or error (also for the seam-stage and seam-coordinator processes "
+                 "that run, serve and bench start)")
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "text or json (one JSON object per line); passed on like --log-level")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 
   seam::cli::PlanCommandOptions plan;
   CLI::App* plan_cmd = app.add_subcommand("plan", "print the bound stage plans of a model's layer stack");
@@ -237,6 +249,13 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  // Children (local pipelines' seam-stage and seam-coordinator) inherit an
+  // explicit choice through the environment InitLogging reads.
+  if (app.count("--log-level") > 0) setenv("SEAM_LOG_LEVEL", log_level.c_str(), 1);
+  if (app.count("--log-format") > 0) setenv("SEAM_LOG_FORMAT", log_format.c_str(), 1);
+  seam::LogFormat format = seam::LogFormat::kText;
+  seam::ParseLogFormat(log_format, &format);
+  seam::InitLogging(log_level, "seam", format);
   const auto report = [](const char* command, const absl::Status& status) {
     return seam::cli::ReportStatus(command, status, std::cerr);
   };

@@ -14,6 +14,7 @@ KNOWN = {
     ("apps/v1", "StatefulSet"), ("apps/v1", "Deployment"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
 }
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 CONTAINER_KEYS = {
@@ -57,7 +58,7 @@ class Checker:
             self.err(where, "metadata.name missing or not a DNS-1123 name")
         spec = doc.get("spec")
         if kind in ("Service", "StatefulSet", "Deployment", "NetworkPolicy", "LeaderWorkerSet",
-                    "PersistentVolumeClaim") and not isinstance(spec, dict):
+                    "PersistentVolumeClaim", "ServiceMonitor") and not isinstance(spec, dict):
             self.err(where, "spec missing")
             return
         getattr(self, "k_" + kind, lambda *a: None)(doc, spec, where)

@@ -23,6 +23,7 @@ packages=(
   libpcre2-dev libutf8proc-dev zlib1g-dev
   libcpp-httplib-dev
   prometheus-cpp-dev
+  python3-prometheus-client
   iproute2
   yamllint python3-yaml
   python3-grpcio python3-protobuf python3-grpc-tools python3-setuptools python3-wheel python3-pip python3-venv

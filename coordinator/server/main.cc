@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_split.h"
+#include "seam/core/logging.h"
 #include "service/coordinator_server.h"
 
 int main(int argc, char** argv) {
@@ -41,6 +42,14 @@ int main(int argc, char** argv) {
   app.add_option("--http-port-file", o.http_port_file, "write the bound HTTP port here once serving");
   app.add_option("--served-model-name", o.served_model_name,
                  "the model's name in the HTTP API (default: the --model folder's name)");
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "host:port of a Prometheus /metrics endpoint: HTTPS with --tls-cert/--tls-key, else plain HTTP on "
+                 "loopback only unless --insecure");
+  std::string log_level = "info", log_format = "text";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
+  app.add_option("--log-format", log_format, "text or json (one JSON object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   seam::security::ClientSecurityOptions& stage = o.stage_security;
   app.add_option("--tls-ca", stage.tls_ca_file, "PEM CA of the stages' certificates: reach the stages over TLS");
   app.add_option("--tls-client-cert", stage.tls_client_cert_file,
@@ -52,6 +61,9 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  seam::LogFormat format = seam::LogFormat::kText;
+  seam::ParseLogFormat(log_format, &format);
+  seam::InitLogging(log_level, "coordinator", format);
   o.stages = absl::StrSplit(stages, ',', absl::SkipEmpty());
   if (!seam::coordinator::ParseDuration(stage_timeout, &o.stage_timeout) ||
       !seam::coordinator::ParseDuration(startup_timeout, &o.startup_timeout)) {

@@ -135,8 +135,10 @@ void PipelineDriver::Loop() {
       reported_down_ = state_->Down();
       if (options_.on_pipeline_up) options_.on_pipeline_up(!reported_down_);
     }
+    const Load load = state_->CurrentLoad();
     std::lock_guard<std::mutex> lock(mu_);
     epoch_ = state_->Epoch();
+    load_ = load;
   }
   state_->GoDown(absl::UnavailableError("the coordinator is shutting down"));
 }
@@ -156,6 +158,11 @@ void PipelineDriver::Shutdown() {
 std::vector<bool> PipelineDriver::StagesUp() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stages_up_;
+}
+
+PipelineDriver::Load PipelineDriver::CurrentLoad() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return load_;
 }
 
 uint64_t PipelineDriver::Epoch() const {

@@ -91,6 +91,13 @@ class PipelineDriver {
   // Per stage: false once its stream broke or it missed a deadline.
   std::vector<bool> StagesUp() const;
   uint64_t Epoch() const;
+  // The scheduler's load after the driver's last round (for metrics).
+  struct Load {
+    int running = 0;           // sequences admitted, not ended
+    int waiting = 0;           // sequences queued for admission
+    double kv_usage = 0;       // share of the admission KV blocks held, 0..1
+  };
+  Load CurrentLoad() const;
 
   struct State;  // driver-thread state (pipeline_driver_state.h)
 
@@ -115,6 +122,7 @@ class PipelineDriver {
   bool stopping_ = false;
   std::vector<bool> stages_up_;
   uint64_t epoch_ = 0;
+  Load load_;
   std::thread thread_;
   // Driver thread only: link generation and the recovery attempt.
   uint64_t generation_ = 0;

@@ -328,4 +328,18 @@ void PipelineDriver::State::CheckTimes(Clock::time_point now) {
   }
 }
 
+PipelineDriver::Load PipelineDriver::State::CurrentLoad() const {
+  PipelineDriver::Load load;
+  load.running = scheduler->RunningCount();
+  load.waiting = scheduler->QueueDepth();
+  const SchedulerOptions& o = scheduler->options();
+  int64_t total = 0, free = 0;
+  for (int dp = 0; dp < o.dp_groups; ++dp) {
+    total += o.kv_blocks_per_dp_group;
+    free += scheduler->FreeBlocks(dp);
+  }
+  load.kv_usage = total > 0 ? static_cast<double>(total - free) / static_cast<double>(total) : 0.0;
+  return load;
+}
+
 }  // namespace seam::coordinator

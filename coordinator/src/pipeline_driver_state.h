@@ -56,6 +56,7 @@ struct PipelineDriver::State {
   // (UNAVAILABLE), and later calls are refused with it.
   void GoDown(const absl::Status& status);
   uint64_t Epoch() const { return scheduler->Epoch(); }
+  PipelineDriver::Load CurrentLoad() const;
   bool Down() const { return down; }
   // The pipeline is back: `new_links` reach stages configured for Epoch().
   void Recover(std::vector<StageLink*> new_links);

@@ -31,6 +31,8 @@ RUN apt-get update -q \
       libopenblas0-pthread=0.3.21* \
       libspdlog1.10=1:1.10.* \
       libfmt9=9.1.* \
+      libprometheus-cpp-core1.0=1.0.* \
+      libcpp-httplib0.11=0.11.* \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 seam \
  && useradd --system --uid 10001 --gid seam --home-dir /home/seam --create-home --shell /usr/sbin/nologin seam

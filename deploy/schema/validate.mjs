@@ -8,7 +8,8 @@
 // metadata is validated as ObjectMeta, its leaderTemplate/workerTemplate as
 // core/v1 PodTemplateSpec, and its remaining spec fields are checked here
 // against the LWS v1 API (known fields, types, enums). Any other apiVersion
-// or kind is an error.
+// or kind is an error. ServiceMonitor (prometheus-operator) is checked
+// field by field likewise.
 //
 // The OpenAPI schema does not forbid unknown fields; check_manifests.py
 // rejects unknown pod and container fields.
@@ -117,7 +118,46 @@ function leaderWorkerSetErrors(doc) {
   return errs;
 }
 
-const crds = { "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet": leaderWorkerSetErrors };
+// ServiceMonitor monitoring.coreos.com/v1 (prometheus-operator): the fields
+// seam's component uses, checked by name and type; anything else is unknown.
+function serviceMonitorErrors(doc) {
+  const errs = [];
+  unknownKeys(doc, ["apiVersion", "kind", "metadata", "spec"], "", errs);
+  errs.push(...modelErrors(new ObjectMeta(doc.metadata ?? {}), doc.metadata ?? {}, "metadata"));
+  const spec = doc.spec;
+  if (!isObj(spec)) return [...errs, "spec: required object missing"];
+  unknownKeys(spec, ["selector", "endpoints", "namespaceSelector", "jobLabel", "targetLabels", "podTargetLabels"],
+    "spec", errs);
+  if (!isObj(spec.selector)) errs.push("spec.selector: required object missing");
+  else unknownKeys(spec.selector, ["matchLabels", "matchExpressions"], "spec.selector", errs);
+  if (!Array.isArray(spec.endpoints) || spec.endpoints.length === 0)
+    return [...errs, "spec.endpoints: required non-empty list missing"];
+  spec.endpoints.forEach((e, i) => {
+    const p = `spec.endpoints[${i}]`;
+    if (!isObj(e)) { errs.push(`${p}: must be an object`); return; }
+    unknownKeys(e, ["port", "targetPort", "path", "scheme", "interval", "scrapeTimeout", "tlsConfig",
+      "bearerTokenSecret", "honorLabels", "relabelings", "metricRelabelings"], p, errs);
+    if (typeof e.port !== "string" && !("targetPort" in e)) errs.push(`${p}.port: a port name is required`);
+    if ("scheme" in e && !["http", "https"].includes(e.scheme))
+      errs.push(`${p}.scheme: must be http or https (got ${JSON.stringify(e.scheme)})`);
+    for (const d of ["interval", "scrapeTimeout"])
+      if (d in e && !/^(0|([0-9]+(ms|s|m|h))+)$/.test(e[d])) errs.push(`${p}.${d}: not a duration (${e[d]})`);
+    if ("tlsConfig" in e) {
+      const t = e.tlsConfig;
+      if (!isObj(t)) { errs.push(`${p}.tlsConfig: must be an object`); return; }
+      unknownKeys(t, ["ca", "cert", "keySecret", "serverName", "insecureSkipVerify"], `${p}.tlsConfig`, errs);
+      if (isObj(t.ca) && !(isObj(t.ca.secret) && typeof t.ca.secret.name === "string" &&
+                           typeof t.ca.secret.key === "string"))
+        errs.push(`${p}.tlsConfig.ca: expected secret {name, key}`);
+    }
+  });
+  return errs;
+}
+
+const crds = {
+  "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet": leaderWorkerSetErrors,
+  "monitoring.coreos.com/v1/ServiceMonitor": serviceMonitorErrors,
+};
 
 // kubernetes-models/<group>/<version>/<Kind> for a built-in apiVersion ("v1"
 // is core); one module per kind keeps start-up short.

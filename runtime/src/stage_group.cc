@@ -44,6 +44,7 @@ struct RankState {
   Tensor logits;                     // the last step's output (last piece)
   std::vector<int32_t> tokens;       // or its DP group's chosen tokens (last piece, with choices)
   boundary::PipelineTensors handoff;  // the last step's output (other pieces)
+  double synchronize_seconds = 0;     // the last step's wait for its stream and collectives
   std::shared_ptr<boundary::IpcFusionProvider> fusions;  // null: no all-reduce fusion
   std::string fusion_report;                            // what it measured and chose
 };
@@ -282,6 +283,12 @@ std::string StageGroup::FusionReport() const {
 
 GraphDecodeStats StageGroup::GraphStats() const { return impl_->graph_stats; }
 
+std::vector<double> StageGroup::LastSynchronizeSeconds() const {
+  std::vector<double> seconds;
+  for (const auto& rank : impl_->ranks) seconds.push_back(rank->synchronize_seconds);
+  return seconds;
+}
+
 std::string GraphDecodeStats::ToString() const {
   if (!off_reason.empty()) return absl::StrCat("CUDA graph decode off: ", off_reason);
   std::vector<std::string> per_bucket;
@@ -510,7 +517,9 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
       SEAM_ASSIGN_OR_RETURN(DecodeGraphOutput o, rank.graphs.at(bucket)->Replay(inputs[rank.topology.dp_rank()],
                                                                                 in.empty() ? nullptr : &in[r]));
       // After the replay, never inside a capture: the one wait of the step.
-      SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(absl::Now() + self->options.comm_timeout));
+      const absl::Time wait = absl::Now();
+      SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(wait + self->options.comm_timeout));
+      rank.synchronize_seconds = absl::ToDoubleSeconds(absl::Now() - wait);
       SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(o.handoff, Device::CPU()));
       return leave(o.logits);
     }
@@ -525,7 +534,9 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
                                                                   in.empty() ? nullptr : &entering, &rank.handoff));
     // Collectives are stream-ordered: the step waits for them once, bounded
     // (a missed deadline aborts the communicator), before anything is read.
-    SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(absl::Now() + self->options.comm_timeout));
+    const absl::Time wait = absl::Now();
+    SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(wait + self->options.comm_timeout));
+    rank.synchronize_seconds = absl::ToDoubleSeconds(absl::Now() - wait);
     // What leaves the group is on the host: handoffs for UCX, logits for sampling.
     SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(rank.handoff, Device::CPU()));
     return leave(logits);

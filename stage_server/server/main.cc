@@ -108,6 +108,13 @@ int main(int argc, char** argv) {
                  "attention-DP group (ascending, comma-separated; a step pads up to the next one); empty: eager")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
+  std::string log_format = "text", metrics_listen;
+  app.add_option("--log-format", log_format, "text or json (one JSON object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--metrics-listen", metrics_listen,
+                 "host:port of a Prometheus /metrics endpoint: HTTPS with --tls-cert/--tls-key, else plain HTTP on "
+                 "loopback only unless --insecure");
   seam::security::ServerSecurityOptions security;
   std::string health_listen;
   app.add_option("--tls-cert", security.tls_cert_file, "PEM certificate chain: serve StageControl over TLS");
@@ -125,7 +132,9 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  seam::InitLogging(log_level, "stage");
+  seam::LogFormat format = seam::LogFormat::kText;
+  seam::ParseLogFormat(log_format, &format);
+  seam::InitLogging(log_level, "stage", format);
   if (!InstallSignalHandlers()) {
     std::cerr << "seam-stage: cannot install signal handlers\n";
     return 1;
@@ -139,6 +148,12 @@ int main(int argc, char** argv) {
   seam::server::StageServerOptions options;
   options.listen = listen;
   options.health_listen = health_listen;
+  if (!metrics_listen.empty()) {
+    options.metrics.listen = metrics_listen;  // HTTPS with StageControl's certificate when it has one
+    options.metrics.tls_cert_file = security.tls_cert_file;
+    options.metrics.tls_key_file = security.tls_key_file;
+    options.metrics.insecure = security.insecure;
+  }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       seam::security::MakeServerCredentials(security, listen);
   if (!credentials.ok()) {
@@ -178,7 +193,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";
-    return 1;
+    return absl::IsFailedPrecondition(server.status()) ? 2 : 1;
   }
   if (!port_file.empty() && !WritePortFile(port_file, (*server)->port())) {
     std::cerr << "seam-stage: cannot write --port-file " << port_file << "\n";
@@ -186,6 +201,7 @@ int main(int argc, char** argv) {
   }
 
   seam::server::StageServer* s = server->get();
+  if (s->metrics_port() != 0) SEAM_LOG_INFO("metrics on port {}", s->metrics_port());
   std::thread([s] {
     char received = 0;
     while (read(signal_pipe[0], &received, 1) < 0 && errno == EINTR) {

@@ -19,6 +19,7 @@ void GenerateStreamReactor::OnToken(int sequence_index, int32_t token) {
   }
   v1::GenerateResponse r;
   r.set_request_id(request_id_);
+  r.set_server_request_id(server_request_id_);
   r.set_sequence_index(sequence_index);
   r.add_token_ids(token);
   r.set_text(text);
@@ -32,6 +33,8 @@ void GenerateStreamReactor::OnSequenceFinished(int sequence_index, FinishReason 
       queue_.back().finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
     v1::GenerateResponse r;
     r.set_request_id(request_id_);
+    r.set_server_request_id(server_request_id_);
+  r.set_server_request_id(server_request_id_);
     r.set_sequence_index(sequence_index);
     queue_.push_back(std::move(r));
   }

@@ -20,8 +20,11 @@ namespace seam::coordinator {
 class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>, public CallObserver {
  public:
   // `text` (may be null) decodes each sequence's tokens into the responses' text.
-  GenerateStreamReactor(std::string request_id, const ModelText* text = nullptr, int sequences = 0)
-      : request_id_(std::move(request_id)), text_streams_(sequences, TextStream(text)) {}
+  GenerateStreamReactor(std::string request_id, std::string server_request_id, const ModelText* text = nullptr,
+                        int sequences = 0)
+      : request_id_(std::move(request_id)),
+        server_request_id_(std::move(server_request_id)),
+        text_streams_(sequences, TextStream(text)) {}
   void OnToken(int sequence_index, int32_t token) override;
   void OnSequenceFinished(int sequence_index, FinishReason reason) override;
   void OnScore(int, std::vector<float>) override {}
@@ -35,6 +38,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
  private:
   void WriteNextLocked();  // mu_ held
   std::string request_id_;
+  std::string server_request_id_;
   std::vector<TextStream> text_streams_;  // per sequence
   std::mutex mu_;
   std::deque<v1::GenerateResponse> queue_;

@@ -25,6 +25,7 @@
 #include "seam/weights/model_config.h"
 #include "service/coordinator_service.h"
 #include "service/grpc_stage_link.h"
+#include "service/request_metrics.h"
 #include "service/stage_setup.h"
 
 namespace seam::coordinator {
@@ -237,7 +238,26 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   auto driver = PipelineDriver::Create(driver_options, std::move(links));
   if (!driver.ok()) return err << "seam-coordinator: " << driver.status() << "\n", 1;
 
-  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers), text->get());
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint;
+  std::unique_ptr<CoordinatorMetrics> metrics;
+  if (!o.metrics_listen.empty()) {
+    metrics::MetricsEndpointOptions mo;
+    mo.listen = o.metrics_listen;  // HTTPS with the client API's certificate when it has one
+    mo.tls_cert_file = o.server_security.tls_cert_file;
+    mo.tls_key_file = o.server_security.tls_key_file;
+    mo.insecure = o.server_security.insecure;
+    auto started = metrics::MetricsEndpoint::Start(mo);
+    if (!started.ok()) {
+      (*driver)->Shutdown();
+      return err << "seam-coordinator: --metrics-listen: " << started.status().message() << "\n",
+             absl::IsFailedPrecondition(started.status()) ? 2 : 1;
+    }
+    metrics_endpoint = std::move(*started);
+    metrics = std::make_unique<CoordinatorMetrics>(*metrics_endpoint, driver->get());
+    SEAM_LOG_INFO("metrics on {}://{}/metrics (port {})", mo.tls_cert_file.empty() ? "http" : "https",
+                  o.metrics_listen, metrics_endpoint->port());
+  }
+  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers), text->get(), metrics.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -25,6 +25,10 @@ struct CoordinatorServerOptions {
   std::string http_listen;
   std::string http_port_file;
   std::string served_model_name;          // the model's name over HTTP; empty: the --model folder's name
+  // Non-empty: Prometheus /metrics on this host:port: HTTPS with the
+  // client API's certificate, else plain HTTP on loopback only unless
+  // server_security.insecure.
+  std::string metrics_listen;
   // The coordinator as the stages' client: their CA and its client certificate.
   security::ClientSecurityOptions stage_security;
   std::vector<std::string> stages;        // host:port of each stage, rank order

@@ -39,6 +39,17 @@ v1::FinishReason ToProto(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+MeteredCall* CoordinatorService::Metered(CallObserver* inner, const std::string& server_id,
+                                         const std::string& client_id,
+                                         const google::protobuf::RepeatedPtrField<v1::TokenSequence>& sequences,
+                                         bool score) const {
+  std::vector<int> prompt_tokens;
+  for (const v1::TokenSequence& s : sequences) prompt_tokens.push_back(s.token_ids_size());
+  // The client's id is logged only up to the length validation allows.
+  const size_t limit = static_cast<size_t>(limits_.max_request_id_bytes);
+  return new MeteredCall(inner, metrics_, server_id, client_id.substr(0, limit), std::move(prompt_tokens), score);
+}
+
 void CoordinatorService::SubmitValidGeneration(const v1::GenerateRequest& request,
                                                grpc::CallbackServerContext* context, CallObserver* observer) {
   DriverCall call = MakeCall(request.request_id(), request.prompts(), context);
@@ -50,53 +61,59 @@ void CoordinatorService::SubmitValidGeneration(const v1::GenerateRequest& reques
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grpc::CallbackServerContext* context,
                                                                              const v1::GenerateRequest* request) {
+  const std::string id = NewServerRequestId();
   v1::GenerateRequest scratch;
   absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
-  auto* reactor = new GenerateStreamReactor(request->request_id(), text_,
+  auto* reactor = new GenerateStreamReactor(request->request_id(), id, text_,
                                             tokens.ok() ? (*tokens)->prompts_size() : 0);
   absl::Status st = tokens.ok() ? ValidateGenerateRequest(**tokens, limits_) : tokens.status();
   if (!st.ok()) {
-    reactor->OnDone(st);
+    Metered(reactor, id, request->request_id(), {}, false)->OnDone(st);
     return reactor;
   }
-  SubmitValidGeneration(**tokens, context, reactor);
+  SubmitValidGeneration(**tokens, context, Metered(reactor, id, request->request_id(), (*tokens)->prompts(), false));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerContext* context,
                                                           const v1::GenerateRequest* request,
                                                           v1::GenerateResult* result) {
+  const std::string id = NewServerRequestId();
   // Validation first: nothing is built per prompt for a request refused.
   v1::GenerateRequest scratch;
   absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
   absl::Status st = tokens.ok() ? ValidateGenerateRequest(**tokens, limits_) : tokens.status();
   if (!st.ok()) {
     auto* reactor = new UnaryCallReactor(result, nullptr, 0);
-    reactor->OnDone(st);
+    Metered(reactor, id, request->request_id(), {}, false)->OnDone(st);
     return reactor;
   }
   result->set_request_id(request->request_id());
+  result->set_server_request_id(id);
   auto* reactor = new UnaryCallReactor(result, nullptr, (*tokens)->prompts_size(), text_);
   for (int i = 0; i < (*tokens)->prompts_size(); ++i) {
     result->mutable_completions(i)->set_prompt_tokens((*tokens)->prompts(i).token_ids_size());
   }
-  SubmitValidGeneration(**tokens, context, reactor);
+  SubmitValidGeneration(**tokens, context,
+                        Metered(reactor, id, request->request_id(), (*tokens)->prompts(), false));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext* context,
                                                     const v1::ScoreRequest* request, v1::ScoreResult* result) {
+  const std::string id = NewServerRequestId();
   if (absl::Status st = ValidateScoreRequest(*request, limits_); !st.ok()) {
     auto* reactor = new UnaryCallReactor(nullptr, result, 0);
-    reactor->OnDone(st);
+    Metered(reactor, id, request->request_id(), {}, true)->OnDone(st);
     return reactor;
   }
   result->set_request_id(request->request_id());
+  result->set_server_request_id(id);
   auto* reactor = new UnaryCallReactor(nullptr, result, request->sequences_size());
   DriverCall call = MakeCall(request->request_id(), request->sequences(), context);
   call.sampling.set_max_new_tokens(1);  // greedy; the sampled token is dropped
   call.score = true;
-  call.observer = reactor;
+  call.observer = Metered(reactor, id, request->request_id(), request->sequences(), true);
   driver_->Submit(std::move(call));
   return reactor;
 }

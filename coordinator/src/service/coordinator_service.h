@@ -9,6 +9,7 @@
 #include "pipeline_driver.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
 #include "service/model_text.h"
+#include "service/request_metrics.h"
 #include "service/request_validation.h"
 
 namespace seam::coordinator {
@@ -18,10 +19,12 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // `metadata` holds the model facts and the topology as configured; stage
   // health and epoch are filled in from `driver` on each GetMetadata.
   // `text` (may be null: no tokenizer) tokenizes text prompts and decodes
-  // completions; it must outlive the service.
+  // completions; `metrics` (may be null) counts every call; both must
+  // outlive the service. Each call gets a server request id, logged with its
+  // one completion line and sent back.
   CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata,
-                     const ModelText* text = nullptr)
-      : driver_(driver), limits_(limits), metadata_(std::move(metadata)), text_(text) {}
+                     const ModelText* text = nullptr, CoordinatorMetrics* metrics = nullptr)
+      : driver_(driver), limits_(limits), metadata_(std::move(metadata)), text_(text), metrics_(metrics) {}
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;
@@ -36,11 +39,15 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // Hands a generation request that passed ValidateGenerateRequest to the driver.
   void SubmitValidGeneration(const v1::GenerateRequest& request, grpc::CallbackServerContext* context,
                              CallObserver* observer);
+  // `inner` wrapped for metrics and the completion line.
+  MeteredCall* Metered(CallObserver* inner, const std::string& server_id, const std::string& client_id,
+                       const google::protobuf::RepeatedPtrField<v1::TokenSequence>& sequences, bool score) const;
 
   PipelineDriver* driver_;
   RequestLimits limits_;
   v1::Metadata metadata_;
   const ModelText* text_;
+  CoordinatorMetrics* metrics_;
 };
 
 // grpc::Status with the same code and message.

@@ -12,17 +12,37 @@
 #include "stage_handoff.h"
 
 namespace seam::server {
+namespace {
+
+double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
+
+double TensorBytes(const std::vector<boundary::PipelineTensors>& handoffs) {
+  size_t bytes = 0;
+  for (const boundary::PipelineTensors& h : handoffs) {
+    if (h.hidden.defined()) bytes += h.hidden.nbytes();
+    if (h.residual.defined()) bytes += h.residual.nbytes();
+  }
+  return static_cast<double>(bytes);
+}
+
+}  // namespace
 
 MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group,
                                    handoff::UcxWorker& worker, handoff::UcxEndpoint previous,
                                    handoff::UcxEndpoint next, absl::Duration handoff_timeout,
-                                   uint64_t max_handoff_payload_bytes)
+                                   uint64_t max_handoff_payload_bytes, StageMetrics* metrics)
     : config_(config),
       group_(std::move(group)),
       worker_(worker),
       previous_(std::move(previous)),
       next_(std::move(next)),
       handoff_timeout_(handoff_timeout) {
+  if (metrics != nullptr) {
+    metrics_.emplace(metrics->ForRank(static_cast<int>(config_.pipeline_rank()), group_->tp()));
+    const runtime::GraphDecodeStats stats = group_->GraphStats();
+    for (const auto& [bucket, n] : stats.replays) graph_replays_seen_ += n;
+    eager_steps_seen_ = stats.eager_steps;
+  }
   if (group_->is_first_piece()) return;
   handoff::HandoffReceiverOptions receive;
   receive.key = config_.handoff_key();
@@ -91,22 +111,34 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
   }
   std::vector<boundary::PipelineTensors> in;
   if (!group_->is_first_piece()) {
+    const absl::Time wait = absl::Now();
     SEAM_ASSIGN_OR_RETURN(in, ReceiveHandoff(d));
+    if (metrics_) {
+      metrics_->handoff_receive.Observe(SecondsSince(wait));
+      metrics_->handoff_bytes_received.Increment(TensorBytes(in));
+    }
   }
   const bool all_logits = group_->is_last_piece() && SequenceSampler::NeedsAllLogits(d);
   // The last stage chooses tokens where the logits are, unless a sequence asks for log-probs.
   std::vector<runtime::TokenChoice> choices;
   const bool choose = group_->is_last_piece() && !all_logits;
   if (choose) choices = sampler_.Choices(d);
+  const absl::Time step_start = absl::Now();
   SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out,
                         group_->StepPiece(steps, all_logits, in, choose ? &choices : nullptr));
+  if (metrics_) RecordStep(SecondsSince(step_start));
   if (!group_->is_last_piece()) {
     SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
     handoff::HandoffSenderOptions send;
     send.key = config_.handoff_key();
     handoff::HandoffSender sender(worker_, next_, std::move(send));
-    absl::Status sent = sender.Send(framed.header, framed.tensors, absl::Now() + handoff_timeout_);
+    const absl::Time send_start = absl::Now();
+    absl::Status sent = sender.Send(framed.header, framed.tensors, send_start + handoff_timeout_);
     if (!sent.ok()) return Annotate(sent, absl::StrCat("handoff to pipeline rank ", config_.pipeline_rank() + 1));
+    if (metrics_) {
+      metrics_->handoff_send.Observe(SecondsSince(send_start));
+      metrics_->handoff_bytes_sent.Increment(TensorBytes(out.handoff));
+    }
     return absl::OkStatus();  // the ack: an answer with no sequences
   }
   std::vector<v1::SequenceResult> sequences;
@@ -142,6 +174,19 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
     }
     return Annotate(got.status(), absl::StrCat("handoff from pipeline rank ", config_.pipeline_rank() - 1));
   }
+}
+
+void MicrobatchRunner::RecordStep(double seconds) {
+  metrics_->step.Observe(seconds);
+  const std::vector<double> waits = group_->LastSynchronizeSeconds();
+  for (size_t r = 0; r < waits.size() && r < metrics_->collective.size(); ++r) metrics_->collective[r]->Observe(waits[r]);
+  const runtime::GraphDecodeStats stats = group_->GraphStats();
+  int64_t replays = 0;
+  for (const auto& [bucket, n] : stats.replays) replays += n;
+  metrics_->graph_replays.Increment(static_cast<double>(replays - graph_replays_seen_));
+  metrics_->eager_steps.Increment(static_cast<double>(stats.eager_steps - eager_steps_seen_));
+  graph_replays_seen_ = replays;
+  eager_steps_seen_ = stats.eager_steps;
 }
 
 }  // namespace seam::server

@@ -17,6 +17,7 @@
 #include "seam/runtime/stage_group.h"
 #include "seam/v1/stage_service.pb.h"
 #include "sequence_sampler.h"
+#include "stage_metrics.h"
 
 namespace seam::server {
 
@@ -25,9 +26,10 @@ class MicrobatchRunner {
   // `previous` / `next`: endpoints to the neighbours (invalid where there is
   // none). Handoffs are sealed and verified under config.handoff_key(); one
   // listing more than `max_handoff_payload_bytes` is dropped unread.
+  // `metrics` (may be null) times steps and handoffs.
   MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group, handoff::UcxWorker& worker,
                    handoff::UcxEndpoint previous, handoff::UcxEndpoint next, absl::Duration handoff_timeout,
-                   uint64_t max_handoff_payload_bytes);
+                   uint64_t max_handoff_payload_bytes, StageMetrics* metrics = nullptr);
 
   // Runs `d` and returns its answer; an error of any step becomes the
   // result's error, with this stage's pipeline rank. Never throws, never
@@ -49,6 +51,8 @@ class MicrobatchRunner {
   absl::Status RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result);
   // The previous stage's handoff for `d`, within the handoff timeout.
   absl::StatusOr<std::vector<boundary::PipelineTensors>> ReceiveHandoff(const v1::MicrobatchDescriptor& d);
+  // After a step: its time, each rank's Synchronize wait, graph or eager.
+  void RecordStep(double seconds);
 
   v1::StageConfig config_;
   std::unique_ptr<runtime::StageGroup> group_;
@@ -63,6 +67,9 @@ class MicrobatchRunner {
   // send that handoff, so the next wait discards handoffs of other
   // microbatches instead of failing on them.
   bool late_handoff_possible_ = false;
+  // Metrics of this pipeline rank, and the graph counts already reported.
+  std::optional<StageMetrics::Rank> metrics_;
+  int64_t graph_replays_seen_ = 0, eager_steps_seen_ = 0;
 };
 
 }  // namespace seam::server

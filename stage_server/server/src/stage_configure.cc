@@ -160,7 +160,8 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
       MaxHandoffPayloadBytes(*model, static_cast<int>(config.tp_size()), static_cast<int>(config.attn_dp_size()),
                              options_.group.dtype, options_.group.kv.max_step_tokens);
   runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
-                                               std::move(next), options_.handoff_timeout, max_payload);
+                                               std::move(next), options_.handoff_timeout, max_payload,
+                                               options_.metrics);
   v1::StageStatus s;
   bool serving = false;
   {

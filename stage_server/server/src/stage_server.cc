@@ -14,6 +14,8 @@
 #include "seam/core/logging.h"
 #include "seam/security/health_port.h"
 #include "request_checks.h"
+#include "seam/metrics/metrics_endpoint.h"
+#include "stage_metrics.h"
 #include "stage_service.h"
 
 namespace seam::server {
@@ -54,9 +56,17 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
   actor.group = options.group;
   actor.host = options.listen.substr(0, options.listen.rfind(':'));
   actor.on_serving = [s = self.get()](bool serving) { s->SetServing(serving); };
+  if (!options.metrics.listen.empty()) {
+    auto endpoint = metrics::MetricsEndpoint::Start(options.metrics);
+    if (!endpoint.ok()) return endpoint.status();
+    self->metrics_endpoint_ = std::move(*endpoint);
+    self->metrics_ = std::make_unique<StageMetrics>(*self->metrics_endpoint_);
+    actor.metrics = self->metrics_.get();
+  }
   absl::StatusOr<std::unique_ptr<StageActor>> started = StageActor::Start(std::move(actor));
   if (!started.ok()) return started.status();
   self->actor_ = std::move(*started);
+  if (self->metrics_ != nullptr) self->metrics_->SetStatusSource([a = self->actor_.get()] { return a->Status(); });
   self->service_ = std::make_unique<StageService>(self->actor_.get(), [s = self.get()] { s->RequestShutdown(); });
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -94,10 +104,15 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
 
 StageServer::~StageServer() {
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.grpc_grace));
+  if (metrics_ != nullptr) metrics_->SetStatusSource(nullptr);  // scrapes stop reading the actor
   actor_.reset();
   std::lock_guard<std::mutex> lock(mu_);
   health_ = nullptr;
   health_port_.reset();
+}
+
+int StageServer::metrics_port() const {
+  return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
 }
 
 int StageServer::health_port() const {

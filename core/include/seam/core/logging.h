@@ -1,8 +1,13 @@
 // Process-wide logging through spdlog. Call InitLogging once from main();
 // libraries log with SEAM_LOG_* and never configure sinks themselves.
+// Lines about one thing (a request) carry its fields: a ScopedLogFields on
+// the logging thread adds them to every line logged while it lives, as
+// `key=value` after the text, or as JSON members with --log-format json.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 // Debug lines are compiled in and filtered by the level chosen at run time
 // (spdlog compiles everything below info out by default).
@@ -13,9 +18,30 @@
 
 namespace seam {
 
-// Sets the level ("trace", "debug", "info", "warn", "error") and a prefix such
-// as "stage 1" that every line carries. Honours SEAM_LOG_LEVEL if set.
-void InitLogging(const std::string& level, const std::string& prefix);
+enum class LogFormat { kText, kJson };
+// "text" or "json"; false for anything else.
+bool ParseLogFormat(const std::string& text, LogFormat* format);
+
+// Sets the level ("trace", "debug", "info", "warn", "error"), the format
+// and the process name that every line carries ("stage", "coordinator",
+// "seam"). Honours SEAM_LOG_LEVEL and SEAM_LOG_FORMAT if set. JSON lines are
+// one object each: {"time","level","process","msg", then the scope's fields}.
+void InitLogging(const std::string& level, const std::string& process, LogFormat format = LogFormat::kText);
+
+using LogFields = std::vector<std::pair<std::string, std::string>>;
+
+// Adds `fields` to every line this thread logs until destroyed (nested
+// scopes add theirs after the outer ones). Not movable.
+class ScopedLogFields {
+ public:
+  explicit ScopedLogFields(LogFields fields);
+  ~ScopedLogFields();
+  ScopedLogFields(const ScopedLogFields&) = delete;
+  ScopedLogFields& operator=(const ScopedLogFields&) = delete;
+
+ private:
+  size_t added_;
+};
 
 }  // namespace seam
 

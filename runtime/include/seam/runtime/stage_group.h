@@ -128,6 +128,11 @@ class StageGroup {
   std::string FusionReport() const;
   // Which decode steps replayed a CUDA graph, per bucket, and which ran eagerly.
   GraphDecodeStats GraphStats() const;
+  // Per TP rank, the seconds the last step waited in its one Synchronize
+  // (the stream and the step's collectives): the collective time as far as
+  // the host sees it (on CPU ranks Gloo's collectives are synchronous, so
+  // this is near zero there).
+  std::vector<double> LastSynchronizeSeconds() const;
 
   // One forward of `sequences` (each at most once) on every rank. Returns fp32
   // logits per sequence, in input order: [tokens, vocab] with all_logits,

@@ -31,6 +31,7 @@
 namespace seam::server {
 
 class MicrobatchRunner;
+class StageMetrics;
 
 struct StageActorOptions {
   handoff::UcxWorkerOptions ucx;                        // the data-plane worker
@@ -40,6 +41,7 @@ struct StageActorOptions {
   // Called (on the actor thread, or the caller's for Drain) when the stage
   // starts or stops accepting microbatches: the health status to publish.
   std::function<void(bool serving)> on_serving;
+  StageMetrics* metrics = nullptr;  // times steps and handoffs when set; outlives the actor
 };
 
 class StageActor {

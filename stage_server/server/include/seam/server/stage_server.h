@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "seam/metrics/metrics_endpoint.h"
 #include "seam/server/stage_actor.h"
 
 namespace grpc {
@@ -29,6 +30,7 @@ class HealthPort;
 namespace seam::server {
 
 class StageService;
+class StageMetrics;
 
 enum class UcxMode {
   kTcp,  // PEER error mode over TCP: a dead neighbour is detected
@@ -50,6 +52,9 @@ struct StageServerOptions {
   // in-process tests on loopback.
   std::shared_ptr<grpc::ServerCredentials> credentials;
   std::string health_listen;  // non-empty: a plaintext grpc.health.v1-only port for probes
+  // Prometheus /metrics when metrics.listen is non-empty (HTTPS with a
+  // certificate, else plain HTTP on loopback only unless insecure).
+  metrics::MetricsEndpointOptions metrics;
   UcxMode ucx_mode = UcxMode::kTcp;
   absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
   runtime::StageGroupOptions group;  // where and how the stage's ranks compute (the layer range comes with Configure)
@@ -65,6 +70,7 @@ class StageServer {
 
   int port() const { return port_; }
   int health_port() const;  // 0 without health_listen
+  int metrics_port() const;  // 0 without metrics_listen
   // Thread-safe: asks Wait to shut down (the Shutdown call and SIGTERM use it).
   void RequestShutdown();
   // Blocks until shutdown is requested, then publishes NOT_SERVING, drains the
@@ -78,6 +84,9 @@ class StageServer {
 
   StageServerOptions options_;
   int port_ = 0;
+  // Declared before the actor: its runner records into them until it stops.
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<StageMetrics> metrics_;
   std::unique_ptr<StageActor> actor_;
   std::unique_ptr<StageService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,0 +1,72 @@
+// What the coordinator tells about each client call: the vLLM-shaped request
+// metrics (seam:time_to_first_token_seconds, ...) and the one log line at its
+// end. MeteredCall sits between the driver and a call's reactor: it sees
+// every token first, then passes everything on unchanged.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+
+#include "pipeline_driver.h"
+#include "seam/metrics/metrics_endpoint.h"
+
+namespace seam::coordinator {
+
+// The coordinator's instruments, registered on `endpoint`'s registry; the
+// scheduler's gauges (running, waiting, KV usage) are read from `driver` at
+// each scrape. Thread-safe.
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics(metrics::MetricsEndpoint& endpoint, const PipelineDriver* driver);
+
+  prometheus::Histogram& ttft;
+  prometheus::Histogram& inter_token;
+  prometheus::Histogram& e2e;
+  prometheus::Counter& prompt_tokens;
+  prometheus::Counter& generation_tokens;
+  prometheus::Family<prometheus::Counter>& success;  // by finished_reason: length, stop
+  prometheus::Family<prometheus::Counter>& failure;  // by code: UNAVAILABLE, INVALID_ARGUMENT, ...
+};
+
+// A request id made by the server: "req-" and 16 hex digits, unique per
+// process run (random start, then counting).
+std::string NewServerRequestId();
+
+// Wraps `inner` for one call. Deletes itself after passing OnDone on (the
+// driver forgets an observer after OnDone). `metrics` may be null (no
+// --metrics-listen): only the log line is written.
+class MeteredCall final : public CallObserver {
+ public:
+  MeteredCall(CallObserver* inner, CoordinatorMetrics* metrics, std::string request_id, std::string client_request_id,
+              std::vector<int> prompt_tokens, bool score);
+
+  void OnToken(int sequence_index, int32_t token) override;
+  void OnSequenceFinished(int sequence_index, FinishReason reason) override;
+  void OnScore(int sequence_index, std::vector<float> token_logprobs) override;
+  void OnDone(const absl::Status& status) override;
+  bool Cancelled() const override { return inner_->Cancelled(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Sequence {
+    int prompt_tokens = 0;
+    int generated = 0;
+    Clock::time_point last_token{};
+    std::string finish_reason;  // "" until finished
+  };
+  CallObserver* inner_;
+  CoordinatorMetrics* metrics_;
+  std::string request_id_, client_request_id_;
+  bool score_;
+  Clock::time_point start_;
+  Clock::time_point first_token_{};
+  std::vector<Sequence> sequences_;
+};
+
+}  // namespace seam::coordinator

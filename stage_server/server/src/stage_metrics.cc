@@ -1,0 +1,95 @@
+// The stage's instruments and its scrape-time status families.
+#include "stage_metrics.h"
+
+#include <string>
+
+#include "seam/metrics/snapshot_collector.h"
+
+namespace seam::server {
+
+StageMetrics::StageMetrics(metrics::MetricsEndpoint& endpoint)
+    : step_(prometheus::BuildHistogram()
+                .Name("seam:stage_step_seconds")
+                .Help("Compute of one microbatch on this stage (StageGroup::StepPiece, every TP rank)")
+                .Register(endpoint.registry())),
+      handoff_seconds_(prometheus::BuildHistogram()
+                           .Name("seam:stage_handoff_seconds")
+                           .Help("Handoffs between pipeline stages: direction=\"send\" until the next stage has "
+                                 "every tensor; direction=\"receive\" from the start of the wait to a verified "
+                                 "handoff (includes the previous stage's compute)")
+                           .Register(endpoint.registry())),
+      handoff_bytes_(prometheus::BuildCounter()
+                         .Name("seam:stage_handoff_bytes_total")
+                         .Help("Tensor bytes of handoffs sent to the next stage or received from the previous one")
+                         .Register(endpoint.registry())),
+      steps_(prometheus::BuildCounter()
+                 .Name("seam:stage_steps_total")
+                 .Help("Steps of this stage by mode: graph (a CUDA graph replayed) or eager")
+                 .Register(endpoint.registry())),
+      collective_(prometheus::BuildHistogram()
+                      .Name("seam:stage_collective_wait_seconds")
+                      .Help("Per TP rank, the step's one Synchronize wait for its stream and collectives (a proxy "
+                            "for collective time; near zero on CPU ranks, whose Gloo collectives are synchronous)")
+                      .Register(endpoint.registry())) {
+  endpoint.AddCollectable(std::make_shared<metrics::SnapshotCollector>([this] { return Collect(); }));
+}
+
+void StageMetrics::SetStatusSource(std::function<v1::StageStatus()> status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_ = std::move(status);
+}
+
+StageMetrics::Rank StageMetrics::ForRank(int pp_rank, int tp_size) {
+  const std::string pp = std::to_string(pp_rank);
+  Rank r{step_.Add({{"pp_rank", pp}}, metrics::StepTimeBuckets()),
+         handoff_seconds_.Add({{"pp_rank", pp}, {"direction", "send"}}, metrics::StepTimeBuckets()),
+         handoff_seconds_.Add({{"pp_rank", pp}, {"direction", "receive"}}, metrics::StepTimeBuckets()),
+         handoff_bytes_.Add({{"pp_rank", pp}, {"direction", "send"}}),
+         handoff_bytes_.Add({{"pp_rank", pp}, {"direction", "receive"}}),
+         steps_.Add({{"pp_rank", pp}, {"mode", "graph"}}),
+         steps_.Add({{"pp_rank", pp}, {"mode", "eager"}}),
+         {}};
+  for (int t = 0; t < tp_size; ++t) {
+    r.collective.push_back(
+        &collective_.Add({{"pp_rank", pp}, {"tp_rank", std::to_string(t)}}, metrics::StepTimeBuckets()));
+  }
+  return r;
+}
+
+std::vector<prometheus::MetricFamily> StageMetrics::Collect() const {
+  v1::StageStatus s;
+  {
+    // Read under the lock: SetStatusSource(nullptr) returns only once no
+    // scrape reads the actor any more.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status_) return {};
+    s = status_();
+  }
+  if (!s.has_config()) return {};  // no pipeline rank before Configure
+  const std::string pp = std::to_string(s.config().pipeline_rank());
+  using prometheus::MetricType;
+  std::vector<std::pair<metrics::Labels, double>> usage;
+  for (int dp = 0; dp < s.kv_free_blocks_size(); ++dp) {
+    const double total = static_cast<double>(s.kv_blocks_per_dp_group());
+    const double used = total > 0 ? (total - static_cast<double>(s.kv_free_blocks(dp))) / total : 0.0;
+    usage.push_back({{{"pp_rank", pp}, {"dp_group", std::to_string(dp)}}, used});
+  }
+  const v1::HandoffDrops& d = s.handoff_drops();
+  auto drop = [&](const char* reason, uint64_t n) {
+    return std::pair<metrics::Labels, double>{{{"pp_rank", pp}, {"reason", reason}}, static_cast<double>(n)};
+  };
+  return {
+      metrics::ValueFamily("seam:stage_microbatches_in_flight", "Microbatches queued or running on this stage",
+                           MetricType::Gauge, {{{{"pp_rank", pp}}, static_cast<double>(s.microbatches_in_flight())}}),
+      metrics::ValueFamily("seam:stage_kv_cache_usage_perc",
+                           "Share of this stage's KV blocks in use per attention-DP group (0 to 1), after the last "
+                           "microbatch",
+                           MetricType::Gauge, usage),
+      metrics::ValueFamily("seam:stage_handoff_drops_total",
+                           "Handoff messages from the previous stage dropped unread, by reason", MetricType::Counter,
+                           {drop("bad_mac", d.bad_mac()), drop("oversized", d.oversized()),
+                            drop("malformed", d.malformed()), drop("unexpected_microbatch", d.unexpected_microbatch())}),
+  };
+}
+
+}  // namespace seam::server
