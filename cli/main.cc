@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   init_cmd->add_flag("--exact", init.exact, "dyadic weights whose fp32 sums are exact");
   init_cmd->add_flag("--tie-embeddings", init.tie_embeddings, "tie lm_head to the embedding");
   init_cmd->add_option("--out", init.out, "output directory")->required();
+  init_cmd->add_flag("--force", init.force, "overwrite a checkpoint already in --out");
 
   seam::cli::CheckCommandOptions check;
   CLI::App* check_cmd =

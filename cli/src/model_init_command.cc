@@ -2,6 +2,8 @@
 // summary of what was written (files, tensors, parameters).
 #include "model_init_command.h"
 
+#include <sys/stat.h>
+
 #include "absl/strings/str_cat.h"
 #include "command_status.h"
 #include "seam/weights/model_config.h"
@@ -75,6 +77,16 @@ weights::ModelConfig ToConfig(const ModelInitCommandOptions& o) {
 
 absl::StatusOr<std::string> RunModelInitCommand(const ModelInitCommandOptions& options) {
   if (std::string bad = CheckArguments(options); !bad.empty()) return absl::InvalidArgumentError(bad);
+  if (!options.force) {
+    for (const char* name : {"config.json", "model.safetensors"}) {
+      struct stat st;
+      const std::string path = absl::StrCat(options.out, "/", name);
+      if (stat(path.c_str(), &st) == 0) {
+        return absl::AlreadyExistsError(
+            absl::StrCat(path, " exists: refusing to overwrite a checkpoint (pass --force to replace it)"));
+      }
+    }
+  }
   const weights::ModelConfig config = ToConfig(options);
   weights::RandomCheckpointOptions random;
   random.seed = options.seed;

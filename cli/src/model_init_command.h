@@ -27,11 +27,14 @@ struct ModelInitCommandOptions {
   bool exact = false;          // dyadic weights (exact fp32 sums)
   bool tie_embeddings = false; // tie_word_embeddings (no lm_head.weight)
   std::string out;             // output directory (required; created if missing)
+  bool force = false;          // overwrite a checkpoint already in `out`
 };
 
 // Writes the checkpoint and returns the summary line to print.
 // INVALID_ARGUMENT (exit 2) names the bad flag or the shape that does not
-// fit; any other error (exit 1): the files could not be written.
+// fit; ALREADY_EXISTS (exit 1) when `out` holds config.json or
+// model.safetensors and `force` is false; any other error (exit 1): the
+// files could not be written.
 absl::StatusOr<std::string> RunModelInitCommand(const ModelInitCommandOptions& options);
 
 }  // namespace seam::cli

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -84,6 +85,24 @@ TEST(SeamCli, VersionPrintsTheProjectVersion) {
   const SeamRun run = RunSeam("--version");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output.rfind("seam ", 0), 0u) << run.output;
+}
+
+// An existing checkpoint is never overwritten silently: ALREADY_EXISTS
+// (exit 1) naming the file and --force, which replaces it.
+TEST(SeamModelInit, RefusesToOverwriteACheckpointUnlessForced) {
+  char dir_template[] = "/tmp/seam_model_init_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string out = dir_template;
+  const std::string args = "model init --layers 1 --hidden 8 --heads 2 --intermediate 16 --vocab 16 --out " + out;
+  const SeamRun first = RunSeam(args);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const SeamRun again = RunSeam(args + " --seed 3");
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_NE(again.output.find(out + "/config.json exists"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("--force"), std::string::npos) << again.output;
+  const SeamRun forced = RunSeam(args + " --seed 3 --force");
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  std::system(("rm -rf " + out).c_str());
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ TEST_F(PipelineE2e, GetMetadataDescribesTheTopology) {
   ASSERT_TRUE(stub_->GetMetadata(&context, v1::GetMetadataRequest(), &m).ok());
   EXPECT_EQ(m.model().vocab_size(), 256u);
   EXPECT_EQ(m.model().num_layers(), 4u);
+  EXPECT_EQ(m.model().dtype(), v1::DTYPE_F32);  // what the stages report (--dtype f32)
   ASSERT_EQ(m.topology().stages_size(), 2);
   EXPECT_EQ(m.topology().stages(0).last_layer(), 1u);
   EXPECT_EQ(m.topology().stages(1).first_layer(), 2u);

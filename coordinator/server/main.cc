@@ -11,7 +11,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"seam-coordinator: drives a pipeline of seam-stage servers and serves the client API"};
   seam::coordinator::CoordinatorServerOptions o;
-  std::string stages, stage_timeout = "10s", startup_timeout = "120s";
+  std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
   app.add_option("--listen", o.listen, "client API address")->capture_default_str();
   app.add_option("--port-file", o.port_file, "write the bound port here once serving");
   app.add_option("--stages", stages, "stage addresses in rank order, comma separated")->required();
@@ -23,7 +23,13 @@ int main(int argc, char** argv) {
                  "KV blocks per attention-DP group to admit against (default: the least the stages report; "
                  "a larger value is lowered to it)");
   app.add_option("--max-queue", o.max_queue, "sequences waiting for admission")->capture_default_str();
-  app.add_option("--stage-timeout", stage_timeout, "longest a stage may take to answer a microbatch")
+  app.add_option("--stage-timeout", stage_timeout,
+                 "longest a stage may take to answer a microbatch: the floor, to which "
+                 "--stage-timeout-per-token adds per token owed")
+      ->capture_default_str();
+  app.add_option("--stage-timeout-per-token", stage_timeout_per_token,
+                 "added to --stage-timeout for each token of the microbatch and of those in flight ahead of it "
+                 "(0: none); a dead or stopped stage is found by GetStatus probes within about 4 s regardless")
       ->capture_default_str();
   app.add_option("--startup-timeout", startup_timeout, "longest stage bring-up may take")->capture_default_str();
   seam::security::ServerSecurityOptions& server = o.server_security;
@@ -65,8 +71,11 @@ int main(int argc, char** argv) {
   seam::ParseLogFormat(log_format, &format);
   seam::InitLogging(log_level, "coordinator", format);
   o.stages = absl::StrSplit(stages, ',', absl::SkipEmpty());
+  if (stage_timeout_per_token == "0") o.stage_timeout_per_token = std::chrono::milliseconds(0);
   if (!seam::coordinator::ParseDuration(stage_timeout, &o.stage_timeout) ||
-      !seam::coordinator::ParseDuration(startup_timeout, &o.startup_timeout)) {
+      !seam::coordinator::ParseDuration(startup_timeout, &o.startup_timeout) ||
+      (stage_timeout_per_token != "0" &&
+       !seam::coordinator::ParseDuration(stage_timeout_per_token, &o.stage_timeout_per_token))) {
     std::cerr << "seam-coordinator: durations look like 10s, 500ms or 2m\n";
     return 2;
   }

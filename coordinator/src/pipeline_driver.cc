@@ -19,6 +19,10 @@ absl::StatusOr<std::unique_ptr<PipelineDriver>> PipelineDriver::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("stage_timeout must be positive, got ", options.stage_timeout.count(), " ms"));
   }
+  if (options.stage_timeout_per_token.count() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("stage_timeout_per_token must not be negative, got ",
+                                                   options.stage_timeout_per_token.count(), " ms"));
+  }
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(options.scheduler);
   if (!scheduler.ok()) return scheduler.status();
   std::unique_ptr<PipelineDriver> driver(new PipelineDriver(options, std::move(*scheduler), std::move(links)));

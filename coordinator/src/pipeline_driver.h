@@ -51,11 +51,17 @@ struct DriverCall {
 
 struct PipelineDriverOptions {
   SchedulerOptions scheduler;  // pipeline_stages must equal the number of links
-  // Longest a microbatch may stay unanswered by a stage after it was sent;
-  // a stage that misses it is taken as down (UNAVAILABLE for everyone), as
-  // is one that refuses the stream (FAILED_PRECONDITION: another epoch or
-  // sequence number) and a pipeline whose microbatches fail 3 times in a row.
+  // Longest a microbatch may stay unanswered by a stage after it was sent:
+  // stage_timeout plus stage_timeout_per_token for each token of it and of
+  // the microbatches still in flight ahead of it (the work the stages owe
+  // before answering it), so a long prefill is not a failure. A stage that
+  // misses it is taken as down (UNAVAILABLE for everyone), as is one that
+  // refuses the stream (FAILED_PRECONDITION: another epoch or sequence
+  // number) and a pipeline whose microbatches fail 3 times in a row. A dead
+  // or stopped stage is found sooner by its link's liveness probes
+  // (grpc_stage_link.h), which end the stream.
   std::chrono::milliseconds stage_timeout{10000};
+  std::chrono::milliseconds stage_timeout_per_token{100};
   // Largest serialized descriptor the stages take (the least of their
   // StageStatus.max_descriptor_bytes); a microbatch over it fails
   // RESOURCE_EXHAUSTED without being sent. 0: no bound.

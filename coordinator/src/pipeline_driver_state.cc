@@ -139,9 +139,14 @@ void PipelineDriver::State::Pump() {
                  .value_or(std::vector<SchedulerEvent>{}));
       continue;
     }
+    // The work the stages owe before answering it: its tokens and those of
+    // the microbatches ahead of it.
+    int64_t tokens = mb->num_tokens;
+    for (const auto& [id, ahead] : in_flight) tokens += ahead.microbatch.num_tokens;
     InFlight& f = in_flight[mb->id];
     f.microbatch = *mb;
-    f.deadline = Clock::now() + options.stage_timeout;
+    f.bound = options.stage_timeout + options.stage_timeout_per_token * tokens;
+    f.deadline = Clock::now() + f.bound;
     f.answered.assign(links.size(), false);
     for (size_t k = 0; k < links.size(); ++k) {
       if (absl::Status st = links[k]->Send(d); !st.ok()) return StageDown(static_cast<int>(k), st);
@@ -314,7 +319,8 @@ void PipelineDriver::State::CheckTimes(Clock::time_point now) {
     const int stage = static_cast<int>(std::find(f.answered.begin(), f.answered.end(), false) - f.answered.begin());
     return StageDown(stage, absl::DeadlineExceededError(absl::StrCat(
                                 "no answer to microbatch ", id, " of requests ", RequestsOf(f.microbatch), " within ",
-                                options.stage_timeout.count(), " ms")));
+                                f.bound.count(), " ms (", options.stage_timeout.count(), " ms + ",
+                                options.stage_timeout_per_token.count(), " ms per token owed)")));
   }
   for (const std::shared_ptr<Call>& c : std::vector<std::shared_ptr<Call>>(calls)) {
     if (c->done) continue;

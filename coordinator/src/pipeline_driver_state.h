@@ -36,6 +36,7 @@ struct PipelineDriver::State {
   struct InFlight {
     Microbatch microbatch;
     Clock::time_point deadline;
+    std::chrono::milliseconds bound{0};  // deadline - time sent
     std::vector<bool> answered;  // per stage
     int answers = 0;
     absl::Status error;          // the first stage error

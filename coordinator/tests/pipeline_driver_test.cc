@@ -316,6 +316,24 @@ TEST(PipelineDriver, ASilentStageMissesItsDeadline) {
   EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{false, true}));
 }
 
+// The deadline scales with the work: 300 ms + 50 ms for each of 20 prompt
+// tokens is 1.3 s, not the 300 ms floor.
+TEST(PipelineDriver, TheStageDeadlineGrowsWithTheTokensOwed) {
+  PipelineDriverOptions o;
+  o.stage_timeout_per_token = std::chrono::milliseconds(50);
+  Pipeline p(o);
+  p.fakes[1]->silent = true;
+  Recorder r(1);
+  const auto start = std::chrono::steady_clock::now();
+  p.Submit(r, {std::vector<int32_t>(20, 7)});
+  const absl::Status s = r.Wait();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("within 1300 ms (300 ms + 50 ms per token owed)"));
+  EXPECT_GE(took, std::chrono::milliseconds(1300));
+  EXPECT_LT(took, std::chrono::seconds(3));
+}
+
 TEST(PipelineDriver, AFullQueueIsResourceExhaustedAndNothingStays) {
   PipelineDriverOptions o;
   o.scheduler.max_queue = 1;

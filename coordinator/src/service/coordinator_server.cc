@@ -42,7 +42,7 @@ bool WritePortFile(const std::string& path, int port) {
 }
 
 v1::Metadata MakeMetadata(const weights::ModelConfig& config, const CoordinatorServerOptions& o,
-                          const std::vector<std::pair<int, int>>& layers) {
+                          const std::vector<std::pair<int, int>>& layers, v1::DType dtype) {
   v1::Metadata m;
   v1::ModelFacts* f = m.mutable_model();
   f->set_architecture(config.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM");
@@ -50,7 +50,7 @@ v1::Metadata MakeMetadata(const weights::ModelConfig& config, const CoordinatorS
   f->set_hidden_size(config.hidden_size);
   f->set_vocab_size(config.vocab_size);
   f->set_max_position_embeddings(config.max_position_embeddings);
-  f->set_dtype(v1::DTYPE_F32);
+  f->set_dtype(dtype);
   v1::Topology* t = m.mutable_topology();
   t->set_pipeline_size(o.stages.size());
   t->set_tp_size(o.tp);
@@ -63,6 +63,19 @@ v1::Metadata MakeMetadata(const weights::ModelConfig& config, const CoordinatorS
     s->set_host(o.stages[k]);
   }
   return m;
+}
+
+// The dtype the stages compute in, as they report it (stage 0's; a stage of
+// another dtype is logged). F32 for stages too old to report one.
+v1::DType StagesDtype(const std::vector<StageEndpoint>& stages) {
+  const v1::DType first = stages.front().status.dtype();
+  for (size_t k = 1; k < stages.size(); ++k) {
+    if (stages[k].status.dtype() != first) {
+      SEAM_LOG_WARN("stage {} at {} computes in {}, stage 0 in {}", k, stages[k].address,
+                    v1::DType_Name(stages[k].status.dtype()), v1::DType_Name(first));
+    }
+  }
+  return first == v1::DTYPE_UNSPECIFIED ? v1::DTYPE_F32 : first;
 }
 
 // The health status ("" and every service) from the pipeline's state: set
@@ -175,6 +188,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   driver_options.scheduler.dp_groups = o.attn_dp;
   driver_options.scheduler.max_queue = o.max_queue;
   driver_options.stage_timeout = o.stage_timeout;
+  driver_options.stage_timeout_per_token = o.stage_timeout_per_token;
   // Stages already configured (by a coordinator that exited or died) are
   // adopted: the pipeline starts at an epoch past theirs, so they reload and
   // drop whatever the old coordinator left in flight.
@@ -191,7 +205,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
     next.epoch = next_epoch;
     if (absl::Status s = ConfigureStages(*stages, next, o.startup_timeout); !s.ok()) return s;
     std::vector<std::unique_ptr<StageLink>> links;
-    for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
+    for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address, o.liveness));
     return links;
   };
   // Health follows the pipeline: NOT_SERVING while it is down (between a
@@ -234,7 +248,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
                   "such microbatches fail RESOURCE_EXHAUSTED", bound, stage_limit);
   }
   std::vector<std::unique_ptr<StageLink>> links;
-  for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address));
+  for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address, o.liveness));
   auto driver = PipelineDriver::Create(driver_options, std::move(links));
   if (!driver.ok()) return err << "seam-coordinator: " << driver.status() << "\n", 1;
 
@@ -257,7 +271,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
     SEAM_LOG_INFO("metrics on {}://{}/metrics (port {})", mo.tls_cert_file.empty() ? "http" : "https",
                   o.metrics_listen, metrics_endpoint->port());
   }
-  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers), text->get(), metrics.get());
+  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers, StagesDtype(*stages)), text->get(), metrics.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "seam/security/credentials.h"
+#include "service/grpc_stage_link.h"
 
 namespace seam::coordinator {
 
@@ -40,7 +41,12 @@ struct CoordinatorServerOptions {
   // report (the least over them). A value above the stages' is lowered to it.
   int64_t kv_blocks = 0;
   int max_queue = 1024;                   // sequences waiting for admission
+  // A microbatch's deadline on the stages: stage_timeout plus
+  // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};
+  std::chrono::milliseconds stage_timeout_per_token{100};
+  // How a dead or stopped stage is found while it owes results.
+  StageLivenessOptions liveness;
   std::chrono::milliseconds startup_timeout{120000};  // stages' gRPC, Configure and READY
 };
 

@@ -121,6 +121,7 @@ v1::StageStatus StageActor::StatusLocked() const {
   drops->set_malformed(drops_before_.malformed + drops_.malformed);
   drops->set_unexpected_microbatch(drops_before_.unexpected_microbatch + drops_.unexpected_microbatch);
   s.set_max_descriptor_bytes(MaxDescriptorBytes(options_.group.kv.max_step_tokens));
+  s.set_dtype(options_.group.dtype == DType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_F32);  // --dtype f32|bf16
   return s;
 }
 

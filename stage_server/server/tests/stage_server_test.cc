@@ -46,6 +46,17 @@ TEST(StageServer, HealthIsNotServingUntilConfiguredThenServing) {
   EXPECT_EQ(stage.CheckHealth(), Health::kServing);
 }
 
+// The coordinator reports the stages' dtype as ModelFacts.dtype: each stage
+// says what --dtype it computes in, before and after Configure.
+TEST(StageServer, StatusReportsTheDtypeTheStageComputesIn) {
+  StageProcess f32, bf16({"--dtype", "bf16"});
+  v1::StageStatus status;
+  ASSERT_TRUE(f32.stub().GetStatus(Context().get(), v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.dtype(), v1::DTYPE_F32);
+  ASSERT_TRUE(bf16.stub().GetStatus(Context().get(), v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.dtype(), v1::DTYPE_BF16);
+}
+
 TEST(StageServer, GreedyTokensEqualInProcessStageGroup) {
   StageProcess stage;
   grpc::Status rpc;
