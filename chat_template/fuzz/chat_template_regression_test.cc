@@ -3,6 +3,7 @@
 // fixes each threw out of Parse, which terminated the process loading the
 // checkpoint.
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "seam/chat_template/chat_template.h"
@@ -57,6 +58,36 @@ TEST(ChatTemplateParse, NestingUpToTheLimitRenders) {
   const auto out = (*t)->Render(nlohmann::ordered_json::object());
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, "1");
+}
+
+absl::StatusOr<std::string> RenderText(const std::string& source) {
+  auto t = ChatTemplate::Parse(source);
+  if (!t.ok()) return t.status();
+  return (*t)->Render(nlohmann::ordered_json::object());
+}
+
+TEST(ChatTemplateRender, IntegerArithmeticPast64BitsIsRefusedNotWrapped) {
+  // 91000 ** 5 cast an out-of-range double to int64 under the fuzzer (UBSan).
+  const std::pair<std::string, std::string> cases[] = {
+      {"{{ 91000 ** 5 }}", "integer overflow in 91000 ** 5"},
+      {"{{ 9223372036854775807 + 1 }}", "integer overflow in 9223372036854775807 + 1"},
+      {"{{ -9223372036854775807 - 2 }}", "integer overflow in -9223372036854775807 - 2"},
+      {"{{ 4294967296 * 4294967296 }}", "integer overflow in 4294967296 * 4294967296"},
+      {"{{ -(-9223372036854775807 - 1) }}", "integer overflow in -(-9223372036854775808)"},
+      {"{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow in -9223372036854775808 // -1"}};
+  for (const auto& [source, what] : cases) {
+    const auto out = RenderText(source);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << source;
+    EXPECT_NE(out.status().message().find(what), std::string::npos) << source << ": " << out.status();
+  }
+}
+
+TEST(ChatTemplateRender, IntegerArithmeticAtTheEdgesIsExactAndFloorsLikePython) {
+  const auto out = RenderText(
+      "{{ 7 // -2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2 ** 62 }} {{ 9223372036854775807 * 1 }} "
+      "{{ -9223372036854775807 - 1 }} {{ 5 % -1 }} {{ true + 1 }}");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "-4 2 -2 4611686018427387904 9223372036854775807 -9223372036854775808 0 2");
 }
 
 }  // namespace
