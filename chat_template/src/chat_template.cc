@@ -207,13 +207,31 @@ class Renderer {
     if ((op == "/" || op == "//" || op == "%") && y == 0) return RenderError(e.line, "division by zero");
     if (op == "/") return Value::Float(x / y);
     if (ints) {
-      const int64_t p = static_cast<int64_t>(x), q = static_cast<int64_t>(y);
-      if (op == "+") return Value::Int(p + q);
-      if (op == "-") return Value::Int(p - q);
-      if (op == "*") return Value::Int(p * q);
-      if (op == "//") return Value::Int(static_cast<int64_t>(std::floor(x / y)));
-      if (op == "%") return Value::Int(((p % q) + q) % q);
-      if (op == "**" && q >= 0) return Value::Int(static_cast<int64_t>(std::pow(x, y)));
+      // In 64 bits, each result checked: Python would grow the integer, a
+      // template refuses (a wrapped or out-of-range result is undefined in C++).
+      const int64_t p = a.kind == K::kInt ? a.i : a.b, q = b.kind == K::kInt ? b.i : b.b;
+      const absl::Status overflow = RenderError(e.line, absl::StrCat("integer overflow in ", p, " ", op, " ", q));
+      int64_t r = 0;
+      if (op == "+") return __builtin_add_overflow(p, q, &r) ? overflow : absl::StatusOr<Value>(Value::Int(r));
+      if (op == "-") return __builtin_sub_overflow(p, q, &r) ? overflow : absl::StatusOr<Value>(Value::Int(r));
+      if (op == "*") return __builtin_mul_overflow(p, q, &r) ? overflow : absl::StatusOr<Value>(Value::Int(r));
+      if (op == "//" || op == "%") {
+        if (q == -1) {  // p / -1 overflows for the least int64; p % -1 is 0
+          if (op == "%") return Value::Int(0);
+          return __builtin_sub_overflow(int64_t{0}, p, &r) ? overflow : absl::StatusOr<Value>(Value::Int(r));
+        }
+        const int64_t quotient = p / q, rest = p % q;
+        const bool adjust = rest != 0 && ((rest < 0) != (q < 0));  // Python floors toward -infinity
+        return Value::Int(op == "//" ? quotient - adjust : rest + (adjust ? q : 0));
+      }
+      if (op == "**" && q >= 0) {
+        int64_t result = 1, base = p;
+        for (int64_t n = q; n > 0; n >>= 1) {
+          if ((n & 1) && __builtin_mul_overflow(result, base, &result)) return overflow;
+          if (n > 1 && __builtin_mul_overflow(base, base, &base)) return overflow;
+        }
+        return Value::Int(result);
+      }
     }
     if (op == "+") return Value::Float(x + y);
     if (op == "-") return Value::Float(x - y);
@@ -348,7 +366,13 @@ class Renderer {
         SEAM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
         if (!v.is_number()) return RenderError(e.line, absl::StrCat("unary ", e.name, " of a ", KindName(v.kind)));
         if (e.name == "+") return v;
-        return v.kind == K::kFloat ? Value::Float(-v.f) : Value::Int(-static_cast<int64_t>(v.number()));
+        if (v.kind == K::kFloat) return Value::Float(-v.f);
+        const int64_t n = v.kind == K::kInt ? v.i : v.b;  // not through double: 2^63 - 1 would round out of range
+        int64_t negated = 0;
+        if (__builtin_sub_overflow(int64_t{0}, n, &negated)) {
+          return RenderError(e.line, absl::StrCat("integer overflow in -(", n, ")"));
+        }
+        return Value::Int(negated);
       }
       case Expr::Kind::kBinary: return Binary(e);
       case Expr::Kind::kAnd:

@@ -40,8 +40,16 @@ absl::StatusOr<size_t> ReadString(std::string_view s, size_t i, int line, std::s
       case '\\': case '\'': case '"': value->push_back(c); break;
       case 'u': case 'x': {
         const size_t n = c == 'u' ? 4 : 2;
+        // Exactly n hex digits (Python's rule); std::stoul would throw on none.
         if (i + n > s.size()) return Error(line, "bad escape in a string");
-        AppendUtf8(static_cast<uint32_t>(std::stoul(std::string(s.substr(i, n)), nullptr, 16)), value);
+        uint32_t code = 0;
+        for (size_t k = i; k < i + n; ++k) {
+          if (!std::isxdigit(static_cast<unsigned char>(s[k]))) return Error(line, "bad escape in a string");
+          code = code * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(s[k]))
+                                                       ? s[k] - '0'
+                                                       : std::tolower(static_cast<unsigned char>(s[k])) - 'a' + 10);
+        }
+        AppendUtf8(code, value);
         i += n;
         break;
       }

@@ -1,5 +1,7 @@
 #include "parser.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -31,6 +33,21 @@ class ExprParser {
  public:
   explicit ExprParser(const std::vector<Token>& tokens) : t_(tokens) {}
 
+  // Nesting (brackets, `not`, unary signs) is bounded: every level costs a
+  // dozen stack frames here and in rendering, so "((((..." must be refused
+  // before it overflows the stack. Real templates nest a few levels.
+  static constexpr int kMaxNesting = 100;
+  struct Nesting {
+    explicit Nesting(ExprParser* p) : parser(p) {
+      if (++parser->nesting_ > kMaxNesting) {
+        status = Error(parser->Peek().line, absl::StrCat("expression nested deeper than ", kMaxNesting, " levels"));
+      }
+    }
+    ~Nesting() { --parser->nesting_; }
+    ExprParser* parser;
+    absl::Status status;
+  };
+
   const Token& Peek(size_t ahead = 0) const { return t_[std::min(i_ + ahead, t_.size() - 1)]; }
   bool IsOp(const char* op, size_t ahead = 0) const { return Peek(ahead).kind == Token::Kind::kOp && Peek(ahead).text == op; }
   bool IsName(const char* name, size_t ahead = 0) const {
@@ -49,6 +66,8 @@ class ExprParser {
   }
 
   absl::StatusOr<ExprPtr> Expression(bool with_condition = true) {
+    const Nesting nesting(this);
+    SEAM_RETURN_IF_ERROR(nesting.status);
     SEAM_ASSIGN_OR_RETURN(auto expr, Or());
     if (with_condition && IsName("if")) {
       auto cond = Make(Expr::Kind::kCond, Next().line);
@@ -97,6 +116,8 @@ class ExprParser {
   }
   absl::StatusOr<ExprPtr> Not() {
     if (IsName("not")) {
+      const Nesting nesting(this);
+      SEAM_RETURN_IF_ERROR(nesting.status);
       auto e = Make(Expr::Kind::kNot, Next().line);
       SEAM_ASSIGN_OR_RETURN(auto operand, Not());
       e->args.push_back(std::move(operand));
@@ -156,6 +177,8 @@ class ExprParser {
   absl::StatusOr<ExprPtr> Unary(bool with_filters) {
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
+      const Nesting nesting(this);
+      SEAM_RETURN_IF_ERROR(nesting.status);
       auto e = Make(Expr::Kind::kUnary, Peek().line);
       e->name = Next().text;
       SEAM_ASSIGN_OR_RETURN(auto operand, Unary(false));
@@ -287,7 +310,17 @@ class ExprParser {
         for (char c : t.text) {
           if (c != '_') digits.push_back(c);
         }
-        e->literal = t.kind == Token::Kind::kInt ? Value::Int(std::stoll(digits)) : Value::Float(std::stod(digits));
+        if (t.kind == Token::Kind::kFloat) {
+          e->literal = Value::Float(std::strtod(digits.c_str(), nullptr));  // inf past range; never throws
+          return e;
+        }
+        int64_t value = 0;
+        const char* end = digits.data() + digits.size();
+        const auto [stop, err] = std::from_chars(digits.data(), end, value);
+        if (err != std::errc() || stop != end) {
+          return Error(t.line, absl::StrCat("integer literal ", t.text, " does not fit in 64 bits"));
+        }
+        e->literal = Value::Int(value);
         return e;
       }
       case Token::Kind::kName: {
@@ -335,6 +368,7 @@ class ExprParser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int nesting_ = 0;  // levels open now, bounded by kMaxNesting
 };
 
 

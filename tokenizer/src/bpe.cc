@@ -37,8 +37,10 @@ absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) 
   auto bpe = std::unique_ptr<Bpe>(new Bpe());
   bpe->ignore_merges_ = model.value("ignore_merges", false);
   for (auto it = vocab_it->begin(); it != vocab_it->end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: bad id for vocabulary entry '", it.key(), "'"));
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
+        it.value().get<int64_t>() > kMaxTokenId) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: bad id for vocabulary entry '", it.key(),
+                                                     "' (ids are in [0, ", kMaxTokenId, "])"));
     }
     const int32_t id = it.value().get<int32_t>();
     auto bytes = ByteLevelToBytes(it.key());

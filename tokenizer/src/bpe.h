@@ -15,6 +15,11 @@
 
 namespace seam::tokenizer {
 
+// The largest token id tokenizer.json may give (vocabulary or added token):
+// id tables are sized by the largest id before anything else is checked, so
+// it is bounded first. Real vocabularies hold at most ~262k tokens.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 21) - 1;
+
 class Bpe {
  public:
   // From tokenizer.json's "model" object. INVALID_ARGUMENT for options seam does not

@@ -159,7 +159,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJsonOrThrow(std::strin
   for (const auto& entry : root.value("added_tokens", json::array())) {
     AddedToken token;
     if (!entry.is_object() || !entry.contains("content") || !entry.contains("id") || !entry["content"].is_string() ||
-        !entry["id"].is_number_integer() || entry["id"].get<int64_t>() < 0) {
+        !entry["id"].is_number_integer() || entry["id"].get<int64_t>() < 0 ||
+        entry["id"].get<int64_t>() > kMaxTokenId) {
       return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: bad added token ", entry.dump()));
     }
     token.content = entry["content"].get<std::string>();

@@ -3,7 +3,9 @@
 #include "seam/weights/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -35,8 +37,11 @@ absl::Status ReadInt(const Json& j, const std::string& key, int64_t* out, bool r
 absl::Status ReadFloat(const Json& j, const std::string& key, float* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_number()) return FieldError(key, absl::StrCat("must be a number, got ", it->dump()));
-  *out = it->get<float>();
+  // Bounded before narrowing: 1e300 must not become an infinite rope_theta.
+  if (!it->is_number() || !(std::fabs(it->get<double>()) <= std::numeric_limits<float>::max())) {
+    return FieldError(key, absl::StrCat("must be a number within float range, got ", it->dump()));
+  }
+  *out = static_cast<float>(it->get<double>());
   return absl::OkStatus();
 }
 

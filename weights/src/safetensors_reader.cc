@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -58,9 +59,19 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const nlohmann::j
   TensorInfo info;
   info.name = name;
   SEAM_ASSIGN_OR_RETURN(info.dtype, ParseSafetensorsDType(dtype->get<std::string>(), name, path));
+  // Dimensions and their byte count bounded: a hostile shape must neither turn
+  // negative as an int64 nor wrap its product to the span of its offsets.
+  uint64_t nonzero_bytes = DTypeSize(info.dtype);  // element size times every nonzero dimension
+  bool empty = false;
   for (const auto& d : *shape) {
     if (!d.is_number_unsigned()) return bad(absl::StrCat("has a bad shape ", shape->dump()));
-    info.shape.push_back(d.get<int64_t>());
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim != 0 && nonzero_bytes > static_cast<uint64_t>(INT64_MAX) / dim) {
+      return bad(absl::StrCat("has a shape ", shape->dump(), " of more bytes than fit in 63 bits"));
+    }
+    if (dim == 0) empty = true;
+    nonzero_bytes *= dim == 0 ? 1 : dim;
+    info.shape.push_back(static_cast<int64_t>(dim));
   }
   info.begin = (*offsets)[0].get<uint64_t>();
   info.end = (*offsets)[1].get<uint64_t>();
@@ -69,7 +80,7 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const nlohmann::j
     return absl::DataLossError(absl::StrCat(path, ": file truncated: tensor '", name, "' ends at data byte ",
                                             info.end, " but the data section holds ", data_bytes, " bytes"));
   }
-  const uint64_t want = static_cast<uint64_t>(NumElements(info.shape)) * DTypeSize(info.dtype);
+  const uint64_t want = empty ? 0 : nonzero_bytes;
   if (info.end - info.begin != want) {
     return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' ", ShapeToString(info.shape), " ",
                                             dtype->get<std::string>(), " needs ", want, " bytes but its data_offsets ",
@@ -79,6 +90,40 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const nlohmann::j
 }
 
 }  // namespace
+
+absl::StatusOr<SafetensorsLayout> ParseSafetensorsLayout(std::string_view bytes, const std::string& path) {
+  const size_t size = bytes.size();
+  if (size < 8) {
+    return absl::DataLossError(absl::StrCat(path, ": file truncated: ", size,
+                                            " bytes, shorter than the 8-byte header length"));
+  }
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);  // little-endian on every host seam runs on
+  if (header_len > kMaxHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": header length ", header_len, " exceeds ",
+                                                   kMaxHeaderBytes, " bytes; not a safetensors file"));
+  }
+  if (8 + header_len > size) {
+    return absl::DataLossError(absl::StrCat(path, ": file truncated: header of ", header_len,
+                                            " bytes runs past the end of the ", size, "-byte file"));
+  }
+  SafetensorsLayout layout;
+  layout.data_offset = 8 + header_len;
+  const char* text = bytes.data() + 8;
+  nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": header is not a JSON object"));
+  }
+  const uint64_t data_bytes = size - layout.data_offset;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    SEAM_ASSIGN_OR_RETURN(TensorInfo info, ParseEntry(name, entry, data_bytes, path));
+    layout.tensors.push_back(std::move(info));
+  }
+  std::sort(layout.tensors.begin(), layout.tensors.end(),
+            [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
+  return layout;
+}
 
 absl::StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -112,30 +157,10 @@ absl::StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   file->map_size_ = size;
   file->storage_ = Storage::Wrap(map, size, Device::CPU(), [size](void* p) { ::munmap(p, size); });
 
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, map, 8);  // little-endian on every host seam runs on
-  if (header_len > kMaxHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": header length ", header_len, " exceeds ",
-                                                   kMaxHeaderBytes, " bytes; not a safetensors file"));
-  }
-  if (8 + header_len > size) {
-    return absl::DataLossError(absl::StrCat(path, ": file truncated: header of ", header_len,
-                                            " bytes runs past the end of the ", size, "-byte file"));
-  }
-  file->data_offset_ = 8 + header_len;
-  const char* text = static_cast<const char*>(map) + 8;
-  nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": header is not a JSON object"));
-  }
-  const uint64_t data_bytes = size - file->data_offset_;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    SEAM_ASSIGN_OR_RETURN(TensorInfo info, ParseEntry(name, entry, data_bytes, path));
-    file->tensors_.push_back(std::move(info));
-  }
-  std::sort(file->tensors_.begin(), file->tensors_.end(),
-            [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
+  SEAM_ASSIGN_OR_RETURN(SafetensorsLayout layout,
+                        ParseSafetensorsLayout(std::string_view(static_cast<const char*>(map), size), path));
+  file->data_offset_ = layout.data_offset;
+  file->tensors_ = std::move(layout.tensors);
   for (size_t i = 0; i < file->tensors_.size(); ++i) file->index_[file->tensors_[i].name] = i;
   return file;
 }

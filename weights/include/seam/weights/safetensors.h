@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,17 @@ struct TensorInfo {
   Shape shape;
   uint64_t begin = 0, end = 0;  // byte offsets into the data section
 };
+
+// Where the tensors of a safetensors file lie.
+struct SafetensorsLayout {
+  uint64_t data_offset = 0;         // 8 + header length: where the data section starts
+  std::vector<TensorInfo> tensors;  // by ascending begin
+};
+
+// Parses the header of a whole safetensors file held in `bytes` and checks
+// every entry against the data section that follows it; `path` names the file
+// in messages. The same errors as SafetensorsFile::Open, but for NOT_FOUND.
+absl::StatusOr<SafetensorsLayout> ParseSafetensorsLayout(std::string_view bytes, const std::string& path);
 
 class SafetensorsFile {
  public:
