@@ -1,8 +1,6 @@
 // Replays the chat template fuzz corpus through the fuzz target's body, so builds
 // without libFuzzer (gcc, CI) check every seed too, and checks that each seed
 // gets the code its name states (ok_, invalid_argument_).
-#include <dirent.h>
-
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -10,35 +8,17 @@
 
 #include "fuzz/chat_template_fuzz_body.h"
 #include "gtest/gtest.h"
+#include "seam/testing/corpus.h"
 
 namespace seam::chat_template::fuzz {
 namespace {
 
-std::vector<std::string> SeedNames() {
-  std::vector<std::string> names;
-  if (DIR* dir = ::opendir(SEAM_CHAT_TEMPLATE_FUZZ_CORPUS)) {
-    while (const dirent* entry = ::readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != ".." && name != "README.md") names.push_back(name);
-    }
-    ::closedir(dir);
-  }
-  return names;
-}
-
-std::string ReadSeed(const std::string& name) {
-  std::ifstream in(std::string(SEAM_CHAT_TEMPLATE_FUZZ_CORPUS) + "/" + name, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 TEST(ChatTemplateCorpusTest, EverySeedKeepsTheFuzzPropertiesAndGetsTheCodeItsNameStates) {
-  const std::vector<std::string> names = SeedNames();
+  const std::vector<std::string> names = seam::testing::CorpusSeedNames(SEAM_CHAT_TEMPLATE_FUZZ_CORPUS);
   ASSERT_GE(names.size(), 6u) << "corpus at " << SEAM_CHAT_TEMPLATE_FUZZ_CORPUS;
   int ok = 0, refused = 0;
   for (const std::string& name : names) {
-    const std::string bytes = ReadSeed(name);
+    const std::string bytes = seam::testing::ReadCorpusSeed(SEAM_CHAT_TEMPLATE_FUZZ_CORPUS, name);
     const absl::Status properties = CheckTemplateProperties(bytes);
     EXPECT_TRUE(properties.ok()) << name << ": " << properties;
     if (name.rfind("ok_", 0) == 0) {

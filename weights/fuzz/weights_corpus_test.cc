@@ -1,8 +1,6 @@
 // Replays the safetensors and config.json fuzz corpora through the fuzz
 // targets' bodies, so builds without libFuzzer (gcc, CI) check every seed
 // too, and checks that each seed gets the code its name states.
-#include <dirent.h>
-
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -11,28 +9,10 @@
 
 #include "fuzz/weights_fuzz_body.h"
 #include "gtest/gtest.h"
+#include "seam/testing/corpus.h"
 
 namespace seam::weights::fuzz {
 namespace {
-
-std::vector<std::string> SeedNames(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* entry = ::readdir(d)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != ".." && name != "README.md") names.push_back(name);
-    }
-    ::closedir(d);
-  }
-  return names;
-}
-
-std::string ReadSeed(const std::string& dir, const std::string& name) {
-  std::ifstream in(dir + "/" + name, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 // The code a seed's name promises.
 const std::map<std::string, absl::StatusCode>& NamedCodes() {
@@ -46,11 +26,11 @@ const std::map<std::string, absl::StatusCode>& NamedCodes() {
 
 template <typename Properties, typename Code>
 void Replay(const std::string& dir, Properties properties, Code code, size_t min_seeds) {
-  const std::vector<std::string> names = SeedNames(dir);
+  const std::vector<std::string> names = seam::testing::CorpusSeedNames(dir);
   ASSERT_GE(names.size(), min_seeds) << "corpus at " << dir;
   std::map<absl::StatusCode, int> seen;
   for (const std::string& name : names) {
-    const std::string bytes = ReadSeed(dir, name);
+    const std::string bytes = seam::testing::ReadCorpusSeed(dir, name);
     const absl::Status kept = properties(bytes);
     EXPECT_TRUE(kept.ok()) << name << ": " << kept;
     bool named = false;

@@ -36,14 +36,23 @@ def _string_field(message_type, preferred=("text",)) -> Optional[str]:
     return None
 
 
+def _repeated_string_field(message_type, name: str) -> Optional[str]:
+    f = message_type.DESCRIPTOR.fields_by_name.get(name)
+    ok = f is not None and f.type == FieldDescriptor.TYPE_STRING and f.label == FieldDescriptor.LABEL_REPEATED
+    return name if ok else None
+
+
 # Field names, fixed once per process: the generated modules do not change.
+# Text prompts travel as GenerateRequest.text_prompts (one string a prompt,
+# instead of token ids), or in a text field of TokenSequence in other protos.
+REQUEST_TEXT_PROMPTS_FIELD = _repeated_string_field(pb.GenerateRequest, "text_prompts")
 PROMPT_TEXT_FIELD = _string_field(pb.TokenSequence, ("text", "prompt_text"))
 COMPLETION_TEXT_FIELD = _string_field(pb.Completion, ("text",))
 RESPONSE_TEXT_FIELD = _string_field(pb.GenerateResponse, ("text",))
 
 
 def supports_text_prompts() -> bool:
-    return PROMPT_TEXT_FIELD is not None
+    return REQUEST_TEXT_PROMPTS_FIELD is not None or PROMPT_TEXT_FIELD is not None
 
 
 def finish_reason_name(value: int) -> Optional[str]:
@@ -99,12 +108,19 @@ def generate_request(prompts: Sequence[Prompt], request_id: Optional[str], max_n
     sampling = sampling_pb2.SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                                            max_new_tokens=max_new_tokens,
                                            stop_token_ids=[int(t) for t in stop_token_ids])
-    return pb.GenerateRequest(request_id=request_id or new_request_id(),
-                              prompts=[token_sequence(p) for p in prompts], sampling=sampling)
+    request_id = request_id or new_request_id()
+    texts = [p for p in prompts if isinstance(p, str)]
+    if texts and REQUEST_TEXT_PROMPTS_FIELD is not None:
+        if len(texts) != len(prompts):
+            raise ValueError("one request's prompts are all text or all token ids")
+        return pb.GenerateRequest(request_id=request_id, sampling=sampling, **{REQUEST_TEXT_PROMPTS_FIELD: texts})
+    return pb.GenerateRequest(request_id=request_id, prompts=[token_sequence(p) for p in prompts],
+                              sampling=sampling)
 
 
 def _text(message, field: Optional[str]) -> Optional[str]:
-    return getattr(message, field) if field is not None else None
+    """The text the server sent, or None (no such field, or a model without a tokenizer)."""
+    return (getattr(message, field) or None) if field is not None else None
 
 
 def completion(message: "pb.Completion") -> Completion:

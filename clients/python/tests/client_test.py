@@ -119,7 +119,7 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(len(first.token_ids), 6)
         self.assertEqual(first.finish_reason, "max_new_tokens")
         self.assertTrue(all(0 <= t < VOCAB for t in first.token_ids), first.token_ids)
-        self.assertIsNone(first.text)  # these stubs carry no completion text
+        self.assertIsNone(first.text)  # the served model has no tokenizer.json: no text
         self.assertEqual(self.client.generate(PROMPT, max_new_tokens=6, request_id="py-repeat"), first)
 
     def test_generate_batch_answers_in_prompt_order(self):
@@ -195,8 +195,17 @@ class PythonClientTest(unittest.TestCase):
                 self.client.generate("hello", max_new_tokens=2)
             return
         request = _wire.generate_request(["hello"], "py-text", 2, 0.0, 0, 0.0, 0, ())
-        self.assertEqual(getattr(request.prompts[0], _wire.PROMPT_TEXT_FIELD), "hello")
-        self.assertEqual(list(request.prompts[0].token_ids), [])
+        if _wire.REQUEST_TEXT_PROMPTS_FIELD is not None:
+            self.assertEqual(list(getattr(request, _wire.REQUEST_TEXT_PROMPTS_FIELD)), ["hello"])
+            self.assertEqual(len(request.prompts), 0)
+        else:
+            self.assertEqual(getattr(request.prompts[0], _wire.PROMPT_TEXT_FIELD), "hello")
+            self.assertEqual(list(request.prompts[0].token_ids), [])
+        # This server's model has no tokenizer.json: a text prompt is refused, not guessed.
+        import grpc
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.client.generate("hello", max_new_tokens=2)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
 
     def test_pip_installs_the_package_with_generated_stubs_from_a_checkout(self):
         if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode != 0:

@@ -1,8 +1,6 @@
 // Replays the handoff header fuzz corpus through the fuzz target's body, so
 // builds without libFuzzer (gcc, CI) check every seed too, and checks that
 // each seed gets the code its name states.
-#include <dirent.h>
-
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -11,28 +9,10 @@
 
 #include "fuzz/handoff_header_fuzz_body.h"
 #include "gtest/gtest.h"
+#include "seam/testing/corpus.h"
 
 namespace seam::handoff::fuzz {
 namespace {
-
-std::vector<std::string> SeedNames() {
-  std::vector<std::string> names;
-  if (DIR* dir = ::opendir(SEAM_HANDOFF_FUZZ_CORPUS)) {
-    while (const dirent* entry = ::readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != ".." && name != "README.md") names.push_back(name);
-    }
-    ::closedir(dir);
-  }
-  return names;
-}
-
-std::string ReadSeed(const std::string& name) {
-  std::ifstream in(std::string(SEAM_HANDOFF_FUZZ_CORPUS) + "/" + name, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 // The code a seed's name promises; the longest matching prefix wins.
 const std::map<std::string, absl::StatusCode>& NamedCodes() {
@@ -45,11 +25,11 @@ const std::map<std::string, absl::StatusCode>& NamedCodes() {
 }
 
 TEST(HandoffHeaderCorpusTest, EverySeedKeepsTheFuzzPropertiesAndGetsTheCodeItsNameStates) {
-  const std::vector<std::string> names = SeedNames();
+  const std::vector<std::string> names = seam::testing::CorpusSeedNames(SEAM_HANDOFF_FUZZ_CORPUS);
   ASSERT_GE(names.size(), 10u) << "corpus at " << SEAM_HANDOFF_FUZZ_CORPUS;
   std::map<absl::StatusCode, int> seen;
   for (const std::string& name : names) {
-    const std::string bytes = ReadSeed(name);
+    const std::string bytes = seam::testing::ReadCorpusSeed(SEAM_HANDOFF_FUZZ_CORPUS, name);
     const absl::Status properties = CheckHeaderProperties(bytes);
     EXPECT_TRUE(properties.ok()) << name << ": " << properties;
     for (const auto& [prefix, code] : NamedCodes()) {
