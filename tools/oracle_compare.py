@@ -86,6 +86,8 @@ def compare_prompt(dtype, seam, ref, ref32):
                 hard.append(i)
         p32 = ref32["prefill"].argmax(-1)
         rec["hf_bf16_vs_f32_prefill_top1_agree"] = int((ref["prefill"].argmax(-1) == p32).sum())
+        rec["seam_bf16_vs_f32_prefill_top1_agree"] = int((seam["prefill"].argmax(-1) == p32).sum())
+        rec["prefill_positions"] = int(p32.numel())
     else:
         hard = torch.nonzero(~agree).flatten().tolist()
     rec["top1_disagree_near_tie"] = near
