@@ -432,11 +432,10 @@ def main():
     ap.add_argument("--seam-timeout", type=float, default=240.0, help="seconds per seam logits run")
     ap.add_argument("--strict-bf16", action="store_true", help="bf16: require 99%% top-1, no near-tie rule")
     ap.add_argument("--prompt-lengths", default=None,
-                    help="comma-separated prompt lengths (default %s)" % ",".join(map(str, PROMPT_LENGTHS)))
+                    help="comma-separated prompt lengths (default 7,33,100,257)")
     args = ap.parse_args()
     if args.prompt_lengths:
-        global PROMPT_LENGTHS
-        PROMPT_LENGTHS = tuple(int(x) for x in args.prompt_lengths.split(","))
+        globals()["PROMPT_LENGTHS"] = tuple(int(x) for x in args.prompt_lengths.split(","))
     args.work = os.path.abspath(args.work)
     seam_cmd = shlex.split(args.seam_bin)
     if seam_cmd and os.sep in seam_cmd[0]:
