@@ -131,6 +131,9 @@ stage oracle-small 150 oracle-small.log "$PY" -u tools/gpu_oracle.py --work "$WO
   --json "$OUT_DIR/oracle-small.json" --seam-bin "$SEAM_CMD"
 stage oracle-0.6b 300 oracle-0.6b.log "$PY" -u tools/gpu_oracle.py --work "$WORK" --only 0.6b \
   --json "$OUT_DIR/oracle-0.6b.json" --seam-bin "$SEAM_CMD"
+# long prompts: bf16 top-1 against the f32 reference, seam's beside transformers' own bf16
+stage oracle-long 300 oracle-long.log "$PY" -u tools/gpu_oracle.py --work "$WORK" --only 0.6b \
+  --prompt-lengths 2048,4100 --json "$OUT_DIR/oracle-long.json" --seam-bin "$SEAM_CMD"
 
 # (c) seam's benchmarks on the 0.6b-shaped dense checkpoint
 if have_bin seam-bench-gpu; then
