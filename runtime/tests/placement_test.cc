@@ -2,6 +2,8 @@
 // big its KV caches are (from a byte budget on the host; from memory on GPUs).
 #include <gtest/gtest.h>
 
+#include "absl/strings/cord.h"
+#include "seam/core/status.h"
 #include "seam/runtime/kv_sizing.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/testing/tiny_checkpoint.h"
@@ -90,6 +92,13 @@ TEST(KvSizing, ActivationReserveGrowsWithTheStep) {
   const int64_t large = ActivationReserveBytes(c, 1, 1, DType::kF32, 4096);
   EXPECT_GT(large, small);
   EXPECT_GE(small, int64_t{256} << 20);  // the workspace share
+}
+
+TEST(StageErrors, TheFailingTpRankIsReadFromTheStatus) {
+  absl::Status s = absl::InternalError("boom");
+  EXPECT_FALSE(FailedTpRank(s).has_value());
+  s.SetPayload("type.seam.dev/tp_rank", absl::Cord("1"));
+  EXPECT_EQ(FailedTpRank(Annotate(s, "loading the stage")), 1);
 }
 
 }  // namespace
