@@ -69,6 +69,8 @@ class LocalPipeline {
   // second coordinator of the same stages).
   const std::vector<std::string>& coordinator_security_args() const { return coordinator_security_args_; }
   ChildProcess& stage(int k) { return *stages_[k]; }
+  // The coordinator's process id (-1 once stopped): for tests that kill or stop it.
+  pid_t coordinator_pid() const { return coordinator_ ? coordinator_->pid() : -1; }
   // SIGTERM, then SIGKILL after a grace period: coordinator first, then stages.
   void Stop();
   // The name and pid of a process that has exited, or "" while all run.

@@ -219,30 +219,4 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> Respawn(const LocalPipeline& p, st
   return std::move(*child);
 }
 
-pid_t CoordinatorPid(const LocalPipeline& p) {
-  DIR* proc = opendir("/proc");
-  pid_t found = -1;
-  for (dirent* e = readdir(proc); e != nullptr && found < 0; e = readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent != getpid()) continue;
-    const std::vector<std::string> argv = CommandLine(pid);
-    if (!argv.empty() && argv[0].find("seam-coordinator") != std::string::npos &&
-        std::find(argv.begin(), argv.end(), p.work_dir() + "/coordinator.port") != argv.end()) {
-      found = pid;
-    }
-  }
-  closedir(proc);
-  return found;
-}
-
 }  // namespace seam::cli::chaos

@@ -96,7 +96,5 @@ std::vector<std::string> CommandLine(pid_t pid);
 absl::StatusOr<std::unique_ptr<ChildProcess>> Respawn(const LocalPipeline& p, std::vector<std::string> cmdline,
                                                       const std::string& listen, const std::string& name);
 
-// The pid of the pipeline's seam-coordinator (LocalPipeline keeps it to itself).
-pid_t CoordinatorPid(const LocalPipeline& p);
 
 }  // namespace seam::cli::chaos

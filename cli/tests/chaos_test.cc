@@ -146,7 +146,7 @@ TEST(Chaos, KillNineAndSigstopOfTheCoordinator) {
   if (!HaveBinaries()) GTEST_SKIP() << "no seam-stage";
   std::unique_ptr<LocalPipeline> p = StartPipeline();
   ASSERT_NE(p, nullptr);
-  const pid_t first = CoordinatorPid(*p);
+  const pid_t first = p->coordinator_pid();
   ASSERT_GT(first, 0);
   const std::vector<std::string> cmdline = CommandLine(first);
   std::unique_ptr<ChildProcess> second;

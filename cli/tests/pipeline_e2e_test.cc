@@ -288,34 +288,6 @@ TEST(PipelineE2eKill, AKilledStageEndsInFlightCallsUnavailableWithinTenSeconds) 
   EXPECT_EQ(m.topology().stages(0).health(), v1::STAGE_HEALTH_SERVING);
 }
 
-// The seam-coordinator child of this test process started by `p` (LocalPipeline
-// keeps it to itself): found by parent pid and its port file in p's work dir.
-pid_t CoordinatorPid(const LocalPipeline& p) {
-  DIR* proc = opendir("/proc");
-  pid_t found = -1;
-  for (dirent* e = readdir(proc); e != nullptr && found < 0; e = readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    std::ifstream cmdline_file(absl::StrCat("/proc/", pid, "/cmdline"));
-    const std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)), std::istreambuf_iterator<char>());
-    if (parent == getpid() && cmdline.find("seam-coordinator") != std::string::npos &&
-        cmdline.find(p.work_dir() + "/coordinator.port") != std::string::npos) {
-      found = pid;
-    }
-  }
-  closedir(proc);
-  return found;
-}
-
 std::vector<std::string> StageAddresses(const LocalPipeline& p, int stages) {
   std::vector<std::string> out;
   for (int k = 0; k < stages; ++k) {
@@ -379,7 +351,7 @@ TEST(PipelineE2eRestart, ANewCoordinatorAdoptsTheStagesAfterKillAndAfterSigterm)
   const int first_port = std::atoi(p->coordinator_address().substr(p->coordinator_address().rfind(':') + 1).c_str());
   absl::StatusOr<std::vector<int32_t>> want = Generate(*p, first_port, "before");
   ASSERT_TRUE(want.ok()) << want.status();
-  const pid_t first = CoordinatorPid(*p);
+  const pid_t first = p->coordinator_pid();
   ASSERT_GT(first, 0);
   ASSERT_EQ(kill(first, SIGKILL), 0);
 
