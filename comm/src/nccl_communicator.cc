@@ -259,9 +259,8 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   }
 
   // A call of the non-blocking communicator that returns ncclInProgress is
-  // still being enqueued, by NCCL's own thread (it had to connect first).
+  // still being enqueued, by NCCL's own thread; Enqueued waits for it.
   absl::Status Issued(ncclResult_t r, const char* call, const char* file, int line) {
-    if (r == ncclInProgress) went_async_ = true;
     return internal::NcclStatus(r, call, file, line);
   }
 
@@ -273,7 +272,6 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   // capturing stream, which records it whatever thread issues it, and this
   // wait returns only once it is there, before the capture can end.
   absl::Status Enqueued() {
-    went_async_ = false;
     return internal::WaitCommSettled(comm_, call_deadline_);
   }
 
@@ -314,7 +312,6 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   absl::Status Guarded(const CallPlan& plan, size_t scratch, Body body) {
     if (!broken_.ok()) return Refused(plan.record.ToString());
     call_deadline_ = absl::Now() + options_.comm.timeout;
-    went_async_ = false;
     absl::Status s = SEAM_CUDA_STATUS(cudaSetDevice(options_.device));
     if (s.ok()) s = Capturing(Stream(), &capturing_);
     if (s.ok()) s = EnsureScratch(scratch, capturing_);
@@ -338,7 +335,6 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   std::vector<void*> retired_scratch_;  // outgrown scratch buffers, freed with the communicator
   absl::Time call_deadline_ = absl::InfiniteFuture();  // of the collective being issued
   bool capturing_ = false;   // its stream is being captured into a CUDA graph
-  bool went_async_ = false;  // an NCCL call of it returned ncclInProgress
   std::vector<cudaStream_t> unsynced_;  // streams with calls enqueued since the last Synchronize
   int64_t unsynced_calls_ = 0;
   CollectiveRecord last_call_;  // the latest call enqueued (named when Synchronize fails)
