@@ -205,6 +205,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--http-port", serve.http_port,
                         "OpenAI-compatible HTTP API port on 127.0.0.1 (0: any free one, -1: none)")
       ->capture_default_str();
+  serve_cmd->add_option("--metrics-port", serve.metrics_port,
+                        "Prometheus /metrics of the coordinator on this 127.0.0.1 port, of each stage on a free one "
+                        "(HTTPS with the pipeline's certificate unless --insecure; 0: any free one, -1: none)")
+      ->capture_default_str();
   serve_cmd->add_option("--ucx-mode", serve.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
   serve_cmd->add_flag("--insecure", serve.insecure,
                       "serve without TLS and token (default: an ephemeral CA, certificates and token in the work "

@@ -1,7 +1,10 @@
 // LocalPipeline: spawning and stopping the processes of a loopback pipeline.
 #include "local_pipeline.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
@@ -36,6 +39,25 @@ std::string SharedGpuKvFraction(const LocalPipelineOptions& o) {
     if (absl::StartsWith(a, "--kv-memory-fraction") || absl::StartsWith(a, "--kv-cache-bytes")) return "";
   }
   return absl::StrFormat("%.3f", 0.9 / o.pp);
+}
+
+// A port on 127.0.0.1 free now (bound to port 0, then released), for
+// listeners that report no port of their own (--metrics-listen).
+absl::StatusOr<int> FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    close(fd);
+    return absl::ErrnoToStatus(e, "cannot find a free port on 127.0.0.1");
+  }
+  close(fd);
+  return static_cast<int>(ntohs(a.sin_port));
 }
 
 }  // namespace
@@ -94,6 +116,12 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
                                       o.ucx_mode,          "--device",  o.device,
                                       "--first-gpu",       absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))};
     stage.insert(stage.end(), stage_security.begin(), stage_security.end());
+    if (o.metrics_port >= 0) {
+      absl::StatusOr<int> metrics_port = FreeLoopbackPort();
+      if (!metrics_port.ok()) return metrics_port.status();
+      p->stage_metrics_ports_.push_back(*metrics_port);
+      stage.insert(stage.end(), {"--metrics-listen", absl::StrCat("127.0.0.1:", *metrics_port)});
+    }
     if (const std::string share = SharedGpuKvFraction(o); !share.empty()) {
       stage.insert(stage.end(), {"--kv-memory-fraction", share});
     }
@@ -122,6 +150,15 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   if (!o.http_listen.empty()) {
     argv.insert(argv.end(), {"--http-listen", o.http_listen, "--http-port-file", http_port_file});
   }
+  if (o.metrics_port >= 0) {
+    p->coordinator_metrics_port_ = o.metrics_port;
+    if (p->coordinator_metrics_port_ == 0) {
+      absl::StatusOr<int> metrics_port = FreeLoopbackPort();
+      if (!metrics_port.ok()) return metrics_port.status();
+      p->coordinator_metrics_port_ = *metrics_port;
+    }
+    argv.insert(argv.end(), {"--metrics-listen", absl::StrCat("127.0.0.1:", p->coordinator_metrics_port_)});
+  }
   argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
   auto child = ChildProcess::Spawn(argv, log);
   if (!child.ok()) return child.status();
@@ -143,6 +180,16 @@ std::string LocalPipeline::coordinator_address() const { return absl::StrCat("12
 
 std::string LocalPipeline::http_address() const {
   return http_port_ == 0 ? "" : absl::StrCat("127.0.0.1:", http_port_);
+}
+
+std::string LocalPipeline::coordinator_metrics_address() const {
+  return coordinator_metrics_port_ == 0 ? "" : absl::StrCat("127.0.0.1:", coordinator_metrics_port_);
+}
+
+std::string LocalPipeline::stage_metrics_address(int k) const {
+  return k < 0 || k >= static_cast<int>(stage_metrics_ports_.size())
+             ? ""
+             : absl::StrCat("127.0.0.1:", stage_metrics_ports_[k]);
 }
 
 std::shared_ptr<grpc::Channel> LocalPipeline::ClientChannel() const {

@@ -34,6 +34,11 @@ struct LocalPipelineOptions {
   // Non-empty: the coordinator also serves the OpenAI-compatible HTTP API
   // there (--http-listen), with the same TLS and token; "127.0.0.1:0" picks a port.
   std::string http_listen;
+  // >= 0: the coordinator and every stage serve Prometheus /metrics on
+  // 127.0.0.1 (--metrics-listen; HTTPS with the pipeline's certificate unless
+  // insecure): the coordinator on this port (0: a free one), each stage on a
+  // free one. -1: no metrics.
+  int metrics_port = -1;
   std::vector<std::string> extra_coordinator_args;
   std::vector<std::string> extra_stage_args;  // appended to every seam-stage command line
   std::chrono::milliseconds startup_timeout{120000};
@@ -55,6 +60,10 @@ class LocalPipeline {
   std::string coordinator_address() const;
   // HOST:PORT of the HTTP API ("" without LocalPipelineOptions::http_listen).
   std::string http_address() const;
+  // HOST:PORT of the coordinator's and of stage k's /metrics ("" without
+  // LocalPipelineOptions::metrics_port).
+  std::string coordinator_metrics_address() const;
+  std::string stage_metrics_address(int k) const;
   const std::string& work_dir() const { return work_dir_; }
   // How a client reaches the coordinator: its CA and the token (empty when
   // insecure), and a channel made with them.
@@ -86,6 +95,8 @@ class LocalPipeline {
   std::unique_ptr<ChildProcess> coordinator_;
   int coordinator_port_ = 0;
   int http_port_ = 0;
+  int coordinator_metrics_port_ = 0;
+  std::vector<int> stage_metrics_ports_;
   std::vector<std::string> stage_addresses_;
   security::ClientSecurityOptions client_security_;
   security::ClientSecurityOptions stage_client_security_;

@@ -49,10 +49,10 @@ std::string ModelName(const std::string& dir) {
 
 absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
   if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.port < 0 || o.port > 65535 ||
-      o.http_port < -1 || o.http_port > 65535) {
+      o.http_port < -1 || o.http_port > 65535 || o.metrics_port < -1 || o.metrics_port > 65535) {
     return absl::InvalidArgumentError(
-        "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535, --http-port within "
-        "-1..65535");
+        "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535, --http-port and "
+        "--metrics-port within -1..65535");
   }
   // Blocked before any child or thread exists; children unblock them after fork.
   sigset_t signals;
@@ -78,6 +78,7 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
   lp.ucx_mode = o.ucx_mode;
   lp.insecure = o.insecure;
   lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
+  lp.metrics_port = o.metrics_port;
   // The HTTP API names the model by its folder.
   const std::string model_name = ModelName(lp.model_dir);
   if (o.http_port >= 0) {
@@ -112,6 +113,15 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
     out << "try: curl" << (client.tls() ? absl::StrCat(" --cacert ", client.tls_ca_file) : "")
         << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
         << " " << url << "/models" << std::endl;
+  }
+  if (const std::string metrics = (*pipeline)->coordinator_metrics_address(); !metrics.empty()) {
+    const char* scheme = client.tls() ? "https://" : "http://";
+    out << "metrics: coordinator " << scheme << metrics << "/metrics";
+    for (int k = 0; k < o.pp; ++k) {
+      out << ", stage " << k << " " << scheme << (*pipeline)->stage_metrics_address(k) << "/metrics";
+    }
+    out << (client.tls() ? absl::StrCat(" (HTTPS: CA certificate ", client.tls_ca_file, ", no token)") : "")
+        << std::endl;
   }
 
   int sig = 0;

@@ -17,6 +17,8 @@ struct ServeCommandOptions {
   int attn_dp = 1;               // attention-DP groups per stage
   int port = 0;                  // coordinator port on 127.0.0.1; 0 picks a free one
   int http_port = 0;             // OpenAI-compatible HTTP on 127.0.0.1; 0 picks a free one, -1: none
+  int metrics_port = -1;         // coordinator's Prometheus /metrics on 127.0.0.1 (stages: free ports); 0: a free
+                                 // one, -1: none
   std::string port_file;         // written with the bound port once serving
   std::string ucx_mode = "tcp";  // tcp | shm
   bool insecure = false;         // plaintext and no token (default: TLS, mutual TLS and a token)

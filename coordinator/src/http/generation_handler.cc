@@ -67,6 +67,27 @@ bool StreamMore(StreamState& s, httplib::DataSink& sink) {
   return true;
 }
 
+// The observer of a call refused before the driver: nothing to pass on.
+class NoObserver final : public CallObserver {
+ public:
+  void OnToken(int, int32_t) override {}
+  void OnSequenceFinished(int, FinishReason) override {}
+  void OnScore(int, std::vector<float>) override {}
+  void OnDone(const absl::Status&) override {}
+  bool Cancelled() const override { return false; }
+};
+NoObserver kNoObserver;
+
+// An answer refused before it reached the driver: counted as a failed
+// request (as a refused gRPC call is), logged, and answered.
+void Refuse(const OpenAiBackend& backend, const std::string& id, const absl::Status& status,
+            httplib::Response& response) {
+  auto* metered = new MeteredCall(&kNoObserver, backend.metrics, NewServerRequestId(),
+                                  id.substr(0, static_cast<size_t>(backend.limits.max_request_id_bytes)), {}, false);
+  metered->OnDone(status);  // deletes it
+  SetError(response, status);
+}
+
 }  // namespace
 
 void SetError(httplib::Response& response, const absl::Status& status) {
@@ -84,14 +105,15 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   header.model = context.model_name;
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(http_request.body, chat, header.id, backend.text, backend.limits);
-  if (!parsed.ok()) return SetError(response, parsed.status());
+  if (!parsed.ok()) return Refuse(backend, header.id, parsed.status(), response);
   if (!parsed->model.empty() && parsed->model != context.model_name) {
-    return SetError(response, absl::NotFoundError(absl::StrCat("the model '", parsed->model,
-                                                               "' does not exist; this server serves '",
-                                                               context.model_name, "'")));
+    return Refuse(backend, header.id,
+                  absl::NotFoundError(absl::StrCat("the model '", parsed->model, "' does not exist; this server serves '",
+                                                   context.model_name, "'")),
+                  response);
   }
   if (absl::Status s = ValidateGenerateRequest(parsed->generate, backend.limits); !s.ok()) {
-    return SetError(response, s);
+    return Refuse(backend, header.id, s, response);
   }
   const int sequences = parsed->generate.prompts_size();
   std::shared_ptr<HttpCall> call = HttpCall::Make(sequences);
@@ -100,10 +122,16 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   for (const v1::TokenSequence& p : parsed->generate.prompts()) {
     driver_call.prompts.emplace_back(p.token_ids().begin(), p.token_ids().end());
   }
+  std::vector<int> prompt_lengths;
+  for (const auto& p : driver_call.prompts) prompt_lengths.push_back(static_cast<int>(p.size()));
   driver_call.sampling = parsed->generate.sampling();
   driver_call.sampling.set_max_new_tokens(
       static_cast<uint32_t>(ResolvedMaxNewTokens(parsed->generate.sampling(), backend.limits)));
-  driver_call.observer = call.get();
+  // Metered as gRPC calls are: token counters, latency histograms, the
+  // success/failure counters and the one completion line. The MeteredCall
+  // deletes itself after passing OnDone on to `call`.
+  driver_call.observer = new MeteredCall(call.get(), backend.metrics, NewServerRequestId(), header.id,
+                                         std::move(prompt_lengths), false);
   backend.driver->Submit(std::move(driver_call));
 
   if (!parsed->stream) {

@@ -16,6 +16,7 @@
 #include "pipeline_driver.h"
 #include "seam/security/credentials.h"
 #include "service/model_text.h"
+#include "service/request_metrics.h"
 #include "service/request_validation.h"
 
 namespace seam::coordinator::http {
@@ -33,6 +34,9 @@ struct OpenAiBackend {
   PipelineDriver* driver = nullptr;
   RequestLimits limits;
   const ModelText* text = nullptr;  // null: no tokenizer, token-id prompts only
+  // Counts every call in the request metrics, as gRPC calls are counted
+  // (MeteredCall); null: no --metrics-listen, only the completion line is logged.
+  CoordinatorMetrics* metrics = nullptr;
 };
 
 class OpenAiServer {

@@ -296,7 +296,8 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   health->Attach(server->GetHealthCheckService(), health_port.get());
   std::unique_ptr<http::OpenAiServer> http_server;
   if (!o.http_listen.empty()) {
-    auto started = http::OpenAiServer::Start(http_options, http::OpenAiBackend{driver->get(), limits, text->get()});
+    auto started = http::OpenAiServer::Start(http_options,
+                                              http::OpenAiBackend{driver->get(), limits, text->get(), metrics.get()});
     if (started.ok() && !o.http_port_file.empty() && !WritePortFile(o.http_port_file, (*started)->port())) {
       started = absl::InternalError(absl::StrCat("cannot write port file ", o.http_port_file));
     }
