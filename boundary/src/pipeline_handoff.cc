@@ -58,13 +58,8 @@ absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) 
   out.rows = RowForm::kAttnTpSlice;
   out.state = declared;
   if (declared == StreamState::kWritten) {
-    if (stream->pending() != nullptr) {
-      if (!update->caps().plain_add) {
-        return absl::UnimplementedError(
-            absl::StrCat("to_pp of a pending ", update->name(), " update (only plain adds are folded here)"));
-      }
-      SEAM_RETURN_IF_ERROR(kernels::AddInPlace(work.r, work.c));
-    }
+    // The producer's update (a plain add, or e.g. MHC's post mix) on the completed contribution.
+    if (stream->pending() != nullptr) SEAM_RETURN_IF_ERROR(update->Apply(work.c, work.r));
     out.hidden = MySlice(work.r, work.r_form, batch.rows);
   } else {
     if (stream->pending() == nullptr) {  // the model wrote the stream itself: nothing left to add

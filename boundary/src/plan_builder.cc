@@ -229,7 +229,12 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     } else {
       NeighbourFacts self{true, stage};
       ExitPath before = ExitFor(producer.declaration, self, v, topology, policy);
-      for (const ExitOption& o : before.options) AddEntry(EntryFor(o.leaves, me, v, topology, true), &vp.entries);
+      // Fused all-reduce + add + norm needs a plain add into an add+norm read;
+      // any other update is applied only after its sum completes.
+      const bool fusable = producer.declaration.update->caps().plain_add && stage.readout_caps.add_norm;
+      for (const ExitOption& o : before.options) {
+        AddEntry(EntryFor(o.leaves, me, v, topology, fusable), &vp.entries);
+      }
       // CompleteOutput / AddToOutput complete the producer's sum onto the
       // residual's rows and leave only the update pending.
       for (RowForm r : forms) {
@@ -254,8 +259,9 @@ std::vector<EntryPath> BuildFinalReadEntries(BatchVariant variant, const Topolog
                                              const StageDeclaration& last, ReductionPolicy policy) {
   std::vector<EntryPath> entries;
   ExitPath exit = ExitFor(last, NeighbourFacts{}, variant, topology, policy);
+  const bool fusable = last.update->caps().plain_add;
   for (const ExitOption& o : exit.options) {
-    AddEntry(EntryFor(o.leaves, Consumer::kFinalRead, variant, topology, true), &entries);
+    AddEntry(EntryFor(o.leaves, Consumer::kFinalRead, variant, topology, fusable), &entries);
   }
   for (RowForm r : ResidualForms(variant, topology, policy)) {  // completed by CompleteOutput / AddToOutput
     AddEntry(EntryFor(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, Consumer::kFinalRead, variant,

@@ -9,8 +9,12 @@
 
 namespace seam::boundary {
 
-StageBoundary::StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options)
-    : declaration_(std::move(declaration)), norm_(norm), options_(std::move(options)), read_(norm) {}
+StageBoundary::StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options,
+                             std::shared_ptr<const ResidualReadout> read)
+    : declaration_(std::move(declaration)),
+      norm_(norm),
+      options_(std::move(options)),
+      read_(read != nullptr ? std::move(read) : std::make_shared<AddRmsNormRead>(norm)) {}
 
 StageBoundary::~StageBoundary() = default;
 
@@ -45,7 +49,7 @@ absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch
     return absl::InternalError(absl::StrCat("stage ", declaration_.place.source, " has no entry path for ",
                                             in.ToString(), " in a ", BatchVariantName(batch.variant), " batch"));
   }
-  StepContext ctx{&batch, &batch.comms, &read_, &fusions_};
+  StepContext ctx{&batch, &batch.comms, read_.get(), &fusions_};
   PathWork work = WorkFrom(*stream, hidden);
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
   stream->Write(work.r, work.r_form);
@@ -85,6 +89,7 @@ absl::StatusOr<Hidden> StageBoundary::RunExit(const ExitOption& option, const Te
   work.owed = declaration_.owed_sum();
   work.r = stream->residual();
   work.r_form = stream->residual_form();
+  work.update = declaration_.update;
   StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
   SEAM_RETURN_IF_ERROR(RunSteps(option.steps, ctx, &work));
   batch.last_plan = plan_.get();

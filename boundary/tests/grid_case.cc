@@ -27,7 +27,7 @@ absl::StatusOr<Tensor> Reference(const StackConfig& config, const Tensor& input)
 std::string GridCase::ToString() const {
   return absl::StrCat("dp=", dp, " attn_tp=", attn_tp, " ", BatchVariantName(variant), " ",
                       ReductionPolicyName(policy), " rows [", absl::StrJoin(dp_rows, ", "), "] layers ", layers,
-                      " of ", pattern);
+                      " of ", pattern, mhc_streams > 0 ? absl::StrCat(" mhc ", mhc_streams) : "");
 }
 
 std::vector<std::vector<int64_t>> GridRowPatterns(int dp) {
@@ -43,8 +43,9 @@ bool BitEqual(const Tensor& a, const Tensor& b) {
 }
 
 absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& factory) {
-  const StackConfig config{c.layers, ResolveReductionPolicy(c.policy, "qwen3"), static_cast<uint64_t>(c.layers),
-                           c.pattern};
+  StackConfig config{c.layers, ResolveReductionPolicy(c.policy, "qwen3"), static_cast<uint64_t>(c.layers),
+                     c.pattern};
+  config.mhc_streams = c.mhc_streams;
   int64_t total = 0;
   for (int64_t r : c.dp_rows) total += r;
   const Tensor all = StackInput(config.seed + 99, total);

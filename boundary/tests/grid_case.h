@@ -27,6 +27,7 @@ struct GridCase {
   // Every rank's (not the reference's) 'E' provider and finalize service.
   std::shared_ptr<FusionProvider> fusions;
   FinalizeNormService* finalize_norm = nullptr;
+  int mhc_streams = 0;  // > 0: MHC update/read pairs over this many streams
   std::string ToString() const;
 };
 

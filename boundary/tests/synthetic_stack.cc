@@ -115,6 +115,34 @@ std::shared_ptr<const DeferredFinalize> Handoff(const Tensor& experts) {
 
 }  // namespace
 
+MhcCoefficients MhcCoefficientsOf(uint64_t seed, int layer, int index, int streams) {
+  MhcCoefficients c;
+  c.streams = streams;
+  const uint64_t s = seed * 7919 + (layer + 1) * 97 + index * 13;
+  c.pre = DyadicValues(s + 1, streams, 0.25f, 1.0f);
+  c.post = DyadicValues(s + 2, streams, 0.25f, 1.0f);
+  // Doubly stochastic: each stream keeps half of itself and takes half of a neighbour.
+  c.res.assign(streams * streams, 0.0f);
+  const int shift = 1 + static_cast<int>(s % 2);
+  for (int i = 0; i < streams; ++i) {
+    c.res[i * streams + i] += 0.5f;
+    c.res[i * streams + (i + shift) % streams] += 0.5f;
+  }
+  return c;
+}
+
+namespace {
+// A stage declaration of `kind` with MHC's update (and read caps) when the stack uses it.
+StageDeclaration StackDeclaration(char kind, uint64_t seed, int layer, int index, int streams) {
+  StageDeclaration d = DeclarationOf(kind);
+  if (streams > 0) {
+    d.update = *MhcUpdate::Make(MhcCoefficientsOf(seed, layer, index, streams));
+    d.readout_caps = MhcRead::Caps();
+  }
+  return d;
+}
+}  // namespace
+
 StageDeclaration DeclarationOf(char kind) {
   switch (kind) {
     case 'A': return DeclareAttn();
@@ -146,11 +174,17 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   stack->layers_.resize(end - config.first_layer);
   stack->final_norm_ = MakeNorm(config.seed * 31 + 5);
   const std::string pattern = config.pattern;
-  StageFactsFn facts = [pattern](int) {
+  const uint64_t seed = config.seed;
+  const int streams = config.mhc_streams;
+  StageFactsFn facts = [pattern, seed, streams](int layer) {
     std::vector<StageDeclaration> stages;
-    for (char k : pattern) stages.push_back(DeclarationOf(k));
+    for (size_t i = 0; i < pattern.size(); ++i) stages.push_back(StackDeclaration(pattern[i], seed, layer, i, streams));
     return stages;
   };
+  if (streams > 0) {
+    SEAM_ASSIGN_OR_RETURN(stack->final_read_,
+                          MhcRead::Make(MhcCoefficientsOf(seed, -1, 0, streams), &stack->final_norm_));
+  }
   LayerStack scope(LayerStackOptions{topology, config.policy, facts, config.first_layer, end, config.layers});
   for (int l = config.first_layer; l < end; ++l) {
     Layer& layer = stack->layers_[l - config.first_layer];
@@ -173,7 +207,10 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
       }
       StageOptions options;
       if (st.kind == 'E') options.fusions = config.fusions;
-      items.push_back(StageItem{DeclarationOf(st.kind), &st.norm, options});
+      if (streams > 0) {
+        SEAM_ASSIGN_OR_RETURN(st.read, MhcRead::Make(MhcCoefficientsOf(seed, l, i, streams), &st.norm));
+      }
+      items.push_back(StageItem{StackDeclaration(st.kind, seed, l, i, streams), &st.norm, options, st.read});
     }
     SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
     for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];
@@ -185,7 +222,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
 absl::StatusOr<Tensor> SyntheticStack::Forward(ForwardBatch& batch, const Tensor& input) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, input));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_});
+  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_, final_read_.get()});
 }
 
 absl::StatusOr<PipelineTensors> SyntheticStack::ForwardToPp(ForwardBatch& batch, const Tensor& input) const {
@@ -203,7 +240,7 @@ absl::StatusOr<PipelineTensors> SyntheticStack::ForwardBetween(ForwardBatch& bat
 absl::StatusOr<Tensor> SyntheticStack::ForwardFromPp(ForwardBatch& batch, const PipelineTensors& in) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, FromPp(in, batch, first_stage()));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_});
+  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_, final_read_.get()});
 }
 
 absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) const {

@@ -16,6 +16,7 @@
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/fusion.h"
 #include "seam/boundary/layer_stack.h"
+#include "seam/boundary/mhc.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/stage_boundary.h"
@@ -51,7 +52,13 @@ struct StackConfig {
   // Fusion provider of every 'E' stage, and the final norm's finalize service.
   std::shared_ptr<FusionProvider> fusions;
   FinalizeNormService* finalize_norm = nullptr;
+  // > 0: every stage's update and read are MHC's over this many streams
+  // (coefficients from MhcCoefficientsOf), and the final read collapses them.
+  int mhc_streams = 0;
 };
+
+// Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).
+MhcCoefficients MhcCoefficientsOf(uint64_t seed, int layer, int index, int streams);
 
 // The declaration of a stage letter of StackConfig::pattern.
 StageDeclaration DeclarationOf(char kind);
@@ -78,11 +85,13 @@ class SyntheticStack {
     NormParams norm;
     std::vector<float> w_in, w_out;
     std::shared_ptr<StageBoundary> boundary;
+    std::shared_ptr<const ResidualReadout> read;  // MHC stacks only
   };
   struct Layer {
     std::vector<Stage> stages;
   };
   const std::vector<Layer>& layers() const { return layers_; }
+  const NormParams& final_norm() const { return final_norm_; }
 
  private:
   absl::StatusOr<Hidden> RunLayers(ForwardBatch& batch, Hidden h) const;
@@ -93,6 +102,7 @@ class SyntheticStack {
   FinalizeNormService* finalize_norm_ = nullptr;
   std::vector<Layer> layers_;
   NormParams final_norm_;
+  std::shared_ptr<const ResidualReadout> final_read_;
 };
 
 // The stack input of every token of a batch (all DP groups' rows in order).

@@ -37,6 +37,9 @@ struct StageItem {
   StageDeclaration declaration;
   const NormParams* norm = nullptr;  // the consumer's norm (read at forward time)
   StageOptions options;
+  // The stage's read of the residual (null: the plain add + RMSNorm over
+  // `norm`). Its caps() must equal the declaration's readout_caps.
+  std::shared_ptr<const ResidualReadout> read;
 };
 
 class LayerStack {

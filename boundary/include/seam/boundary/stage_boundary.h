@@ -23,7 +23,9 @@ class DeferredFinalize;
 
 class StageBoundary {
  public:
-  StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options);
+  // `read` null: the plain add + RMSNorm over `norm`.
+  StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options,
+                std::shared_ptr<const ResidualReadout> read = nullptr);
   ~StageBoundary();
 
   // The declaration; once bound it carries its place in the stack.
@@ -55,7 +57,7 @@ class StageBoundary {
   StageDeclaration declaration_;
   const NormParams* norm_;
   StageOptions options_;
-  AddRmsNormRead read_;
+  std::shared_ptr<const ResidualReadout> read_;
   std::unique_ptr<StagePlan> plan_;
   std::vector<std::shared_ptr<InputFusion>> fusions_;
 };

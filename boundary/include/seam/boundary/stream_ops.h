@@ -22,6 +22,9 @@ struct FinalNormOptions {
   // Runs a MoE finalize handoff fused (finalize + sum + add + norm). Without
   // it a handoff is completed unfused first. Not owned.
   FinalizeNormService* finalize_norm = nullptr;
+  // The final read (null: the plain add + RMSNorm over `norm`), e.g. MHC's
+  // collapse of its streams. Not owned.
+  const ResidualReadout* read = nullptr;
 };
 // Completes what the last stage owes, applies its update, norms, and returns
 // this rank's DP rows. Releases the stream.
@@ -30,7 +33,8 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
 
 // Completes outstanding communication; the residual update stays pending.
 absl::StatusOr<Hidden> CompleteOutput(const Hidden& hidden, ForwardBatch& batch);
-// Completes the contribution and folds it into the residual (stream written).
+// Completes the contribution and applies the producer's update to the
+// residual, whatever that update is (stream written).
 absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch);
 // Replaces the stream with a written one whose residual is `residual` (any
 // pending contribution is discarded; Fold first when one may be pending).
