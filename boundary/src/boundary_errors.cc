@@ -63,6 +63,11 @@ absl::Status CaptureWithFinalizeHandoff() {
       "final_norm with finalize_norm cannot capture a finalize handoff; drop finalize_norm to capture");
 }
 
+absl::Status FfnPrepareTakesNoCapture() {
+  return absl::InvalidArgumentError(
+      "ffn prepare does not take a capture; capture at an attention's prepare or at the final norm");
+}
+
 absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers) {
   return absl::InvalidArgumentError(absl::StrCat(
       "a pipeline piece (layers [", first_layer, ", ", end_layer, ") of ", total_layers,

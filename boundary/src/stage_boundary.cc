@@ -39,7 +39,9 @@ absl::StatusOr<const VariantPaths*> StageBoundary::Paths(const ForwardBatch& bat
   return vp;
 }
 
-absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch& batch) {
+absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch& batch,
+                                              const PrepareCapture& capture) {
+  if (capture.any() && declaration_.kind == StageKind::kFfn) return errors::FfnPrepareTakesNoCapture();
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
   SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
   SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
@@ -49,10 +51,26 @@ absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch
     return absl::InternalError(absl::StrCat("stage ", declaration_.place.source, " has no entry path for ",
                                             in.ToString(), " in a ", BatchVariantName(batch.variant), " batch"));
   }
-  StepContext ctx{&batch, &batch.comms, read_.get(), &fusions_};
+  // A capture completes the owed sum unfused (no fusion candidates).
+  StepContext ctx{&batch, &batch.comms, read_.get(), capture.any() ? nullptr : &fusions_};
   PathWork work = WorkFrom(*stream, hidden);
+  if (capture.capture && in.state == StreamState::kInitial) capture.capture(work.c, false);  // before init_residual
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
   stream->Write(work.r, work.r_form);
+  if (capture.capture && in.state != StreamState::kInitial) capture.capture(work.r, false);
+  if (capture.capture_gathered) {
+    // The residual moved as the input was: the path's gathers, on a new buffer.
+    PathWork moved;
+    moved.x = work.r;
+    moved.x_form = work.r_form;
+    bool gathered = false;
+    for (const Step& s : path->steps) {
+      if (s.op != StepOp::kGather && s.op != StepOp::kGatherV) continue;
+      SEAM_RETURN_IF_ERROR(RunSteps({s}, StepContext{&batch, &batch.comms, nullptr, nullptr}, &moved));
+      gathered = true;
+    }
+    capture.capture_gathered(moved.x, gathered);
+  }
   return work.x;
 }
 

@@ -73,6 +73,7 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
   }
   const Contribution* handoff = stream->pending();
   if (handoff != nullptr && handoff->deferred != nullptr) {
+    if (options.capture && options.finalize_norm != nullptr) return errors::CaptureWithFinalizeHandoff();
     // The fused service adds and norms: it serves a plain add into an add+norm read only.
     if (options.finalize_norm != nullptr && handoff->update->caps().plain_add && read->add_norm() != nullptr) {
       SEAM_ASSIGN_OR_RETURN(Tensor out, FinalizeNormed(*stream, batch, norm, *options.finalize_norm));
@@ -100,6 +101,7 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
   ctx.skip_empty_norm = options.skip_empty;
   PathWork work = WorkFrom(*stream, hidden);
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
+  if (options.capture) options.capture(work.r, /*owned=*/false);  // the updated residual, borrowed
   batch.stream.reset();
   return work.x;
 }

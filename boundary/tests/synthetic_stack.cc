@@ -170,6 +170,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   stack->topology_ = topology;
   stack->exact_ = config.exact;
   stack->finalize_norm_ = config.finalize_norm;
+  stack->capture_ = config.capture;
   const int end = config.end_layer < 0 ? config.layers : config.end_layer;
   stack->layers_.resize(end - config.first_layer);
   stack->final_norm_ = MakeNorm(config.seed * 31 + 5);
@@ -190,10 +191,8 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
     Layer& layer = stack->layers_[l - config.first_layer];
     layer.stages.resize(config.pattern.size());
     std::vector<StageItem> items;
-    for (size_t i = 0; i < config.pattern.size(); ++i) {
-      Stage& st = layer.stages[i];
-      st.kind = config.pattern[i];
-      const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
+    auto make = [&](Stage& st, char kind, uint64_t s) {
+      st.kind = kind;
       st.norm = MakeNorm(s + 1);
       const bool ffn = IsFfn(st.kind);
       const int64_t inner = ffn ? kFfnInner : kAttnInner;
@@ -205,6 +204,11 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
         for (float& w : st.w_in) w /= 3.0f;
         for (float& w : st.w_out) w /= 3.0f;
       }
+    };
+    for (size_t i = 0; i < config.pattern.size(); ++i) {
+      Stage& st = layer.stages[i];
+      const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
+      make(st, config.pattern[i], s);
       StageOptions options;
       if (st.kind == 'E') options.fusions = config.fusions;
       if (streams > 0) {
@@ -219,10 +223,16 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   return stack;
 }
 
+FinalNormOptions SyntheticStack::FinalOptions() const {
+  FinalNormOptions o{true, finalize_norm_, final_read_.get()};
+  if (capture_) o.capture = final_captured_.capture();
+  return o;
+}
+
 absl::StatusOr<Tensor> SyntheticStack::Forward(ForwardBatch& batch, const Tensor& input) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, input));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_, final_read_.get()});
+  return FinalNorm(h, batch, final_norm_, FinalOptions());
 }
 
 absl::StatusOr<PipelineTensors> SyntheticStack::ForwardToPp(ForwardBatch& batch, const Tensor& input) const {
@@ -240,7 +250,7 @@ absl::StatusOr<PipelineTensors> SyntheticStack::ForwardBetween(ForwardBatch& bat
 absl::StatusOr<Tensor> SyntheticStack::ForwardFromPp(ForwardBatch& batch, const PipelineTensors& in) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, FromPp(in, batch, first_stage()));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_, final_read_.get()});
+  return FinalNorm(h, batch, final_norm_, FinalOptions());
 }
 
 absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) const {
@@ -248,7 +258,9 @@ absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) 
     for (const Stage& st : layer.stages) {
       const bool ffn = IsFfn(st.kind);
       const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
-      SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch));
+      PrepareCapture capture;
+      if (capture_ && !ffn) capture = PrepareCapture{captured_.capture(), gathered_.capture()};
+      SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch, capture));
       if (st.kind == 'N') {
         SEAM_ASSIGN_OR_RETURN(x, GatherOwnInput(x, batch));
       }

@@ -20,6 +20,7 @@
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/stage_boundary.h"
+#include "seam/boundary/stream_ops.h"
 
 namespace seam::boundary::testing {
 
@@ -55,6 +56,9 @@ struct StackConfig {
   // > 0: every stage's update and read are MHC's over this many streams
   // (coefficients from MhcCoefficientsOf), and the final read collapses them.
   int mhc_streams = 0;
+  // Attention-like stages prepare with capture and capture_gathered, and the
+  // final norm captures, into the stack's collectors.
+  bool capture = false;
 };
 
 // Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).
@@ -92,6 +96,10 @@ class SyntheticStack {
   };
   const std::vector<Layer>& layers() const { return layers_; }
   const NormParams& final_norm() const { return final_norm_; }
+  // Captures of the last forward (capture = true): prepare, prepare gathered, final norm.
+  const AuxCollector& captured() const { return captured_; }
+  const AuxCollector& gathered() const { return gathered_; }
+  const AuxCollector& final_captured() const { return final_captured_; }
 
  private:
   absl::StatusOr<Hidden> RunLayers(ForwardBatch& batch, Hidden h) const;
@@ -103,6 +111,9 @@ class SyntheticStack {
   std::vector<Layer> layers_;
   NormParams final_norm_;
   std::shared_ptr<const ResidualReadout> final_read_;
+  bool capture_ = false;
+  mutable AuxCollector captured_, gathered_, final_captured_;
+  FinalNormOptions FinalOptions() const;
 };
 
 // The stack input of every token of a batch (all DP groups' rows in order).

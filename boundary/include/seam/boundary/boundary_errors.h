@@ -23,6 +23,7 @@ absl::Status FinishWithFusions();                         // finish() on a stage
 absl::Status HandoffWithoutDefer();                       // a finalize handoff while defer_moe_finalize is false
 absl::Status SnapshotOfFinalizeHandoff();                 // snapshot() on a deferred MoE finalize
 absl::Status CaptureWithFinalizeHandoff();                // final_norm(capture, finalize_norm) on a handoff
+absl::Status FfnPrepareTakesNoCapture();                  // prepare(capture) on an ffn stage
 // A layer stack that holds only part of the layers without a stage-facts function.
 absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers);
 

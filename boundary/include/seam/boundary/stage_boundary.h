@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/capture.h"
 #include "seam/boundary/declaration.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/fusion.h"
@@ -33,8 +34,9 @@ class StageBoundary {
   bool bound() const { return plan_ != nullptr; }
   const StagePlan& plan() const;  // requires bound()
 
-  // Input of this stage's compute for the value the previous call returned.
-  absl::StatusOr<Tensor> Prepare(const Hidden& hidden, ForwardBatch& batch);
+  // Input of this stage's compute for the value the previous call returned;
+  // with `capture`, also hands the captures capture.h describes (attention only).
+  absl::StatusOr<Tensor> Prepare(const Hidden& hidden, ForwardBatch& batch, const PrepareCapture& capture = {});
   // Registers or completes the sum `output` owes; returns the value for the next call.
   absl::StatusOr<Hidden> Finish(const Tensor& output, ForwardBatch& batch);
   // FFN with fusions: opens the exit before compute (the decision is made once

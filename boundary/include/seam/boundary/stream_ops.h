@@ -5,6 +5,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/capture.h"
 #include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/residual_ops.h"
@@ -25,6 +26,9 @@ struct FinalNormOptions {
   // The final read (null: the plain add + RMSNorm over `norm`), e.g. MHC's
   // collapse of its streams. Not owned.
   const ResidualReadout* read = nullptr;
+  // Receives the final read's updated residual (on the residual's rows),
+  // always borrowed. Refused with finalize_norm when a handoff arrives.
+  CaptureFn capture;
 };
 // Completes what the last stage owes, applies its update, norms, and returns
 // this rank's DP rows. Releases the stream.
