@@ -68,6 +68,15 @@ absl::Status FfnPrepareTakesNoCapture() {
       "ffn prepare does not take a capture; capture at an attention's prepare or at the final norm");
 }
 
+absl::Status PreparedBranchEnteredThroughPrepare() {
+  return absl::FailedPreconditionError("a prepared branch must enter through branch_input, not prepare");
+}
+
+absl::Status BranchVariantRefused(const char* variant_name) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "branch transport supports ordinary token rows only; a branch cannot serve ", variant_name, " batches"));
+}
+
 absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers) {
   return absl::InvalidArgumentError(absl::StrCat(
       "a pipeline piece (layers [", first_layer, ", ", end_layer, ") of ", total_layers,

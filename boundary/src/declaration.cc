@@ -39,6 +39,7 @@ StageDeclaration DeclareFfn(FfnDeclOptions options) {
   d.reduction = ProducerReduction::kExitScoped;
   d.sparse = options.sparse;
   d.output_complete = options.output_complete;
+  d.merges_branch = options.merges_branch;
   return d;
 }
 

@@ -138,6 +138,8 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
       }
       exit.options.push_back(o);
     };
+    // An output a branch is merged into stays a contribution until the merge.
+    if (stage.merges_branch) exit.facts.rsv_eligible = exit.facts.fixed_rs_eligible = false;
     if (AllowsRsv(policy) && exit.facts.rsv_eligible) scatter(ExitChoice::kReduceScatterV, StepOp::kReduceScatterV);
     if (AllowsFixedRs(policy) && exit.facts.fixed_rs_eligible) {
       scatter(ExitChoice::kReduceScatterFixed, StepOp::kReduceScatter);

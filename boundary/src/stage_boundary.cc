@@ -41,6 +41,7 @@ absl::StatusOr<const VariantPaths*> StageBoundary::Paths(const ForwardBatch& bat
 
 absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch& batch,
                                               const PrepareCapture& capture) {
+  if (declaration_.place.prepared_entry) return errors::PreparedBranchEnteredThroughPrepare();
   if (capture.any() && declaration_.kind == StageKind::kFfn) return errors::FfnPrepareTakesNoCapture();
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
   SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));

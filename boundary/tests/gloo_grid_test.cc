@@ -69,6 +69,16 @@ TEST(GlooFeatureGrid, CapturesOverGlooEqualTheReferenceRowsBitForBit) {
   }
 }
 
+TEST(GlooFeatureGrid, LongCatLikeBranchOverGlooEqualsSingleRankBitForBit) {
+  for (auto [dp, attn_tp, variant, policy] :
+       {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
+        std::make_tuple(1, 2, BatchVariant::kUnpadded, ReductionPolicy::kAr)}) {
+    GridCase c{dp, attn_tp, variant, policy, {}, 2};
+    c.pattern = "AB";
+    RunOnGloo(c);
+  }
+}
+
 std::string Name(const ::testing::TestParamInfo<GlooParam>& info) {
   const auto [layout, variant, policy] = info.param;
   return GridName(layout, variant, policy);

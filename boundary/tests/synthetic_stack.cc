@@ -81,7 +81,7 @@ absl::StatusOr<Tensor> GatherOwnInput(const Tensor& x, ForwardBatch& batch) {
   return out;
 }
 
-bool IsFfn(char kind) { return kind == 'F' || kind == 'C' || kind == 'T' || kind == 'E'; }
+bool IsFfn(char kind) { return kind == 'F' || kind == 'C' || kind == 'T' || kind == 'E' || kind == 'B'; }
 
 constexpr int64_t kTopK = 2;
 constexpr float kScales[kTopK] = {0.5f, 0.75f};
@@ -150,6 +150,7 @@ StageDeclaration DeclarationOf(char kind) {
     case 'N': return DeclareAttn({ProducerReduction::kExitScoped, /*gathers_attn_tp_input=*/false});
     case 'C': return DeclareFfn({/*sparse=*/false, /*output_complete=*/true});
     case 'E': return DeclareFfn({/*sparse=*/true});
+    case 'B': return DeclareFfn({/*sparse=*/true, /*output_complete=*/false, /*merges_branch=*/true});
     default: return DeclareFfn();
   }
 }
@@ -218,6 +219,20 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
     }
     SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
     for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];
+    for (size_t i = 0; i < boundaries.size(); ++i) {
+      Stage& st = layer.stages[i];
+      if (st.kind != 'B') continue;
+      st.branch.resize(3);
+      std::vector<StageItem> branch_items;
+      const char kinds[] = {'F', 'A', 'F'};
+      for (int j = 0; j < 3; ++j) {
+        make(st.branch[j], kinds[j], config.seed * 1000 + l * 40 + i * 8 + 500 + j * 8);
+        // The first stage's norm is never applied (the source already read): pass the source's.
+        branch_items.push_back(StageItem{DeclarationOf(kinds[j]), j == 0 ? &st.norm : &st.branch[j].norm});
+      }
+      SEAM_ASSIGN_OR_RETURN(auto b, AppendBranchAt(__FILE__, __LINE__, l, *st.boundary, std::move(branch_items)));
+      for (int j = 0; j < 3; ++j) st.branch[j].boundary = b[j];
+    }
   }
   SEAM_RETURN_IF_ERROR(scope.Close());
   return stack;
@@ -280,6 +295,24 @@ absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) 
         } else {
           SEAM_ASSIGN_OR_RETURN(h, scope->Finish(Finalize(experts)));
         }
+        continue;
+      }
+      if (st.kind == 'B') {
+        SEAM_ASSIGN_OR_RETURN(BranchFork fork, BranchInput(*st.branch[0].boundary, x, batch));
+        Tensor bx = fork.input;
+        Hidden bh;
+        for (size_t j = 0; j < st.branch.size(); ++j) {
+          const Stage& b = st.branch[j];
+          if (j > 0) {
+            SEAM_ASSIGN_OR_RETURN(bx, b.boundary->Prepare(bh, fork.batch));
+          }
+          const bool bffn = IsFfn(b.kind);
+          const int64_t bshard = bffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
+          SEAM_ASSIGN_OR_RETURN(bh, b.boundary->Finish(Compute(bx, b.w_in, bshard, b.w_out, bffn, exact_), fork.batch));
+        }
+        SEAM_ASSIGN_OR_RETURN(BranchResult merged, BranchOutput(bh, fork.batch));
+        SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Finalize(ExpertOutputs(out)), batch));
+        SEAM_ASSIGN_OR_RETURN(h, MergeBranch(h, batch, merged));
         continue;
       }
       if (st.kind == 'T') {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/branch.h"
 #include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/fusion.h"
@@ -41,7 +42,9 @@ struct StackConfig {
   // whose compute completes its own sum (output_complete), 'T' dense FFN run
   // on the operation-scheduled path (CompleteNow instead of Finish), 'E' MoE
   // FFN of two experts (e_k = (k + 1) · the dense output, scales 1/2 and 3/4)
-  // that hands its finalize to the final norm when its provider accepts.
+  // that hands its finalize to the final norm when its provider accepts,
+  // 'B' that MoE (never deferring) with a LongCat-like branch prepared from
+  // its input: dense FFN, attention, dense FFN, merged back into its output.
   std::string pattern = "AF";
   // Layers this rank builds, [first_layer, end_layer) of the whole stack
   // (end_layer -1: all). Neighbours on other ranks come from the pattern.
@@ -90,6 +93,7 @@ class SyntheticStack {
     std::vector<float> w_in, w_out;
     std::shared_ptr<StageBoundary> boundary;
     std::shared_ptr<const ResidualReadout> read;  // MHC stacks only
+    std::vector<Stage> branch;                    // 'B' only
   };
   struct Layer {
     std::vector<Stage> stages;

@@ -24,6 +24,8 @@ absl::Status HandoffWithoutDefer();                       // a finalize handoff 
 absl::Status SnapshotOfFinalizeHandoff();                 // snapshot() on a deferred MoE finalize
 absl::Status CaptureWithFinalizeHandoff();                // final_norm(capture, finalize_norm) on a handoff
 absl::Status FfnPrepareTakesNoCapture();                  // prepare(capture) on an ffn stage
+absl::Status PreparedBranchEnteredThroughPrepare();       // prepare() on a prepared_from stage
+absl::Status BranchVariantRefused(const char* variant_name);  // a branch built for CP / input-scattered / SP
 // A layer stack that holds only part of the layers without a stage-facts function.
 absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers);
 
