@@ -77,6 +77,12 @@ absl::Status BranchVariantRefused(const char* variant_name) {
       "branch transport supports ordinary token rows only; a branch cannot serve ", variant_name, " batches"));
 }
 
+absl::Status ModuleReducesUnderBoundary(const std::string& module, const std::string& stage) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      module, " is built with reduce_results=true under a ", stage,
+      " boundary; build it with reduce_results=false and leave the sum to the boundary"));
+}
+
 absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers) {
   return absl::InvalidArgumentError(absl::StrCat(
       "a pipeline piece (layers [", first_layer, ", ", end_layer, ") of ", total_layers,
