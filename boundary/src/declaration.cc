@@ -22,7 +22,7 @@ std::string StageDeclaration::ToString() const {
                         gathers_attn_tp_input ? "" : ", no attn-TP gather", ")");
   }
   return absl::StrCat("ffn(", sparse ? "sparse" : "dense", output_complete ? ", output complete" : "",
-                      ", EXIT_SCOPED)");
+                      merges_branch ? ", merges a branch" : "", ", EXIT_SCOPED)");
 }
 
 StageDeclaration DeclareAttn(AttnDeclOptions options) {

@@ -12,6 +12,7 @@
 #include "grid_case.h"
 #include "seam/boundary/boundary_errors.h"
 #include "seam/boundary/branch.h"
+#include "seam/boundary/plan_printer.h"
 #include "seam/comm/recording_communicator.h"
 #include "seam/core/status.h"
 #include "stage_fixture.h"
@@ -97,6 +98,21 @@ TEST(Branch, ABranchNeitherExtendsTheStackNorWaitsForAConsumer) {
   EXPECT_TRUE((*next)[0]->plan().producer.declaration.merges_branch);
   EXPECT_TRUE(b->branch[0]->declaration().place.prepared_entry);
   EXPECT_FALSE(b->branch[1]->declaration().place.prepared_entry);
+}
+
+TEST(Branch, ThePlanPrintsBranchesCapturesAndTheFinalNormsHandoff) {
+  auto b = BuildLongCat(*Topology::Make(2, 1, 0));
+  ASSERT_TRUE(b->stack->Close().ok());
+  std::vector<const StagePlan*> plans;
+  for (const auto& s : b->main) plans.push_back(&s->plan());
+  for (const auto& s : b->branch) plans.push_back(&s->plan());
+  const std::string text = PlanToText(plans);
+  EXPECT_THAT(text, HasSubstr("ffn(sparse, merges a branch, EXIT_SCOPED)"));
+  EXPECT_THAT(text, HasSubstr("branch: first stage, entered through branch_input (its norm never applied)"));
+  EXPECT_THAT(text, HasSubstr("branch: inside a prepared branch"));
+  EXPECT_THAT(text, HasSubstr("capture: the updated residual on dp_rows (borrowed, sum completed unfused)"));
+  EXPECT_THAT(text, HasSubstr("final norm: takes a deferred MoE finalize"));
+  EXPECT_THAT(PlanToJson(plans), HasSubstr("\"prepared_entry\": true"));
 }
 
 TEST(Branch, APreparedBranchMustEnterThroughBranchInput) {
