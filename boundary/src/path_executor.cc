@@ -89,6 +89,11 @@ absl::Status AddBeforeSum(const StepContext& ctx, PathWork* w) {
   return kernels::AddInPlace(w->c.Rows(off, w->r.rows()), w->r);
 }
 
+// Whether the contribution still owes a sum over more than one rank.
+bool StillOwed(const StepContext& ctx, const PathWork& w) {
+  return SumGroupSize(w.owed, ctx.batch->rows.topology()) > 1;
+}
+
 // The compute input a read of the residual produces (its width is the read's).
 Tensor ReadOutput(const StepContext& ctx, const PathWork& w) {
   return Tensor::Empty({w.r.rows(), ctx.read->InputWidth(w.r.dim(1))}, w.r.dtype(), w.r.device());
@@ -100,7 +105,7 @@ absl::Status UpdateAndRead(const StepContext& ctx, PathWork* w) {
     return absl::InternalError(absl::StrCat("contribution rows ", w->c.rows(), " do not match residual rows ",
                                             w->r.rows(), " on ", RowFormName(w->r_form)));
   }
-  if (!w->update->caps().plain_add && w->owed != SumGroup::kNone) {
+  if (!w->update->caps().plain_add && StillOwed(ctx, *w)) {
     return absl::InternalError(absl::StrCat("the ", w->update->name(), " update cannot move before the sum over ",
                                             SumGroupName(w->owed), " completes"));
   }
@@ -173,6 +178,15 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
       return absl::OkStatus();
     case StepOp::kFusedInput:
       return FusedInput(s, ctx, w);
+    case StepOp::kApplyUpdate:
+      if (StillOwed(ctx, *w)) {
+        return absl::InternalError(absl::StrCat("the ", w->update->name(), " update cannot move before the sum over ",
+                                                SumGroupName(w->owed), " completes"));
+      }
+      SEAM_RETURN_IF_ERROR(w->update->Apply(w->c, w->r));
+      w->c = Tensor();
+      w->wrote_residual = true;
+      return absl::OkStatus();
     case StepOp::kUpdateAndRead:
       return UpdateAndRead(ctx, w);
     case StepOp::kRead:

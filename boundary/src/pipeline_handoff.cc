@@ -32,7 +32,7 @@ absl::StatusOr<Tensor> GatherSlices(ForwardBatch& batch, const Tensor& slice) {
 }  // namespace
 
 StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy) {
-  if (!producer.update->caps().plain_add) return StreamState::kWritten;
+  if (!producer.update->caps().plain_add || producer.update->caps().applied_at_exit) return StreamState::kWritten;
   if (producer.kind != StageKind::kFfn) return StreamState::kPending;
   const bool own_rows = variant == BatchVariant::kInputScattered || variant == BatchVariant::kUnpadded ||
                         AllowsFixedRs(policy) || AllowsRsv(policy);

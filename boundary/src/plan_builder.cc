@@ -99,8 +99,19 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
   ExitPath exit;
   exit.facts.terminal = !consumer.exists;
   const SumGroup owed = Effective(stage.owed_sum(), t);
+  // A read that needs every row of the attention's takes the output back on them.
+  const bool consumer_reads_all_rows = consumer.exists && consumer.declaration.readout_caps.reads_after_attn_tp_gather;
   for (RowForm r : ResidualForms(v, t, policy)) {
     auto pending = [&](RowForm rows, SumGroup s) { return IncomingForm{StreamState::kPending, rows, s, r}; };
+    if (stage.update->caps().applied_at_exit) {
+      // The producer applies its own update at its exit: complete now, update, written.
+      ExitOption o{ExitChoice::kCompleteAllReduce, r,
+                   CompletionSteps(stage.kind == StageKind::kFfn ? RowForm::kFfnRows : RowForm::kDpRows, owed, r, v, t),
+                   IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}};
+      o.steps.push_back(Step{StepOp::kApplyUpdate});
+      exit.options.push_back(o);
+      continue;
+    }
     auto complete_now = [&](RowForm rows) {
       ExitOption o{ExitChoice::kCompleteAllReduce, r, CompletionSteps(rows, owed, r, v, t), pending(r, SumGroup::kNone)};
       exit.options.push_back(o);
@@ -139,7 +150,7 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
       exit.options.push_back(o);
     };
     // An output a branch is merged into stays a contribution until the merge.
-    if (stage.merges_branch) exit.facts.rsv_eligible = exit.facts.fixed_rs_eligible = false;
+    if (stage.merges_branch || consumer_reads_all_rows) exit.facts.rsv_eligible = exit.facts.fixed_rs_eligible = false;
     if (AllowsRsv(policy) && exit.facts.rsv_eligible) scatter(ExitChoice::kReduceScatterV, StepOp::kReduceScatterV);
     if (AllowsFixedRs(policy) && exit.facts.fixed_rs_eligible) {
       scatter(ExitChoice::kReduceScatterFixed, StepOp::kReduceScatter);
@@ -209,6 +220,14 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     return absl::InvalidArgumentError(
         "an attention stage that does not gather its attention-TP input cannot declare a read after that gather");
   }
+  if (stage.kind == StageKind::kFfn && !stage.readout_caps.reads_before_dp_gather && topology.attn_dp > 1) {
+    return absl::InvalidArgumentError(
+        "an ffn read that must run after the attention-DP gather has no path: reads run on the source rows "
+        "before the gather (reads_before_dp_gather)");
+  }
+  if (stage.kind == StageKind::kFfn && stage.readout_caps.reads_after_attn_tp_gather) {
+    return absl::InvalidArgumentError("reads_after_attn_tp_gather is a read of an attention stage or a final read");
+  }
   if (stage.kind == StageKind::kFfn && stage.reduction != ProducerReduction::kExitScoped) {
     return absl::InvalidArgumentError("an ffn stage must be EXIT_SCOPED; ALWAYS_PARTIAL is for attention only");
   }
@@ -222,6 +241,10 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     // UNPADDED serves batches whose rows do not divide over attention TP, and
     // only without attention DP.
     if (v == BatchVariant::kUnpadded && topology.attn_dp > 1) continue;
+    // An input-scattered batch keeps the residual on slices, which such a read cannot take.
+    if (v == BatchVariant::kInputScattered && stage.readout_caps.reads_after_attn_tp_gather && topology.attn_tp() > 1) {
+      continue;
+    }
     VariantPaths vp;
     vp.variant = v;
     const std::vector<RowForm> forms = ResidualForms(v, topology, policy);

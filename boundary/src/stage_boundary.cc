@@ -27,7 +27,10 @@ void StageBoundary::Bind(std::unique_ptr<StagePlan> plan, StagePlace place) {
   declaration_.place = place;
   plan->declaration.place = place;
   plan_ = std::move(plan);
-  if (options_.fusions) fusions_ = options_.fusions->InputFusions(*plan_);
+  if (options_.fusions) {
+    fusions_ = declaration_.kind == StageKind::kFfn ? options_.fusions->FfnInputFusions(*plan_)
+                                                    : options_.fusions->AttnInputFusions(*plan_);
+  }
 }
 
 absl::StatusOr<const VariantPaths*> StageBoundary::Paths(const ForwardBatch& batch) const {

@@ -48,6 +48,8 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
                      c.pattern};
   config.mhc_streams = c.mhc_streams;
   config.capture = c.capture;
+  config.applied_at_exit = c.applied_at_exit;
+  config.reads_all_rows = c.reads_all_rows;
   int64_t total = 0;
   for (int64_t r : c.dp_rows) total += r;
   const Tensor all = StackInput(config.seed + 99, total);

@@ -29,6 +29,8 @@ struct GridCase {
   FinalizeNormService* finalize_norm = nullptr;
   int mhc_streams = 0;  // > 0: MHC update/read pairs over this many streams
   bool capture = false;  // also compare every capture with the reference's rows
+  bool applied_at_exit = false;  // every update applied at its producer's exit
+  bool reads_all_rows = false;   // attention reads declare reads_after_attn_tp_gather
   std::string ToString() const;
 };
 

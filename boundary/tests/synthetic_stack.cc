@@ -132,9 +132,25 @@ MhcCoefficients MhcCoefficientsOf(uint64_t seed, int layer, int index, int strea
 }
 
 namespace {
-// A stage declaration of `kind` with MHC's update (and read caps) when the stack uses it.
-StageDeclaration StackDeclaration(char kind, uint64_t seed, int layer, int index, int streams) {
+class ExitAppliedAdd final : public ResidualUpdate {
+ public:
+  UpdateCaps caps() const override { return UpdateCaps{true, true}; }
+  std::string name() const override { return "plain_add_at_exit"; }
+  absl::Status Apply(const Tensor& c, const Tensor& r) const override { return PlainAddUpdate()->Apply(c, r); }
+};
+
+struct DeclFlags {
+  int streams = 0;
+  bool applied_at_exit = false;
+  bool reads_all_rows = false;
+};
+
+// A stage declaration of `kind` with the stack's update and read choices.
+StageDeclaration StackDeclaration(char kind, uint64_t seed, int layer, int index, DeclFlags flags) {
   StageDeclaration d = DeclarationOf(kind);
+  const int streams = flags.streams;
+  if (flags.applied_at_exit) d.update = std::make_shared<ExitAppliedAdd>();
+  if (flags.reads_all_rows && (kind == 'A' || kind == 'M')) d.readout_caps.reads_after_attn_tp_gather = true;
   if (streams > 0) {
     d.update = *MhcUpdate::Make(MhcCoefficientsOf(seed, layer, index, streams));
     d.readout_caps = MhcRead::Caps();
@@ -178,9 +194,10 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   const std::string pattern = config.pattern;
   const uint64_t seed = config.seed;
   const int streams = config.mhc_streams;
-  StageFactsFn facts = [pattern, seed, streams](int layer) {
+  const DeclFlags flags{streams, config.applied_at_exit, config.reads_all_rows};
+  StageFactsFn facts = [pattern, seed, flags](int layer) {
     std::vector<StageDeclaration> stages;
-    for (size_t i = 0; i < pattern.size(); ++i) stages.push_back(StackDeclaration(pattern[i], seed, layer, i, streams));
+    for (size_t i = 0; i < pattern.size(); ++i) stages.push_back(StackDeclaration(pattern[i], seed, layer, i, flags));
     return stages;
   };
   if (streams > 0) {
@@ -215,7 +232,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
       if (streams > 0) {
         SEAM_ASSIGN_OR_RETURN(st.read, MhcRead::Make(MhcCoefficientsOf(seed, l, i, streams), &st.norm));
       }
-      items.push_back(StageItem{StackDeclaration(st.kind, seed, l, i, streams), &st.norm, options, st.read});
+      items.push_back(StageItem{StackDeclaration(st.kind, seed, l, i, flags), &st.norm, options, st.read});
     }
     SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
     for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];

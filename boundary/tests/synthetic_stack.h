@@ -62,6 +62,10 @@ struct StackConfig {
   // Attention-like stages prepare with capture and capture_gathered, and the
   // final norm captures, into the stack's collectors.
   bool capture = false;
+  // Every stage's update is a plain add applied at its own exit (applied_at_exit).
+  bool applied_at_exit = false;
+  // Every gathering attention's read declares reads_after_attn_tp_gather.
+  bool reads_all_rows = false;
 };
 
 // Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).

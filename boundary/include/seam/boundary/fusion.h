@@ -41,6 +41,14 @@ class FusionProvider {
   virtual ~FusionProvider() = default;
   // Ordered consumer candidates for an attention or FFN stage's input.
   virtual std::vector<std::shared_ptr<InputFusion>> InputFusions(const StagePlan& plan) const = 0;
+  // Separate candidates for an attention's and an FFN's input (default: the
+  // same InputFusions). Within one sum group they are tried in the order given.
+  virtual std::vector<std::shared_ptr<InputFusion>> AttnInputFusions(const StagePlan& plan) const {
+    return InputFusions(plan);
+  }
+  virtual std::vector<std::shared_ptr<InputFusion>> FfnInputFusions(const StagePlan& plan) const {
+    return InputFusions(plan);
+  }
   // Whether the terminal MoE exit of `plan` may hand its finalize to the
   // final norm for this batch (default: no). Asked on every exit with fusions.
   virtual bool CanDeferFinalize(const StagePlan& plan, const ForwardBatch& batch) const { return false; }

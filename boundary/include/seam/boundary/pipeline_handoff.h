@@ -33,8 +33,8 @@ struct PipelineTensors {
 
 // The state a stream crosses a pipeline boundary in, after `producer` (the
 // last stage before the cut), from fixed facts only: written when the
-// producer's update is not a plain add (it is applied at its exit, e.g. MHC's
-// expanded streams) or when the producer is an FFN that may land on its own
+// producer's update is not a plain add (e.g. MHC's expanded streams) or is
+// applied at its exit or when the producer is an FFN that may land on its own
 // rows (an input-scattered or unpadded batch, or a policy that permits a
 // scatter); pending otherwise.
 StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy);

@@ -38,6 +38,7 @@ enum class StepOp : uint8_t {
   kRead,            // x ← norm(r)
   kGather,          // x moved `from` → `to` rows over `group`, padded fixed parts
   kGatherV,         // the same with per-rank counts, unpadded
+  kApplyUpdate,     // r ← the producer's update of r with c (completed); stream becomes written
 };
 const char* StepOpName(StepOp op);
 
