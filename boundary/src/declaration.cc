@@ -40,6 +40,7 @@ StageDeclaration DeclareFfn(FfnDeclOptions options) {
   d.sparse = options.sparse;
   d.output_complete = options.output_complete;
   d.merges_branch = options.merges_branch;
+  d.defers_only_with_provider = options.defers_only_with_provider;
   return d;
 }
 

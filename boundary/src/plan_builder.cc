@@ -135,6 +135,11 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
     exit.facts.rsv_eligible = owed != SumGroup::kNone && t.attn_dp > 1 && v != BatchVariant::kUnpadded;
     exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv;
     exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone;
+    if (stage.defers_only_with_provider) {
+      // Only a sum over the TP group may wait, and only with the provider's consent.
+      exit.facts.leave_needs_provider = true;
+      exit.facts.may_leave_to_next_input &= owed == SumGroup::kTp;
+    }
     auto scatter = [&](ExitChoice choice, StepOp op) {
       ExitOption o{choice, r, {}, IncomingForm{StreamState::kWritten, RowForm::kAttnTpSlice, SumGroup::kNone,
                                                RowForm::kAttnTpSlice}};

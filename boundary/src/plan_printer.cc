@@ -80,7 +80,8 @@ void AppendExitText(std::string* out, const ExitPath& exit) {
   absl::StrAppend(out, "    exit facts: terminal=", YesNo(f.terminal),
                   " may_leave_to_next_input=", YesNo(f.may_leave_to_next_input),
                   " fixed_rs_eligible=", YesNo(f.fixed_rs_eligible), " rsv_eligible=", YesNo(f.rsv_eligible),
-                  " rsv_first=", YesNo(f.rsv_first), "\n");
+                  " rsv_first=", YesNo(f.rsv_first),
+                  f.leave_needs_provider ? " leave_needs_provider=yes" : "", "\n");
   for (size_t i = 0; i < exit.options.size(); ++i) {
     const ExitOption& o = exit.options[i];
     absl::StrAppend(out, "    exit option ", i, ": ", ExitChoiceName(o.choice), " (residual on ",
@@ -159,7 +160,8 @@ nlohmann::json ExitJson(const ExitPath& exit) {
             {"may_leave_to_next_input", f.may_leave_to_next_input},
             {"fixed_rs_eligible", f.fixed_rs_eligible},
             {"rsv_eligible", f.rsv_eligible},
-            {"rsv_first", f.rsv_first}}},
+            {"rsv_first", f.rsv_first},
+            {"leave_needs_provider", f.leave_needs_provider}}},
           {"options", options}};
 }
 

@@ -85,6 +85,10 @@ absl::StatusOr<const ExitOption*> StageBoundary::ChooseExit(const ForwardBatch& 
     if (o.residual != r) continue;
     if (o.choice == ExitChoice::kReduceScatterV && !batch.rsv_usable) continue;
     if (o.choice == ExitChoice::kDeferFinalize) continue;  // taken only by an exit scope's handoff
+    if (o.choice == ExitChoice::kLeaveToNextInput && vp->exit.facts.leave_needs_provider &&
+        !(has_fusions() && options_.fusions->CanDeferAllReduce(*plan_, batch))) {
+      continue;
+    }
     return &o;
   }
   return absl::InternalError(absl::StrCat("no exit option for a residual on ", RowFormName(r)));

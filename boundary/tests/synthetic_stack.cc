@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "seam/boundary/replicated_component.h"
 #include "seam/boundary/stream_ops.h"
 #include "seam/comm/communicator.h"
 #include "seam/core/status.h"
@@ -81,7 +82,9 @@ absl::StatusOr<Tensor> GatherOwnInput(const Tensor& x, ForwardBatch& batch) {
   return out;
 }
 
-bool IsFfn(char kind) { return kind == 'F' || kind == 'C' || kind == 'T' || kind == 'E' || kind == 'B'; }
+bool IsFfn(char kind) {
+  return kind == 'F' || kind == 'C' || kind == 'T' || kind == 'E' || kind == 'B' || kind == 'L';
+}
 
 constexpr int64_t kTopK = 2;
 constexpr float kScales[kTopK] = {0.5f, 0.75f};
@@ -167,6 +170,11 @@ StageDeclaration DeclarationOf(char kind) {
     case 'C': return DeclareFfn({/*sparse=*/false, /*output_complete=*/true});
     case 'E': return DeclareFfn({/*sparse=*/true});
     case 'B': return DeclareFfn({/*sparse=*/true, /*output_complete=*/false, /*merges_branch=*/true});
+    case 'L': {
+      FfnDeclOptions o;
+      o.defers_only_with_provider = true;
+      return DeclareFfn(o);
+    }
     default: return DeclareFfn();
   }
 }
@@ -228,7 +236,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
       const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
       make(st, config.pattern[i], s);
       StageOptions options;
-      if (st.kind == 'E') options.fusions = config.fusions;
+      if (st.kind == 'E' || st.kind == 'L') options.fusions = config.fusions;
       if (streams > 0) {
         SEAM_ASSIGN_OR_RETURN(st.read, MhcRead::Make(MhcCoefficientsOf(seed, l, i, streams), &st.norm));
       }
@@ -311,6 +319,20 @@ absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) 
           SEAM_ASSIGN_OR_RETURN(h, scope->FinishDeferred(Handoff(experts)));
         } else {
           SEAM_ASSIGN_OR_RETURN(h, scope->Finish(Finalize(experts)));
+        }
+        continue;
+      }
+      if (st.kind == 'L') {
+        // The LoRA-like part: every rank computes it in full from the input it holds alike.
+        std::vector<float> lora = x.ToFloats();
+        for (float& v : lora) v = ToGrid(v) / 4;
+        SEAM_ASSIGN_OR_RETURN(out, AddReplicatedOnSumRankZero(out, Tensor::FromFloats(lora, out.shape()), *st.boundary,
+                                                              batch));
+        if (st.boundary->has_fusions()) {
+          SEAM_ASSIGN_OR_RETURN(auto scope, st.boundary->Exit(batch));
+          SEAM_ASSIGN_OR_RETURN(h, scope->Finish(out));
+        } else {
+          SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(out, batch));
         }
         continue;
       }

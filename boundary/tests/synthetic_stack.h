@@ -44,7 +44,10 @@ struct StackConfig {
   // FFN of two experts (e_k = (k + 1) · the dense output, scales 1/2 and 3/4)
   // that hands its finalize to the final norm when its provider accepts,
   // 'B' that MoE (never deferring) with a LongCat-like branch prepared from
-  // its input: dense FFN, attention, dense FFN, merged back into its output.
+  // its input: dense FFN, attention, dense FFN, merged back into its output,
+  // 'L' a dense FFN with a LoRA-like part every rank computes in full (added on
+  // TP rank 0) that leaves its sum to the next input only when its provider
+  // (StackConfig::fusions) accepts the batch.
   std::string pattern = "AF";
   // Layers this rank builds, [first_layer, end_layer) of the whole stack
   // (end_layer -1: all). Neighbours on other ranks come from the pattern.

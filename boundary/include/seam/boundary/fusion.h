@@ -52,6 +52,9 @@ class FusionProvider {
   // Whether the terminal MoE exit of `plan` may hand its finalize to the
   // final norm for this batch (default: no). Asked on every exit with fusions.
   virtual bool CanDeferFinalize(const StagePlan& plan, const ForwardBatch& batch) const { return false; }
+  // Whether an FFN declared defers_only_with_provider may leave its TP
+  // all-reduce to the next input for this batch (default: no).
+  virtual bool CanDeferAllReduce(const StagePlan& plan, const ForwardBatch& batch) const { return false; }
 };
 
 }  // namespace seam::boundary

@@ -94,6 +94,8 @@ struct ExitFacts {
   bool fixed_rs_eligible = false;
   bool rsv_eligible = false;
   bool rsv_first = false;
+  // Leaving the sum to the next input needs the provider's per-batch consent.
+  bool leave_needs_provider = false;
 };
 
 struct ExitPath {
