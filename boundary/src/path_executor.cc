@@ -117,7 +117,25 @@ absl::Status UpdateAndRead(const StepContext& ctx, PathWork* w) {
 
 absl::Status FusedInput(const Step& s, const StepContext& ctx, PathWork* w) {
   comm::Communicator& g = GroupComm(*ctx.comms, s.group);
-  // Candidates complete a sum with a plain add and an add+norm read only.
+  // The read's own completing fusions come first (plain adds only).
+  if (w->update->caps().plain_add) {
+    for (const auto& candidate : ctx.read->CompletingFusions()) {
+      if (GroupCompleting(candidate->completes()) != s.group) continue;
+      Tensor x = ReadOutput(ctx, *w);
+      SEAM_ASSIGN_OR_RETURN(bool done, candidate->TryComplete(w->c, w->r, x, g));
+      if (!done) continue;
+      w->owed = SumGroup::kNone;
+      w->x_form = w->r_form;
+      if (candidate->reads()) {
+        w->x = x;
+        return absl::OkStatus();
+      }
+      w->x = ReadOutput(ctx, *w);
+      if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
+      return ctx.read->Read(w->r, w->x);
+    }
+  }
+  // Provider candidates complete a sum with a plain add and an add+norm read only.
   const NormParams* norm = ctx.read->add_norm();
   if (ctx.fusions != nullptr && norm != nullptr && w->update->caps().plain_add) {
     for (const auto& candidate : *ctx.fusions) {

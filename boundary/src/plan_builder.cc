@@ -261,7 +261,8 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
       ExitPath before = ExitFor(producer.declaration, self, v, topology, policy);
       // Fused all-reduce + add + norm needs a plain add into an add+norm read;
       // any other update is applied only after its sum completes.
-      const bool fusable = producer.declaration.update->caps().plain_add && stage.readout_caps.add_norm;
+      const bool fusable = producer.declaration.update->caps().plain_add &&
+                           (stage.readout_caps.add_norm || stage.readout_caps.completing_fusions);
       for (const ExitOption& o : before.options) {
         AddEntry(EntryFor(o.leaves, me, v, topology, fusable), &vp.entries);
       }

@@ -8,12 +8,29 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "seam/boundary/layout.h"
 #include "seam/core/tensor.h"
 
 namespace seam::boundary {
+
+// A read's own way to complete a sum together with the residual add, tried
+// ahead of the read and before any provider candidate or built-in
+// collective (plain updates only). reads()=false: residual ← residual +
+// Σ_group contribution, and the read then runs; reads()=true: it also writes
+// out ← read of that residual. Declining (false) must touch nothing.
+class ReadoutFusion {
+ public:
+  virtual ~ReadoutFusion() = default;
+  virtual std::string name() const = 0;
+  virtual SumGroup completes() const = 0;
+  virtual bool reads() const = 0;
+  virtual absl::StatusOr<bool> TryComplete(const Tensor& contribution, const Tensor& residual, const Tensor& out,
+                                           comm::Communicator& group) = 0;
+};
 
 // What a producer's update can do.
 //   plain_add        residual ← residual + contribution; may fuse into add+norm or
@@ -42,10 +59,12 @@ std::shared_ptr<const ResidualUpdate> PlainAddUpdate();
 //   reads_after_attn_tp_gather  needs every row of the attention's rows
 //   add_norm                    the read is the plain add + RMSNorm, so consumer
 //                               fusion candidates may replace it
+//   completing_fusions          the read offers its own ReadoutFusion candidates
 struct ReadoutCaps {
   bool reads_before_dp_gather = true;
   bool reads_after_attn_tp_gather = false;
   bool add_norm = true;
+  bool completing_fusions = false;  // supplies its own candidates (CompletingFusions)
 };
 
 // RMSNorm parameters owned by a layer (filled when weights load; read at forward).
@@ -75,6 +94,8 @@ class ResidualReadout {
                                      const Tensor& residual, const Tensor& out) const;
   // The norm of a plain add + RMSNorm read (what fusion candidates take); null otherwise.
   virtual const NormParams* add_norm() const { return nullptr; }
+  // Ordered completing fusions (caps().completing_fusions), tried first.
+  virtual std::vector<std::shared_ptr<ReadoutFusion>> CompletingFusions() const { return {}; }
 };
 
 // The plain add + RMSNorm read.
