@@ -101,7 +101,9 @@ absl::Status LayerStack::Close() {
   if (current_stack == this) current_stack = previous_;
   SEAM_RETURN_IF_ERROR(CheckPiece());
   if (stages_.empty()) return absl::OkStatus();
-  return BindAt(stages_.size() - 1, RemoteConsumer());
+  NeighbourFacts consumer = RemoteConsumer();
+  consumer.final_read = options_.final_read;
+  return BindAt(stages_.size() - 1, consumer);
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<StageBoundary>>> LayerStack::Append(std::vector<StageItem> items,

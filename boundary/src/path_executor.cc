@@ -65,6 +65,15 @@ absl::Status Gather(const Step& s, const StepContext& ctx, PathWork* w) {
   const Topology& t = rows.topology();
   comm::Communicator& g = GroupComm(*ctx.comms, s.group);
   const bool to_dp = s.to == RowForm::kDpRows;
+  if (ctx.attn_tp_gather != nullptr && *ctx.attn_tp_gather && s.group == CommGroup::kAttnTp && to_dp) {
+    Tensor out = Tensor::Empty({rows.RowsOf(RowForm::kDpRows), w->x.dim(1)}, w->x.dtype(), w->x.device());
+    SEAM_ASSIGN_OR_RETURN(bool done, (*ctx.attn_tp_gather)(w->x, rows, g, out));
+    if (done) {
+      w->x = out;
+      w->x_form = s.to;
+      return absl::OkStatus();
+    }
+  }
   if (s.op == StepOp::kGather) {
     const int64_t chunk = s.from == RowForm::kDpRows ? rows.padded_dp_rows() : rows.padded_dp_rows() / t.attn_tp();
     SEAM_ASSIGN_OR_RETURN(Tensor out, rows::GatherPadded(g, w->x, chunk));

@@ -22,6 +22,8 @@ struct StepContext {
   // Final norm with skip_empty: on a rank with no rows the norm kernel is
   // skipped (collectives on the path still run).
   bool skip_empty_norm = false;
+  // Tried before the built-in attention-TP gather onto DP rows (final read).
+  const AttnTpGatherFn* attn_tp_gather = nullptr;
 };
 
 // The tensors a path works on: contribution c, residual r, compute input x.

@@ -100,7 +100,8 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
   exit.facts.terminal = !consumer.exists;
   const SumGroup owed = Effective(stage.owed_sum(), t);
   // A read that needs every row of the attention's takes the output back on them.
-  const bool consumer_reads_all_rows = consumer.exists && consumer.declaration.readout_caps.reads_after_attn_tp_gather;
+  const bool consumer_reads_all_rows =
+      (consumer.exists ? consumer.declaration.readout_caps : consumer.final_read).reads_after_attn_tp_gather;
   for (RowForm r : ResidualForms(v, t, policy)) {
     auto pending = [&](RowForm rows, SumGroup s) { return IncomingForm{StreamState::kPending, rows, s, r}; };
     if (stage.update->caps().applied_at_exit) {
@@ -247,7 +248,9 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     // only without attention DP.
     if (v == BatchVariant::kUnpadded && topology.attn_dp > 1) continue;
     // An input-scattered batch keeps the residual on slices, which such a read cannot take.
-    if (v == BatchVariant::kInputScattered && stage.readout_caps.reads_after_attn_tp_gather && topology.attn_tp() > 1) {
+    const bool final_reads_all_rows = !consumer.exists && consumer.final_read.reads_after_attn_tp_gather;
+    if (v == BatchVariant::kInputScattered &&
+        (stage.readout_caps.reads_after_attn_tp_gather || final_reads_all_rows) && topology.attn_tp() > 1) {
       continue;
     }
     VariantPaths vp;

@@ -99,6 +99,7 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
   }
   StepContext ctx{&batch, &batch.comms, read, nullptr};
   ctx.skip_empty_norm = options.skip_empty;
+  ctx.attn_tp_gather = &options.attn_tp_gather;
   PathWork work = WorkFrom(*stream, hidden);
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
   if (options.capture) options.capture(work.r, /*owned=*/false);  // the updated residual, borrowed

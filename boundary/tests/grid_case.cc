@@ -58,6 +58,7 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
   StackConfig ranks_config = config;
   ranks_config.fusions = c.fusions;
   ranks_config.finalize_norm = c.finalize_norm;
+  ranks_config.final_gather = c.final_gather;
   auto results = RunRanks(c.dp * c.attn_tp, c.dp, factory,
                           [&](const Topology& t, const StageComms& comms) -> absl::Status {
                             SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(ranks_config, t));

@@ -30,7 +30,8 @@ struct GridCase {
   int mhc_streams = 0;  // > 0: MHC update/read pairs over this many streams
   bool capture = false;  // also compare every capture with the reference's rows
   bool applied_at_exit = false;  // every update applied at its producer's exit
-  bool reads_all_rows = false;   // attention reads declare reads_after_attn_tp_gather
+  bool reads_all_rows = false;   // attention reads (and the final read) declare reads_after_attn_tp_gather
+  AttnTpGatherFn final_gather;   // every rank's (not the reference's) final-read gather
   std::string ToString() const;
 };
 

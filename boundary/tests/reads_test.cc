@@ -143,6 +143,52 @@ TEST(Reads, NoProducerLeavesItsOutputOnASliceBeforeAReadOfEveryRow) {
   }
 }
 
+TEST(Reads, AFinalReadOfEveryRowKeepsTheLastFfnOffTheSlices) {
+  const Topology t = *Topology::Make(4, 2, 1);
+  auto scatters = [](const SyntheticStack& s) {
+    int n = 0;
+    const auto& last = s.layers().back().stages.back();
+    EXPECT_TRUE(last.boundary->declaration().place.terminal);
+    for (const ExitOption& o : last.boundary->plan().Find(BatchVariant::kOrdinary)->exit.options) {
+      n += o.choice == ExitChoice::kReduceScatterV || o.choice == ExitChoice::kReduceScatterFixed;
+    }
+    return n;
+  };
+  EXPECT_EQ(scatters(*Stack(t, ReductionPolicy::kRsRsv, false, true)), 0);
+  EXPECT_GT(scatters(*Stack(t, ReductionPolicy::kRsRsv, false, false)), 0);
+}
+
+std::atomic<int> gather_cases{0};
+
+TEST(Reads, TheFinalReadsOwnAttnTpGatherIsTriedFirstAndMatchesTheBuiltIn) {
+  for (auto [dp, attn_tp, variant, policy] :
+       {std::make_tuple(1, 2, BatchVariant::kInputScattered, ReductionPolicy::kAr),
+        std::make_tuple(1, 4, BatchVariant::kInputScattered, ReductionPolicy::kAr),
+        std::make_tuple(2, 2, BatchVariant::kInputScattered, ReductionPolicy::kRsRsv),
+        std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
+        std::make_tuple(1, 2, BatchVariant::kOrdinary, ReductionPolicy::kRs)}) {
+    for (bool accept : {true, false}) {
+      std::atomic<int> calls{0};
+      for (const std::vector<int64_t>& dp_rows : GridRowPatterns(dp)) {
+        GridCase c{dp, attn_tp, variant, policy, dp_rows, 2};
+        c.final_gather = [&calls, accept](const Tensor& slice, const BatchRows& rows, comm::Communicator& g,
+                                          const Tensor& out) -> absl::StatusOr<bool> {
+          ++calls;
+          if (!accept) return false;
+          SEAM_RETURN_IF_ERROR(g.AllGatherV(slice, rows.AttnTpSliceCounts(), out));
+          return true;
+        };
+        auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(20)});
+        const absl::Status s = RunGridCase(c, comm::MakeRecordingGroupFactory(registry));
+        ASSERT_TRUE(s.ok()) << c.ToString() << (accept ? " accepting" : " declining") << ": " << s;
+        ++gather_cases;
+      }
+      EXPECT_GT(calls.load(), 0) << dp << "x" << attn_tp << " " << BatchVariantName(variant);
+    }
+  }
+  std::printf("final-read gather grid: %d cases ran\n", gather_cases.load());
+}
+
 TEST(Reads, AnFfnReadAfterTheDpGatherIsRefusedAtConstruction) {
   NormParams norm = UnitNorm();
   StageDeclaration ffn = DeclareFfn();

@@ -196,6 +196,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   stack->exact_ = config.exact;
   stack->finalize_norm_ = config.finalize_norm;
   stack->capture_ = config.capture;
+  stack->final_gather_ = config.final_gather;
   const int end = config.end_layer < 0 ? config.layers : config.end_layer;
   stack->layers_.resize(end - config.first_layer);
   stack->final_norm_ = MakeNorm(config.seed * 31 + 5);
@@ -212,7 +213,9 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
     SEAM_ASSIGN_OR_RETURN(stack->final_read_,
                           MhcRead::Make(MhcCoefficientsOf(seed, -1, 0, streams), &stack->final_norm_));
   }
-  LayerStack scope(LayerStackOptions{topology, config.policy, facts, config.first_layer, end, config.layers});
+  LayerStackOptions stack_options{topology, config.policy, facts, config.first_layer, end, config.layers};
+  stack_options.final_read.reads_after_attn_tp_gather = config.reads_all_rows;
+  LayerStack scope(std::move(stack_options));
   for (int l = config.first_layer; l < end; ++l) {
     Layer& layer = stack->layers_[l - config.first_layer];
     layer.stages.resize(config.pattern.size());
@@ -266,6 +269,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
 FinalNormOptions SyntheticStack::FinalOptions() const {
   FinalNormOptions o{true, finalize_norm_, final_read_.get()};
   if (capture_) o.capture = final_captured_.capture();
+  o.attn_tp_gather = final_gather_;
   return o;
 }
 

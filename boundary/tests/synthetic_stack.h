@@ -69,6 +69,8 @@ struct StackConfig {
   bool applied_at_exit = false;
   // Every gathering attention's read declares reads_after_attn_tp_gather.
   bool reads_all_rows = false;
+  // The final read's own attention-TP gather (FinalNormOptions::attn_tp_gather).
+  AttnTpGatherFn final_gather;
 };
 
 // Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).
@@ -123,6 +125,7 @@ class SyntheticStack {
   NormParams final_norm_;
   std::shared_ptr<const ResidualReadout> final_read_;
   bool capture_ = false;
+  AttnTpGatherFn final_gather_;
   mutable AuxCollector captured_, gathered_, final_captured_;
   FinalNormOptions FinalOptions() const;
 };

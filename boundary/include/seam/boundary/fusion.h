@@ -5,6 +5,7 @@
 // fallback stays valid.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ class Communicator;
 namespace seam::boundary {
 
 struct StagePlan;
+
+// A stage's own gather over attention TP: `slice` (this rank's rows) onto
+// `out` (its DP group's rows). Returns false to decline before touching anything.
+using AttnTpGatherFn = std::function<absl::StatusOr<bool>(const Tensor& slice, const BatchRows& rows,
+                                                          comm::Communicator& attn_tp, const Tensor& out)>;
 
 class InputFusion {
  public:

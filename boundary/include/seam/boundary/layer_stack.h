@@ -31,6 +31,10 @@ struct LayerStackOptions {
   int first_layer = 0;                            // first global layer built on this rank
   int end_layer = -1;                             // one past the last local layer (-1: the stack's end)
   int total_layers = -1;                          // layers of the whole stack (-1: = end_layer)
+  // Capabilities of the final read, the last stage's consumer (e.g. a read
+  // after the attention-TP gather keeps the last FFN off the slices). The
+  // read itself runs through FinalNormOptions::read at forward time.
+  ReadoutCaps final_read;
 };
 
 struct StageItem {

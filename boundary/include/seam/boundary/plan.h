@@ -117,6 +117,9 @@ struct VariantPaths {
 struct NeighbourFacts {
   bool exists = false;
   StageDeclaration declaration;
+  // Without a next stage: the capabilities of the stack's final read, the
+  // last stage's consumer (LayerStackOptions::final_read).
+  ReadoutCaps final_read;
 };
 
 struct StagePlan {

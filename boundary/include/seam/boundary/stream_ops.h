@@ -8,6 +8,7 @@
 #include "seam/boundary/capture.h"
 #include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/forward_batch.h"
+#include "seam/boundary/fusion.h"
 #include "seam/boundary/residual_ops.h"
 #include "seam/boundary/residual_stream.h"
 
@@ -29,6 +30,11 @@ struct FinalNormOptions {
   // Receives the final read's updated residual (on the residual's rows),
   // always borrowed. Refused with finalize_norm when a handoff arrives.
   CaptureFn capture;
+  // The final read's own gather over attention TP of the rows the last stage
+  // left on this rank's slice (slice → DP rows into `out`), tried before the
+  // built-in gather; false declines (nothing touched). It may use only the
+  // communicator it is given.
+  AttnTpGatherFn attn_tp_gather;
 };
 // Completes what the last stage owes, applies its update, norms, and returns
 // this rank's DP rows. Releases the stream.
