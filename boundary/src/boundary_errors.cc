@@ -63,6 +63,26 @@ absl::Status CaptureWithFinalizeHandoff() {
       "final_norm with finalize_norm cannot capture a finalize handoff; drop finalize_norm to capture");
 }
 
+absl::Status FfnPrepareTakesNoCapture() {
+  return absl::InvalidArgumentError(
+      "ffn prepare does not take a capture; capture at an attention's prepare or at the final norm");
+}
+
+absl::Status PreparedBranchEnteredThroughPrepare() {
+  return absl::FailedPreconditionError("a prepared branch must enter through branch_input, not prepare");
+}
+
+absl::Status BranchVariantRefused(const char* variant_name) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "branch transport supports ordinary token rows only; a branch cannot serve ", variant_name, " batches"));
+}
+
+absl::Status ModuleReducesUnderBoundary(const std::string& module, const std::string& stage) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      module, " is built with reduce_results=true under a ", stage,
+      " boundary; build it with reduce_results=false and leave the sum to the boundary"));
+}
+
 absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers) {
   return absl::InvalidArgumentError(absl::StrCat(
       "a pipeline piece (layers [", first_layer, ", ", end_layer, ") of ", total_layers,

@@ -22,7 +22,7 @@ std::string StageDeclaration::ToString() const {
                         gathers_attn_tp_input ? "" : ", no attn-TP gather", ")");
   }
   return absl::StrCat("ffn(", sparse ? "sparse" : "dense", output_complete ? ", output complete" : "",
-                      ", EXIT_SCOPED)");
+                      merges_branch ? ", merges a branch" : "", ", EXIT_SCOPED)");
 }
 
 StageDeclaration DeclareAttn(AttnDeclOptions options) {
@@ -39,6 +39,8 @@ StageDeclaration DeclareFfn(FfnDeclOptions options) {
   d.reduction = ProducerReduction::kExitScoped;
   d.sparse = options.sparse;
   d.output_complete = options.output_complete;
+  d.merges_branch = options.merges_branch;
+  d.defers_only_with_provider = options.defers_only_with_provider;
   return d;
 }
 

@@ -9,6 +9,12 @@ namespace seam::boundary {
 namespace {
 thread_local LayerStack* current_stack = nullptr;
 
+bool SameCaps(const ReadoutCaps& a, const ReadoutCaps& b) {
+  return a.reads_before_dp_gather == b.reads_before_dp_gather &&
+         a.reads_after_attn_tp_gather == b.reads_after_attn_tp_gather && a.add_norm == b.add_norm &&
+         a.completing_fusions == b.completing_fusions;
+}
+
 const char* BaseName(const char* path) {
   const char* base = path;
   for (const char* p = path; *p != '\0'; ++p) {
@@ -95,7 +101,9 @@ absl::Status LayerStack::Close() {
   if (current_stack == this) current_stack = previous_;
   SEAM_RETURN_IF_ERROR(CheckPiece());
   if (stages_.empty()) return absl::OkStatus();
-  return BindAt(stages_.size() - 1, RemoteConsumer());
+  NeighbourFacts consumer = RemoteConsumer();
+  consumer.final_read = options_.final_read;
+  return BindAt(stages_.size() - 1, consumer);
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<StageBoundary>>> LayerStack::Append(std::vector<StageItem> items,
@@ -108,6 +116,11 @@ absl::StatusOr<std::vector<std::shared_ptr<StageBoundary>>> LayerStack::Append(s
   for (const StageItem& item : items) {
     if (item.declaration.place.bound) return errors::DeclarationAlreadyBound(item.declaration.place.source);
     SEAM_RETURN_IF_ERROR(ValidateOptions(item.declaration.kind, item.options));
+    if (item.read != nullptr && !SameCaps(item.read->caps(), item.declaration.readout_caps)) {
+      return absl::InvalidArgumentError(absl::StrCat("the ", item.read->name(),
+                                                     " read's capabilities differ from the declaration's readout_caps (",
+                                                     source, ")"));
+    }
   }
   if (options_.stage_facts) {
     std::vector<StageDeclaration> facts = options_.stage_facts(global_layer);
@@ -123,7 +136,8 @@ absl::StatusOr<std::vector<std::shared_ptr<StageBoundary>>> LayerStack::Append(s
   }
   std::vector<std::shared_ptr<StageBoundary>> out;
   for (StageItem& item : items) {
-    auto b = std::make_shared<StageBoundary>(std::move(item.declaration), item.norm, std::move(item.options));
+    auto b = std::make_shared<StageBoundary>(std::move(item.declaration), item.norm, std::move(item.options),
+                                             std::move(item.read));
     stages_.push_back(Entry{b, global_layer, source});
     // The previous stage now knows its consumer.
     if (stages_.size() >= 2) {

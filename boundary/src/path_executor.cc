@@ -65,6 +65,15 @@ absl::Status Gather(const Step& s, const StepContext& ctx, PathWork* w) {
   const Topology& t = rows.topology();
   comm::Communicator& g = GroupComm(*ctx.comms, s.group);
   const bool to_dp = s.to == RowForm::kDpRows;
+  if (ctx.attn_tp_gather != nullptr && *ctx.attn_tp_gather && s.group == CommGroup::kAttnTp && to_dp) {
+    Tensor out = Tensor::Empty({rows.RowsOf(RowForm::kDpRows), w->x.dim(1)}, w->x.dtype(), w->x.device());
+    SEAM_ASSIGN_OR_RETURN(bool done, (*ctx.attn_tp_gather)(w->x, rows, g, out));
+    if (done) {
+      w->x = out;
+      w->x_form = s.to;
+      return absl::OkStatus();
+    }
+  }
   if (s.op == StepOp::kGather) {
     const int64_t chunk = s.from == RowForm::kDpRows ? rows.padded_dp_rows() : rows.padded_dp_rows() / t.attn_tp();
     SEAM_ASSIGN_OR_RETURN(Tensor out, rows::GatherPadded(g, w->x, chunk));
@@ -89,25 +98,59 @@ absl::Status AddBeforeSum(const StepContext& ctx, PathWork* w) {
   return kernels::AddInPlace(w->c.Rows(off, w->r.rows()), w->r);
 }
 
+// Whether the contribution still owes a sum over more than one rank.
+bool StillOwed(const StepContext& ctx, const PathWork& w) {
+  return SumGroupSize(w.owed, ctx.batch->rows.topology()) > 1;
+}
+
+// The compute input a read of the residual produces (its width is the read's).
+Tensor ReadOutput(const StepContext& ctx, const PathWork& w) {
+  return Tensor::Empty({w.r.rows(), ctx.read->InputWidth(w.r.dim(1))}, w.r.dtype(), w.r.device());
+}
+
 absl::Status UpdateAndRead(const StepContext& ctx, PathWork* w) {
   SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
   if (w->c.rows() != w->r.rows()) {
     return absl::InternalError(absl::StrCat("contribution rows ", w->c.rows(), " do not match residual rows ",
                                             w->r.rows(), " on ", RowFormName(w->r_form)));
   }
-  w->x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
+  if (!w->update->caps().plain_add && StillOwed(ctx, *w)) {
+    return absl::InternalError(absl::StrCat("the ", w->update->name(), " update cannot move before the sum over ",
+                                            SumGroupName(w->owed), " completes"));
+  }
+  w->x = ReadOutput(ctx, *w);
   w->x_form = w->r_form;
   if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
-  return ctx.read->UpdateAndRead(w->c, w->r, w->x);
+  return ctx.read->UpdateAndRead(*w->update, w->c, w->r, w->x);
 }
 
 absl::Status FusedInput(const Step& s, const StepContext& ctx, PathWork* w) {
   comm::Communicator& g = GroupComm(*ctx.comms, s.group);
-  if (ctx.fusions != nullptr) {
+  // The read's own completing fusions come first (plain adds only).
+  if (w->update->caps().plain_add) {
+    for (const auto& candidate : ctx.read->CompletingFusions()) {
+      if (GroupCompleting(candidate->completes()) != s.group) continue;
+      Tensor x = ReadOutput(ctx, *w);
+      SEAM_ASSIGN_OR_RETURN(bool done, candidate->TryComplete(w->c, w->r, x, g));
+      if (!done) continue;
+      w->owed = SumGroup::kNone;
+      w->x_form = w->r_form;
+      if (candidate->reads()) {
+        w->x = x;
+        return absl::OkStatus();
+      }
+      w->x = ReadOutput(ctx, *w);
+      if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
+      return ctx.read->Read(w->r, w->x);
+    }
+  }
+  // Provider candidates complete a sum with a plain add and an add+norm read only.
+  const NormParams* norm = ctx.read->add_norm();
+  if (ctx.fusions != nullptr && norm != nullptr && w->update->caps().plain_add) {
     for (const auto& candidate : *ctx.fusions) {
       if (GroupCompleting(candidate->completes()) != s.group) continue;
       Tensor x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
-      SEAM_ASSIGN_OR_RETURN(bool done, candidate->TryCompleteAddNorm(w->c, w->r, *ctx.read->norm(), x, g));
+      SEAM_ASSIGN_OR_RETURN(bool done, candidate->TryCompleteAddNorm(w->c, w->r, *norm, x, g));
       if (done) {
         w->x = x;
         w->x_form = w->r_form;
@@ -126,7 +169,11 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
   const BatchRows& rows = ctx.batch->rows;
   switch (s.op) {
     case StepOp::kInitResidual:
-      w->r = w->c.Clone();
+      if (ctx.read != nullptr) {
+        SEAM_ASSIGN_OR_RETURN(w->r, ctx.read->InitResidual(w->c));
+      } else {
+        w->r = w->c.Clone();
+      }
       w->r_form = w->c_form;
       w->c = Tensor();
       return absl::OkStatus();
@@ -158,11 +205,20 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
       return absl::OkStatus();
     case StepOp::kFusedInput:
       return FusedInput(s, ctx, w);
+    case StepOp::kApplyUpdate:
+      if (StillOwed(ctx, *w)) {
+        return absl::InternalError(absl::StrCat("the ", w->update->name(), " update cannot move before the sum over ",
+                                                SumGroupName(w->owed), " completes"));
+      }
+      SEAM_RETURN_IF_ERROR(w->update->Apply(w->c, w->r));
+      w->c = Tensor();
+      w->wrote_residual = true;
+      return absl::OkStatus();
     case StepOp::kUpdateAndRead:
       return UpdateAndRead(ctx, w);
     case StepOp::kRead:
       SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
-      w->x = Tensor::Empty(w->r.shape(), w->r.dtype(), w->r.device());
+      w->x = ReadOutput(ctx, *w);
       w->x_form = w->r_form;
       if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
       return ctx.read->Read(w->r, w->x);

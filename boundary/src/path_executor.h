@@ -17,11 +17,13 @@ namespace seam::boundary {
 struct StepContext {
   ForwardBatch* batch = nullptr;
   const StageComms* comms = nullptr;
-  const AddRmsNormRead* read = nullptr;  // entry paths only
+  const ResidualReadout* read = nullptr;  // entry paths only
   const std::vector<std::shared_ptr<InputFusion>>* fusions = nullptr;
   // Final norm with skip_empty: on a rank with no rows the norm kernel is
   // skipped (collectives on the path still run).
   bool skip_empty_norm = false;
+  // Tried before the built-in attention-TP gather onto DP rows (final read).
+  const AttnTpGatherFn* attn_tp_gather = nullptr;
 };
 
 // The tensors a path works on: contribution c, residual r, compute input x.
@@ -29,6 +31,7 @@ struct PathWork {
   Tensor c;
   RowForm c_form = RowForm::kDpRows;
   SumGroup owed = SumGroup::kNone;
+  std::shared_ptr<const ResidualUpdate> update = PlainAddUpdate();  // c's update of r
   Tensor r;
   RowForm r_form = RowForm::kDpRows;
   Tensor x;

@@ -32,12 +32,13 @@ absl::StatusOr<Tensor> GatherSlices(ForwardBatch& batch, const Tensor& slice) {
 }  // namespace
 
 StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy) {
-  // A plain add always crosses pending: the receiver's first entry then
-  // performs the same add + norm as an unsplit stack would (a stream the
-  // producer's exit already wrote crosses with a zero contribution, which
-  // adds exactly), so a pipeline split stays bit-identical to no split in
-  // every dtype. Folding it here would round the residual once more.
-  return producer.update->caps().plain_add ? StreamState::kPending : StreamState::kWritten;
+  // A plain add crosses pending: the receiver's first entry then performs
+  // the same add + norm as an unsplit stack would (a stream the producer's
+  // exit already wrote crosses with a zero contribution, which adds
+  // exactly), so a pipeline split stays bit-identical to no split in every
+  // dtype. Folding it here would round the residual once more.
+  const UpdateCaps& caps = producer.update->caps();
+  return caps.plain_add && !caps.applied_at_exit ? StreamState::kPending : StreamState::kWritten;
 }
 
 absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) {
@@ -59,13 +60,8 @@ absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) 
   out.rows = RowForm::kAttnTpSlice;
   out.state = declared;
   if (declared == StreamState::kWritten) {
-    if (stream->pending() != nullptr) {
-      if (!update->caps().plain_add) {
-        return absl::UnimplementedError(
-            absl::StrCat("to_pp of a pending ", update->name(), " update (only plain adds are folded here)"));
-      }
-      SEAM_RETURN_IF_ERROR(kernels::AddInPlace(work.r, work.c));
-    }
+    // The producer's update (a plain add, or e.g. MHC's post mix) on the completed contribution.
+    if (stream->pending() != nullptr) SEAM_RETURN_IF_ERROR(update->Apply(work.c, work.r));
     out.hidden = MySlice(work.r, work.r_form, batch.rows);
   } else {
     if (stream->pending() == nullptr) {  // the model wrote the stream itself: nothing left to add

@@ -99,8 +99,20 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
   ExitPath exit;
   exit.facts.terminal = !consumer.exists;
   const SumGroup owed = Effective(stage.owed_sum(), t);
+  // A read that needs every row of the attention's takes the output back on them.
+  const bool consumer_reads_all_rows =
+      (consumer.exists ? consumer.declaration.readout_caps : consumer.final_read).reads_after_attn_tp_gather;
   for (RowForm r : ResidualForms(v, t, policy)) {
     auto pending = [&](RowForm rows, SumGroup s) { return IncomingForm{StreamState::kPending, rows, s, r}; };
+    if (stage.update->caps().applied_at_exit) {
+      // The producer applies its own update at its exit: complete now, update, written.
+      ExitOption o{ExitChoice::kCompleteAllReduce, r,
+                   CompletionSteps(stage.kind == StageKind::kFfn ? RowForm::kFfnRows : RowForm::kDpRows, owed, r, v, t),
+                   IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}};
+      o.steps.push_back(Step{StepOp::kApplyUpdate});
+      exit.options.push_back(o);
+      continue;
+    }
     auto complete_now = [&](RowForm rows) {
       ExitOption o{ExitChoice::kCompleteAllReduce, r, CompletionSteps(rows, owed, r, v, t), pending(r, SumGroup::kNone)};
       exit.options.push_back(o);
@@ -124,6 +136,11 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
     exit.facts.rsv_eligible = owed != SumGroup::kNone && t.attn_dp > 1 && v != BatchVariant::kUnpadded;
     exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv;
     exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone;
+    if (stage.defers_only_with_provider) {
+      // Only a sum over the TP group may wait, and only with the provider's consent.
+      exit.facts.leave_needs_provider = true;
+      exit.facts.may_leave_to_next_input &= owed == SumGroup::kTp;
+    }
     auto scatter = [&](ExitChoice choice, StepOp op) {
       ExitOption o{choice, r, {}, IncomingForm{StreamState::kWritten, RowForm::kAttnTpSlice, SumGroup::kNone,
                                                RowForm::kAttnTpSlice}};
@@ -138,6 +155,8 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
       }
       exit.options.push_back(o);
     };
+    // An output a branch is merged into stays a contribution until the merge.
+    if (stage.merges_branch || consumer_reads_all_rows) exit.facts.rsv_eligible = exit.facts.fixed_rs_eligible = false;
     if (AllowsRsv(policy) && exit.facts.rsv_eligible) scatter(ExitChoice::kReduceScatterV, StepOp::kReduceScatterV);
     if (AllowsFixedRs(policy) && exit.facts.fixed_rs_eligible) {
       scatter(ExitChoice::kReduceScatterFixed, StepOp::kReduceScatter);
@@ -207,6 +226,14 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     return absl::InvalidArgumentError(
         "an attention stage that does not gather its attention-TP input cannot declare a read after that gather");
   }
+  if (stage.kind == StageKind::kFfn && !stage.readout_caps.reads_before_dp_gather && topology.attn_dp > 1) {
+    return absl::InvalidArgumentError(
+        "an ffn read that must run after the attention-DP gather has no path: reads run on the source rows "
+        "before the gather (reads_before_dp_gather)");
+  }
+  if (stage.kind == StageKind::kFfn && stage.readout_caps.reads_after_attn_tp_gather) {
+    return absl::InvalidArgumentError("reads_after_attn_tp_gather is a read of an attention stage or a final read");
+  }
   if (stage.kind == StageKind::kFfn && stage.reduction != ProducerReduction::kExitScoped) {
     return absl::InvalidArgumentError("an ffn stage must be EXIT_SCOPED; ALWAYS_PARTIAL is for attention only");
   }
@@ -220,6 +247,12 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     // UNPADDED serves batches whose rows do not divide over attention TP, and
     // only without attention DP.
     if (v == BatchVariant::kUnpadded && topology.attn_dp > 1) continue;
+    // An input-scattered batch keeps the residual on slices, which such a read cannot take.
+    const bool final_reads_all_rows = !consumer.exists && consumer.final_read.reads_after_attn_tp_gather;
+    if (v == BatchVariant::kInputScattered &&
+        (stage.readout_caps.reads_after_attn_tp_gather || final_reads_all_rows) && topology.attn_tp() > 1) {
+      continue;
+    }
     VariantPaths vp;
     vp.variant = v;
     const std::vector<RowForm> forms = ResidualForms(v, topology, policy);
@@ -229,7 +262,13 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     } else {
       NeighbourFacts self{true, stage};
       ExitPath before = ExitFor(producer.declaration, self, v, topology, policy);
-      for (const ExitOption& o : before.options) AddEntry(EntryFor(o.leaves, me, v, topology, true), &vp.entries);
+      // Fused all-reduce + add + norm needs a plain add into an add+norm read;
+      // any other update is applied only after its sum completes.
+      const bool fusable = producer.declaration.update->caps().plain_add &&
+                           (stage.readout_caps.add_norm || stage.readout_caps.completing_fusions);
+      for (const ExitOption& o : before.options) {
+        AddEntry(EntryFor(o.leaves, me, v, topology, fusable), &vp.entries);
+      }
       // CompleteOutput / AddToOutput complete the producer's sum onto the
       // residual's rows and leave only the update pending.
       for (RowForm r : forms) {
@@ -254,8 +293,9 @@ std::vector<EntryPath> BuildFinalReadEntries(BatchVariant variant, const Topolog
                                              const StageDeclaration& last, ReductionPolicy policy) {
   std::vector<EntryPath> entries;
   ExitPath exit = ExitFor(last, NeighbourFacts{}, variant, topology, policy);
+  const bool fusable = last.update->caps().plain_add;
   for (const ExitOption& o : exit.options) {
-    AddEntry(EntryFor(o.leaves, Consumer::kFinalRead, variant, topology, true), &entries);
+    AddEntry(EntryFor(o.leaves, Consumer::kFinalRead, variant, topology, fusable), &entries);
   }
   for (RowForm r : ResidualForms(variant, topology, policy)) {  // completed by CompleteOutput / AddToOutput
     AddEntry(EntryFor(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, Consumer::kFinalRead, variant,

@@ -42,12 +42,37 @@ std::string Header(const std::vector<const StagePlan*>& stages) {
                       " attn_tp=", t.attn_tp(), ", policy ", ReductionPolicyName(first.policy), "\n");
 }
 
-void AppendEntryText(std::string* out, const char* label, const EntryPath& e) {
+bool TakesHandoff(const ExitPath& exit) {
+  for (const ExitOption& o : exit.options) {
+    if (o.choice == ExitChoice::kDeferFinalize) return true;
+  }
+  return false;
+}
+
+// What a capture at this entry hands (attention stages only).
+std::string CaptureText(const EntryPath& e) {
+  const bool moves = e.residual_after != e.compute_rows;
+  const bool initial = e.incoming.state == StreamState::kInitial;
+  return absl::StrCat("capture: ", initial ? "the input before init_residual" : "the updated residual", " on ",
+                      RowFormName(e.residual_after),
+                      e.incoming.state == StreamState::kPending ? " (borrowed, sum completed unfused)" : " (borrowed)",
+                      "; gathered on ",
+                      RowFormName(e.compute_rows), moves ? " (owned: the move allocates)" : " (borrowed)");
+}
+
+std::string UpdateReadText(const StageDeclaration& d) {
+  const ReadoutCaps& r = d.readout_caps;
+  return absl::StrCat("update=", d.update->name(), " read: add_norm=", YesNo(r.add_norm),
+                      " reads_after_attn_tp_gather=", YesNo(r.reads_after_attn_tp_gather));
+}
+
+void AppendEntryText(std::string* out, const char* label, const EntryPath& e, bool capture = false) {
   absl::StrAppend(out, "    ", label, " ", e.incoming.ToString(), "\n");
   absl::StrAppend(out, "      steps: ", JoinOrNone(StepStrings(e.steps)), "\n");
   absl::StrAppend(out, "      residual after: ", RowFormName(e.residual_after),
                   ", compute on: ", RowFormName(e.compute_rows), "\n");
   absl::StrAppend(out, "      collectives: ", JoinOrNone(CollectiveStrings(e.steps)), "\n");
+  if (capture) absl::StrAppend(out, "      ", CaptureText(e), "\n");
 }
 
 void AppendExitText(std::string* out, const ExitPath& exit) {
@@ -55,7 +80,8 @@ void AppendExitText(std::string* out, const ExitPath& exit) {
   absl::StrAppend(out, "    exit facts: terminal=", YesNo(f.terminal),
                   " may_leave_to_next_input=", YesNo(f.may_leave_to_next_input),
                   " fixed_rs_eligible=", YesNo(f.fixed_rs_eligible), " rsv_eligible=", YesNo(f.rsv_eligible),
-                  " rsv_first=", YesNo(f.rsv_first), "\n");
+                  " rsv_first=", YesNo(f.rsv_first),
+                  f.leave_needs_provider ? " leave_needs_provider=yes" : "", "\n");
   for (size_t i = 0; i < exit.options.size(); ++i) {
     const ExitOption& o = exit.options[i];
     absl::StrAppend(out, "    exit option ", i, ": ", ExitChoiceName(o.choice), " (residual on ",
@@ -73,10 +99,24 @@ void AppendStageText(std::string* out, const StagePlan& plan) {
                   SumGroupName(d.owed_sum()), "\n");
   absl::StrAppend(out, "  place: terminal=", YesNo(p.terminal), " producer=", ProducerText(p),
                   " consumer_is_mixer=", YesNo(p.consumer_is_mixer), "\n");
+  if (p.branch) {
+    absl::StrAppend(out, "  branch: ", p.prepared_entry ? "first stage, entered through branch_input (its norm never applied)"
+                                                         : "inside a prepared branch",
+                    "; ordinary rows, all-reduce completions\n");
+  }
+  absl::StrAppend(out, "  ", UpdateReadText(d), "\n");
+  const bool capture = d.kind == StageKind::kAttention;
   for (const VariantPaths& v : plan.variants) {
     absl::StrAppend(out, "  variant ", BatchVariantName(v.variant), "\n");
-    for (const EntryPath& e : v.entries) AppendEntryText(out, "entry", e);
+    for (const EntryPath& e : v.entries) AppendEntryText(out, "entry", e, capture && !p.prepared_entry);
     AppendExitText(out, v.exit);
+    if (!v.final_read.empty()) {
+      absl::StrAppend(out, "    final norm: ", TakesHandoff(v.exit)
+                                                   ? "takes a deferred MoE finalize (fused finalize_norm service, or "
+                                                     "completed unfused first; capture refused with the service)"
+                                                   : "completes what the last stage owes",
+                      "; capture hands the updated residual, borrowed\n");
+    }
     for (const EntryPath& e : v.final_read) AppendEntryText(out, "final read", e);
   }
 }
@@ -95,12 +135,14 @@ nlohmann::json IncomingJson(const IncomingForm& f) {
   return j;
 }
 
-nlohmann::json EntryJson(const EntryPath& e) {
-  return {{"incoming", IncomingJson(e.incoming)},
-          {"steps", StepStrings(e.steps)},
-          {"residual_after", RowFormName(e.residual_after)},
-          {"compute_rows", RowFormName(e.compute_rows)},
-          {"collectives", CollectiveStrings(e.steps)}};
+nlohmann::json EntryJson(const EntryPath& e, bool capture = false) {
+  nlohmann::json j = {{"incoming", IncomingJson(e.incoming)},
+                      {"steps", StepStrings(e.steps)},
+                      {"residual_after", RowFormName(e.residual_after)},
+                      {"compute_rows", RowFormName(e.compute_rows)},
+                      {"collectives", CollectiveStrings(e.steps)}};
+  if (capture) j["capture"] = CaptureText(e);
+  return j;
 }
 
 nlohmann::json ExitJson(const ExitPath& exit) {
@@ -118,7 +160,8 @@ nlohmann::json ExitJson(const ExitPath& exit) {
             {"may_leave_to_next_input", f.may_leave_to_next_input},
             {"fixed_rs_eligible", f.fixed_rs_eligible},
             {"rsv_eligible", f.rsv_eligible},
-            {"rsv_first", f.rsv_first}}},
+            {"rsv_first", f.rsv_first},
+            {"leave_needs_provider", f.leave_needs_provider}}},
           {"options", options}};
 }
 
@@ -128,19 +171,26 @@ nlohmann::json StageJson(const StagePlan& plan) {
   nlohmann::json variants = nlohmann::json::array();
   for (const VariantPaths& v : plan.variants) {
     nlohmann::json entries = nlohmann::json::array(), final_read = nlohmann::json::array();
-    for (const EntryPath& e : v.entries) entries.push_back(EntryJson(e));
+    const bool capture = d.kind == StageKind::kAttention && !p.prepared_entry;
+    for (const EntryPath& e : v.entries) entries.push_back(EntryJson(e, capture));
     for (const EntryPath& e : v.final_read) final_read.push_back(EntryJson(e));
     variants.push_back({{"variant", BatchVariantName(v.variant)},
                         {"entries", entries},
                         {"exit", ExitJson(v.exit)},
-                        {"final_read", final_read}});
+                        {"final_read", final_read},
+                        {"final_norm_takes_finalize_handoff", !v.final_read.empty() && TakesHandoff(v.exit)}});
   }
   return {{"index", p.index},
           {"global_layer", p.global_layer},
           {"declaration", d.ToString()},
           {"owes", SumGroupName(d.owed_sum())},
           {"place",
-           {{"terminal", p.terminal}, {"producer", ProducerText(p)}, {"consumer_is_mixer", p.consumer_is_mixer}}},
+           {{"terminal", p.terminal},
+            {"producer", ProducerText(p)},
+            {"consumer_is_mixer", p.consumer_is_mixer},
+            {"branch", p.branch},
+            {"prepared_entry", p.prepared_entry}}},
+          {"update_read", UpdateReadText(d)},
           {"variants", variants}};
 }
 

@@ -39,6 +39,7 @@ const char* StepOpName(StepOp op) {
     case StepOp::kRead: return "norm";
     case StepOp::kGather: return "all_gather";
     case StepOp::kGatherV: return "all_gatherv";
+    case StepOp::kApplyUpdate: return "apply_update";
   }
   return "?";
 }

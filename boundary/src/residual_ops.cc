@@ -10,6 +10,9 @@ class PlainAdd final : public ResidualUpdate {
  public:
   UpdateCaps caps() const override { return UpdateCaps{}; }
   std::string name() const override { return "plain_add"; }
+  absl::Status Apply(const Tensor& contribution, const Tensor& residual) const override {
+    return kernels::AddInPlace(residual, contribution);
+  }
 };
 }  // namespace
 
@@ -18,9 +21,16 @@ std::shared_ptr<const ResidualUpdate> PlainAddUpdate() {
   return *update;
 }
 
-absl::Status AddRmsNormRead::UpdateAndRead(const Tensor& contribution, const Tensor& residual,
-                                           const Tensor& out) const {
+absl::Status ResidualReadout::UpdateAndRead(const ResidualUpdate& update, const Tensor& contribution,
+                                            const Tensor& residual, const Tensor& out) const {
+  SEAM_RETURN_IF_ERROR(update.Apply(contribution, residual));
+  return Read(residual, out);
+}
+
+absl::Status AddRmsNormRead::UpdateAndRead(const ResidualUpdate& update, const Tensor& contribution,
+                                           const Tensor& residual, const Tensor& out) const {
   SEAM_CHECK_MSG(norm_ != nullptr, "add+norm read without norm parameters");
+  if (!update.caps().plain_add) return ResidualReadout::UpdateAndRead(update, contribution, residual, out);
   return kernels::FusedAddRmsNorm(contribution, residual, norm_->weight, norm_->eps, out);
 }
 

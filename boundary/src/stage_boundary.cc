@@ -9,8 +9,12 @@
 
 namespace seam::boundary {
 
-StageBoundary::StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options)
-    : declaration_(std::move(declaration)), norm_(norm), options_(std::move(options)), read_(norm) {}
+StageBoundary::StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options,
+                             std::shared_ptr<const ResidualReadout> read)
+    : declaration_(std::move(declaration)),
+      norm_(norm),
+      options_(std::move(options)),
+      read_(read != nullptr ? std::move(read) : std::make_shared<AddRmsNormRead>(norm)) {}
 
 StageBoundary::~StageBoundary() = default;
 
@@ -23,7 +27,10 @@ void StageBoundary::Bind(std::unique_ptr<StagePlan> plan, StagePlace place) {
   declaration_.place = place;
   plan->declaration.place = place;
   plan_ = std::move(plan);
-  if (options_.fusions) fusions_ = options_.fusions->InputFusions(*plan_);
+  if (options_.fusions) {
+    fusions_ = declaration_.kind == StageKind::kFfn ? options_.fusions->FfnInputFusions(*plan_)
+                                                    : options_.fusions->AttnInputFusions(*plan_);
+  }
 }
 
 absl::StatusOr<const VariantPaths*> StageBoundary::Paths(const ForwardBatch& batch) const {
@@ -35,7 +42,10 @@ absl::StatusOr<const VariantPaths*> StageBoundary::Paths(const ForwardBatch& bat
   return vp;
 }
 
-absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch& batch) {
+absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch& batch,
+                                              const PrepareCapture& capture) {
+  if (declaration_.place.prepared_entry) return errors::PreparedBranchEnteredThroughPrepare();
+  if (capture.any() && declaration_.kind == StageKind::kFfn) return errors::FfnPrepareTakesNoCapture();
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
   SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
   SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
@@ -45,10 +55,26 @@ absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch
     return absl::InternalError(absl::StrCat("stage ", declaration_.place.source, " has no entry path for ",
                                             in.ToString(), " in a ", BatchVariantName(batch.variant), " batch"));
   }
-  StepContext ctx{&batch, &batch.comms, &read_, &fusions_};
+  // A capture completes the owed sum unfused (no fusion candidates).
+  StepContext ctx{&batch, &batch.comms, read_.get(), capture.any() ? nullptr : &fusions_};
   PathWork work = WorkFrom(*stream, hidden);
+  if (capture.capture && in.state == StreamState::kInitial) capture.capture(work.c, false);  // before init_residual
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
   stream->Write(work.r, work.r_form);
+  if (capture.capture && in.state != StreamState::kInitial) capture.capture(work.r, false);
+  if (capture.capture_gathered) {
+    // The residual moved as the input was: the path's gathers, on a new buffer.
+    PathWork moved;
+    moved.x = work.r;
+    moved.x_form = work.r_form;
+    bool gathered = false;
+    for (const Step& s : path->steps) {
+      if (s.op != StepOp::kGather && s.op != StepOp::kGatherV) continue;
+      SEAM_RETURN_IF_ERROR(RunSteps({s}, StepContext{&batch, &batch.comms, nullptr, nullptr}, &moved));
+      gathered = true;
+    }
+    capture.capture_gathered(moved.x, gathered);
+  }
   return work.x;
 }
 
@@ -59,6 +85,10 @@ absl::StatusOr<const ExitOption*> StageBoundary::ChooseExit(const ForwardBatch& 
     if (o.residual != r) continue;
     if (o.choice == ExitChoice::kReduceScatterV && !batch.rsv_usable) continue;
     if (o.choice == ExitChoice::kDeferFinalize) continue;  // taken only by an exit scope's handoff
+    if (o.choice == ExitChoice::kLeaveToNextInput && vp->exit.facts.leave_needs_provider &&
+        !(has_fusions() && options_.fusions->CanDeferAllReduce(*plan_, batch))) {
+      continue;
+    }
     return &o;
   }
   return absl::InternalError(absl::StrCat("no exit option for a residual on ", RowFormName(r)));
@@ -85,6 +115,7 @@ absl::StatusOr<Hidden> StageBoundary::RunExit(const ExitOption& option, const Te
   work.owed = declaration_.owed_sum();
   work.r = stream->residual();
   work.r_form = stream->residual_form();
+  work.update = declaration_.update;
   StepContext ctx{&batch, &batch.comms, nullptr, nullptr};
   SEAM_RETURN_IF_ERROR(RunSteps(option.steps, ctx, &work));
   batch.last_plan = plan_.get();

@@ -33,6 +33,7 @@ PathWork WorkFrom(const ResidualStream& stream, const Hidden& hidden) {
     w.c = c->value;
     w.c_form = c->rows;
     w.owed = c->owed;
+    w.update = c->update;
   } else if (stream.state() == StreamState::kInitial) {
     w.c = ResidualStream::ValueOf(hidden);
     w.c_form = stream.initial_rows();
@@ -53,6 +54,12 @@ absl::Status ResolveDeferred(ResidualStream& stream) {
 }
 
 absl::Status CompleteInto(ForwardBatch& batch, PathWork* work) {
+  // A contribution a scatter already landed on this rank's slice (its update
+  // not applied, as for MHC) takes the residual onto the same slice.
+  if (work->c_form == RowForm::kAttnTpSlice && work->r_form == RowForm::kDpRows) {
+    work->r = work->r.Rows(batch.rows.my_slice_begin(), batch.rows.my_slice_rows());
+    work->r_form = RowForm::kAttnTpSlice;
+  }
   const std::vector<Step> steps =
       CompletionSteps(work->c_form, work->owed, work->r_form, batch.variant, batch.rows.topology());
   StepContext ctx{&batch, &batch.comms, nullptr, nullptr};

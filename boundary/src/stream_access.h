@@ -20,7 +20,8 @@ PathWork WorkFrom(const ResidualStream& stream, const Hidden& hidden);
 // Runs a pending finalize handoff's unfused completion (the producer's
 // finalize); the sum it owes stays owed. No-op without a handoff.
 absl::Status ResolveDeferred(ResidualStream& stream);
-// Completes the contribution's owed sum onto the residual's rows (in `work`).
+// Completes the contribution's owed sum onto the residual's rows (in `work`);
+// a contribution already on this rank's slice narrows the residual to it.
 absl::Status CompleteInto(ForwardBatch& batch, PathWork* work);
 
 }  // namespace seam::boundary

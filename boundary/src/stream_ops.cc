@@ -65,9 +65,17 @@ absl::StatusOr<Tensor> FinalizeNormed(ResidualStream& stream, ForwardBatch& batc
 absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, const NormParams& norm,
                                  FinalNormOptions options) {
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
+  std::shared_ptr<const ResidualReadout> default_read;
+  const ResidualReadout* read = options.read;
+  if (read == nullptr) {
+    default_read = std::make_shared<AddRmsNormRead>(&norm);
+    read = default_read.get();
+  }
   const Contribution* handoff = stream->pending();
   if (handoff != nullptr && handoff->deferred != nullptr) {
-    if (options.finalize_norm != nullptr) {
+    if (options.capture && options.finalize_norm != nullptr) return errors::CaptureWithFinalizeHandoff();
+    // The fused service adds and norms: it serves a plain add into an add+norm read only.
+    if (options.finalize_norm != nullptr && handoff->update->caps().plain_add && read->add_norm() != nullptr) {
       SEAM_ASSIGN_OR_RETURN(Tensor out, FinalizeNormed(*stream, batch, norm, *options.finalize_norm));
       batch.stream.reset();
       return out;
@@ -89,11 +97,12 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
     built = BuildEntryPath(in, RowForm::kDpRows, batch.variant, batch.rows.topology(), false);
     path = &built;
   }
-  AddRmsNormRead read(&norm);
-  StepContext ctx{&batch, &batch.comms, &read, nullptr};
+  StepContext ctx{&batch, &batch.comms, read, nullptr};
   ctx.skip_empty_norm = options.skip_empty;
+  ctx.attn_tp_gather = &options.attn_tp_gather;
   PathWork work = WorkFrom(*stream, hidden);
   SEAM_RETURN_IF_ERROR(RunSteps(path->steps, ctx, &work));
+  if (options.capture) options.capture(work.r, /*owned=*/false);  // the updated residual, borrowed
   batch.stream.reset();
   return work.x;
 }
@@ -105,22 +114,20 @@ absl::StatusOr<Hidden> CompleteOutput(const Hidden& hidden, ForwardBatch& batch)
   if (pending == nullptr) return stream->Issue(ResidualStream::ValueOf(hidden), false);
   PathWork work = WorkFrom(*stream, hidden);
   SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
+  stream->ReplaceResidual(work.r, work.r_form);
   stream->Record(Contribution{work.c, work.c_form, SumGroup::kNone, pending->update});
   return stream->Issue(work.c, false);
 }
 
 absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch) {
-  // Refuse a non-plain update before accepting the value (it stays usable).
-  if (batch.stream == nullptr) return errors::StreamNotStarted();
-  SEAM_RETURN_IF_ERROR(batch.stream->CheckIdentity(hidden));
-  if (const Contribution* p = batch.stream->pending()) SEAM_RETURN_IF_ERROR(RequirePlain(*p));
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
   SEAM_RETURN_IF_ERROR(ResolveDeferred(*stream));
   const Contribution* pending = stream->pending();
   if (pending == nullptr) return stream->Issue(stream->residual(), false);
   PathWork work = WorkFrom(*stream, hidden);
   SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
-  SEAM_RETURN_IF_ERROR(kernels::AddInPlace(work.r, work.c));
+  // The producer's own update, on the completed contribution (a plain add or not).
+  SEAM_RETURN_IF_ERROR(work.update->Apply(work.c, work.r));
   stream->Write(work.r, work.r_form);
   return stream->Issue(work.r, false);
 }

@@ -33,6 +33,52 @@ TEST_P(GlooGrid, TwoLayerStackOverGlooEqualsSingleRankBitForBit) {
   }
 }
 
+// Runs `c` over real Gloo groups on both non-equal row patterns of its layout.
+void RunOnGloo(GridCase c) {
+  const std::vector<std::vector<int64_t>> patterns = GridRowPatterns(c.dp);
+  for (const std::vector<int64_t>& dp_rows : {patterns[1], patterns[2]}) {
+    c.dp_rows = dp_rows;
+    seam::testing::TempDir dir("seam_gloo_grid");
+    auto store = comm::MakeFileStore(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    const absl::Status result =
+        RunGridCase(c, comm::MakeGlooGroupFactory(*store, comm::CommOptions{absl::Seconds(20)}));
+    ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
+  }
+}
+
+TEST(GlooFeatureGrid, MhcStreamsOverGlooEqualSingleRankBitForBit) {
+  for (auto [dp, attn_tp, variant, policy] :
+       {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
+        std::make_tuple(1, 2, BatchVariant::kInputScattered, ReductionPolicy::kAr),
+        std::make_tuple(1, 2, BatchVariant::kOrdinary, ReductionPolicy::kRs)}) {
+    GridCase c{dp, attn_tp, variant, policy, {}, 2};
+    c.pattern = "MF";
+    c.mhc_streams = 3;
+    RunOnGloo(c);
+  }
+}
+
+TEST(GlooFeatureGrid, CapturesOverGlooEqualTheReferenceRowsBitForBit) {
+  for (auto [dp, attn_tp, variant, policy] :
+       {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
+        std::make_tuple(1, 2, BatchVariant::kInputScattered, ReductionPolicy::kAr)}) {
+    GridCase c{dp, attn_tp, variant, policy, {}, 2};
+    c.capture = true;
+    RunOnGloo(c);
+  }
+}
+
+TEST(GlooFeatureGrid, LongCatLikeBranchOverGlooEqualsSingleRankBitForBit) {
+  for (auto [dp, attn_tp, variant, policy] :
+       {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
+        std::make_tuple(1, 2, BatchVariant::kUnpadded, ReductionPolicy::kAr)}) {
+    GridCase c{dp, attn_tp, variant, policy, {}, 2};
+    c.pattern = "AB";
+    RunOnGloo(c);
+  }
+}
+
 std::string Name(const ::testing::TestParamInfo<GlooParam>& info) {
   const auto [layout, variant, policy] = info.param;
   return GridName(layout, variant, policy);

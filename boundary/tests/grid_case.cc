@@ -12,10 +12,11 @@
 namespace seam::boundary::testing {
 namespace {
 
-// The single-rank reference output for all rows.
-absl::StatusOr<Tensor> Reference(const StackConfig& config, const Tensor& input) {
+// The single-rank reference output for all rows (its stack kept in `stack`).
+absl::StatusOr<Tensor> Reference(const StackConfig& config, const Tensor& input,
+                                 std::unique_ptr<SyntheticStack>& stack) {
   SEAM_ASSIGN_OR_RETURN(Topology topology, Topology::Make(1, 1, 0));
-  SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(config, topology));
+  SEAM_ASSIGN_OR_RETURN(stack, SyntheticStack::Build(config, topology));
   auto self = comm::MakeSelfCommunicator("tp");
   ForwardBatch batch(1, BatchVariant::kOrdinary, topology, {input.rows()});
   batch.comms = StageComms{self.get(), self.get(), self.get()};
@@ -27,7 +28,7 @@ absl::StatusOr<Tensor> Reference(const StackConfig& config, const Tensor& input)
 std::string GridCase::ToString() const {
   return absl::StrCat("dp=", dp, " attn_tp=", attn_tp, " ", BatchVariantName(variant), " ",
                       ReductionPolicyName(policy), " rows [", absl::StrJoin(dp_rows, ", "), "] layers ", layers,
-                      " of ", pattern);
+                      " of ", pattern, mhc_streams > 0 ? absl::StrCat(" mhc ", mhc_streams) : "");
 }
 
 std::vector<std::vector<int64_t>> GridRowPatterns(int dp) {
@@ -43,15 +44,21 @@ bool BitEqual(const Tensor& a, const Tensor& b) {
 }
 
 absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& factory) {
-  const StackConfig config{c.layers, ResolveReductionPolicy(c.policy, "qwen3"), static_cast<uint64_t>(c.layers),
-                           c.pattern};
+  StackConfig config{c.layers, ResolveReductionPolicy(c.policy, "qwen3"), static_cast<uint64_t>(c.layers),
+                     c.pattern};
+  config.mhc_streams = c.mhc_streams;
+  config.capture = c.capture;
+  config.applied_at_exit = c.applied_at_exit;
+  config.reads_all_rows = c.reads_all_rows;
   int64_t total = 0;
   for (int64_t r : c.dp_rows) total += r;
   const Tensor all = StackInput(config.seed + 99, total);
-  SEAM_ASSIGN_OR_RETURN(const Tensor expected, Reference(config, all));
+  std::unique_ptr<SyntheticStack> ref;
+  SEAM_ASSIGN_OR_RETURN(const Tensor expected, Reference(config, all, ref));
   StackConfig ranks_config = config;
   ranks_config.fusions = c.fusions;
   ranks_config.finalize_norm = c.finalize_norm;
+  ranks_config.final_gather = c.final_gather;
   auto results = RunRanks(c.dp * c.attn_tp, c.dp, factory,
                           [&](const Topology& t, const StageComms& comms) -> absl::Status {
                             SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(ranks_config, t));
@@ -65,11 +72,37 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
                             if (!BitEqual(out, expected.Rows(offset, c.dp_rows[t.dp_rank()]).Clone())) {
                               return absl::InternalError("output differs from the single-rank reference");
                             }
+                            if (c.capture) {
+                              SEAM_RETURN_IF_ERROR(SameCaptures(ref->captured(), stack->captured(), batch.rows, "prepare"));
+                              SEAM_RETURN_IF_ERROR(SameCaptures(ref->gathered(), stack->gathered(), batch.rows, "gathered"));
+                              SEAM_RETURN_IF_ERROR(
+                                  SameCaptures(ref->final_captured(), stack->final_captured(), batch.rows, "final"));
+                            }
                             return absl::OkStatus();
                           });
   for (size_t r = 0; r < results.size(); ++r) {
     if (!results[r].ok()) {
       return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Tensor RowsOfReference(const Tensor& all, const Tensor& mine, const BatchRows& rows) {
+  int64_t offset = 0;
+  for (int d = 0; d < rows.topology().dp_rank(); ++d) offset += rows.dp_rows()[d];
+  if (mine.rows() == rows.my_dp_rows()) return all.Rows(offset, rows.my_dp_rows()).Clone();
+  return all.Rows(offset + rows.my_slice_begin(), rows.my_slice_rows()).Clone();
+}
+
+absl::Status SameCaptures(const AuxCollector& ref, const AuxCollector& got, const BatchRows& rows, const char* what) {
+  if (ref.values().size() != got.values().size()) {
+    return absl::InternalError(absl::StrCat(what, ": ", got.values().size(), " captures, the reference has ",
+                                            ref.values().size()));
+  }
+  for (size_t i = 0; i < ref.values().size(); ++i) {
+    if (!BitEqual(got.values()[i], RowsOfReference(ref.values()[i], got.values()[i], rows))) {
+      return absl::InternalError(absl::StrCat(what, " capture ", i, " differs from the reference's rows"));
     }
   }
   return absl::OkStatus();

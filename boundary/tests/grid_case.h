@@ -27,6 +27,11 @@ struct GridCase {
   // Every rank's (not the reference's) 'E' provider and finalize service.
   std::shared_ptr<FusionProvider> fusions;
   FinalizeNormService* finalize_norm = nullptr;
+  int mhc_streams = 0;  // > 0: MHC update/read pairs over this many streams
+  bool capture = false;  // also compare every capture with the reference's rows
+  bool applied_at_exit = false;  // every update applied at its producer's exit
+  bool reads_all_rows = false;   // attention reads (and the final read) declare reads_after_attn_tp_gather
+  AttnTpGatherFn final_gather;   // every rank's (not the reference's) final-read gather
   std::string ToString() const;
 };
 
@@ -39,6 +44,12 @@ std::vector<std::vector<int64_t>> GridRowPatterns(int dp);
 absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& factory);
 
 bool BitEqual(const Tensor& a, const Tensor& b);
+
+// This rank's rows of a reference tensor over all rows: its DP rows, or its
+// attention-TP slice of them when `mine` has the slice's row count.
+Tensor RowsOfReference(const Tensor& all, const Tensor& mine, const BatchRows& rows);
+// Each capture of `got` equals its rows of the reference capture.
+absl::Status SameCaptures(const AuxCollector& ref, const AuxCollector& got, const BatchRows& rows, const char* what);
 
 // Test-name fragment of a layout, variant and policy: "dp2_atp1_UNPADDED_rs_rsv".
 std::string GridName(std::pair<int, int> layout, BatchVariant variant, ReductionPolicy policy);

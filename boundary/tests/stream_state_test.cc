@@ -8,6 +8,7 @@
 #include "seam/boundary/boundary_errors.h"
 #include "seam/comm/recording_communicator.h"
 #include "seam/core/status.h"
+#include "seam/kernels/ops.h"
 #include "stage_fixture.h"
 
 namespace seam::boundary::testing {
@@ -170,6 +171,10 @@ class NonLinearUpdate final : public ResidualUpdate {
  public:
   UpdateCaps caps() const override { return UpdateCaps{false, false}; }
   std::string name() const override { return "hyper_connection_post"; }
+  absl::Status Apply(const Tensor& c, const Tensor& r) const override {  // r ← r + 2c
+    SEAM_RETURN_IF_ERROR(kernels::AddInPlace(r, c));
+    return kernels::AddInPlace(r, c);
+  }
 };
 
 TEST(StreamState, SnapshotRejectsNonPlainUpdate) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "seam/boundary/replicated_component.h"
 #include "seam/boundary/stream_ops.h"
 #include "seam/comm/communicator.h"
 #include "seam/core/status.h"
@@ -81,7 +82,9 @@ absl::StatusOr<Tensor> GatherOwnInput(const Tensor& x, ForwardBatch& batch) {
   return out;
 }
 
-bool IsFfn(char kind) { return kind == 'F' || kind == 'C' || kind == 'T' || kind == 'E'; }
+bool IsFfn(char kind) {
+  return kind == 'F' || kind == 'C' || kind == 'T' || kind == 'E' || kind == 'B' || kind == 'L';
+}
 
 constexpr int64_t kTopK = 2;
 constexpr float kScales[kTopK] = {0.5f, 0.75f};
@@ -115,6 +118,50 @@ std::shared_ptr<const DeferredFinalize> Handoff(const Tensor& experts) {
 
 }  // namespace
 
+MhcCoefficients MhcCoefficientsOf(uint64_t seed, int layer, int index, int streams) {
+  MhcCoefficients c;
+  c.streams = streams;
+  const uint64_t s = seed * 7919 + (layer + 1) * 97 + index * 13;
+  c.pre = DyadicValues(s + 1, streams, 0.25f, 1.0f);
+  c.post = DyadicValues(s + 2, streams, 0.25f, 1.0f);
+  // Doubly stochastic: each stream keeps half of itself and takes half of a neighbour.
+  c.res.assign(streams * streams, 0.0f);
+  const int shift = 1 + static_cast<int>(s % 2);
+  for (int i = 0; i < streams; ++i) {
+    c.res[i * streams + i] += 0.5f;
+    c.res[i * streams + (i + shift) % streams] += 0.5f;
+  }
+  return c;
+}
+
+namespace {
+class ExitAppliedAdd final : public ResidualUpdate {
+ public:
+  UpdateCaps caps() const override { return UpdateCaps{true, true}; }
+  std::string name() const override { return "plain_add_at_exit"; }
+  absl::Status Apply(const Tensor& c, const Tensor& r) const override { return PlainAddUpdate()->Apply(c, r); }
+};
+
+struct DeclFlags {
+  int streams = 0;
+  bool applied_at_exit = false;
+  bool reads_all_rows = false;
+};
+
+// A stage declaration of `kind` with the stack's update and read choices.
+StageDeclaration StackDeclaration(char kind, uint64_t seed, int layer, int index, DeclFlags flags) {
+  StageDeclaration d = DeclarationOf(kind);
+  const int streams = flags.streams;
+  if (flags.applied_at_exit) d.update = std::make_shared<ExitAppliedAdd>();
+  if (flags.reads_all_rows && (kind == 'A' || kind == 'M')) d.readout_caps.reads_after_attn_tp_gather = true;
+  if (streams > 0) {
+    d.update = *MhcUpdate::Make(MhcCoefficientsOf(seed, layer, index, streams));
+    d.readout_caps = MhcRead::Caps();
+  }
+  return d;
+}
+}  // namespace
+
 StageDeclaration DeclarationOf(char kind) {
   switch (kind) {
     case 'A': return DeclareAttn();
@@ -122,6 +169,12 @@ StageDeclaration DeclarationOf(char kind) {
     case 'N': return DeclareAttn({ProducerReduction::kExitScoped, /*gathers_attn_tp_input=*/false});
     case 'C': return DeclareFfn({/*sparse=*/false, /*output_complete=*/true});
     case 'E': return DeclareFfn({/*sparse=*/true});
+    case 'B': return DeclareFfn({/*sparse=*/true, /*output_complete=*/false, /*merges_branch=*/true});
+    case 'L': {
+      FfnDeclOptions o;
+      o.defers_only_with_provider = true;
+      return DeclareFfn(o);
+    }
     default: return DeclareFfn();
   }
 }
@@ -142,24 +195,33 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   stack->topology_ = topology;
   stack->exact_ = config.exact;
   stack->finalize_norm_ = config.finalize_norm;
+  stack->capture_ = config.capture;
+  stack->final_gather_ = config.final_gather;
   const int end = config.end_layer < 0 ? config.layers : config.end_layer;
   stack->layers_.resize(end - config.first_layer);
   stack->final_norm_ = MakeNorm(config.seed * 31 + 5);
   const std::string pattern = config.pattern;
-  StageFactsFn facts = [pattern](int) {
+  const uint64_t seed = config.seed;
+  const int streams = config.mhc_streams;
+  const DeclFlags flags{streams, config.applied_at_exit, config.reads_all_rows};
+  StageFactsFn facts = [pattern, seed, flags](int layer) {
     std::vector<StageDeclaration> stages;
-    for (char k : pattern) stages.push_back(DeclarationOf(k));
+    for (size_t i = 0; i < pattern.size(); ++i) stages.push_back(StackDeclaration(pattern[i], seed, layer, i, flags));
     return stages;
   };
-  LayerStack scope(LayerStackOptions{topology, config.policy, facts, config.first_layer, end, config.layers});
+  if (streams > 0) {
+    SEAM_ASSIGN_OR_RETURN(stack->final_read_,
+                          MhcRead::Make(MhcCoefficientsOf(seed, -1, 0, streams), &stack->final_norm_));
+  }
+  LayerStackOptions stack_options{topology, config.policy, facts, config.first_layer, end, config.layers};
+  stack_options.final_read.reads_after_attn_tp_gather = config.reads_all_rows;
+  LayerStack scope(std::move(stack_options));
   for (int l = config.first_layer; l < end; ++l) {
     Layer& layer = stack->layers_[l - config.first_layer];
     layer.stages.resize(config.pattern.size());
     std::vector<StageItem> items;
-    for (size_t i = 0; i < config.pattern.size(); ++i) {
-      Stage& st = layer.stages[i];
-      st.kind = config.pattern[i];
-      const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
+    auto make = [&](Stage& st, char kind, uint64_t s) {
+      st.kind = kind;
       st.norm = MakeNorm(s + 1);
       const bool ffn = IsFfn(st.kind);
       const int64_t inner = ffn ? kFfnInner : kAttnInner;
@@ -171,21 +233,50 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
         for (float& w : st.w_in) w /= 3.0f;
         for (float& w : st.w_out) w /= 3.0f;
       }
+    };
+    for (size_t i = 0; i < config.pattern.size(); ++i) {
+      Stage& st = layer.stages[i];
+      const uint64_t s = config.seed * 1000 + l * 40 + i * 8;
+      make(st, config.pattern[i], s);
       StageOptions options;
-      if (st.kind == 'E') options.fusions = config.fusions;
-      items.push_back(StageItem{DeclarationOf(st.kind), &st.norm, options});
+      if (st.kind == 'E' || st.kind == 'L') options.fusions = config.fusions;
+      if (streams > 0) {
+        SEAM_ASSIGN_OR_RETURN(st.read, MhcRead::Make(MhcCoefficientsOf(seed, l, i, streams), &st.norm));
+      }
+      items.push_back(StageItem{StackDeclaration(st.kind, seed, l, i, flags), &st.norm, options, st.read});
     }
     SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
     for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];
+    for (size_t i = 0; i < boundaries.size(); ++i) {
+      Stage& st = layer.stages[i];
+      if (st.kind != 'B') continue;
+      st.branch.resize(3);
+      std::vector<StageItem> branch_items;
+      const char kinds[] = {'F', 'A', 'F'};
+      for (int j = 0; j < 3; ++j) {
+        make(st.branch[j], kinds[j], config.seed * 1000 + l * 40 + i * 8 + 500 + j * 8);
+        // The first stage's norm is never applied (the source already read): pass the source's.
+        branch_items.push_back(StageItem{DeclarationOf(kinds[j]), j == 0 ? &st.norm : &st.branch[j].norm});
+      }
+      SEAM_ASSIGN_OR_RETURN(auto b, AppendBranchAt(__FILE__, __LINE__, l, *st.boundary, std::move(branch_items)));
+      for (int j = 0; j < 3; ++j) st.branch[j].boundary = b[j];
+    }
   }
   SEAM_RETURN_IF_ERROR(scope.Close());
   return stack;
 }
 
+FinalNormOptions SyntheticStack::FinalOptions() const {
+  FinalNormOptions o{true, finalize_norm_, final_read_.get()};
+  if (capture_) o.capture = final_captured_.capture();
+  o.attn_tp_gather = final_gather_;
+  return o;
+}
+
 absl::StatusOr<Tensor> SyntheticStack::Forward(ForwardBatch& batch, const Tensor& input) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, input));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_});
+  return FinalNorm(h, batch, final_norm_, FinalOptions());
 }
 
 absl::StatusOr<PipelineTensors> SyntheticStack::ForwardToPp(ForwardBatch& batch, const Tensor& input) const {
@@ -203,7 +294,7 @@ absl::StatusOr<PipelineTensors> SyntheticStack::ForwardBetween(ForwardBatch& bat
 absl::StatusOr<Tensor> SyntheticStack::ForwardFromPp(ForwardBatch& batch, const PipelineTensors& in) const {
   SEAM_ASSIGN_OR_RETURN(Hidden h, FromPp(in, batch, first_stage()));
   SEAM_ASSIGN_OR_RETURN(h, RunLayers(batch, h));
-  return FinalNorm(h, batch, final_norm_, FinalNormOptions{true, finalize_norm_});
+  return FinalNorm(h, batch, final_norm_, FinalOptions());
 }
 
 absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) const {
@@ -211,7 +302,9 @@ absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) 
     for (const Stage& st : layer.stages) {
       const bool ffn = IsFfn(st.kind);
       const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
-      SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch));
+      PrepareCapture capture;
+      if (capture_ && !ffn) capture = PrepareCapture{captured_.capture(), gathered_.capture()};
+      SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch, capture));
       if (st.kind == 'N') {
         SEAM_ASSIGN_OR_RETURN(x, GatherOwnInput(x, batch));
       }
@@ -231,6 +324,38 @@ absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) 
         } else {
           SEAM_ASSIGN_OR_RETURN(h, scope->Finish(Finalize(experts)));
         }
+        continue;
+      }
+      if (st.kind == 'L') {
+        // The LoRA-like part: every rank computes it in full from the input it holds alike.
+        std::vector<float> lora = x.ToFloats();
+        for (float& v : lora) v = ToGrid(v) / 4;
+        SEAM_ASSIGN_OR_RETURN(out, AddReplicatedOnSumRankZero(out, Tensor::FromFloats(lora, out.shape()), *st.boundary,
+                                                              batch));
+        if (st.boundary->has_fusions()) {
+          SEAM_ASSIGN_OR_RETURN(auto scope, st.boundary->Exit(batch));
+          SEAM_ASSIGN_OR_RETURN(h, scope->Finish(out));
+        } else {
+          SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(out, batch));
+        }
+        continue;
+      }
+      if (st.kind == 'B') {
+        SEAM_ASSIGN_OR_RETURN(BranchFork fork, BranchInput(*st.branch[0].boundary, x, batch));
+        Tensor bx = fork.input;
+        Hidden bh;
+        for (size_t j = 0; j < st.branch.size(); ++j) {
+          const Stage& b = st.branch[j];
+          if (j > 0) {
+            SEAM_ASSIGN_OR_RETURN(bx, b.boundary->Prepare(bh, fork.batch));
+          }
+          const bool bffn = IsFfn(b.kind);
+          const int64_t bshard = bffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
+          SEAM_ASSIGN_OR_RETURN(bh, b.boundary->Finish(Compute(bx, b.w_in, bshard, b.w_out, bffn, exact_), fork.batch));
+        }
+        SEAM_ASSIGN_OR_RETURN(BranchResult merged, BranchOutput(bh, fork.batch));
+        SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Finalize(ExpertOutputs(out)), batch));
+        SEAM_ASSIGN_OR_RETURN(h, MergeBranch(h, batch, merged));
         continue;
       }
       if (st.kind == 'T') {

@@ -12,13 +12,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/branch.h"
 #include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/fusion.h"
 #include "seam/boundary/layer_stack.h"
+#include "seam/boundary/mhc.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/stage_boundary.h"
+#include "seam/boundary/stream_ops.h"
 
 namespace seam::boundary::testing {
 
@@ -39,7 +42,12 @@ struct StackConfig {
   // whose compute completes its own sum (output_complete), 'T' dense FFN run
   // on the operation-scheduled path (CompleteNow instead of Finish), 'E' MoE
   // FFN of two experts (e_k = (k + 1) · the dense output, scales 1/2 and 3/4)
-  // that hands its finalize to the final norm when its provider accepts.
+  // that hands its finalize to the final norm when its provider accepts,
+  // 'B' that MoE (never deferring) with a LongCat-like branch prepared from
+  // its input: dense FFN, attention, dense FFN, merged back into its output,
+  // 'L' a dense FFN with a LoRA-like part every rank computes in full (added on
+  // TP rank 0) that leaves its sum to the next input only when its provider
+  // (StackConfig::fusions) accepts the batch.
   std::string pattern = "AF";
   // Layers this rank builds, [first_layer, end_layer) of the whole stack
   // (end_layer -1: all). Neighbours on other ranks come from the pattern.
@@ -51,7 +59,22 @@ struct StackConfig {
   // Fusion provider of every 'E' stage, and the final norm's finalize service.
   std::shared_ptr<FusionProvider> fusions;
   FinalizeNormService* finalize_norm = nullptr;
+  // > 0: every stage's update and read are MHC's over this many streams
+  // (coefficients from MhcCoefficientsOf), and the final read collapses them.
+  int mhc_streams = 0;
+  // Attention-like stages prepare with capture and capture_gathered, and the
+  // final norm captures, into the stack's collectors.
+  bool capture = false;
+  // Every stage's update is a plain add applied at its own exit (applied_at_exit).
+  bool applied_at_exit = false;
+  // Every gathering attention's read declares reads_after_attn_tp_gather.
+  bool reads_all_rows = false;
+  // The final read's own attention-TP gather (FinalNormOptions::attn_tp_gather).
+  AttnTpGatherFn final_gather;
 };
+
+// Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).
+MhcCoefficients MhcCoefficientsOf(uint64_t seed, int layer, int index, int streams);
 
 // The declaration of a stage letter of StackConfig::pattern.
 StageDeclaration DeclarationOf(char kind);
@@ -78,11 +101,18 @@ class SyntheticStack {
     NormParams norm;
     std::vector<float> w_in, w_out;
     std::shared_ptr<StageBoundary> boundary;
+    std::shared_ptr<const ResidualReadout> read;  // MHC stacks only
+    std::vector<Stage> branch;                    // 'B' only
   };
   struct Layer {
     std::vector<Stage> stages;
   };
   const std::vector<Layer>& layers() const { return layers_; }
+  const NormParams& final_norm() const { return final_norm_; }
+  // Captures of the last forward (capture = true): prepare, prepare gathered, final norm.
+  const AuxCollector& captured() const { return captured_; }
+  const AuxCollector& gathered() const { return gathered_; }
+  const AuxCollector& final_captured() const { return final_captured_; }
 
  private:
   absl::StatusOr<Hidden> RunLayers(ForwardBatch& batch, Hidden h) const;
@@ -93,6 +123,11 @@ class SyntheticStack {
   FinalizeNormService* finalize_norm_ = nullptr;
   std::vector<Layer> layers_;
   NormParams final_norm_;
+  std::shared_ptr<const ResidualReadout> final_read_;
+  bool capture_ = false;
+  AttnTpGatherFn final_gather_;
+  mutable AuxCollector captured_, gathered_, final_captured_;
+  FinalNormOptions FinalOptions() const;
 };
 
 // The stack input of every token of a batch (all DP groups' rows in order).

@@ -1,5 +1,7 @@
 // `seam plan`: a Qwen3-like stack (attention + FFN per layer) bound inside a
 // LayerStack for each TP rank; the printed plans of all ranks must agree.
+// --arch longcat adds to each layer's MoE a prepared branch (dense FFN,
+// attention, dense FFN) merged back into its output, printed after it.
 #include "plan_command.h"
 
 #include <deque>
@@ -8,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "seam/boundary/branch.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/plan_printer.h"
 #include "seam/core/status.h"
@@ -28,7 +31,9 @@ absl::StatusOr<std::unique_ptr<BuiltStack>> BuildStack(const PlanCommandOptions&
                                                        boundary::ReductionPolicy policy) {
   auto built = std::make_unique<BuiltStack>();
   boundary::FfnDeclOptions ffn;
-  ffn.sparse = options.arch == "qwen3_moe";
+  const bool longcat = options.arch == "longcat";
+  ffn.sparse = options.arch == "qwen3_moe" || longcat;
+  ffn.merges_branch = longcat;
   boundary::LayerStackOptions stack_options;
   stack_options.topology = topology;
   stack_options.policy = policy;
@@ -40,6 +45,17 @@ absl::StatusOr<std::unique_ptr<BuiltStack>> BuildStack(const PlanCommandOptions&
                           SEAM_APPEND_STAGES(l, StageItem{boundary::DeclareAttn(), attn_norm, {}},
                                              StageItem{boundary::DeclareFfn(ffn), ffn_norm, {}}));
     built->boundaries.insert(built->boundaries.end(), appended.begin(), appended.end());
+    if (longcat) {
+      std::vector<StageItem> items;
+      items.push_back(StageItem{boundary::DeclareFfn(), ffn_norm, {}});  // the MoE's norm: never applied twice
+      for (int i = 0; i < 2; ++i) {
+        items.push_back(StageItem{i == 0 ? boundary::DeclareAttn() : boundary::DeclareFfn(),
+                                  &built->norms.emplace_back(), {}});
+      }
+      SEAM_ASSIGN_OR_RETURN(auto branch,
+                            boundary::AppendBranchAt(__FILE__, __LINE__, l, *appended[1], std::move(items)));
+      built->boundaries.insert(built->boundaries.end(), branch.begin(), branch.end());
+    }
   }
   SEAM_RETURN_IF_ERROR(stack.Close());
   return built;
@@ -63,8 +79,8 @@ std::string CheckArguments(const PlanCommandOptions& o) {
   if (o.rank < -1 || o.rank >= o.tp) {
     return absl::StrCat("--rank ", o.rank, " is not a TP rank of --tp ", o.tp, " (0..", o.tp - 1, ")");
   }
-  if (o.arch != "qwen3" && o.arch != "qwen3_moe") {
-    return absl::StrCat("unknown --arch '", o.arch, "' (known: qwen3, qwen3_moe)");
+  if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "longcat") {
+    return absl::StrCat("unknown --arch '", o.arch, "' (known: qwen3, qwen3_moe, longcat)");
   }
   return "";
 }

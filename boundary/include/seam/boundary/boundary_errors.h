@@ -23,6 +23,11 @@ absl::Status FinishWithFusions();                         // finish() on a stage
 absl::Status HandoffWithoutDefer();                       // a finalize handoff while defer_moe_finalize is false
 absl::Status SnapshotOfFinalizeHandoff();                 // snapshot() on a deferred MoE finalize
 absl::Status CaptureWithFinalizeHandoff();                // final_norm(capture, finalize_norm) on a handoff
+absl::Status FfnPrepareTakesNoCapture();                  // prepare(capture) on an ffn stage
+absl::Status PreparedBranchEnteredThroughPrepare();       // prepare() on a prepared_from stage
+absl::Status BranchVariantRefused(const char* variant_name);  // a branch built for CP / input-scattered / SP
+// A module under a stage boundary built to reduce its own results.
+absl::Status ModuleReducesUnderBoundary(const std::string& module, const std::string& stage);
 // A layer stack that holds only part of the layers without a stage-facts function.
 absl::Status PipelinePieceWithoutStageFacts(int first_layer, int end_layer, int total_layers);
 

@@ -38,6 +38,8 @@ struct StagePlace {
   StageKind producer_kind = StageKind::kAttention;
   bool consumer_is_mixer = false;  // next stage is an exit-scoped attention
   std::string source;       // "file:line, append N of its layer stack"
+  bool branch = false;          // a stage of a prepared branch (branch.h)
+  bool prepared_entry = false;  // its first stage: entered through BranchInput only
 };
 
 struct StageDeclaration {
@@ -46,6 +48,11 @@ struct StageDeclaration {
   bool gathers_attn_tp_input = true;  // attention: gather a scattered input before compute
   bool sparse = false;                // FFN: mixture of experts (sum group MOE_OUTPUT)
   bool output_complete = false;       // FFN: compute completes its own sum
+  bool merges_branch = false;         // FFN: a prepared branch is merged into its output (its exit never writes the residual)
+  // FFN whose output holds a part every rank computes (LoRA, a shared expert on
+  // TP 1): it leaves its sum to the next input only when its fusion provider
+  // accepts the batch (FusionProvider::CanDeferAllReduce), and only a TP sum.
+  bool defers_only_with_provider = false;
   std::shared_ptr<const ResidualUpdate> update = PlainAddUpdate();
   ReadoutCaps readout_caps;           // capabilities of the consumer-side read
   StagePlace place;                   // filled when the stack binds this stage
@@ -63,6 +70,8 @@ struct AttnDeclOptions {
 struct FfnDeclOptions {
   bool sparse = false;
   bool output_complete = false;
+  bool merges_branch = false;
+  bool defers_only_with_provider = false;
 };
 
 StageDeclaration DeclareAttn(AttnDeclOptions options = {});

@@ -31,12 +31,19 @@ struct LayerStackOptions {
   int first_layer = 0;                            // first global layer built on this rank
   int end_layer = -1;                             // one past the last local layer (-1: the stack's end)
   int total_layers = -1;                          // layers of the whole stack (-1: = end_layer)
+  // Capabilities of the final read, the last stage's consumer (e.g. a read
+  // after the attention-TP gather keeps the last FFN off the slices). The
+  // read itself runs through FinalNormOptions::read at forward time.
+  ReadoutCaps final_read;
 };
 
 struct StageItem {
   StageDeclaration declaration;
   const NormParams* norm = nullptr;  // the consumer's norm (read at forward time)
   StageOptions options;
+  // The stage's read of the residual (null: the plain add + RMSNorm over
+  // `norm`). Its caps() must equal the declaration's readout_caps.
+  std::shared_ptr<const ResidualReadout> read;
 };
 
 class LayerStack {

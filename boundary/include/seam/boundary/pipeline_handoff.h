@@ -33,8 +33,8 @@ struct PipelineTensors {
 
 // The state a stream crosses a pipeline boundary in, after `producer` (the
 // last stage before the cut), from fixed facts only: written when the
-// producer's update is not a plain add (it is applied at its exit, e.g. MHC's
-// expanded streams); pending otherwise, with a zero contribution when the
+// producer's update is not a plain add (e.g. MHC's expanded streams) or is
+// applied at its exit; pending otherwise, with a zero contribution when the
 // producer's exit already wrote the stream (an FFN landing on its own rows),
 // so that the receiver's add + norm is the unsplit stack's, bit for bit.
 StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy);

@@ -38,6 +38,7 @@ enum class StepOp : uint8_t {
   kRead,            // x ← norm(r)
   kGather,          // x moved `from` → `to` rows over `group`, padded fixed parts
   kGatherV,         // the same with per-rank counts, unpadded
+  kApplyUpdate,     // r ← the producer's update of r with c (completed); stream becomes written
 };
 const char* StepOpName(StepOp op);
 
@@ -93,6 +94,8 @@ struct ExitFacts {
   bool fixed_rs_eligible = false;
   bool rsv_eligible = false;
   bool rsv_first = false;
+  // Leaving the sum to the next input needs the provider's per-batch consent.
+  bool leave_needs_provider = false;
 };
 
 struct ExitPath {
@@ -114,6 +117,9 @@ struct VariantPaths {
 struct NeighbourFacts {
   bool exists = false;
   StageDeclaration declaration;
+  // Without a next stage: the capabilities of the stack's final read, the
+  // last stage's consumer (LayerStackOptions::final_read).
+  ReadoutCaps final_read;
 };
 
 struct StagePlan {

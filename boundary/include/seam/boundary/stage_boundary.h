@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/capture.h"
 #include "seam/boundary/declaration.h"
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/fusion.h"
@@ -23,7 +24,9 @@ class DeferredFinalize;
 
 class StageBoundary {
  public:
-  StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options);
+  // `read` null: the plain add + RMSNorm over `norm`.
+  StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options,
+                std::shared_ptr<const ResidualReadout> read = nullptr);
   ~StageBoundary();
 
   // The declaration; once bound it carries its place in the stack.
@@ -31,8 +34,9 @@ class StageBoundary {
   bool bound() const { return plan_ != nullptr; }
   const StagePlan& plan() const;  // requires bound()
 
-  // Input of this stage's compute for the value the previous call returned.
-  absl::StatusOr<Tensor> Prepare(const Hidden& hidden, ForwardBatch& batch);
+  // Input of this stage's compute for the value the previous call returned;
+  // with `capture`, also hands the captures capture.h describes (attention only).
+  absl::StatusOr<Tensor> Prepare(const Hidden& hidden, ForwardBatch& batch, const PrepareCapture& capture = {});
   // Registers or completes the sum `output` owes; returns the value for the next call.
   absl::StatusOr<Hidden> Finish(const Tensor& output, ForwardBatch& batch);
   // FFN with fusions: opens the exit before compute (the decision is made once
@@ -55,7 +59,7 @@ class StageBoundary {
   StageDeclaration declaration_;
   const NormParams* norm_;
   StageOptions options_;
-  AddRmsNormRead read_;
+  std::shared_ptr<const ResidualReadout> read_;
   std::unique_ptr<StagePlan> plan_;
   std::vector<std::shared_ptr<InputFusion>> fusions_;
 };

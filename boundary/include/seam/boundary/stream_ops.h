@@ -5,8 +5,10 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/capture.h"
 #include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/forward_batch.h"
+#include "seam/boundary/fusion.h"
 #include "seam/boundary/residual_ops.h"
 #include "seam/boundary/residual_stream.h"
 
@@ -22,6 +24,17 @@ struct FinalNormOptions {
   // Runs a MoE finalize handoff fused (finalize + sum + add + norm). Without
   // it a handoff is completed unfused first. Not owned.
   FinalizeNormService* finalize_norm = nullptr;
+  // The final read (null: the plain add + RMSNorm over `norm`), e.g. MHC's
+  // collapse of its streams. Not owned.
+  const ResidualReadout* read = nullptr;
+  // Receives the final read's updated residual (on the residual's rows),
+  // always borrowed. Refused with finalize_norm when a handoff arrives.
+  CaptureFn capture;
+  // The final read's own gather over attention TP of the rows the last stage
+  // left on this rank's slice (slice → DP rows into `out`), tried before the
+  // built-in gather; false declines (nothing touched). It may use only the
+  // communicator it is given.
+  AttnTpGatherFn attn_tp_gather;
 };
 // Completes what the last stage owes, applies its update, norms, and returns
 // this rank's DP rows. Releases the stream.
@@ -30,7 +43,8 @@ absl::StatusOr<Tensor> FinalNorm(const Hidden& hidden, ForwardBatch& batch, cons
 
 // Completes outstanding communication; the residual update stays pending.
 absl::StatusOr<Hidden> CompleteOutput(const Hidden& hidden, ForwardBatch& batch);
-// Completes the contribution and folds it into the residual (stream written).
+// Completes the contribution and applies the producer's update to the
+// residual, whatever that update is (stream written).
 absl::StatusOr<Hidden> Fold(const Hidden& hidden, ForwardBatch& batch);
 // Replaces the stream with a written one whose residual is `residual` (any
 // pending contribution is discarded; Fold first when one may be pending).
