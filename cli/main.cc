@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--layers", plan.layers, "decoder layers")->required();
   plan_cmd->add_option("--policy", plan.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
       ->capture_default_str();
-  plan_cmd->add_option("--arch", plan.arch, "architecture: qwen3 or qwen3_moe")->capture_default_str();
+  plan_cmd->add_option("--arch", plan.arch, "architecture: qwen3, qwen3_moe or longcat (a MoE branch merged back)")
+      ->capture_default_str();
   plan_cmd->add_flag("--json", plan.json, "print JSON instead of text");
   plan_cmd->add_option("--rank", plan.rank, "build only this TP rank (default: every rank, compared)");
 
