@@ -111,6 +111,7 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   runtime::GenerationOptions g;
   g.max_new_tokens = o.max_new_tokens;
   g.eos_token_id = -1;  // the pipeline run had no stop tokens
+  g.decode_groups = o.pp;  // the coordinator spreads decode over pp microbatches in flight
   auto want = generator.Generate(prompts, g);
   if (!want.ok()) return Failed("single-process run: ", want.status());
   bool match = true;

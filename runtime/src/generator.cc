@@ -2,6 +2,8 @@
 // still running; token choice through kernels::Sample on the step's rows.
 #include "seam/runtime/generator.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
 
@@ -29,6 +31,19 @@ absl::StatusOr<std::vector<int32_t>> Choose(const std::vector<Tensor>& rows, con
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<Tensor>> Generator::StepInGroups(const std::vector<models::SequenceStep>& batch,
+                                                            int groups) {
+  const size_t n = batch.size(), share = (n + std::max(groups, 1) - 1) / std::max(groups, 1);
+  if (groups <= 1 || share >= n) return group_->Step(batch, false);
+  std::vector<Tensor> logits;
+  for (size_t first = 0; first < n; first += share) {
+    const std::vector<models::SequenceStep> part(batch.begin() + first, batch.begin() + std::min(n, first + share));
+    SEAM_ASSIGN_OR_RETURN(std::vector<Tensor> got, group_->Step(part, false));
+    for (Tensor& t : got) logits.push_back(std::move(t));
+  }
+  return logits;
+}
 
 absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<std::vector<int32_t>>& prompts,
                                                      const GenerationOptions& options) {
@@ -63,7 +78,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<std::vect
         batch.push_back(models::SequenceStep{r.sequence, {r.last}, r.length - 1});
       }
     }
-    absl::StatusOr<std::vector<Tensor>> logits = group_->Step(batch, false);
+    absl::StatusOr<std::vector<Tensor>> logits = StepInGroups(batch, step == 0 ? 1 : options.decode_groups);
     if (!logits.ok()) {
       // A refused step (cache full) leaves earlier sequences on the group.
       free_all();

@@ -22,6 +22,11 @@ struct GenerationOptions {
   kernels::SamplingParams sampling{0.0f, 0, 1.0f, 0};
   int64_t eos_token_id = -2;  // -2: the config's eos_token_id; -1: never stop early
   bool return_logits = false;  // keep each step's logits
+  // Decode steps run as this many consecutive groups of ceil(n / groups)
+  // sequences, as a pipeline of that many stages batches them (the
+  // coordinator spreads decode over its microbatches in flight), so that a
+  // reference run sees the served path's batch shapes.
+  int decode_groups = 1;
 };
 
 struct GenerationResult {
@@ -40,6 +45,9 @@ class Generator {
                                             const GenerationOptions& options);
 
  private:
+  // One step of `batch`, run as `groups` consecutive parts (decode_groups).
+  absl::StatusOr<std::vector<Tensor>> StepInGroups(const std::vector<models::SequenceStep>& batch, int groups);
+
   StageGroup* group_;
   uint64_t next_sequence_ = 1;
 };
