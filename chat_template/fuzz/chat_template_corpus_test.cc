@@ -1,11 +1,6 @@
 // Replays the chat template fuzz corpus through the fuzz target's body, so builds
 // without libFuzzer (gcc, CI) check every seed too, and checks that each seed
 // gets the code its name states (ok_, invalid_argument_).
-#include <fstream>
-#include <sstream>
-#include <string>
-#include <vector>
-
 #include "fuzz/chat_template_fuzz_body.h"
 #include "gtest/gtest.h"
 #include "seam/testing/corpus.h"
@@ -14,25 +9,8 @@ namespace seam::chat_template::fuzz {
 namespace {
 
 TEST(ChatTemplateCorpusTest, EverySeedKeepsTheFuzzPropertiesAndGetsTheCodeItsNameStates) {
-  const std::vector<std::string> names = seam::testing::CorpusSeedNames(SEAM_CHAT_TEMPLATE_FUZZ_CORPUS);
-  ASSERT_GE(names.size(), 6u) << "corpus at " << SEAM_CHAT_TEMPLATE_FUZZ_CORPUS;
-  int ok = 0, refused = 0;
-  for (const std::string& name : names) {
-    const std::string bytes = seam::testing::ReadCorpusSeed(SEAM_CHAT_TEMPLATE_FUZZ_CORPUS, name);
-    const absl::Status properties = CheckTemplateProperties(bytes);
-    EXPECT_TRUE(properties.ok()) << name << ": " << properties;
-    if (name.rfind("ok_", 0) == 0) {
-      EXPECT_EQ(RenderCode(bytes), absl::StatusCode::kOk) << name;
-      ++ok;
-    } else if (name.rfind("invalid_argument_", 0) == 0) {
-      EXPECT_EQ(RenderCode(bytes), absl::StatusCode::kInvalidArgument) << name;
-      ++refused;
-    } else {
-      ADD_FAILURE() << name << ": a seed is named after its code (ok_, invalid_argument_)";
-    }
-  }
-  EXPECT_GT(ok, 0);
-  EXPECT_GT(refused, 0);
+  seam::testing::ReplayCorpus({SEAM_CHAT_TEMPLATE_FUZZ_CORPUS, 6, CheckTemplateProperties, RenderCode,
+                              {absl::StatusCode::kOk, absl::StatusCode::kInvalidArgument}});
 }
 
 }  // namespace
