@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_split.h"
+#include "seam/coordinator/scheduler_types.h"
 #include "seam/core/logging.h"
 #include "service/coordinator_server.h"
 
@@ -23,6 +24,12 @@ int main(int argc, char** argv) {
                  "KV blocks per attention-DP group to admit against (default: the least the stages report; "
                  "a larger value is lowered to it)");
   app.add_option("--max-queue", o.max_queue, "sequences waiting for admission")->capture_default_str();
+  app.add_option("--decode-steps", o.decode_steps,
+                 "decode steps the stages may run per microbatch without a round trip to the coordinator, each "
+                 "feeding the token the last chose (1: one step per microbatch); runs only while no request "
+                 "waits for admission or prefill")
+      ->check(CLI::Range(1, seam::coordinator::kMaxDecodeSteps))
+      ->capture_default_str();
   app.add_option("--stage-timeout", stage_timeout,
                  "longest a stage may take to answer a microbatch: the floor, to which "
                  "--stage-timeout-per-token adds per token owed")

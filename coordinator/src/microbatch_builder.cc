@@ -14,9 +14,11 @@ std::optional<Microbatch> SchedulerImpl::Next() {
   Draft draft;
   draft.mb.entries_by_group.resize(options_.dp_groups);
   draft.group_waiting.assign(options_.dp_groups, false);
+  draft.mb.decode_steps = DecodeSteps();
+  if (draft.mb.decode_steps == 0) return std::nullopt;  // a wave runs: its sequences come back together
   AddDecodeSteps(draft);
   AddPrefillChunks(draft);
-  AdmitFromQueue(draft);
+  if (draft.mb.decode_steps == 1) AdmitFromQueue(draft);
   if (draft.mb.num_sequences == 0) return std::nullopt;
   draft.mb.id = next_microbatch_id_++;
   draft.mb.sequence_number = next_sequence_number_++;
@@ -24,6 +26,9 @@ std::optional<Microbatch> SchedulerImpl::Next() {
   draft.mb.preempted = std::move(preempted_since_last_);
   preempted_since_last_.clear();
   in_flight_.emplace(draft.mb.id, draft.mb);
+  // Multi-step microbatches built one after another, before any completes,
+  // form one wave (the stages run its members step by step in turn).
+  wave_steps_ = draft.mb.decode_steps > 1 ? draft.mb.decode_steps : 0;
   return std::move(draft.mb);
 }
 
@@ -86,6 +91,7 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
   entry.is_prefill = is_prefill;
   entry.is_last_chunk = is_last_chunk;
   entry.input_token = is_prefill ? -1 : state.last_token;
+  SEAM_CHECK(draft.mb.decode_steps == 1 || !is_prefill);
   group.push_back(std::move(entry));
   draft.mb.num_tokens += tokens;
   draft.mb.num_sequences += 1;
@@ -103,6 +109,42 @@ int SchedulerImpl::DecodeShare() const {
   return std::max(1, (decoding + slots - 1) / slots);
 }
 
+// Several steps only when nothing else waits for the stages (no request
+// queued or prefilling) and every decoding sequence not in flight has that
+// many tokens left and the KV blocks for them; otherwise one. A wave is
+// formed while nothing else is in flight and grows until a microbatch
+// ends; while microbatches are in flight, decode sequences are waited for
+// (0) so that the next wave takes them all, rather than running apart.
+int SchedulerImpl::DecodeSteps() const {
+  if (options_.max_decode_steps == 1 || !queue_.empty()) return 1;
+  int steps = options_.max_decode_steps;
+  if (wave_steps_ > 1) {
+    steps = wave_steps_;  // joining the wave being formed: as many steps
+  } else if (!in_flight_.empty()) {
+    bool prefilling = false;
+    for (const auto& [order, id] : running_) prefilling = prefilling || requests_.at(id).phase == Phase::kPrefilling;
+    return prefilling ? 1 : 0;
+  }
+  std::vector<int> need(options_.dp_groups, 0);
+  for (const auto& [order, id] : running_) {
+    const RequestState& state = requests_.at(id);
+    if (state.phase == Phase::kPrefilling) return 1;
+    if (state.in_flight) continue;
+    steps = std::min(steps, state.TokensLeft());
+  }
+  if (wave_steps_ > 1 && steps != wave_steps_) return 1;  // not in this wave
+  if (steps <= 1) return 1;
+  for (const auto& [order, id] : running_) {
+    const RequestState& state = requests_.at(id);
+    if (state.in_flight) continue;
+    need[state.dp_group] += std::max(0, kv_.BlocksFor(state.DecodeKvTokens(steps)) - state.blocks);
+  }
+  for (int g = 0; g < options_.dp_groups; ++g) {
+    if (need[g] > kv_.Free(g)) return 1;
+  }
+  return steps;
+}
+
 void SchedulerImpl::AddDecodeSteps(Draft& draft) {
   const int share = DecodeShare();
   int taken = 0;
@@ -110,7 +152,7 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
     if (!HasRoomForSequence(draft) || taken == share) return;
     RequestState& state = requests_.at(id);
     if (state.in_flight || state.phase != Phase::kDecoding) continue;
-    const int need = kv_.BlocksFor(state.DecodeKvTokens()) - state.blocks;
+    const int need = kv_.BlocksFor(state.DecodeKvTokens(draft.mb.decode_steps)) - state.blocks;
     if (need > 0) {
       if (!kv_.TryAllocate(state.dp_group, need)) {
         draft.group_waiting[state.dp_group] = true;  // waits for a block

@@ -102,6 +102,7 @@ v1::MicrobatchDescriptor PipelineDriver::State::Describe(const Microbatch& mb) {
       out->set_return_token_logprobs(s.call->call.score);
     }
   }
+  if (mb.decode_steps > 1) d.set_decode_steps(static_cast<uint32_t>(mb.decode_steps));
   // At most as many frees as a microbatch has sequences, so that the
   // descriptor stays within its bound; the rest go with the next one.
   const size_t frees = std::min<size_t>(to_free.size(), scheduler->options().max_sequences_per_microbatch);
@@ -125,10 +126,13 @@ std::string PipelineDriver::State::RequestsOf(const Microbatch& mb) const {
 }
 
 void PipelineDriver::State::Pump() {
+  // Everything the scheduler offers now, so that consecutive multi-step
+  // microbatches of as many steps go out as one wave.
+  std::vector<std::pair<Microbatch, v1::MicrobatchDescriptor>> ready;
   while (!down) {
     std::optional<Microbatch> mb = scheduler->Next();
-    if (!mb) return;
-    const v1::MicrobatchDescriptor d = Describe(*mb);
+    if (!mb) break;
+    v1::MicrobatchDescriptor d = Describe(*mb);
     if (const size_t bytes = d.ByteSizeLong(); options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
       // Never sent: a stage would refuse it and lose its Run stream.
       to_free.insert(to_free.begin(), d.finished_sequence_ids().begin(), d.finished_sequence_ids().end());
@@ -139,18 +143,63 @@ void PipelineDriver::State::Pump() {
                  .value_or(std::vector<SchedulerEvent>{}));
       continue;
     }
-    // The work the stages owe before answering it: its tokens and those of
-    // the microbatches ahead of it.
-    int64_t tokens = mb->num_tokens;
-    for (const auto& [id, ahead] : in_flight) tokens += ahead.microbatch.num_tokens;
-    InFlight& f = in_flight[mb->id];
-    f.microbatch = *mb;
-    f.bound = options.stage_timeout + options.stage_timeout_per_token * tokens;
-    f.deadline = Clock::now() + f.bound;
-    f.answered.assign(links.size(), false);
-    for (size_t k = 0; k < links.size(); ++k) {
-      if (absl::Status st = links[k]->Send(d); !st.ok()) return StageDown(static_cast<int>(k), st);
+    ready.emplace_back(std::move(*mb), std::move(d));
+  }
+  for (size_t i = 0; i < ready.size();) {
+    size_t end = i + 1;
+    const int steps = ready[i].first.decode_steps;
+    while (steps > 1 && end < ready.size() && ready[end].first.decode_steps == steps) ++end;
+    for (size_t k = i; steps > 1 && k < end; ++k) {
+      ready[k].second.set_wave_size(static_cast<uint32_t>(end - i));
+      ready[k].second.set_wave_index(static_cast<uint32_t>(k - i));
     }
+    for (; i < end; ++i) {
+      if (!Send(ready[i].first, ready[i].second)) return;
+    }
+  }
+}
+
+bool PipelineDriver::State::Send(const Microbatch& mb, const v1::MicrobatchDescriptor& d) {
+  if (down) return false;
+  // The work the stages owe before answering it: its tokens (each step's)
+  // and those of the microbatches ahead of it.
+  int64_t tokens = static_cast<int64_t>(mb.num_tokens) * mb.decode_steps;
+  for (const auto& [id, ahead] : in_flight) {
+    tokens += static_cast<int64_t>(ahead.microbatch.num_tokens) * ahead.microbatch.decode_steps;
+  }
+  InFlight& f = in_flight[mb.id];
+  f.microbatch = mb;
+  f.bound = options.stage_timeout + options.stage_timeout_per_token * tokens;
+  f.deadline = Clock::now() + f.bound;
+  f.answered.assign(links.size(), false);
+  for (size_t k = 0; k < links.size(); ++k) {
+    if (absl::Status st = links[k]->Send(d); !st.ok()) {
+      StageDown(static_cast<int>(k), st);
+      return false;
+    }
+  }
+  return true;
+}
+
+void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& result) {
+  for (const v1::SequenceResult& r : result.sequences()) {
+    if (r.has_error()) {
+      f.step_errors.emplace(r.sequence_id(),
+                            FromStageError(r.error(), absl::StrCat("decode step ", result.decode_step())));
+      continue;
+    }
+    if (f.step_errors.count(r.sequence_id()) != 0) continue;
+    f.step_tokens[r.sequence_id()].push_back(r.sampled_token());
+    auto id = by_sequence_id.find(r.sequence_id());
+    if (id == by_sequence_id.end()) continue;
+    auto it = sequences.find(id->second);
+    if (it == sequences.end()) continue;
+    Sequence& s = it->second;
+    if (s.stream_stopped || s.call->done || s.call->call.score) continue;
+    s.call->call.observer->OnToken(s.index, r.sampled_token());
+    ++s.streamed;
+    const auto& stops = s.call->call.sampling.stop_token_ids();
+    s.stream_stopped = std::find(stops.begin(), stops.end(), r.sampled_token()) != stops.end();
   }
 }
 
@@ -159,6 +208,13 @@ void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& resu
   if (it == in_flight.end() || down) return;  // forgotten by GoDown
   InFlight& f = it->second;
   if (f.answered[stage]) return;
+  const bool steps_answer = stage == static_cast<int>(links.size()) - 1 && f.microbatch.decode_steps > 1 &&
+                            !result.has_error();
+  if (result.more()) {  // a step's answer, before the last
+    if (steps_answer) RecordStep(f, result);
+    return;
+  }
+  if (steps_answer) RecordStep(f, result);
   f.answered[stage] = true;
   ++f.answers;
   if (result.has_error() && f.error.ok()) {
@@ -203,6 +259,12 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
         if (e.is_last_chunk) r.status = absl::InternalError(absl::StrCat(where, ": no result from the last stage"));
       } else if (it->second->has_error()) {
         r.status = FromStageError(it->second->error(), where);
+      } else if (f.microbatch.decode_steps > 1) {
+        if (auto err = f.step_errors.find(s.sequence_id); err != f.step_errors.end()) {
+          r.status = absl::Status(err->second.code(), absl::StrCat(where, ": ", err->second.message()));
+        } else {
+          r.tokens = f.step_tokens[s.sequence_id];
+        }
       } else {
         r.token = it->second->sampled_token();
         if (s.call->call.score && e.is_last_chunk) {
@@ -245,7 +307,11 @@ void PipelineDriver::State::Handle(const std::vector<SchedulerEvent>& events) {
     CallObserver* obs = call->call.observer;
     if (ev.kind == SchedulerEvent::Kind::kToken) {
       s.tokens.push_back(ev.token);
-      if (!call->done && !call->call.score) obs->OnToken(s.index, ev.token);
+      if (s.streamed > 0) {
+        --s.streamed;  // given to the observer when its step was answered
+      } else if (!call->done && !call->call.score) {
+        obs->OnToken(s.index, ev.token);
+      }
       continue;
     }
     Release(s);

@@ -32,6 +32,12 @@ struct PipelineDriver::State {
     bool sent = false;            // some stage may hold KV for sequence_id
     bool ended = false;
     std::vector<float> logprobs;  // scoring: from the last stage
+    // Multi-step decode: tokens already given to the observer as the last
+    // stage answered each step, ahead of the scheduler's events for them
+    // (which then only record them), and whether one of them was a stop
+    // token (nothing after it is streamed).
+    int streamed = 0;
+    bool stream_stopped = false;
   };
   struct InFlight {
     Microbatch microbatch;
@@ -41,6 +47,10 @@ struct PipelineDriver::State {
     int answers = 0;
     absl::Status error;          // the first stage error
     v1::MicrobatchResult last;   // the last stage's result
+    // Multi-step decode: each sequence's tokens of the steps answered so
+    // far, and the first error a step gave it, by stage sequence id.
+    std::map<uint64_t, std::vector<int32_t>> step_tokens;
+    std::map<uint64_t, absl::Status> step_errors;
   };
 
   State(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
@@ -64,6 +74,11 @@ struct PipelineDriver::State {
 
  private:
   void Finalize(uint64_t microbatch_id);
+  // A step's answer from the last stage of a multi-step microbatch: records
+  // each sequence's token and streams it to its observer.
+  void RecordStep(InFlight& f, const v1::MicrobatchResult& result);
+  // Sends `d` (of `mb`) to every stage; false once a stage is down.
+  bool Send(const Microbatch& mb, const v1::MicrobatchDescriptor& d);
   void Handle(const std::vector<SchedulerEvent>& events);
   void EndCall(std::shared_ptr<Call> call, const absl::Status& status);
   void Release(Sequence& seq);

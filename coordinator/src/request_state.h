@@ -27,8 +27,11 @@ struct RequestState {
   bool in_flight = false;     // in a microbatch not yet completed or failed
   bool cancelled = false;     // Cancel arrived while in flight
 
-  // Positions of KV the next decode step needs (it writes position kv_tokens).
-  int DecodeKvTokens() const { return kv_tokens + 1; }
+  // Positions of KV the next `steps` decode steps need (the first writes
+  // position kv_tokens).
+  int DecodeKvTokens(int steps = 1) const { return kv_tokens + steps; }
+  // Tokens this request may still generate.
+  int TokensLeft() const { return request.max_new_tokens - generated; }
   // Positions of KV reserved at admission: the prefill plus the first decode step.
   int AdmissionKvTokens() const { return prefill_target + 1; }
   int PrefillRemaining() const { return prefill_target - prefilled; }

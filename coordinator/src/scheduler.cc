@@ -27,6 +27,11 @@ absl::Status CheckOptions(const SchedulerOptions& o) {
   SEAM_RETURN_IF_ERROR(
       CheckAtLeast("max_inflight_microbatches", o.max_inflight_microbatches, 0));
   SEAM_RETURN_IF_ERROR(CheckAtLeast("max_queue", o.max_queue, 0));
+  SEAM_RETURN_IF_ERROR(CheckAtLeast("max_decode_steps", o.max_decode_steps, 1));
+  if (o.max_decode_steps > kMaxDecodeSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("max_decode_steps is ", o.max_decode_steps, ", at most ",
+                                                   kMaxDecodeSteps, " are allowed"));
+  }
   if (o.chunked_prefill) {
     SEAM_RETURN_IF_ERROR(CheckAtLeast("prefill_chunk_tokens", o.prefill_chunk_tokens, 1));
   }

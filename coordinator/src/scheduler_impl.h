@@ -51,6 +51,9 @@ class SchedulerImpl final : public Scheduler {
   void Preempt(const std::string& request_id);
   // Decode steps one microbatch may take (see AddDecodeSteps).
   int DecodeShare() const;
+  // Steps the next microbatch runs (see SchedulerOptions::max_decode_steps);
+  // 0: none now (a wave runs; its sequences are waited for).
+  int DecodeSteps() const;
   void AddDecodeSteps(Draft& draft);
   void AddPrefillChunks(Draft& draft);
   void AdmitFromQueue(Draft& draft);
@@ -80,6 +83,9 @@ class SchedulerImpl final : public Scheduler {
   uint64_t epoch_ = 0;
   uint64_t preemptions_ = 0;
   std::vector<std::string> preempted_since_last_;  // handed to the next microbatch
+  // Steps of the wave being formed (the last microbatch built was
+  // multi-step and none has ended since); 0 when none is.
+  int wave_steps_ = 0;
 };
 
 }  // namespace seam::coordinator

@@ -36,7 +36,19 @@ absl::StatusOr<std::unordered_map<std::string, size_t>> MatchResults(
       return absl::InvalidArgumentError(absl::StrCat(
           "microbatch ", mb.id, ": two results for request '", r.request_id, "'"));
     }
-    if (r.status.ok() && entry->second->is_last_chunk && r.token < 0) {
+    if (r.status.ok() && mb.decode_steps > 1) {
+      if (static_cast<int>(r.tokens.size()) != mb.decode_steps) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "microbatch ", mb.id, " runs ", mb.decode_steps, " decode steps but the result of request '",
+            r.request_id, "' has ", r.tokens.size(), " tokens"));
+      }
+      for (int32_t t : r.tokens) {
+        if (t < 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "microbatch ", mb.id, ": request '", r.request_id, "' has token ", t));
+        }
+      }
+    } else if (r.status.ok() && entry->second->is_last_chunk && r.token < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "microbatch ", mb.id, ": request '", r.request_id, "' samples in this step but its ",
           "result has token ", r.token));
@@ -63,6 +75,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
   SEAM_ASSIGN_OR_RETURN(auto index, MatchResults(mb_it->second, results));
   const Microbatch mb = std::move(mb_it->second);
   in_flight_.erase(mb_it);
+  wave_steps_ = 0;
 
   std::vector<SchedulerEvent> events;
   for (const auto& group : mb.entries_by_group) {
@@ -79,6 +92,25 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
         continue;
       }
       state.kv_tokens = entry.start_position + entry.num_tokens;
+      if (mb.decode_steps > 1) {
+        // Each step's token in turn, up to the one that ends the request
+        // (the stages ran the later steps anyway; their tokens are dropped).
+        for (size_t k = 0; k < result.tokens.size(); ++k) {
+          const int32_t t = result.tokens[k];
+          state.kv_tokens = entry.start_position + static_cast<int>(k) + 1;
+          const std::optional<FinishReason> reason = RecordSample(state, t);
+          SchedulerEvent token;
+          token.kind = SchedulerEvent::Kind::kToken;
+          token.request_id = entry.request_id;
+          token.token = t;
+          events.push_back(std::move(token));
+          if (reason.has_value()) {
+            End(entry.request_id, Finished(entry.request_id, *reason), events);
+            break;
+          }
+        }
+        continue;
+      }
       if (entry.is_prefill) {
         state.prefilled = state.kv_tokens;
         if (!entry.is_last_chunk) continue;
@@ -103,6 +135,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Fail(uint64_t microba
   if (mb_it == in_flight_.end()) return NotInFlight(microbatch_id);
   const Microbatch mb = std::move(mb_it->second);
   in_flight_.erase(mb_it);
+  wave_steps_ = 0;
   std::vector<SchedulerEvent> events;
   for (const auto& group : mb.entries_by_group) {
     for (const auto& entry : group) {
@@ -130,6 +163,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::FailAll(const absl::S
         events);
   }
   in_flight_.clear();
+  wave_steps_ = 0;
   epoch_ += 1;
   next_sequence_number_ = 1;
   return events;

@@ -48,6 +48,11 @@ struct SchedulerDriver {
         SequenceResult r;
         r.request_id = e.request_id;
         r.token = e.is_last_chunk ? sampler(e) : -1;
+        for (int k = 0; mb.decode_steps > 1 && k < mb.decode_steps; ++k) {
+          MicrobatchEntry at = e;  // step k feeds position start_position + k
+          at.start_position += k;
+          r.tokens.push_back(sampler(at));
+        }
         results.push_back(r);
       }
     }

@@ -187,6 +187,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   driver_options.scheduler.pipeline_stages = o.stages.size();
   driver_options.scheduler.dp_groups = o.attn_dp;
   driver_options.scheduler.max_queue = o.max_queue;
+  driver_options.scheduler.max_decode_steps = o.decode_steps;
   driver_options.stage_timeout = o.stage_timeout;
   driver_options.stage_timeout_per_token = o.stage_timeout_per_token;
   // Stages already configured (by a coordinator that exited or died) are

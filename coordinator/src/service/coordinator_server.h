@@ -41,6 +41,9 @@ struct CoordinatorServerOptions {
   // report (the least over them). A value above the stages' is lowered to it.
   int64_t kv_blocks = 0;
   int max_queue = 1024;                   // sequences waiting for admission
+  // Decode steps a microbatch may run on the stages without a round trip
+  // to the coordinator (SchedulerOptions::max_decode_steps); 1: off.
+  int decode_steps = 8;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};

@@ -134,6 +134,7 @@ absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineL
     c.set_pipeline_size(p);
     if (k > 0) *c.mutable_previous_stage() = stages[k - 1].status.worker_address();
     if (k + 1 < p) *c.mutable_next_stage() = stages[k + 1].status.worker_address();
+    if (p > 1 && k + 1 == p) *c.mutable_first_stage() = stages[0].status.worker_address();
     c.set_epoch(layout.epoch);
     c.set_handoff_key(*key);
     threads.emplace_back([&, k, c] {

@@ -29,13 +29,15 @@ double TensorBytes(const std::vector<boundary::PipelineTensors>& handoffs) {
 
 MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group,
                                    handoff::UcxWorker& worker, handoff::UcxEndpoint previous,
-                                   handoff::UcxEndpoint next, absl::Duration handoff_timeout,
+                                   handoff::UcxEndpoint next, handoff::UcxEndpoint first,
+                                   absl::Duration handoff_timeout,
                                    uint64_t max_handoff_payload_bytes, StageMetrics* metrics)
     : config_(config),
       group_(std::move(group)),
       worker_(worker),
       previous_(std::move(previous)),
       next_(std::move(next)),
+      first_(std::move(first)),
       handoff_timeout_(handoff_timeout) {
   if (metrics != nullptr) {
     metrics_.emplace(metrics->ForRank(static_cast<int>(config_.pipeline_rank()), group_->tp()));
@@ -43,13 +45,33 @@ MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_pt
     for (const auto& [bucket, n] : stats.replays) graph_replays_seen_ += n;
     eager_steps_seen_ = stats.eager_steps;
   }
-  if (group_->is_first_piece()) return;
   handoff::HandoffReceiverOptions receive;
   receive.key = config_.handoff_key();
+  if (group_->is_first_piece()) {
+    if (config_.pipeline_size() > 1) {
+      // Tokens of multi-step decode: one int32 per sequence of a step.
+      // (a step has at most a descriptor's sequences, far fewer than 2^18).
+      receive.max_payload_bytes = uint64_t{1} << 20;
+      token_receiver_ = std::make_unique<handoff::HandoffReceiver>(worker_, nullptr, receive);
+    }
+    return;
+  }
   receive.page_locked = group_->on_gpu();
   receive.max_payload_bytes = max_handoff_payload_bytes;
   // One receiver for the runner's life: its drop counts accumulate.
   receiver_ = std::make_unique<handoff::HandoffReceiver>(worker_, previous_.valid() ? &previous_ : nullptr, receive);
+}
+
+handoff::HandoffDrops MicrobatchRunner::drops() const {
+  handoff::HandoffDrops d = receiver_ ? receiver_->drops() : handoff::HandoffDrops{};
+  if (token_receiver_) {
+    const handoff::HandoffDrops& t = token_receiver_->drops();
+    d.bad_mac += t.bad_mac;
+    d.oversized += t.oversized;
+    d.malformed += t.malformed;
+    d.unexpected_microbatch += t.unexpected_microbatch;
+  }
+  return d;
 }
 
 v1::MicrobatchResult MicrobatchRunner::Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const {
@@ -69,11 +91,24 @@ std::vector<uint64_t> MicrobatchRunner::FreeBlocks() const {
   return free;
 }
 
+void MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, const Answer& answer) {
+  if (d.decode_steps() > 1) return TakeIntoWave(d, answer);
+  if (!wave_.empty()) {  // never from a sound coordinator: the wave cannot become whole
+    for (const v1::MicrobatchDescriptor& m : wave_) {
+      AnswerError(m, absl::InvalidArgumentError(absl::StrCat("microbatch ", d.microbatch_id(),
+                                                             " came before this wave was whole")), answer);
+    }
+    wave_.clear();
+  }
+  answer(Run(d));
+}
+
 v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d) {
   v1::MicrobatchResult result;
   result.set_microbatch_id(d.microbatch_id());
   const absl::Time started = absl::Now();
-  absl::Status status = RunChecked(d, result);
+  absl::Status status = Take(d);
+  if (status.ok()) status = Compute(d, 0, result);
   // Where a step's time goes: in this stage, or between its answer and the
   // next descriptor (the coordinator's round trip and the other stages).
   const absl::Time done = absl::Now();
@@ -88,7 +123,7 @@ v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d) {
   return result;
 }
 
-absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result) {
+absl::Status MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
   // Out of order (another epoch, a replay, a jump ahead): refused with the
   // counter where it is, so the next real descriptor still runs.
   SEAM_RETURN_IF_ERROR(CheckDescriptorOrder(d, config_.epoch(), last_sequence_number_));
@@ -102,8 +137,11 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
       return Annotate(freed, absl::StrCat("finished_sequence_ids: freeing sequence ", id));
     }
   }
-  SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, group_->config().vocab_size));
+  return CheckDescriptorContents(d, group_->config().vocab_size);
+}
 
+absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32_t step,
+                                       v1::MicrobatchResult& result) {
   std::vector<models::SequenceStep> steps;
   for (const v1::SequenceEntry& s : d.sequences()) {
     steps.push_back(models::SequenceStep{s.sequence_id(), {s.token_ids().begin(), s.token_ids().end()},
@@ -112,7 +150,7 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
   std::vector<boundary::PipelineTensors> in;
   if (!group_->is_first_piece()) {
     const absl::Time wait = absl::Now();
-    SEAM_ASSIGN_OR_RETURN(in, ReceiveHandoff(d));
+    SEAM_ASSIGN_OR_RETURN(in, ReceiveHandoff(d, step));
     if (metrics_) {
       metrics_->handoff_receive.Observe(SecondsSince(wait));
       metrics_->handoff_bytes_received.Increment(TensorBytes(in));
@@ -129,6 +167,7 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
   if (metrics_) RecordStep(SecondsSince(step_start));
   if (!group_->is_last_piece()) {
     SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
+    framed.header.set_decode_step(step);
     handoff::HandoffSenderOptions send;
     send.key = config_.handoff_key();
     handoff::HandoffSender sender(worker_, next_, std::move(send));
@@ -152,12 +191,19 @@ absl::Status MicrobatchRunner::RunChecked(const v1::MicrobatchDescriptor& d, v1:
 }
 
 absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::ReceiveHandoff(
-    const v1::MicrobatchDescriptor& d) {
+    const v1::MicrobatchDescriptor& d, uint32_t step) {
   handoff::HandoffExpectation expect;
   expect.microbatch_id = d.microbatch_id();
   expect.sequence_number = d.sequence_number();
   expect.epoch = d.epoch();
-  expect.validator = [&](const v1::StreamState& header) { return CheckHandoffHeader(header, d, config_, *group_); };
+  expect.validator = [&](const v1::StreamState& header) {
+    if (header.decode_step() != step) {
+      // Steps of one microbatch arrive in order: another is a late one.
+      return absl::FailedPreconditionError(
+          absl::StrCat("decode_step: ", header.decode_step(), ", this stage runs step ", step));
+    }
+    return CheckHandoffHeader(header, d, config_, *group_);
+  };
   const absl::Time deadline = absl::Now() + handoff_timeout_;
   while (true) {
     absl::StatusOr<handoff::ReceivedHandoff> got = receiver_->Receive(expect, deadline);

@@ -1,11 +1,16 @@
 // MicrobatchRunner: runs one microbatch descriptor on a configured stage,
 // from checks through compute to its answer: receive the previous stage's
 // handoff (non-first), compute, then send the handoff on (non-last) or
-// sample each sequence's next token (last). Owned and driven by the stage
-// actor's thread, which also owns the UCX worker it uses.
+// sample each sequence's next token (last). A multi-step decode descriptor
+// (decode_steps > 1) is taken into its wave and run, with the wave's other
+// members, step by step once the wave is whole (decode_wave.cc): step k > 0
+// feeds the tokens of step k - 1, which the last stage sends the first one
+// over the data plane. Owned and driven by the stage actor's thread, which
+// also owns the UCX worker it uses.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -24,16 +29,25 @@ namespace seam::server {
 class MicrobatchRunner {
  public:
   // `previous` / `next`: endpoints to the neighbours (invalid where there is
-  // none). Handoffs are sealed and verified under config.handoff_key(); one
+  // none); `first`: the last stage's endpoint to the first (pipelines of two
+  // or more), for the tokens of multi-step decode. Handoffs are sealed and verified under config.handoff_key(); one
   // listing more than `max_handoff_payload_bytes` is dropped unread.
   // `metrics` (may be null) times steps and handoffs.
   MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group, handoff::UcxWorker& worker,
-                   handoff::UcxEndpoint previous, handoff::UcxEndpoint next, absl::Duration handoff_timeout,
+                   handoff::UcxEndpoint previous, handoff::UcxEndpoint next, handoff::UcxEndpoint first,
+                   absl::Duration handoff_timeout,
                    uint64_t max_handoff_payload_bytes, StageMetrics* metrics = nullptr);
 
-  // Runs `d` and returns its answer; an error of any step becomes the
-  // result's error, with this stage's pipeline rank. Never throws, never
-  // waits past the handoff timeout for a neighbour.
+  // Runs `d` and gives its answers to `answer`: one for a single-step
+  // descriptor; for a multi-step one, nothing until its wave is whole, then
+  // the answers of every member of the wave (the last stage's of each step,
+  // `more` set on all but a member's last; other stages' once a member is
+  // done). Every descriptor gets exactly one answer without `more`. An error
+  // becomes the answer's error, with this stage's pipeline rank. Never
+  // throws, never waits past the handoff timeout for a neighbour.
+  using Answer = std::function<void(v1::MicrobatchResult)>;
+  void Run(const v1::MicrobatchDescriptor& d, const Answer& answer);
+  // The single-step form (a descriptor with decode_steps <= 1).
   v1::MicrobatchResult Run(const v1::MicrobatchDescriptor& d);
 
   // The answer for a descriptor that is not run (drained away, abandoned).
@@ -41,25 +55,47 @@ class MicrobatchRunner {
 
   // The sequence number of the last descriptor taken in this epoch; 0 before any.
   uint64_t last_sequence_number() const { return last_sequence_number_; }
-  bool has_neighbours() const { return previous_.valid() || next_.valid(); }
+  bool has_neighbours() const { return previous_.valid() || next_.valid() || first_.valid(); }
   // Free KV blocks of each attention-DP group.
   std::vector<uint64_t> FreeBlocks() const;
   // Handoff messages dropped since this runner was made (none on a first stage).
-  handoff::HandoffDrops drops() const { return receiver_ ? receiver_->drops() : handoff::HandoffDrops{}; }
+  handoff::HandoffDrops drops() const;
 
  private:
-  absl::Status RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result);
-  // The previous stage's handoff for `d`, within the handoff timeout.
-  absl::StatusOr<std::vector<boundary::PipelineTensors>> ReceiveHandoff(const v1::MicrobatchDescriptor& d);
+  // Takes `d` as the next descriptor of the stream: its order, the frees it
+  // carries, its contents. Counts as run from here on.
+  absl::Status Take(const v1::MicrobatchDescriptor& d);
+  // One step of `d` (already taken): handoff in, compute, handoff out or
+  // the sequences' results. `step`: the decode step of a multi-step
+  // descriptor (its tokens and positions already set for the step).
+  absl::Status Compute(const v1::MicrobatchDescriptor& d, uint32_t step, v1::MicrobatchResult& result);
+  // The previous stage's handoff for step `step` of `d`, within the handoff timeout.
+  absl::StatusOr<std::vector<boundary::PipelineTensors>> ReceiveHandoff(const v1::MicrobatchDescriptor& d,
+                                                                        uint32_t step);
+
+  // decode_wave.cc: a multi-step descriptor joins the wave; the wave runs once whole.
+  void TakeIntoWave(const v1::MicrobatchDescriptor& d, const Answer& answer);
+  void RunWave(const Answer& answer);
+  absl::Status CheckWaveMember(const v1::MicrobatchDescriptor& d) const;
+  // The first stage: the tokens step `step` of `d` feeds, from the last stage.
+  absl::StatusOr<std::vector<int32_t>> ReceiveTokens(const v1::MicrobatchDescriptor& d, uint32_t step);
+  // The last stage: sends the first the tokens step `step` of `d` feeds.
+  absl::Status SendTokens(const v1::MicrobatchDescriptor& d, uint32_t step, const std::vector<int32_t>& tokens);
+  // Answers for whole-microbatch failures and the last stage's step results.
+  void AnswerError(const v1::MicrobatchDescriptor& d, const absl::Status& why, const Answer& answer) const;
   // After a step: its time, each rank's Synchronize wait, graph or eager.
   void RecordStep(double seconds);
 
   v1::StageConfig config_;
   std::unique_ptr<runtime::StageGroup> group_;
   handoff::UcxWorker& worker_;
-  handoff::UcxEndpoint previous_, next_;
+  handoff::UcxEndpoint previous_, next_, first_;
   absl::Duration handoff_timeout_;
   std::unique_ptr<handoff::HandoffReceiver> receiver_;  // from previous_; null on the first stage
+  // The first stage of a pipeline of two or more: tokens from the last stage.
+  std::unique_ptr<handoff::HandoffReceiver> token_receiver_;
+  // Multi-step descriptors taken of the wave that is not yet whole.
+  std::vector<v1::MicrobatchDescriptor> wave_;
   SequenceSampler sampler_;
   uint64_t last_sequence_number_ = 0;
   absl::Time last_answer_ = absl::InfinitePast();  // when the previous microbatch ended (debug timing)

@@ -28,7 +28,7 @@ void RunStream::Deliver(v1::MicrobatchResult result) {
   bool remove = false;
   {
     std::lock_guard<std::recursive_mutex> lock(mu_);
-    --pending_;
+    if (!result.more()) --pending_;  // a descriptor's last answer
     if (done_) {
       remove = CanDeleteLocked();
     } else if (!finished_) {

@@ -96,6 +96,7 @@ void StageActor::Loop(std::promise<absl::Status>* started) {
     }
     task();
   }
+  AnswerUnanswered(absl::CancelledError("the stage stopped"));
   runner_.reset();
   worker_.reset();
 }
@@ -142,7 +143,6 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
     if (accepting_) {
       ++in_flight_;
       mailbox_.push_back([this, d = std::move(descriptor), done = std::move(done), rank] {
-        v1::MicrobatchResult result;
         bool abandon = false;
         std::string state;
         {
@@ -150,24 +150,24 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
           abandon = abandon_;
           state = v1::StageState_Name(state_) + (error_.empty() ? "" : ": " + error_);
         }
-        if (abandon) {
-          result = ErrorResult(d, absl::CancelledError("abandoned by Shutdown before it ran"), rank);
-        } else if (runner_ == nullptr) {
-          result = ErrorResult(d, absl::FailedPreconditionError(absl::StrCat("stage is not ready (", state, ")")),
-                               rank);
-        } else {
-          result = runner_->Run(d);
-        }
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          --in_flight_;
-          if (runner_ != nullptr) {
-            last_sequence_number_ = runner_->last_sequence_number();
-            kv_free_blocks_ = runner_->FreeBlocks();
-            drops_ = runner_->drops();
+        if (unanswered_.count(d.microbatch_id()) != 0) {  // never from a sound coordinator
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            --in_flight_;
           }
+          return done(ErrorResult(
+              d, absl::InvalidArgumentError(absl::StrCat("microbatch ", d.microbatch_id(), " is already in progress")),
+              rank));
         }
-        done(std::move(result));
+        unanswered_[d.microbatch_id()] = done;
+        if (abandon) {
+          Deliver(ErrorResult(d, absl::CancelledError("abandoned by Shutdown before it ran"), rank));
+        } else if (runner_ == nullptr) {
+          Deliver(ErrorResult(d, absl::FailedPreconditionError(absl::StrCat("stage is not ready (", state, ")")),
+                              rank));
+        } else {
+          runner_->Run(d, [this](v1::MicrobatchResult r) { Deliver(std::move(r)); });
+        }
       });
       changed_.notify_all();
       return;
@@ -176,6 +176,36 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
   done(ErrorResult(descriptor,
                    absl::FailedPreconditionError("stage is draining or stopped; it takes no more microbatches"),
                    rank));
+}
+
+void StageActor::Deliver(v1::MicrobatchResult result) {
+  auto it = unanswered_.find(result.microbatch_id());
+  if (it == unanswered_.end()) return;
+  std::function<void(v1::MicrobatchResult)> done = it->second;
+  if (!result.more()) {
+    unanswered_.erase(it);
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+    if (runner_ != nullptr) {
+      last_sequence_number_ = runner_->last_sequence_number();
+      kv_free_blocks_ = runner_->FreeBlocks();
+      drops_ = runner_->drops();
+    }
+  }
+  done(std::move(result));
+}
+
+void StageActor::AnswerUnanswered(const absl::Status& why) {
+  uint32_t rank = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rank = config_.has_value() ? config_->pipeline_rank() : 0;
+  }
+  while (!unanswered_.empty()) {
+    v1::MicrobatchDescriptor d;
+    d.set_microbatch_id(unanswered_.begin()->first);
+    Deliver(ErrorResult(d, why, rank));
+  }
 }
 
 void StageActor::Drain(bool abandon, std::function<void(v1::StageStatus)> done) {
@@ -187,6 +217,7 @@ void StageActor::Drain(bool abandon, std::function<void(v1::StageStatus)> done) 
   }
   SetServing(false);
   Post([this, done = std::move(done)] {
+    AnswerUnanswered(absl::CancelledError("the stage drained before the wave of this microbatch was whole"));
     v1::StageStatus s;
     {
       std::lock_guard<std::mutex> lock(mu_);

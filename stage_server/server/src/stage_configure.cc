@@ -25,6 +25,7 @@ bool IsNewEpochOf(const v1::StageConfig& now, const v1::StageConfig& next) {
     c->clear_epoch();
     c->clear_previous_stage();
     c->clear_next_stage();
+    c->clear_first_stage();
     c->clear_handoff_key();
   }
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
@@ -64,6 +65,7 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
             drops_ = {};
             last_sequence_number_ = 0;
           }
+          AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
           runner_.reset();
           Load(config, done);
         });
@@ -154,14 +156,20 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
     if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to next_stage"));
     next = std::move(*ep);
   }
+  handoff::UcxEndpoint first;  // the last stage's way to the first, for multi-step decode
+  if (!config.first_stage().ucx_address().empty()) {
+    absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.first_stage().ucx_address());
+    if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to first_stage"));
+    first = std::move(*ep);
+  }
   const uint64_t kv_blocks = static_cast<uint64_t>((*group)->KvBlocksPerDpGroup());
   const uint32_t kv_block_size = static_cast<uint32_t>((*group)->KvBlockSize());
   const uint64_t max_payload =
       MaxHandoffPayloadBytes(*model, static_cast<int>(config.tp_size()), static_cast<int>(config.attn_dp_size()),
                              options_.group.dtype, options_.group.kv.max_step_tokens);
   runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
-                                               std::move(next), options_.handoff_timeout, max_payload,
-                                               options_.metrics);
+                                               std::move(next), std::move(first), options_.handoff_timeout,
+                                               max_payload, options_.metrics);
   v1::StageStatus s;
   bool serving = false;
   {

@@ -11,6 +11,9 @@
 
 namespace seam::coordinator {
 
+// Most steps one multi-step decode microbatch may run (SchedulerOptions::max_decode_steps).
+inline constexpr int kMaxDecodeSteps = 64;
+
 // Every field has a default; Scheduler::Create refuses values that make no
 // sense (INVALID_ARGUMENT naming the field and value).
 struct SchedulerOptions {
@@ -41,6 +44,13 @@ struct SchedulerOptions {
   // max_tokens_per_microbatch.
   bool chunked_prefill = false;
   int prefill_chunk_tokens = 512;
+  // Multi-step decode: a microbatch of decode steps only may run up to
+  // max_decode_steps steps at once on the stages (each step feeds the token
+  // the previous one chose, without a round trip to the coordinator). It
+  // runs fewer when a sequence of it has fewer tokens left to generate, and
+  // one while any request waits for admission or is prefilling, so that a
+  // new request's first token is never held back by a long run. 1: off.
+  int max_decode_steps = 1;
   // The epoch of the first microbatch (a coordinator that adopts running
   // stages starts past their epoch); FailAll advances it.
   uint64_t first_epoch = 0;
@@ -88,6 +98,9 @@ struct Microbatch {
   std::vector<std::vector<MicrobatchEntry>> entries_by_group;
   int num_tokens = 0;            // rows summed over all groups
   int num_sequences = 0;         // entries summed over all groups
+  // Steps the stages run this microbatch for (see max_decode_steps): every
+  // entry is then a decode step whose step k feeds position start_position + k.
+  int decode_steps = 1;
   // Requests preempted since the previous microbatch: the scheduler already
   // counts their blocks as free (this microbatch may use them), so the
   // stages must free their KV before running it.
@@ -102,6 +115,9 @@ struct SequenceResult {
   int32_t token = -1;
   // Not OK: this sequence failed (only it); its KV is freed.
   absl::Status status;
+  // A microbatch of decode_steps > 1: the token chosen at each step, in step
+  // order (exactly decode_steps of them when status is OK); `token` is unused.
+  std::vector<int32_t> tokens;
 };
 
 enum class FinishReason { kMaxTokens, kStopToken, kCancelled };

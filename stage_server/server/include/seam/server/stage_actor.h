@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,8 +61,9 @@ class StageActor {
   // FAILED (an OK call whose status carries the error).
   void Configure(const v1::StageConfig& config, StatusCallback done);
 
-  // Queues a descriptor; `done` gets its answer. After Drain it is answered
-  // at once with FAILED_PRECONDITION.
+  // Queues a descriptor; `done` gets its answers: one, or for a multi-step
+  // decode descriptor on the last stage one per step, all but the last with
+  // `more` set. After Drain it is answered at once with FAILED_PRECONDITION.
   void Submit(v1::MicrobatchDescriptor descriptor, std::function<void(v1::MicrobatchResult)> done);
 
   // Stops taking descriptors (DRAINING), finishes those queued, then STOPPED.
@@ -103,6 +105,15 @@ class StageActor {
   // Actor thread only.
   std::unique_ptr<handoff::UcxWorker> worker_;
   std::unique_ptr<MicrobatchRunner> runner_;
+  // Descriptors taken and not yet answered for good (members of a
+  // multi-step wave that is not whole or still runs), by microbatch id.
+  std::map<uint64_t, std::function<void(v1::MicrobatchResult)>> unanswered_;
+  // Gives `result` to its descriptor's callback; a final answer (no `more`)
+  // ends the descriptor. Actor thread.
+  void Deliver(v1::MicrobatchResult result);
+  // Ends every descriptor still unanswered with `why` (a wave that will
+  // never run: the stage drains or reloads). Actor thread.
+  void AnswerUnanswered(const absl::Status& why);
 };
 
 }  // namespace seam::server

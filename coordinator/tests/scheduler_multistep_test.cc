@@ -1,0 +1,130 @@
+// Multi-step decode in the scheduler: how many steps a microbatch runs, how
+// its tokens end requests, and how microbatches of a pipeline form waves.
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler_driver.h"
+#include "seam/coordinator/scheduler.h"
+
+namespace seam::coordinator {
+namespace {
+
+using testing::IdsOf;
+using testing::SchedulerDriver;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+SchedulerOptions MultiStep(int stages = 1, int steps = 8) {
+  SchedulerOptions o;
+  o.pipeline_stages = stages;
+  o.kv_blocks_per_dp_group = 64;
+  o.block_size = 4;
+  o.max_tokens_per_microbatch = 64;
+  o.max_sequences_per_microbatch = 8;
+  o.max_decode_steps = steps;
+  return o;
+}
+
+TEST(SchedulerMultiStep, DecodeRunsSeveralStepsAndEndsOnMaxTokensExactly) {
+  SchedulerDriver d(MultiStep());
+  d.sampler = [](const MicrobatchEntry& e) { return 100 + e.start_position; };
+  d.Submit("a", 4, 11);
+  d.Complete(d.MustNext());  // prefill: the first token
+  Microbatch run = d.MustNext();
+  EXPECT_EQ(run.decode_steps, 8);
+  EXPECT_EQ(run.entries_by_group[0][0].start_position, 4);
+  d.Complete(run);
+  Microbatch tail = d.MustNext();
+  EXPECT_EQ(tail.decode_steps, 2) << "as many steps as tokens are left";
+  d.Complete(tail);
+  EXPECT_FALSE(d.scheduler->Next().has_value());
+  // The prefill entry starts at 0; step k of a run feeds position start + k.
+  EXPECT_THAT(d.TokensOf("a"), ElementsAre(100, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113));
+  ASSERT_EQ(d.TerminalOf("a").size(), 1u);
+  EXPECT_EQ(d.TerminalOf("a")[0].reason, FinishReason::kMaxTokens);
+  EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
+}
+
+TEST(SchedulerMultiStep, AStopTokenEndsTheRequestAndDropsTheLaterSteps) {
+  SchedulerDriver d(MultiStep());
+  d.sampler = [](const MicrobatchEntry& e) { return e.start_position == 7 ? 2 : 50; };
+  d.Submit("a", 4, 30, {2});
+  d.Complete(d.MustNext());
+  Microbatch run = d.MustNext();
+  ASSERT_EQ(run.decode_steps, 8);
+  d.Complete(run);
+  EXPECT_THAT(d.TokensOf("a"), ElementsAre(50, 50, 50, 50, 2));
+  ASSERT_EQ(d.TerminalOf("a").size(), 1u);
+  EXPECT_EQ(d.TerminalOf("a")[0].reason, FinishReason::kStopToken);
+  EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
+  EXPECT_EQ(d.scheduler->RunningCount(), 0);
+}
+
+TEST(SchedulerMultiStep, AWaitingRequestGetsSingleStepsSoItsPrefillIsNotHeldBack) {
+  SchedulerDriver d(MultiStep());
+  d.Submit("a", 4, 30);
+  d.Complete(d.MustNext());
+  d.Submit("b", 4, 30);
+  Microbatch mixed = d.MustNext();
+  EXPECT_EQ(mixed.decode_steps, 1);
+  EXPECT_THAT(IdsOf(mixed), ElementsAre("a", "b"));
+  d.Complete(mixed);
+  EXPECT_EQ(d.MustNext().decode_steps, 8) << "both decode, nothing waits";
+}
+
+TEST(SchedulerMultiStep, OneStepWhenTheKvForAllStepsIsNotFree) {
+  SchedulerOptions o = MultiStep();
+  o.kv_blocks_per_dp_group = 4;  // 16 positions
+  SchedulerDriver d(o);
+  d.Submit("a", 3, 13);  // holds 1 block after admission (3 + 1 positions)
+  d.Submit("b", 11, 5);  // holds 3 blocks (11 + 1): none is left
+  d.Complete(d.MustNext());
+  // Four steps would need a block more for each; one step needs none.
+  Microbatch next = d.MustNext();
+  EXPECT_EQ(next.decode_steps, 1);
+  EXPECT_EQ(next.num_sequences, 2);
+}
+
+TEST(SchedulerMultiStep, APipelinesMicrobatchesFormOneWaveAndComeBackTogether) {
+  SchedulerDriver d(MultiStep(/*stages=*/2));
+  for (int i = 0; i < 4; ++i) d.Submit("s" + std::to_string(i), 3, 20);
+  d.Complete(d.MustNext());
+  Microbatch a = d.MustNext(), b = d.MustNext();
+  EXPECT_EQ(a.decode_steps, 8);
+  EXPECT_EQ(b.decode_steps, 8);
+  EXPECT_EQ(a.num_sequences + b.num_sequences, 4);
+  d.Complete(a);
+  EXPECT_FALSE(d.scheduler->Next().has_value()) << "a's sequences wait for the rest of the wave";
+  d.Complete(b);
+  Microbatch c = d.MustNext(), e = d.MustNext();
+  EXPECT_EQ(c.decode_steps, 8);
+  EXPECT_EQ(c.num_sequences + e.num_sequences, 4);
+}
+
+TEST(SchedulerMultiStep, ResultsWithTheWrongNumberOfTokensAreRefused) {
+  SchedulerDriver d(MultiStep());
+  d.Submit("a", 4, 30);
+  d.Complete(d.MustNext());
+  Microbatch run = d.MustNext();
+  SequenceResult r;
+  r.request_id = "a";
+  r.tokens = {1, 2, 3};
+  auto events = d.scheduler->Complete(run.id, {r});
+  ASSERT_FALSE(events.ok());
+  EXPECT_EQ(events.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(events.status().message(), HasSubstr("has 3 tokens"));
+  r.tokens.assign(8, -1);
+  EXPECT_EQ(d.scheduler->Complete(run.id, {r}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SchedulerMultiStep, OptionIsChecked) {
+  SchedulerOptions o = MultiStep();
+  o.max_decode_steps = 0;
+  EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.max_decode_steps = kMaxDecodeSteps + 1;
+  EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace seam::coordinator
