@@ -6,7 +6,8 @@
 #   serve   seam bench serve on the model of the served-path issue (Qwen3,
 #           8 layers, hidden 4096, 32 heads, 8 KV heads of 128, intermediate
 #           12288, vocab 32000, bf16): prompts of 128, 64 new tokens, batch 1,
-#           8 and 32, at PP 1 TP 1 and, with two GPUs, TP 2 and PP 2
+#           8 and 32, at PP 1 TP 1 with one decode step per microbatch and
+#           with the coordinator's default, and, with two GPUs, TP 2 and PP 2
 #   tokens  seam run --device cuda: the pipeline's tokens against the
 #           single-process run at PP {1,2} x TP {1,2}, f32 and bf16
 #   fusion  seam-bench-gpu allreduce-norm at TP 2 (fused vs NCCL + add-norm)
@@ -50,10 +51,16 @@ if want serve; then
     echo "bench serve $name rc=$?" >> "$SUMMARY"
     grep -E '^ +(1|8|32) ' "$OUT_DIR/serve_$name.log" | sed "s/^/  $name /" >> "$SUMMARY"
   }
-  for layout in ${SERVE_LAYOUTS:-pp1_tp1 pp1_tp2 pp2_tp1}; do
-    pp=${layout#pp}; pp=${pp%%_*}; tp=${layout##*tp}
-    [ $((pp * tp)) -le "$N" ] || [ "$N" -ge 2 ] || { echo "bench serve $layout: skipped, $N GPU" >> "$SUMMARY"; continue; }
-    serve "$layout" --pp "$pp" --tp "$tp"
+  # A layout is ppP_tpT, with _sK for --decode-steps K on the coordinator
+  # (default: the coordinator's own, 8); pp1_tp1_s1 is one step per
+  # microbatch, the round trip a step that multi-step decode removes.
+  for layout in ${SERVE_LAYOUTS:-pp1_tp1_s1 pp1_tp1 pp1_tp2 pp2_tp1}; do
+    steps=()
+    case $layout in *_s*) steps=(--coordinator-arg=--decode-steps=${layout##*_s}) ;; esac
+    base=${layout%_s*}
+    pp=${base#pp}; pp=${pp%%_*}; tp=${base##*tp}
+    [ $((pp * tp)) -le "$N" ] || { echo "bench serve $layout: skipped, $N GPU" >> "$SUMMARY"; continue; }
+    serve "$layout" --pp "$pp" --tp "$tp" "${steps[@]}"
   done
 fi
 
