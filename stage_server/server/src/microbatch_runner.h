@@ -15,6 +15,7 @@
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/ucx_worker.h"
 #include "seam/runtime/stage_group.h"
+#include "device_handoff_link.h"
 #include "seam/v1/stage_service.pb.h"
 #include "sequence_sampler.h"
 #include "stage_metrics.h"
@@ -26,10 +27,12 @@ class MicrobatchRunner {
   // `previous` / `next`: endpoints to the neighbours (invalid where there is
   // none). Handoffs are sealed and verified under config.handoff_key(); one
   // listing more than `max_handoff_payload_bytes` is dropped unread.
-  // `metrics` (may be null) times steps and handoffs.
+  // `metrics` (may be null) times steps and handoffs. `links`: whether and
+  // how the links to the neighbours may go GPU to GPU (device_handoff_link.h).
   MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group, handoff::UcxWorker& worker,
                    handoff::UcxEndpoint previous, handoff::UcxEndpoint next, absl::Duration handoff_timeout,
-                   uint64_t max_handoff_payload_bytes, StageMetrics* metrics = nullptr);
+                   uint64_t max_handoff_payload_bytes, StageMetrics* metrics = nullptr,
+                   const HandoffLinkOptions& links = {});
 
   // Runs `d` and returns its answer; an error of any step becomes the
   // result's error, with this stage's pipeline rank. Never throws, never
@@ -44,8 +47,13 @@ class MicrobatchRunner {
   bool has_neighbours() const { return previous_.valid() || next_.valid(); }
   // Free KV blocks of each attention-DP group.
   std::vector<uint64_t> FreeBlocks() const;
-  // Handoff messages dropped since this runner was made (none on a first stage).
-  handoff::HandoffDrops drops() const { return receiver_ ? receiver_->drops() : handoff::HandoffDrops{}; }
+  // Data-plane messages dropped since this runner was made: handoff headers
+  // (none on a first stage), and replies of the next stage's device link.
+  handoff::HandoffDrops drops() const;
+  // How handoffs travel from the previous stage and to the next one
+  // (UNSPECIFIED where there is no such neighbour).
+  v1::HandoffTransport transport_in() const;
+  v1::HandoffTransport transport_out() const;
 
  private:
   absl::Status RunChecked(const v1::MicrobatchDescriptor& d, v1::MicrobatchResult& result);
@@ -59,7 +67,8 @@ class MicrobatchRunner {
   handoff::UcxWorker& worker_;
   handoff::UcxEndpoint previous_, next_;
   absl::Duration handoff_timeout_;
-  std::unique_ptr<handoff::HandoffReceiver> receiver_;  // from previous_; null on the first stage
+  std::unique_ptr<IncomingLink> incoming_;  // from previous_; null on the first stage
+  std::unique_ptr<OutgoingLink> outgoing_;  // to next_; null on the last stage
   SequenceSampler sampler_;
   uint64_t last_sequence_number_ = 0;
   absl::Time last_answer_ = absl::InfinitePast();  // when the previous microbatch ended (debug timing)
