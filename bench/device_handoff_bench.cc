@@ -29,7 +29,7 @@
 #include "seam/handoff/handoff.h"
 
 #if defined(SEAM_HAVE_CUDA)
-#include <cuda_runtime_api.h>
+#include "seam/core/cuda_check.h"
 #endif
 
 namespace seam::bench {
