@@ -22,6 +22,7 @@
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/handoff_tag.h"
 #include "seam/handoff/ucx_worker.h"
+#include "handoff_bench_common.h"
 
 namespace {
 
@@ -144,8 +145,14 @@ int SendSome(const Args& a, UcxWorker& w, UcxEndpoint& ep, uint64_t first, int c
   return got.ok() ? 0 : Fail("sender ack", got.status());
 }
 
-// Creates a worker, swaps addresses over the pipes and connects.
 bool Connect(bool tcp, int rfd, int wfd, std::unique_ptr<UcxWorker>& w, UcxEndpoint& ep) {
+  return seam::bench::ConnectOverPipes(tcp, rfd, wfd, w, ep);
+}
+
+}  // namespace
+
+// Creates a worker, swaps addresses over the pipes and connects.
+bool seam::bench::ConnectOverPipes(bool tcp, int rfd, int wfd, std::unique_ptr<UcxWorker>& w, UcxEndpoint& ep) {
   auto worker = UcxWorker::Create(Options(tcp));
   if (!worker.ok()) return Fail("worker", worker.status()), false;
   w = *std::move(worker);
@@ -156,6 +163,11 @@ bool Connect(bool tcp, int rfd, int wfd, std::unique_ptr<UcxWorker>& w, UcxEndpo
   ep = *std::move(endpoint);
   return true;
 }
+
+bool seam::bench::WritePipeMessage(int fd, const std::string& s) { return WriteMsg(fd, s); }
+bool seam::bench::ReadPipeMessage(int fd, std::string& s) { return ReadMsg(fd, s); }
+
+namespace {
 
 // --- latency mode ---
 
@@ -277,14 +289,10 @@ int Ping(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep, std::vector<double
   return 0;
 }
 
-// The q-quantile (nearest rank) of `v`, which it sorts.
-double Quantile(std::vector<double>& v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
+using seam::bench::Quantile;
 
-int RunLatency(const LatencyArgs& a) {
+// Measures; fills the median and p99 when given, else prints them.
+int RunLatency(const LatencyArgs& a, double* median_out = nullptr, double* p99_out = nullptr) {
   signal(SIGPIPE, SIG_IGN);  // a peer that exited early shows up as a failed write, not a killed process
   int to_child[2], to_parent[2];
   if (pipe(to_child) != 0 || pipe(to_parent) != 0) return 1;
@@ -326,6 +334,11 @@ int RunLatency(const LatencyArgs& a) {
   }
   if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
   const double median = Quantile(one_way_us, 0.5), p99 = Quantile(one_way_us, 0.99);
+  if (median_out != nullptr) {
+    *median_out = median;
+    *p99_out = p99;
+    return 0;
+  }
   std::printf("%.2f %.2f\n", median, p99);
   return 0;
 }
@@ -357,7 +370,26 @@ bool ParseArgs(int argc, char** argv, Args& a) {
 
 }  // namespace
 
+double seam::bench::Quantile(std::vector<double>& v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+int seam::bench::HostHandoffLatency(bool tcp, bool cuda, int64_t tokens, int64_t hidden, int iters, int warmup,
+                                    double* median, double* p99) {
+  LatencyArgs a;
+  a.tcp = tcp;
+  a.cuda = cuda;
+  a.tokens = tokens;
+  a.hidden = hidden;
+  a.iters = iters;
+  a.warmup = warmup;
+  return RunLatency(a, median, p99);
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "device") return seam::bench::RunDeviceMode(argc, argv);
   Args a;
   LatencyArgs l;
   const bool latency = argc > 1 && std::string(argv[1]) == "latency";
@@ -367,7 +399,10 @@ int main(int argc, char** argv) {
                  "         prints the sender's bandwidth in MiB/s over ITERS messages after WARMUP\n"
                  "       seam-bench-handoff latency tcp|shm TOKENS HIDDEN ITERS WARMUP [cpu|cuda]\n"
                  "         ping-pongs a pending handoff (bf16 hidden + residual, [TOKENS, HIDDEN] each) and\n"
-                 "         prints the median and p99 one-way latency in microseconds over ITERS round trips\n");
+                 "         prints the median and p99 one-way latency in microseconds over ITERS round trips\n"
+                 "       seam-bench-handoff device tcp|shm TOKENS[,TOKENS...] HIDDEN ITERS WARMUP [JSON_FILE]\n"
+                 "         the same handoff GPU to GPU through a CUDA-IPC device link, against cudaMemcpyPeer of\n"
+                 "         its bytes and the host path, as a table (and JSON)\n");
     return 2;
   }
   if (latency) return RunLatency(l);

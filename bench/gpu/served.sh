@@ -11,6 +11,10 @@
 #   tokens  seam run --device cuda: the pipeline's tokens against the
 #           single-process run at PP {1,2} x TP {1,2}, f32 and bf16
 #   fusion  seam-bench-gpu allreduce-norm at TP 2 (fused vs NCCL + add-norm)
+#   handoff device links between stages: the two-process GPU tests (one GPU,
+#           two GPUs, a corrupted payload), then seam-bench-handoff device:
+#           8/32/128 tokens x 4096 bf16 hidden + residual one way, against
+#           cudaMemcpyPeer of the same bytes and the host path (JSON per UCX mode)
 # Usage from the repo root with the bundle of scripts/gpu-bundle.sh:
 #     bash bench/gpu/served.sh OUT_DIR [PART]
 # OUT_DIR gets one log per run, the JSON of every bench serve run and
@@ -93,6 +97,18 @@ if want tokens; then
       rc=$?
       echo "seam run pp$1 tp$2 $dt rc=$rc $(grep -o 'tokens match the single-process run' "$log" | head -1) $(grep -o 'throughput: .*' "$log")" >> "$SUMMARY"
     done
+  done
+fi
+
+if want handoff; then
+  $R handoff_test --gtest_filter='*DeviceHandoffGpu*:*DeviceLink*:*TransportChoice*:*DeviceChecksum*:*SlotPlacement*' \
+    > "$OUT_DIR/device_handoff_test.log" 2>&1
+  result device_handoff_test $? "$OUT_DIR/device_handoff_test.log"
+  for mode in shm tcp; do
+    timeout 300 $R seam-bench-handoff device $mode 8,32,128 4096 2000 200 "$OUT_DIR/device_handoff_$mode.json" \
+      > "$OUT_DIR/device_handoff_$mode.log" 2>&1
+    echo "seam-bench-handoff device $mode rc=$?" >> "$SUMMARY"
+    grep -E '^ +(tokens|8|32|128) ' "$OUT_DIR/device_handoff_$mode.log" | sed "s/^/  $mode /" >> "$SUMMARY"
   done
 fi
 

@@ -24,10 +24,14 @@
 #include "seam/runtime/decode_graph.h"
 #include "seam/kernels/cpu_threads.h"
 #include "seam/weights/checkpoint.h"
+#include "src/piece_handoff.h"
 #include "src/rank_worker.h"
 
 namespace seam::runtime {
 namespace {
+
+using internal::Leaving;
+using internal::Placed;
 
 // The status payload naming the TP rank whose error a step reports.
 constexpr char kTpRankPayload[] = "type.seam.dev/tp_rank";
@@ -61,17 +65,6 @@ absl::StatusOr<std::string> MakeStoreDir() {
 // failure; report the first rank whose error is of another kind when there is one.
 bool IsEcho(const absl::Status& s) {
   return absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s) || absl::IsFailedPrecondition(s);
-}
-
-// The handoff's tensors on `device` (shared, not copied, when already there).
-absl::StatusOr<boundary::PipelineTensors> Placed(const boundary::PipelineTensors& in, Device device) {
-  boundary::PipelineTensors out = in;
-  for (Tensor* t : {&out.hidden, &out.residual}) {
-    if (t->defined()) {
-      SEAM_ASSIGN_OR_RETURN(*t, t->On(device));
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -520,7 +513,7 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
       const absl::Time wait = absl::Now();
       SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(wait + self->options.comm_timeout));
       rank.synchronize_seconds = absl::ToDoubleSeconds(absl::Now() - wait);
-      SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(o.handoff, Device::CPU()));
+      SEAM_ASSIGN_OR_RETURN(rank.handoff, Leaving(o.handoff, device, self->options.handoff_on_device));
       return leave(o.logits);
     }
     boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
@@ -537,8 +530,8 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
     const absl::Time wait = absl::Now();
     SEAM_RETURN_IF_ERROR(rank.groups->Synchronize(wait + self->options.comm_timeout));
     rank.synchronize_seconds = absl::ToDoubleSeconds(absl::Now() - wait);
-    // What leaves the group is on the host: handoffs for UCX, logits for sampling.
-    SEAM_ASSIGN_OR_RETURN(rank.handoff, Placed(rank.handoff, Device::CPU()));
+    // Handoffs leave on the host (for UCX) or on the GPU (a device transport); logits for sampling.
+    SEAM_ASSIGN_OR_RETURN(rank.handoff, Leaving(rank.handoff, device, self->options.handoff_on_device));
     return leave(logits);
   });
   if (!run.ok()) {

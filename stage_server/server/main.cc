@@ -107,6 +107,12 @@ int main(int argc, char** argv) {
                  "CUDA: decode steps replay CUDA graphs captured at start-up for these sequence counts per "
                  "attention-DP group (ascending, comma-separated; a step pads up to the next one); empty: eager")
       ->capture_default_str();
+  std::string handoff_transport = "auto";
+  app.add_option("--handoff-transport", handoff_transport,
+                 "CUDA: how handoffs reach the next stage: auto (GPU to GPU through CUDA IPC when the next stage "
+                 "is on this host and can reach this stage's GPUs, else through host memory over UCX) or host")
+      ->check(CLI::IsMember({"auto", "host"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   std::string log_format = "text", metrics_listen;
   app.add_option("--log-format", log_format, "text or json (one JSON object per line)")
@@ -190,6 +196,8 @@ int main(int argc, char** argv) {
     group.graph_buckets.push_back(bucket);
   }
   group.graph_capture_at_start = true;
+  // Handoffs stay on the GPUs for a device link; the link copies them to the host when it has none.
+  group.handoff_on_device = cuda && handoff_transport == "auto";
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

@@ -110,8 +110,7 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectatio
       // came after its receive gave up. Its payloads go too.
       Drop(drops_.unexpected_microbatch,
            absl::StrCat("header of microbatch ", microbatch, " while expecting ", expected.microbatch_id));
-      Drain(microbatch, 0, static_cast<size_t>(header->tensors_size()),
-            std::min(deadline, absl::Now() + options_.drain_timeout));
+      Discard(*header, std::min(deadline, absl::Now() + options_.drain_timeout));
       continue;
     }
     return ReceiveExpected(expected, *std::move(header), deadline);
@@ -129,9 +128,15 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::ReceiveExpected(const HandoffEx
     verdict = expected.validator ? Annotate(expected.validator(header), where)
                                  : CheckExpectedTensors(header, expected.tensors, where);
   }
+  if (verdict.ok()) verdict = CheckTransport(header, where);
   if (!verdict.ok()) {
-    Drain(microbatch, 0, count, absl::Now() + options_.drain_timeout);
+    Discard(header, absl::Now() + options_.drain_timeout);
     return verdict;
+  }
+  if (OnDevice(header)) {
+    absl::StatusOr<std::vector<Tensor>> tensors = options_.device_payloads->Take(header, deadline);
+    if (!tensors.ok()) return Annotate(tensors.status(), where);
+    return ReceivedHandoff{std::move(header), *std::move(tensors)};
   }
 
   ReceivedHandoff out;
@@ -172,6 +177,33 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::ReceiveExpected(const HandoffEx
     out.tensors.push_back(*std::move(tensor));
   }
   return out;
+}
+
+bool HandoffReceiver::OnDevice(const v1::StreamState& header) {
+  return header.transport() == v1::HANDOFF_TRANSPORT_CUDA_IPC;
+}
+
+absl::Status HandoffReceiver::CheckTransport(const v1::StreamState& header, const std::string& where) const {
+  switch (header.transport()) {
+    case v1::HANDOFF_TRANSPORT_UNSPECIFIED:
+    case v1::HANDOFF_TRANSPORT_HOST_UCX:
+      return absl::OkStatus();
+    case v1::HANDOFF_TRANSPORT_CUDA_IPC:
+      if (options_.device_payloads != nullptr) return absl::OkStatus();
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": transport HANDOFF_TRANSPORT_CUDA_IPC, and this receiver took no device link"));
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown transport ", header.transport()));
+  }
+}
+
+void HandoffReceiver::Discard(const v1::StreamState& header, absl::Time deadline) {
+  if (OnDevice(header)) {
+    if (options_.device_payloads != nullptr) options_.device_payloads->Discard(header, deadline);
+    return;
+  }
+  if (header.transport() > v1::HANDOFF_TRANSPORT_HOST_UCX) return;  // nothing of it travels over UCX
+  Drain(header.microbatch_id(), 0, static_cast<size_t>(header.tensors_size()), deadline);
 }
 
 void HandoffReceiver::Drain(uint64_t microbatch_id, size_t first, size_t count, absl::Time deadline) {

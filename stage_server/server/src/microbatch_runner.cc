@@ -30,8 +30,8 @@ double TensorBytes(const std::vector<boundary::PipelineTensors>& handoffs) {
 MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group,
                                    handoff::UcxWorker& worker, handoff::UcxEndpoint previous,
                                    handoff::UcxEndpoint next, handoff::UcxEndpoint first,
-                                   absl::Duration handoff_timeout,
-                                   uint64_t max_handoff_payload_bytes, StageMetrics* metrics)
+                                   absl::Duration handoff_timeout, uint64_t max_handoff_payload_bytes,
+                                   StageMetrics* metrics, const HandoffLinkOptions& links)
     : config_(config),
       group_(std::move(group)),
       worker_(worker),
@@ -45,6 +45,7 @@ MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_pt
     for (const auto& [bucket, n] : stats.replays) graph_replays_seen_ += n;
     eager_steps_seen_ = stats.eager_steps;
   }
+  if (!group_->is_last_piece()) outgoing_ = std::make_unique<OutgoingLink>(worker_, next_, config_, links);
   handoff::HandoffReceiverOptions receive;
   receive.key = config_.handoff_key();
   if (group_->is_first_piece()) {
@@ -58,12 +59,18 @@ MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_pt
   }
   receive.page_locked = group_->on_gpu();
   receive.max_payload_bytes = max_handoff_payload_bytes;
-  // One receiver for the runner's life: its drop counts accumulate.
-  receiver_ = std::make_unique<handoff::HandoffReceiver>(worker_, previous_.valid() ? &previous_ : nullptr, receive);
+  // One link for the runner's life: its drop counts accumulate.
+  incoming_ = std::make_unique<IncomingLink>(worker_, previous_, config_, links, receive);
 }
 
 handoff::HandoffDrops MicrobatchRunner::drops() const {
-  handoff::HandoffDrops d = receiver_ ? receiver_->drops() : handoff::HandoffDrops{};
+  handoff::HandoffDrops d = incoming_ ? incoming_->drops() : handoff::HandoffDrops{};
+  if (outgoing_) {
+    const handoff::DeviceLinkDrops replies = outgoing_->drops();
+    d.bad_mac += replies.bad_mac;
+    d.malformed += replies.malformed;
+    d.unexpected_microbatch += replies.stale;
+  }
   if (token_receiver_) {
     const handoff::HandoffDrops& t = token_receiver_->drops();
     d.bad_mac += t.bad_mac;
@@ -72,6 +79,14 @@ handoff::HandoffDrops MicrobatchRunner::drops() const {
     d.unexpected_microbatch += t.unexpected_microbatch;
   }
   return d;
+}
+
+v1::HandoffTransport MicrobatchRunner::transport_in() const {
+  return incoming_ ? incoming_->transport() : v1::HANDOFF_TRANSPORT_UNSPECIFIED;
+}
+
+v1::HandoffTransport MicrobatchRunner::transport_out() const {
+  return outgoing_ ? outgoing_->transport() : v1::HANDOFF_TRANSPORT_UNSPECIFIED;
 }
 
 v1::MicrobatchResult MicrobatchRunner::Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const {
@@ -168,11 +183,8 @@ absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32
   if (!group_->is_last_piece()) {
     SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
     framed.header.set_decode_step(step);
-    handoff::HandoffSenderOptions send;
-    send.key = config_.handoff_key();
-    handoff::HandoffSender sender(worker_, next_, std::move(send));
     const absl::Time send_start = absl::Now();
-    absl::Status sent = sender.Send(framed.header, framed.tensors, send_start + handoff_timeout_);
+    absl::Status sent = outgoing_->Send(framed, send_start + handoff_timeout_);
     if (!sent.ok()) return Annotate(sent, absl::StrCat("handoff to pipeline rank ", config_.pipeline_rank() + 1));
     if (metrics_) {
       metrics_->handoff_send.Observe(SecondsSince(send_start));
@@ -206,7 +218,7 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
   };
   const absl::Time deadline = absl::Now() + handoff_timeout_;
   while (true) {
-    absl::StatusOr<handoff::ReceivedHandoff> got = receiver_->Receive(expect, deadline);
+    absl::StatusOr<handoff::ReceivedHandoff> got = incoming_->Receive(expect, deadline);
     if (got.ok()) {
       late_handoff_possible_ = false;
       return UnframeHandoff(got->header, std::move(got->tensors), group_->tp());

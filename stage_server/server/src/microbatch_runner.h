@@ -20,6 +20,7 @@
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/ucx_worker.h"
 #include "seam/runtime/stage_group.h"
+#include "device_handoff_link.h"
 #include "seam/v1/stage_service.pb.h"
 #include "sequence_sampler.h"
 #include "stage_metrics.h"
@@ -32,11 +33,12 @@ class MicrobatchRunner {
   // none); `first`: the last stage's endpoint to the first (pipelines of two
   // or more), for the tokens of multi-step decode. Handoffs are sealed and verified under config.handoff_key(); one
   // listing more than `max_handoff_payload_bytes` is dropped unread.
-  // `metrics` (may be null) times steps and handoffs.
+  // `metrics` (may be null) times steps and handoffs. `links`: whether and
+  // how the links to the neighbours may go GPU to GPU (device_handoff_link.h).
   MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group, handoff::UcxWorker& worker,
                    handoff::UcxEndpoint previous, handoff::UcxEndpoint next, handoff::UcxEndpoint first,
-                   absl::Duration handoff_timeout,
-                   uint64_t max_handoff_payload_bytes, StageMetrics* metrics = nullptr);
+                   absl::Duration handoff_timeout, uint64_t max_handoff_payload_bytes,
+                   StageMetrics* metrics = nullptr, const HandoffLinkOptions& links = {});
 
   // Runs `d` and gives its answers to `answer`: one for a single-step
   // descriptor; for a multi-step one, nothing until its wave is whole, then
@@ -58,8 +60,13 @@ class MicrobatchRunner {
   bool has_neighbours() const { return previous_.valid() || next_.valid() || first_.valid(); }
   // Free KV blocks of each attention-DP group.
   std::vector<uint64_t> FreeBlocks() const;
-  // Handoff messages dropped since this runner was made (none on a first stage).
+  // Data-plane messages dropped since this runner was made: handoff headers
+  // (none on a first stage), and replies of the next stage's device link.
   handoff::HandoffDrops drops() const;
+  // How handoffs travel from the previous stage and to the next one
+  // (UNSPECIFIED where there is no such neighbour).
+  v1::HandoffTransport transport_in() const;
+  v1::HandoffTransport transport_out() const;
 
  private:
   // Takes `d` as the next descriptor of the stream: its order, the frees it
@@ -91,7 +98,8 @@ class MicrobatchRunner {
   handoff::UcxWorker& worker_;
   handoff::UcxEndpoint previous_, next_, first_;
   absl::Duration handoff_timeout_;
-  std::unique_ptr<handoff::HandoffReceiver> receiver_;  // from previous_; null on the first stage
+  std::unique_ptr<IncomingLink> incoming_;  // from previous_; null on the first stage
+  std::unique_ptr<OutgoingLink> outgoing_;  // to next_; null on the last stage
   // The first stage of a pipeline of two or more: tokens from the last stage.
   std::unique_ptr<handoff::HandoffReceiver> token_receiver_;
   // Multi-step descriptors taken of the wave that is not yet whole.

@@ -121,6 +121,8 @@ v1::StageStatus StageActor::StatusLocked() const {
   drops->set_oversized(drops_before_.oversized + drops_.oversized);
   drops->set_malformed(drops_before_.malformed + drops_.malformed);
   drops->set_unexpected_microbatch(drops_before_.unexpected_microbatch + drops_.unexpected_microbatch);
+  s.set_handoff_in(handoff_in_);
+  s.set_handoff_out(handoff_out_);
   s.set_max_descriptor_bytes(MaxDescriptorBytes(options_.group.kv.max_step_tokens));
   s.set_dtype(options_.group.dtype == DType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_F32);  // --dtype f32|bf16
   return s;
@@ -190,6 +192,8 @@ void StageActor::Deliver(v1::MicrobatchResult result) {
       last_sequence_number_ = runner_->last_sequence_number();
       kv_free_blocks_ = runner_->FreeBlocks();
       drops_ = runner_->drops();
+      handoff_in_ = runner_->transport_in();
+      handoff_out_ = runner_->transport_out();
     }
   }
   done(std::move(result));

@@ -1,6 +1,7 @@
 // The stage actor's configuration messages: Configure checks a config on the
 // caller's thread, then loads it (weights, TP group, neighbour endpoints) on
 // the actor thread.
+#include <algorithm>
 #include <utility>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -63,6 +64,7 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
             std::lock_guard<std::mutex> lock(mu_);
             AddDrops(drops_before_, drops_);  // the stage counts over its life
             drops_ = {};
+            handoff_in_ = handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
             last_sequence_number_ = 0;
           }
           AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
@@ -167,9 +169,16 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   const uint64_t max_payload =
       MaxHandoffPayloadBytes(*model, static_cast<int>(config.tp_size()), static_cast<int>(config.attn_dp_size()),
                              options_.group.dtype, options_.group.kv.max_step_tokens);
+  // Device links: a CUDA stage whose handoffs stay on its GPUs; each lane's
+  // slot holds one TP rank's share of the handoff bound, at most 256 MiB
+  // (a larger handoff takes the host path).
+  HandoffLinkOptions links;
+  links.device = options_.group.handoff_on_device && (*group)->on_gpu();
+  for (uint32_t r = 0; r < config.tp_size(); ++r) links.devices.push_back(options_.group.first_gpu + static_cast<int>(r));
+  links.slot_bytes = std::min<uint64_t>(max_payload / std::max<uint32_t>(config.tp_size(), 1), uint64_t{256} << 20);
   runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
                                                std::move(next), std::move(first), options_.handoff_timeout,
-                                               max_payload, options_.metrics);
+                                               max_payload, options_.metrics, links);
   v1::StageStatus s;
   bool serving = false;
   {

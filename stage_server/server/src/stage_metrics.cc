@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "seam/handoff/handoff_transport.h"
 #include "seam/metrics/snapshot_collector.h"
 
 namespace seam::server {
@@ -78,7 +79,18 @@ std::vector<prometheus::MetricFamily> StageMetrics::Collect() const {
   auto drop = [&](const char* reason, uint64_t n) {
     return std::pair<metrics::Labels, double>{{{"pp_rank", pp}, {"reason", reason}}, static_cast<double>(n)};
   };
+  // 1 for the transport each link uses now; links this stage lacks are left out.
+  std::vector<std::pair<metrics::Labels, double>> transports;
+  for (const auto& [direction, transport] : {std::pair{"receive", s.handoff_in()}, std::pair{"send", s.handoff_out()}}) {
+    if (transport == v1::HANDOFF_TRANSPORT_UNSPECIFIED) continue;
+    transports.push_back({{{"pp_rank", pp}, {"direction", direction}, {"transport", handoff::TransportName(transport)}},
+                          1.0});
+  }
   return {
+      metrics::ValueFamily("seam:stage_handoff_transport",
+                           "How handoffs travel to and from the neighbouring stages (cuda_ipc: GPU to GPU; host_ucx: "
+                           "through host memory)",
+                           MetricType::Gauge, transports),
       metrics::ValueFamily("seam:stage_microbatches_in_flight", "Microbatches queued or running on this stage",
                            MetricType::Gauge, {{{{"pp_rank", pp}}, static_cast<double>(s.microbatches_in_flight())}}),
       metrics::ValueFamily("seam:stage_kv_cache_usage_perc",

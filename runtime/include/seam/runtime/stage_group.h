@@ -49,7 +49,7 @@ struct StageGroupOptions {
   int end_layer = -1;   // -1: to the last layer
   // Where the ranks compute: the host (ranks joined over Gloo), or CUDA, where
   // TP rank r uses GPU first_gpu + r and the ranks join over NCCL. Handoffs and logits
-  // cross the group's boundary as host tensors either way.
+  // cross the group's boundary as host tensors either way (but see handoff_on_device).
   Device::Kind device = Device::Kind::kCPU;
   int first_gpu = 0;  // CUDA: TP rank r uses GPU first_gpu + r
   // CUDA, bf16, TP > 1: the one-shot IPC all-reduce + add + RMSNorm at stage
@@ -70,6 +70,10 @@ struct StageGroupOptions {
   // block-table width); capped by the model's max_position_embeddings and by
   // what one DP group's cache holds.
   int64_t graph_max_context = 8192;
+  // CUDA: a non-last piece's handoffs stay on each rank's GPU (for a device
+  // transport between stages, stage_server/handoff/device_handoff.h) instead
+  // of being copied to the host. Ignored on the host.
+  bool handoff_on_device = false;
 };
 
 // How a CUDA group's decode steps ran (StageGroup::GraphStats).
@@ -85,7 +89,9 @@ struct GraphDecodeStats {
 
 // What one piece returns for a step.
 struct PieceOutput {
-  // Non-last piece: the handoff of each TP rank, index = TP rank (contiguous host tensors).
+  // Non-last piece: the handoff of each TP rank, index = TP rank: contiguous
+  // host tensors, or with handoff_on_device contiguous tensors on TP rank r's
+  // GPU (finished; possibly a decode graph's buffers, valid until the next step).
   std::vector<boundary::PipelineTensors> handoff;
   // Last piece: logits per sequence, as Step returns them; or, when the step
   // was given token choices, one chosen token per sequence (input order)

@@ -4,6 +4,10 @@
 // included). The receiver bounds every size from the wire before it
 // allocates, drops messages it cannot trust without shifting the stream, and
 // verifies every field and checksum before it returns any tensor.
+// A header names how its payloads travel (StreamState.transport): after it
+// over UCX (HOST_UCX, the default), or in a device link's slot (CUDA_IPC),
+// which the receiver takes through the PayloadSource it was given for that
+// transport (device_handoff.h); the header checks are the same for both.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +93,20 @@ struct ReceivedHandoff {
   std::vector<Tensor> tensors;  // host tensors, in descriptor order
 };
 
+// Where the payloads of headers of another transport than HOST_UCX come
+// from (DeviceHandoffReceiver for CUDA_IPC). Called by HandoffReceiver on
+// its thread, with headers whose MAC and descriptors were checked.
+class PayloadSource {
+ public:
+  virtual ~PayloadSource() = default;
+  // The payloads of an accepted header, each verified, in descriptor order.
+  // Errors as HandoffReceiver::Receive's for payloads (INVALID_ARGUMENT for
+  // placement the link cannot hold, DATA_LOSS for a checksum).
+  virtual absl::StatusOr<std::vector<Tensor>> Take(const v1::StreamState& header, absl::Time deadline) = 0;
+  // Lets go of the payloads of a header that is rejected or late, unread.
+  virtual void Discard(const v1::StreamState& header, absl::Time deadline) = 0;
+};
+
 struct HandoffReceiverOptions {
   // The epoch's handoff key (see HandoffSenderOptions::key). When set, a
   // header without a MAC that verifies under it is dropped. Empty checks no
@@ -109,6 +127,10 @@ struct HandoffReceiverOptions {
   // handoff to handoff; page-locked when set (a receiver that copies them
   // onto a GPU next) and a GPU is visible.
   bool page_locked = false;
+  // Takes the payloads of CUDA_IPC headers (not owned; may be set later
+  // through set_device_payloads). Without it such a header is refused with
+  // INVALID_ARGUMENT.
+  PayloadSource* device_payloads = nullptr;
 };
 
 // Receives handoffs from one sender. Uses the worker from its thread only.
@@ -129,7 +151,9 @@ class HandoffReceiver {
   //   INVALID_ARGUMENT     tensor count, name, dtype, shape or byte count
   //                        differ from what is expected; a payload longer
   //                        or shorter than its descriptor
-  //   DATA_LOSS            a payload's CRC-32C differs from its descriptor
+  //   DATA_LOSS            a payload's CRC-32C (or device checksum) differs
+  //                        from the header's
+  //   INVALID_ARGUMENT     also: a transport this receiver has no source for
   //   DEADLINE_EXCEEDED / UNAVAILABLE from the transport; the message then
   //                        says how many messages were dropped and the last
   //                        reason, if any were
@@ -137,6 +161,8 @@ class HandoffReceiver {
   absl::StatusOr<ReceivedHandoff> Receive(const HandoffExpectation& expected, absl::Time deadline);
 
   const HandoffDrops& drops() const { return drops_; }
+  // The source of CUDA_IPC payloads from now on (null: none).
+  void set_device_payloads(PayloadSource* source) { options_.device_payloads = source; }
 
  private:
   // Counts a dropped message under `counter` (a field of drops_) and
@@ -146,6 +172,12 @@ class HandoffReceiver {
   // then receives and verifies its tensors.
   absl::StatusOr<ReceivedHandoff> ReceiveExpected(const HandoffExpectation& expected, v1::StreamState header,
                                                   absl::Time deadline);
+  // Whether a header's payloads are in a device link's slot.
+  static bool OnDevice(const v1::StreamState& header);
+  // OK for a transport this receiver takes; INVALID_ARGUMENT otherwise.
+  absl::Status CheckTransport(const v1::StreamState& header, const std::string& where) const;
+  // Lets go of a rejected or late header's payloads, wherever they are.
+  void Discard(const v1::StreamState& header, absl::Time deadline);
   // Takes tensors [first, count) of a rejected handoff off the wire, into no
   // buffer, until `deadline` (at most drain_timeout from now).
   void Drain(uint64_t microbatch_id, size_t first, size_t count, absl::Time deadline);

@@ -1,5 +1,6 @@
 // The UCX tag layout of pipeline handoffs, defined here and nowhere else.
-//   bits 63..60  kind: 1 = StreamState header, 2 = tensor payload
+//   bits 63..60  kind: 1 = StreamState header, 2 = tensor payload,
+//                3 = DeviceLinkReply (consumer to producer of a device link)
 //   bits 59..16  microbatch id, low 44 bits (the header carries the full id)
 //   bits 15..0   tensor index within the handoff (0 for the header)
 #pragma once
@@ -9,7 +10,7 @@
 
 namespace seam::handoff {
 
-enum class HandoffKind : uint64_t { kHeader = 1, kTensor = 2 };
+enum class HandoffKind : uint64_t { kHeader = 1, kTensor = 2, kDeviceReply = 3 };
 
 inline constexpr int kTagKindShift = 60;
 inline constexpr int kTagMicrobatchShift = 16;
@@ -29,6 +30,8 @@ constexpr uint64_t HeaderTag(uint64_t microbatch_id) { return HandoffTag(Handoff
 constexpr uint64_t TensorTag(uint64_t microbatch_id, uint64_t index) {
   return HandoffTag(HandoffKind::kTensor, microbatch_id, index);
 }
+// Replies of a device link carry no microbatch (their message names the slot).
+constexpr uint64_t DeviceReplyTag() { return HandoffTag(HandoffKind::kDeviceReply, 0, 0); }
 // The microbatch bits of a tag (the low 44 bits of the id).
 constexpr uint64_t TagMicrobatch(uint64_t tag) { return (tag >> kTagMicrobatchShift) & kTagMicrobatchBits; }
 constexpr uint64_t TagKind(uint64_t tag) { return tag >> kTagKindShift; }

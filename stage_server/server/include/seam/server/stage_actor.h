@@ -98,6 +98,9 @@ class StageActor {
   uint64_t last_sequence_number_ = 0;  // of the current epoch; 0 before its first microbatch
   handoff::HandoffDrops drops_;         // by the current epoch's runner
   handoff::HandoffDrops drops_before_;  // by the runners of earlier epochs
+  // How the current runner's handoffs travel, after its last microbatch.
+  v1::HandoffTransport handoff_in_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
+  v1::HandoffTransport handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
   uint64_t kv_blocks_ = 0;     // of the loaded stage (0 until READY)
   uint32_t kv_block_size_ = 0;
   std::vector<uint64_t> kv_free_blocks_;  // per DP group, after the last microbatch
