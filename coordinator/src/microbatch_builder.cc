@@ -111,29 +111,30 @@ int SchedulerImpl::DecodeShare() const {
 
 // Several steps only when nothing else waits for the stages (no request
 // queued or prefilling) and every decoding sequence not in flight has that
-// many tokens left and the KV blocks for them; otherwise one. A wave is
-// formed while nothing else is in flight and grows until a microbatch
-// ends; while microbatches are in flight, decode sequences are waited for
-// (0) so that the next wave takes them all, rather than running apart.
+// many tokens left, has made as many, and has the KV blocks for them;
+// otherwise one. A wave is formed while nothing else is in flight and grows
+// until a microbatch ends. While microbatches are in flight, a run of
+// several steps is not started apart from them (0: wait), so that the next
+// wave takes every sequence; single steps go on meanwhile.
 int SchedulerImpl::DecodeSteps() const {
   if (options_.max_decode_steps == 1 || !queue_.empty()) return 1;
-  int steps = options_.max_decode_steps;
-  if (wave_steps_ > 1) {
-    steps = wave_steps_;  // joining the wave being formed: as many steps
-  } else if (!in_flight_.empty()) {
-    bool prefilling = false;
-    for (const auto& [order, id] : running_) prefilling = prefilling || requests_.at(id).phase == Phase::kPrefilling;
-    return prefilling ? 1 : 0;
-  }
-  std::vector<int> need(options_.dp_groups, 0);
+  int steps = wave_steps_ > 1 ? wave_steps_ : options_.max_decode_steps;
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
     if (state.in_flight) continue;
-    steps = std::min(steps, state.TokensLeft());
+    // No more steps than tokens left, nor than tokens made so far: runs
+    // start short after an admission (1, 2, 4, 8, ...), so requests of a
+    // burst that arrive a few steps apart still join at once.
+    steps = std::min({steps, state.TokensLeft(), std::max(1, state.generated)});
   }
-  if (wave_steps_ > 1 && steps != wave_steps_) return 1;  // not in this wave
   if (steps <= 1) return 1;
+  if (wave_steps_ > 1) {
+    if (steps != wave_steps_) return 1;  // not in the wave being formed
+  } else if (!in_flight_.empty()) {
+    return 0;
+  }
+  std::vector<int> need(options_.dp_groups, 0);
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.in_flight) continue;

@@ -29,18 +29,19 @@ SchedulerOptions MultiStep(int stages = 1, int steps = 8) {
 TEST(SchedulerMultiStep, DecodeRunsSeveralStepsAndEndsOnMaxTokensExactly) {
   SchedulerDriver d(MultiStep());
   d.sampler = [](const MicrobatchEntry& e) { return 100 + e.start_position; };
-  d.Submit("a", 4, 11);
+  d.Submit("a", 4, 20);
   d.Complete(d.MustNext());  // prefill: the first token
-  Microbatch run = d.MustNext();
-  EXPECT_EQ(run.decode_steps, 8);
-  EXPECT_EQ(run.entries_by_group[0][0].start_position, 4);
-  d.Complete(run);
-  Microbatch tail = d.MustNext();
-  EXPECT_EQ(tail.decode_steps, 2) << "as many steps as tokens are left";
-  d.Complete(tail);
-  EXPECT_FALSE(d.scheduler->Next().has_value());
+  // Runs start short and double: no more steps than tokens made so far.
+  std::vector<int> steps;
+  while (std::optional<Microbatch> run = d.scheduler->Next()) {
+    steps.push_back(run->decode_steps);
+    d.Complete(*run);
+  }
+  EXPECT_THAT(steps, ElementsAre(1, 2, 4, 8, 4)) << "the last: as many steps as tokens are left";
   // The prefill entry starts at 0; step k of a run feeds position start + k.
-  EXPECT_THAT(d.TokensOf("a"), ElementsAre(100, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113));
+  std::vector<int32_t> expected = {100};
+  for (int p = 4; p < 23; ++p) expected.push_back(100 + p);
+  EXPECT_EQ(d.TokensOf("a"), expected);
   ASSERT_EQ(d.TerminalOf("a").size(), 1u);
   EXPECT_EQ(d.TerminalOf("a")[0].reason, FinishReason::kMaxTokens);
   EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
@@ -51,8 +52,12 @@ TEST(SchedulerMultiStep, AStopTokenEndsTheRequestAndDropsTheLaterSteps) {
   d.sampler = [](const MicrobatchEntry& e) { return e.start_position == 7 ? 2 : 50; };
   d.Submit("a", 4, 30, {2});
   d.Complete(d.MustNext());
+  d.Complete(d.MustNext());  // one step: position 4
   Microbatch run = d.MustNext();
-  ASSERT_EQ(run.decode_steps, 8);
+  ASSERT_EQ(run.decode_steps, 2);  // positions 5, 6
+  d.Complete(run);
+  run = d.MustNext();
+  ASSERT_EQ(run.decode_steps, 4);  // positions 7 (the stop token), 8, 9, 10
   d.Complete(run);
   EXPECT_THAT(d.TokensOf("a"), ElementsAre(50, 50, 50, 50, 2));
   ASSERT_EQ(d.TerminalOf("a").size(), 1u);
@@ -70,7 +75,10 @@ TEST(SchedulerMultiStep, AWaitingRequestGetsSingleStepsSoItsPrefillIsNotHeldBack
   EXPECT_EQ(mixed.decode_steps, 1);
   EXPECT_THAT(IdsOf(mixed), ElementsAre("a", "b"));
   d.Complete(mixed);
-  EXPECT_EQ(d.MustNext().decode_steps, 8) << "both decode, nothing waits";
+  Microbatch next = d.MustNext();
+  EXPECT_EQ(next.decode_steps, 1) << "b has made one token";
+  d.Complete(next);
+  EXPECT_EQ(d.MustNext().decode_steps, 2) << "both decode, nothing waits";
 }
 
 TEST(SchedulerMultiStep, OneStepWhenTheKvForAllStepsIsNotFree) {
@@ -90,6 +98,11 @@ TEST(SchedulerMultiStep, APipelinesMicrobatchesFormOneWaveAndComeBackTogether) {
   SchedulerDriver d(MultiStep(/*stages=*/2));
   for (int i = 0; i < 4; ++i) d.Submit("s" + std::to_string(i), 3, 20);
   d.Complete(d.MustNext());
+  for (int k = 0; k < 3; ++k) {  // steps 1, 2 and 4: nine tokens made
+    Microbatch a = d.MustNext(), b = d.MustNext();
+    d.Complete(a);
+    d.Complete(b);
+  }
   Microbatch a = d.MustNext(), b = d.MustNext();
   EXPECT_EQ(a.decode_steps, 8);
   EXPECT_EQ(b.decode_steps, 8);
@@ -98,7 +111,7 @@ TEST(SchedulerMultiStep, APipelinesMicrobatchesFormOneWaveAndComeBackTogether) {
   EXPECT_FALSE(d.scheduler->Next().has_value()) << "a's sequences wait for the rest of the wave";
   d.Complete(b);
   Microbatch c = d.MustNext(), e = d.MustNext();
-  EXPECT_EQ(c.decode_steps, 8);
+  EXPECT_EQ(c.decode_steps, 4) << "sixteen of twenty tokens made";
   EXPECT_EQ(c.num_sequences + e.num_sequences, 4);
 }
 
@@ -106,7 +119,9 @@ TEST(SchedulerMultiStep, ResultsWithTheWrongNumberOfTokensAreRefused) {
   SchedulerDriver d(MultiStep());
   d.Submit("a", 4, 30);
   d.Complete(d.MustNext());
+  d.Complete(d.MustNext());
   Microbatch run = d.MustNext();
+  ASSERT_EQ(run.decode_steps, 2);
   SequenceResult r;
   r.request_id = "a";
   r.tokens = {1, 2, 3};
@@ -114,7 +129,7 @@ TEST(SchedulerMultiStep, ResultsWithTheWrongNumberOfTokensAreRefused) {
   ASSERT_FALSE(events.ok());
   EXPECT_EQ(events.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(events.status().message(), HasSubstr("has 3 tokens"));
-  r.tokens.assign(8, -1);
+  r.tokens.assign(2, -1);
   EXPECT_EQ(d.scheduler->Complete(run.id, {r}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

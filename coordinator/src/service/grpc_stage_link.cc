@@ -29,7 +29,7 @@ class GrpcStageLink final : public StageLink {
       while (stream_->Read(&result)) {
         {
           std::lock_guard<std::mutex> lock(probe_mu_);
-          if (outstanding_ > 0) --outstanding_;
+          if (outstanding_ > 0 && !result.more()) --outstanding_;  // a descriptor's last answer
         }
         on_result(result);
       }

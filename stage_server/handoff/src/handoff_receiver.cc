@@ -81,8 +81,15 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectatio
       return wait_failed(absl::DeadlineExceededError("no sound header by the deadline"));
     }
     uint64_t tag = 0;
+    // With an interruption to poll, the header wait is cut into slices.
+    const absl::Time until =
+        expected.interrupted ? std::min(deadline, absl::Now() + absl::Milliseconds(50)) : deadline;
     absl::StatusOr<std::vector<char>> bytes =
-        worker_.RecvUnknownSize(HeaderTag(0), kTagKindMask, options_.max_header_bytes, deadline, watch_, &tag);
+        worker_.RecvUnknownSize(HeaderTag(0), kTagKindMask, options_.max_header_bytes, until, watch_, &tag);
+    if (absl::IsDeadlineExceeded(bytes.status()) && until < deadline) {
+      if (absl::Status why = expected.interrupted(); !why.ok()) return wait_failed(why);
+      continue;
+    }
     if (absl::IsOutOfRange(bytes.status())) {
       Drop(drops_.oversized, bytes.status().message());
       continue;

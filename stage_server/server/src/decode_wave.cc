@@ -170,6 +170,7 @@ absl::StatusOr<std::vector<int32_t>> MicrobatchRunner::ReceiveTokens(const v1::M
     }
     return absl::OkStatus();
   };
+  expect.interrupted = interrupted_;
   absl::StatusOr<handoff::ReceivedHandoff> got = token_receiver_->Receive(expect, absl::Now() + handoff_timeout_);
   if (!got.ok()) {
     return Annotate(got.status(),

@@ -216,6 +216,7 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
     }
     return CheckHandoffHeader(header, d, config_, *group_);
   };
+  expect.interrupted = interrupted_;
   const absl::Time deadline = absl::Now() + handoff_timeout_;
   while (true) {
     absl::StatusOr<handoff::ReceivedHandoff> got = incoming_->Receive(expect, deadline);

@@ -52,6 +52,10 @@ class MicrobatchRunner {
   // The single-step form (a descriptor with decode_steps <= 1).
   v1::MicrobatchResult Run(const v1::MicrobatchDescriptor& d);
 
+  // Polled while a handoff or token wait has nothing yet: non-OK ends the
+  // wait with it (the actor sets it when the stage reloads or drains).
+  void set_interrupted(std::function<absl::Status()> interrupted) { interrupted_ = std::move(interrupted); }
+
   // The answer for a descriptor that is not run (drained away, abandoned).
   v1::MicrobatchResult Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const;
 
@@ -104,6 +108,7 @@ class MicrobatchRunner {
   std::unique_ptr<handoff::HandoffReceiver> token_receiver_;
   // Multi-step descriptors taken of the wave that is not yet whole.
   std::vector<v1::MicrobatchDescriptor> wave_;
+  std::function<absl::Status()> interrupted_;
   SequenceSampler sampler_;
   uint64_t last_sequence_number_ = 0;
   absl::Time last_answer_ = absl::InfinitePast();  // when the previous microbatch ended (debug timing)

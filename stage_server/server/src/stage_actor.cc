@@ -46,6 +46,7 @@ StageActor::~StageActor() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     quit_ = true;
+    interrupt_ = true;
   }
   changed_.notify_all();
   thread_.join();
@@ -216,7 +217,7 @@ void StageActor::Drain(bool abandon, std::function<void(v1::StageStatus)> done) 
   {
     std::lock_guard<std::mutex> lock(mu_);
     accepting_ = false;
-    if (abandon) abandon_ = true;
+    if (abandon) abandon_ = interrupt_ = true;
     if (state_ != v1::STAGE_STATE_STOPPED) state_ = v1::STAGE_STATE_DRAINING;
   }
   SetServing(false);

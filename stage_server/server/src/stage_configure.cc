@@ -58,7 +58,9 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
         config_ = config;
         state_ = v1::STAGE_STATE_LOADING;
         error_.clear();
+        interrupt_ = true;  // a wait of the microbatch running ends now
         mailbox_.push_back([this, config, done] {
+          interrupt_ = false;
           SetServing(false);
           {
             std::lock_guard<std::mutex> lock(mu_);
@@ -179,6 +181,10 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
                                                std::move(next), std::move(first), options_.handoff_timeout,
                                                max_payload, options_.metrics, links);
+  runner_->set_interrupted([this]() -> absl::Status {
+    if (!interrupt_) return absl::OkStatus();
+    return absl::UnavailableError("the wait was cut short: the stage reloads for a new epoch or stops");
+  });
   v1::StageStatus s;
   bool serving = false;
   {

@@ -75,6 +75,10 @@ struct HandoffExpectation {
   // descriptors already checked for self-consistency); a non-OK result
   // rejects the handoff and is returned with the microbatch named.
   std::function<absl::Status(const v1::StreamState&)> validator;
+  // When set, polled about every 50 ms while no header has come: a non-OK
+  // result ends the wait with that status (the stage reloads or drains), so
+  // a wait on a stopped neighbour never holds a stage up to its deadline.
+  std::function<absl::Status()> interrupted;
 };
 
 // Messages a HandoffReceiver took off the wire and discarded while it waited

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -90,6 +91,10 @@ class StageActor {
   bool quit_ = false;
   bool accepting_ = true;   // false once Drain was called
   bool abandon_ = false;
+  // Set when a reload (a new epoch) or a drain waits behind the microbatch
+  // running: its handoff waits end at once (UNAVAILABLE) instead of at
+  // their deadline. Cleared when the reload starts.
+  std::atomic<bool> interrupt_{false};
   v1::StageState state_ = v1::STAGE_STATE_UNCONFIGURED;
   std::optional<v1::StageConfig> config_;
   std::string error_;
