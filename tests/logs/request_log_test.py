@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -234,6 +235,7 @@ def main():
                     print("".join(f.readlines()[-20:]))
         print(f"{len(failures)} checks failed: {failures}")
         return 1
+    shutil.rmtree(work, ignore_errors=True)  # kept above, when a check failed
     print("all checks passed")
     return 0
 
