@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "seam/core/logging.h"
+#include "seam/core/progress.h"
 
 #include "bench_model_command.h"
 #include "bench_pipeline_command.h"
@@ -262,6 +263,9 @@ int main(int argc, char** argv) {
   seam::LogFormat format = seam::LogFormat::kText;
   seam::ParseLogFormat(log_format, &format);
   seam::InitLogging(log_level, "seam", format);
+  // Long steps (model init, loading weights, the KV cache) show progress:
+  // redrawn on a terminal, log lines elsewhere.
+  seam::SetProgressMode(seam::ProgressMode::kAuto);
   const auto report = [](const char* command, const absl::Status& status) {
     return seam::cli::ReportStatus(command, status, std::cerr);
   };

@@ -110,13 +110,23 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
       texts[i] = result.completions(i).text();
     }
   }
+  // The coordinator's id of the call (its logs' request_id), sent as
+  // trailing metadata whether the call succeeded or not.
+  std::string server_request_id;
+  const auto& trailers = context->GetServerTrailingMetadata();
+  if (auto it = trailers.find("seam-server-request-id"); it != trailers.end()) {
+    server_request_id.assign(it->second.data(), it->second.size());
+  }
   if (!status.ok()) {
-    return CallFailed(absl::StrCat(o.stream ? "Generate" : "GenerateAll", " on ", o.addr,
-                                   " failed: ", DescribeStatus(status)),
+    return CallFailed(absl::StrCat(o.stream ? "Generate" : "GenerateAll", " on ", o.addr, " failed",
+                                   server_request_id.empty() ? "" : absl::StrCat(" (request ", server_request_id, ")"),
+                                   ": ", DescribeStatus(status)),
                       status);
   }
   if (o.json) {
-    nlohmann::json doc = {{"request_id", request.request_id()}, {"completions", nlohmann::json::array()}};
+    nlohmann::json doc = {{"request_id", request.request_id()},
+                          {"server_request_id", server_request_id},
+                          {"completions", nlohmann::json::array()}};
     for (size_t i = 0; i < prompts.size(); ++i) {
       nlohmann::json prompt = text ? nlohmann::json(o.text_prompts[i]) : nlohmann::json(prompts[i]);
       doc["completions"].push_back({{"prompt", prompt},

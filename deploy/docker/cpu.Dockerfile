@@ -15,11 +15,14 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DSEAM_CUDA=OFF -DSEAM_BUILD_TESTS=OFF \
  && cmake --build /build --target seam-stage seam-coordinator seam \
  && install -D -m 0755 -t /out/usr/local/bin \
-      /build/bin/seam-stage /build/bin/seam-coordinator /build/bin/seam
+      /build/bin/seam-stage /build/bin/seam-coordinator /build/bin/seam \
+ && bash deploy/docker/check_runtime_packages.sh deploy/docker/cpu.Dockerfile /out/usr/local/bin/*
 
 FROM debian:12-slim AS runtime
-# Runtime libraries of the build packages (checked with ldd + dpkg -S on the
-# CPU build); their own dependencies (libgrpc29, libre2-9, libssl3, ...)
+# Runtime libraries of the build packages: every library the three binaries
+# load directly is named here (the build stage checks it with
+# check_runtime_packages.sh: ldd + dpkg -S against this list and its
+# dependencies); their own dependencies (libgrpc29, libre2-9, libssl3, ...)
 # follow through apt.
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
@@ -33,6 +36,8 @@ RUN apt-get update -q \
       libfmt9=9.1.* \
       libprometheus-cpp-core1.0=1.0.* \
       libcpp-httplib0.11=0.11.* \
+      libutf8proc2=2.8.* \
+      libpcre2-8-0=10.42* \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 seam \
  && useradd --system --uid 10001 --gid seam --home-dir /home/seam --create-home --shell /usr/sbin/nologin seam

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/progress.h"
 #include "seam/core/status.h"
 
 namespace seam::models {
@@ -32,11 +33,21 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t
                                                    cache->bytes_per_block_, " bytes)"));
   }
   const Shape shape{cache->num_blocks_, options.block_size, local_kv_heads, head_dim};
+  const int64_t layer_bytes = 2 * cache->num_blocks_ * per_layer_tensor;
+  Progress progress(absl::StrCat("allocating the KV cache (", cache->num_blocks_, " blocks of ", options.block_size,
+                                 " tokens on ", options.device.ToString(), ")"),
+                    layers * layer_bytes, ProgressUnit::kBytes,
+                    ProgressOptions{options.report_progress ? ProgressMode::kAuto : ProgressMode::kOff});
   for (int64_t l = 0; l < layers; ++l) {
-    SEAM_ASSIGN_OR_RETURN(Tensor k, Tensor::TryEmpty(shape, options.dtype, options.device));
-    SEAM_ASSIGN_OR_RETURN(Tensor v, Tensor::TryEmpty(shape, options.dtype, options.device));
-    cache->k_.push_back(std::move(k));
-    cache->v_.push_back(std::move(v));
+    absl::StatusOr<Tensor> k = Tensor::TryEmpty(shape, options.dtype, options.device);
+    absl::StatusOr<Tensor> v = k.ok() ? Tensor::TryEmpty(shape, options.dtype, options.device) : k;
+    if (!v.ok()) {
+      progress.Fail();
+      return v.status();
+    }
+    cache->k_.push_back(std::move(*k));
+    cache->v_.push_back(std::move(*v));
+    progress.Advance(layer_bytes, absl::StrCat("layer ", l));
   }
   cache->free_.reserve(cache->num_blocks_);
   for (int64_t b = cache->num_blocks_ - 1; b >= 0; --b) cache->free_.push_back(static_cast<int32_t>(b));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/stream_ops.h"
+#include "seam/core/progress.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "src/qwen3_layers.h"
@@ -117,11 +118,19 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
     SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight, ctx.Load("model.norm.weight", {c.hidden_size}));
   }
 
+  // One rank of the group reports; the others load the same layers alongside.
+  Progress progress(absl::StrCat("loading weights of layers ", first, "..", end - 1, " (TP ", topo.tp, ")"),
+                    end - first, ProgressUnit::kItems,
+                    ProgressOptions{topo.tp_rank == 0 ? ProgressMode::kAuto : ProgressMode::kOff});
   const weights::ModelConfig config_copy = c;
   boundary::LayerStack stack(boundary::LayerStackOptions{
       topo, options.policy, [config_copy](int layer) { return StagesOf(config_copy, layer); }, first, end, total});
   for (int l = first; l < end; ++l) {
-    SEAM_ASSIGN_OR_RETURN(std::unique_ptr<DecoderLayer> layer, LoadLayer(ctx, l));
+    absl::StatusOr<std::unique_ptr<DecoderLayer>> loaded = LoadLayer(ctx, l);
+    if (!loaded.ok()) progress.Fail();
+    SEAM_RETURN_IF_ERROR(loaded.status());
+    std::unique_ptr<DecoderLayer> layer = std::move(*loaded);
+    progress.Advance(1, absl::StrCat("layer ", l, " from ", checkpoint.ShardOf(internal::LayerName(l, "input_layernorm.weight"))));
     const std::vector<boundary::StageDeclaration> stages = StagesOf(c, l);
     const boundary::StageOptions with{options.fusions};
     SEAM_ASSIGN_OR_RETURN(auto boundaries,

@@ -374,7 +374,9 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
   SEAM_RETURN_IF_ERROR(self->RunOnAll([self, cache](int r) -> absl::Status {
     SEAM_RETURN_IF_ERROR(UseDevice(self->RankDevice(r)));
     RankState& rank = *self->ranks[r];
-    SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(cache));
+    models::KvCacheOptions mine = cache;
+    mine.report_progress = r == 0;  // one rank shows it; the others allocate alike
+    SEAM_ASSIGN_OR_RETURN(rank.cache, rank.model->MakeCache(mine));
     return absl::OkStatus();
   }));
   self->kv_blocks = self->ranks[0]->cache->num_blocks();

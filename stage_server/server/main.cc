@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "seam/core/logging.h"
+#include "seam/core/progress.h"
 #include "seam/security/credentials.h"
 #include "seam/server/stage_server.h"
 
@@ -141,6 +142,7 @@ int main(int argc, char** argv) {
   seam::LogFormat format = seam::LogFormat::kText;
   seam::ParseLogFormat(log_format, &format);
   seam::InitLogging(log_level, "stage", format);
+  seam::SetProgressMode(seam::ProgressMode::kAuto);  // loading weights, the KV cache
   if (!InstallSignalHandlers()) {
     std::cerr << "seam-stage: cannot install signal handlers\n";
     return 1;

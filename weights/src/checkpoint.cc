@@ -107,6 +107,13 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
 
 bool Checkpoint::Has(const std::string& name) const { return where_.count(name) != 0; }
 
+std::string Checkpoint::ShardOf(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) return "";
+  const std::string& path = files_[it->second]->path();
+  return path.substr(path.rfind('/') + 1);
+}
+
 absl::StatusOr<Tensor> Checkpoint::Find(const std::string& name, const Shape& expected_shape) const {
   auto it = where_.find(name);
   if (it == where_.end()) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/progress.h"
 #include "seam/core/status.h"
 #include "seam/weights/safetensors.h"
 #include "seam/weights/tensor_layout.h"
@@ -72,11 +73,26 @@ absl::Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckp
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("create directory ", out_dir, ": ", ec.message()));
 
+  const std::vector<TensorSpec> layout = HfTensorLayout(*reparsed);
+  int64_t bytes = 0;
+  for (const TensorSpec& spec : layout) bytes += NumElements(spec.shape) * DTypeSize(config.dtype);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const TensorSpec& spec : HfTensorLayout(*reparsed)) {
-    tensors.emplace_back(spec.name, RandomTensor(spec, options, config.dtype));
+  {
+    Progress progress(absl::StrCat("drawing random weights (", layout.size(), " tensors)"), bytes,
+                      ProgressUnit::kBytes);
+    for (const TensorSpec& spec : layout) {
+      tensors.emplace_back(spec.name, RandomTensor(spec, options, config.dtype));
+      progress.Advance(tensors.back().second.nbytes(), spec.name);
+    }
   }
-  SEAM_RETURN_IF_ERROR(WriteSafetensors(out_dir + "/model.safetensors", tensors));
+  const std::string weights_path = out_dir + "/model.safetensors";
+  Progress progress(absl::StrCat("writing ", weights_path), bytes, ProgressUnit::kBytes);
+  absl::Status written = WriteSafetensors(weights_path, tensors, [&progress](const std::string& name, int64_t n) {
+    progress.Advance(n, name);
+  });
+  if (!written.ok()) progress.Fail();
+  SEAM_RETURN_IF_ERROR(written);
+  progress.Finish();
 
   const std::string config_path = out_dir + "/config.json";
   std::ofstream out(config_path, std::ios::binary | std::ios::trunc);

@@ -33,7 +33,8 @@ absl::Status WriteError(const std::string& call, const std::string& path) {
 
 }  // namespace
 
-absl::Status WriteSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors) {
+absl::Status WriteSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                              const TensorWritten& written) {
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}};
   std::vector<Tensor> data;
@@ -58,9 +59,10 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<std::pa
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return WriteError("open", path);
   bool ok = std::fwrite(&header_len, 8, 1, f) == 1 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  for (const Tensor& t : data) {
-    if (!ok) break;
+  for (size_t i = 0; i < data.size() && ok; ++i) {
+    const Tensor& t = data[i];
     if (t.nbytes() > 0) ok = std::fwrite(t.raw_data(), 1, t.nbytes(), f) == t.nbytes();
+    if (ok && written) written(tensors[i].first, static_cast<int64_t>(t.nbytes()));
   }
   if (!ok) {
     absl::Status s = WriteError("write", path);

@@ -11,6 +11,7 @@
 #include "http/http_call.h"
 #include "http/http_errors.h"
 #include "http/openai_response.h"
+#include "seam/core/logging.h"
 
 namespace seam::coordinator::http {
 namespace {
@@ -18,6 +19,7 @@ namespace {
 // The state of one streamed answer, kept by the chunked content provider.
 struct StreamState {
   std::shared_ptr<HttpCall> call;
+  LogFields identity;  // RequestLogFields of the call
   OpenAiRequest request;
   AnswerHeader header;
   std::vector<TextStream> text;
@@ -51,6 +53,8 @@ bool StreamMore(StreamState& s, httplib::DataSink& sink) {
     p = s.call->Take(std::chrono::milliseconds(200));
   }
   if ((sink.is_writable && !sink.is_writable()) || !WriteProgress(s, p, sink)) {
+    ScopedLogFields scope(s.identity);
+    SEAM_LOG_INFO("HTTP client went away mid-stream; cancelling the request");
     s.call->Cancel();
     return false;
   }
@@ -80,10 +84,9 @@ NoObserver kNoObserver;
 
 // An answer refused before it reached the driver: counted as a failed
 // request (as a refused gRPC call is), logged, and answered.
-void Refuse(const OpenAiBackend& backend, const std::string& id, const absl::Status& status,
+void Refuse(const OpenAiBackend& backend, const LogFields& identity, const absl::Status& status,
             httplib::Response& response) {
-  auto* metered = new MeteredCall(&kNoObserver, backend.metrics, NewServerRequestId(),
-                                  id.substr(0, static_cast<size_t>(backend.limits.max_request_id_bytes)), {}, false);
+  auto* metered = new MeteredCall(&kNoObserver, backend.metrics, identity, "http", {}, false);
   metered->OnDone(status);  // deletes it
   SetError(response, status);
 }
@@ -98,27 +101,33 @@ void SetError(httplib::Response& response, const absl::Status& status) {
 void ServeGeneration(const GenerationContext& context, bool chat, const httplib::Request& http_request,
                      httplib::Response& response) {
   const OpenAiBackend& backend = *context.backend;
+  const std::string server_id = NewServerRequestId();
+  const LogFields identity =
+      RequestLogFields(server_id, http_request.get_header_value(kClientRequestIdHeader),
+                       static_cast<size_t>(backend.limits.max_request_id_bytes));
+  response.set_header(kServerRequestIdHeader, server_id);
+  if (!identity[1].second.empty()) response.set_header(kClientRequestIdHeader, identity[1].second);
   AnswerHeader header;
-  header.id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", absl::ToUnixMicros(absl::Now()), "-",
-                           context.next_id->fetch_add(1));
+  header.id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", server_id);
   header.created = absl::ToUnixSeconds(absl::Now());
   header.model = context.model_name;
+  // Validation messages name the call by the server's id, as the driver's do.
   absl::StatusOr<OpenAiRequest> parsed =
-      ParseOpenAiRequest(http_request.body, chat, header.id, backend.text, backend.limits);
-  if (!parsed.ok()) return Refuse(backend, header.id, parsed.status(), response);
+      ParseOpenAiRequest(http_request.body, chat, server_id, backend.text, backend.limits);
+  if (!parsed.ok()) return Refuse(backend, identity, parsed.status(), response);
   if (!parsed->model.empty() && parsed->model != context.model_name) {
-    return Refuse(backend, header.id,
+    return Refuse(backend, identity,
                   absl::NotFoundError(absl::StrCat("the model '", parsed->model, "' does not exist; this server serves '",
                                                    context.model_name, "'")),
                   response);
   }
   if (absl::Status s = ValidateGenerateRequest(parsed->generate, backend.limits); !s.ok()) {
-    return Refuse(backend, header.id, s, response);
+    return Refuse(backend, identity, s, response);
   }
   const int sequences = parsed->generate.prompts_size();
   std::shared_ptr<HttpCall> call = HttpCall::Make(sequences);
   DriverCall driver_call;
-  driver_call.client_request_id = header.id;
+  driver_call.client_request_id = server_id;  // names the call in driver and stage messages
   for (const v1::TokenSequence& p : parsed->generate.prompts()) {
     driver_call.prompts.emplace_back(p.token_ids().begin(), p.token_ids().end());
   }
@@ -130,8 +139,7 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   // Metered as gRPC calls are: token counters, latency histograms, the
   // success/failure counters and the one completion line. The MeteredCall
   // deletes itself after passing OnDone on to `call`.
-  driver_call.observer = new MeteredCall(call.get(), backend.metrics, NewServerRequestId(), header.id,
-                                         std::move(prompt_lengths), false);
+  driver_call.observer = new MeteredCall(call.get(), backend.metrics, identity, "http", std::move(prompt_lengths), false);
   backend.driver->Submit(std::move(driver_call));
 
   if (!parsed->stream) {
@@ -164,6 +172,7 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   if (first.done && !first.status.ok()) return SetError(response, first.status);
   auto state = std::make_shared<StreamState>();
   state->call = call;
+  state->identity = identity;
   state->request = std::move(*parsed);
   state->header = header;
   state->text.assign(sequences, TextStream(backend.text));

@@ -1,9 +1,11 @@
 // POST /v1/completions and /v1/chat/completions: parse, validate, hand the
 // call to the driver, then answer once it is done or stream its chunks.
+// Every answer, refusals included, carries the server's request id in the
+// X-Server-Request-Id header (and in the OpenAI id: "cmpl-req-..." or
+// "chatcmpl-req-..."); a client's X-Request-Id is echoed back, cut to the
+// validated length, and logged as client_request_id.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <string>
 
 #include <httplib.h>
@@ -15,8 +17,10 @@ namespace seam::coordinator::http {
 struct GenerationContext {
   const OpenAiBackend* backend = nullptr;
   std::string model_name;
-  std::atomic<uint64_t>* next_id = nullptr;  // numbers the answers' ids
 };
+
+inline constexpr char kServerRequestIdHeader[] = "X-Server-Request-Id";
+inline constexpr char kClientRequestIdHeader[] = "X-Request-Id";
 
 void ServeGeneration(const GenerationContext& context, bool chat, const httplib::Request& request,
                      httplib::Response& response);

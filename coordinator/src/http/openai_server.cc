@@ -24,7 +24,6 @@ struct OpenAiServer::Impl {
   OpenAiBackend backend;
   std::string token;  // empty: no token asked
   int64_t created = 0;
-  std::atomic<uint64_t> next_id{0};
   std::unique_ptr<httplib::Server> server;
   int port = 0;
   std::thread thread;
@@ -116,7 +115,7 @@ void AddRoutes(OpenAiServer::Impl& impl) {
   });
   auto generation = [&impl](bool chat) {
     return [&impl, chat](const httplib::Request& request, httplib::Response& response) {
-      GenerationContext context{&impl.backend, impl.options.model_name, &impl.next_id};
+      GenerationContext context{&impl.backend, impl.options.model_name};
       ServeGeneration(context, chat, request, response);
     };
   };

@@ -34,7 +34,6 @@ void GenerateStreamReactor::OnSequenceFinished(int sequence_index, FinishReason 
     v1::GenerateResponse r;
     r.set_request_id(request_id_);
     r.set_server_request_id(server_request_id_);
-  r.set_server_request_id(server_request_id_);
     r.set_sequence_index(sequence_index);
     queue_.push_back(std::move(r));
   }

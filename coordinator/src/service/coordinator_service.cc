@@ -15,10 +15,15 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
   return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
 }
 
-DriverCall MakeCall(const std::string& id, const google::protobuf::RepeatedPtrField<v1::TokenSequence>& seqs,
+// `server_id` names the call in the driver's messages and in the stages'
+// descriptors and errors (DriverCall::client_request_id carries it there),
+// so that every line about the call, on the coordinator or a stage, names
+// the same id; the client's own id stays on the coordinator's lines.
+DriverCall MakeCall(const std::string& server_id,
+                    const google::protobuf::RepeatedPtrField<v1::TokenSequence>& seqs,
                     const grpc::CallbackServerContext* context) {
   DriverCall call;
-  call.client_request_id = id;
+  call.client_request_id = server_id;
   for (const v1::TokenSequence& s : seqs) call.prompts.emplace_back(s.token_ids().begin(), s.token_ids().end());
   call.deadline = SteadyDeadline(context);
   return call;
@@ -46,13 +51,20 @@ MeteredCall* CoordinatorService::Metered(CallObserver* inner, const std::string&
   std::vector<int> prompt_tokens;
   for (const v1::TokenSequence& s : sequences) prompt_tokens.push_back(s.token_ids_size());
   // The client's id is logged only up to the length validation allows.
-  const size_t limit = static_cast<size_t>(limits_.max_request_id_bytes);
-  return new MeteredCall(inner, metrics_, server_id, client_id.substr(0, limit), std::move(prompt_tokens), score);
+  return new MeteredCall(inner, metrics_,
+                         RequestLogFields(server_id, client_id, static_cast<size_t>(limits_.max_request_id_bytes)),
+                         "grpc", std::move(prompt_tokens), score);
 }
 
-void CoordinatorService::SubmitValidGeneration(const v1::GenerateRequest& request,
+std::string CoordinatorService::StartCall(grpc::CallbackServerContext* context) {
+  std::string id = NewServerRequestId();
+  context->AddTrailingMetadata(kServerRequestIdMetadata, id);
+  return id;
+}
+
+void CoordinatorService::SubmitValidGeneration(const std::string& server_id, const v1::GenerateRequest& request,
                                                grpc::CallbackServerContext* context, CallObserver* observer) {
-  DriverCall call = MakeCall(request.request_id(), request.prompts(), context);
+  DriverCall call = MakeCall(server_id, request.prompts(), context);
   call.sampling = request.sampling();
   call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request.sampling(), limits_)));
   call.observer = observer;
@@ -61,7 +73,7 @@ void CoordinatorService::SubmitValidGeneration(const v1::GenerateRequest& reques
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grpc::CallbackServerContext* context,
                                                                              const v1::GenerateRequest* request) {
-  const std::string id = NewServerRequestId();
+  const std::string id = StartCall(context);
   v1::GenerateRequest scratch;
   absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
   auto* reactor = new GenerateStreamReactor(request->request_id(), id, text_,
@@ -71,14 +83,14 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grp
     Metered(reactor, id, request->request_id(), {}, false)->OnDone(st);
     return reactor;
   }
-  SubmitValidGeneration(**tokens, context, Metered(reactor, id, request->request_id(), (*tokens)->prompts(), false));
+  SubmitValidGeneration(id, **tokens, context, Metered(reactor, id, request->request_id(), (*tokens)->prompts(), false));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerContext* context,
                                                           const v1::GenerateRequest* request,
                                                           v1::GenerateResult* result) {
-  const std::string id = NewServerRequestId();
+  const std::string id = StartCall(context);
   // Validation first: nothing is built per prompt for a request refused.
   v1::GenerateRequest scratch;
   absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
@@ -94,14 +106,14 @@ grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerCo
   for (int i = 0; i < (*tokens)->prompts_size(); ++i) {
     result->mutable_completions(i)->set_prompt_tokens((*tokens)->prompts(i).token_ids_size());
   }
-  SubmitValidGeneration(**tokens, context,
+  SubmitValidGeneration(id, **tokens, context,
                         Metered(reactor, id, request->request_id(), (*tokens)->prompts(), false));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext* context,
                                                     const v1::ScoreRequest* request, v1::ScoreResult* result) {
-  const std::string id = NewServerRequestId();
+  const std::string id = StartCall(context);
   if (absl::Status st = ValidateScoreRequest(*request, limits_); !st.ok()) {
     auto* reactor = new UnaryCallReactor(nullptr, result, 0);
     Metered(reactor, id, request->request_id(), {}, true)->OnDone(st);
@@ -110,7 +122,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext*
   result->set_request_id(request->request_id());
   result->set_server_request_id(id);
   auto* reactor = new UnaryCallReactor(nullptr, result, request->sequences_size());
-  DriverCall call = MakeCall(request->request_id(), request->sequences(), context);
+  DriverCall call = MakeCall(id, request->sequences(), context);
   call.sampling.set_max_new_tokens(1);  // greedy; the sampled token is dropped
   call.score = true;
   call.observer = Metered(reactor, id, request->request_id(), request->sequences(), true);

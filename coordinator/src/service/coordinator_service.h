@@ -37,11 +37,14 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
 
  private:
   // Hands a generation request that passed ValidateGenerateRequest to the driver.
-  void SubmitValidGeneration(const v1::GenerateRequest& request, grpc::CallbackServerContext* context,
-                             CallObserver* observer);
-  // `inner` wrapped for metrics and the completion line.
+  void SubmitValidGeneration(const std::string& server_id, const v1::GenerateRequest& request,
+                             grpc::CallbackServerContext* context, CallObserver* observer);
+  // `inner` wrapped for metrics and the call's log lines.
   MeteredCall* Metered(CallObserver* inner, const std::string& server_id, const std::string& client_id,
                        const google::protobuf::RepeatedPtrField<v1::TokenSequence>& sequences, bool score) const;
+  // A new server request id, also sent as the call's trailing metadata
+  // (kServerRequestIdMetadata), so that a failed call names it too.
+  static std::string StartCall(grpc::CallbackServerContext* context);
 
   PipelineDriver* driver_;
   RequestLimits limits_;
@@ -49,6 +52,11 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   const ModelText* text_;
   CoordinatorMetrics* metrics_;
 };
+
+// The trailing metadata key of every Generate, GenerateAll and Score call:
+// the server request id (as GenerateResponse.server_request_id), present
+// on failures as well.
+inline constexpr char kServerRequestIdMetadata[] = "seam-server-request-id";
 
 // grpc::Status with the same code and message.
 grpc::Status ToGrpc(const absl::Status& status);

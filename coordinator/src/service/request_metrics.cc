@@ -1,4 +1,4 @@
-// Request metrics and the completion log line (see request_metrics.h).
+// Request metrics and the log lines of a call (see request_metrics.h).
 #include "service/request_metrics.h"
 
 #include <atomic>
@@ -81,21 +81,43 @@ std::string NewServerRequestId() {
   return absl::StrFormat("req-%016x", next.fetch_add(1));
 }
 
-MeteredCall::MeteredCall(CallObserver* inner, CoordinatorMetrics* metrics, std::string request_id,
-                         std::string client_request_id, std::vector<int> prompt_tokens, bool score)
+LogFields RequestLogFields(const std::string& request_id, const std::string& client_request_id,
+                           size_t max_client_bytes) {
+  return {{"request_id", request_id}, {"client_request_id", client_request_id.substr(0, max_client_bytes)}};
+}
+
+MeteredCall::MeteredCall(CallObserver* inner, CoordinatorMetrics* metrics, LogFields identity, std::string api,
+                         std::vector<int> prompt_tokens, bool score)
     : inner_(inner),
       metrics_(metrics),
-      request_id_(std::move(request_id)),
-      client_request_id_(std::move(client_request_id)),
+      identity_(std::move(identity)),
+      api_(std::move(api)),
       score_(score),
       start_(Clock::now()) {
-  for (int p : prompt_tokens) sequences_.push_back(Sequence{p});
+  int prompt = 0;
+  for (int p : prompt_tokens) {
+    sequences_.push_back(Sequence{p});
+    prompt += p;
+  }
+  LogFields fields = identity_;
+  fields.insert(fields.end(), {{"api", api_},
+                               {"kind", score_ ? "score" : "generate"},
+                               {"sequences", absl::StrCat(sequences_.size())},
+                               {"prompt_tokens", absl::StrCat(prompt)}});
+  ScopedLogFields scope(std::move(fields));
+  SEAM_LOG_DEBUG("request received");
 }
 
 void MeteredCall::OnToken(int sequence_index, int32_t token) {
   const Clock::time_point now = Clock::now();
   Sequence& s = sequences_[sequence_index];
-  if (first_token_ == Clock::time_point{}) first_token_ = now;
+  if (first_token_ == Clock::time_point{}) {
+    first_token_ = now;
+    LogFields fields = identity_;
+    fields.emplace_back("ttft_s", absl::StrFormat("%.6f", Seconds(now - start_)));
+    ScopedLogFields scope(std::move(fields));
+    SEAM_LOG_DEBUG("first token");
+  }
   if (metrics_ != nullptr && !score_) {
     if (s.generated == 0) {
       metrics_->ttft.Observe(Seconds(now - start_));
@@ -137,8 +159,8 @@ void MeteredCall::OnDone(const absl::Status& status) {
     reasons.push_back(s.finish_reason.empty() ? "none" : s.finish_reason);
   }
   {
-    LogFields fields = {{"request_id", request_id_},
-                        {"client_request_id", client_request_id_},
+    LogFields fields = identity_;
+    fields.insert(fields.end(), {{"api", api_},
                         {"kind", score_ ? "score" : "generate"},
                         {"status", absl::StatusCodeToString(status.code())},
                         {"sequences", absl::StrCat(sequences_.size())},
@@ -148,7 +170,7 @@ void MeteredCall::OnDone(const absl::Status& status) {
                                        ? std::string("none")
                                        : absl::StrFormat("%.6f", Seconds(first_token_ - start_))},
                         {"total_s", absl::StrFormat("%.6f", Seconds(now - start_))},
-                        {"finish_reason", absl::StrJoin(reasons, ",")}};
+                        {"finish_reason", absl::StrJoin(reasons, ",")}});
     if (!status.ok()) fields.emplace_back("error", std::string(status.message()));
     ScopedLogFields scope(std::move(fields));
     if (status.ok()) {

@@ -1,7 +1,10 @@
 // What the coordinator tells about each client call: the vLLM-shaped request
-// metrics (seam:time_to_first_token_seconds, ...) and the one log line at its
-// end. MeteredCall sits between the driver and a call's reactor: it sees
-// every token first, then passes everything on unchanged.
+// metrics (seam:time_to_first_token_seconds, ...) and its log lines, every
+// one of them carrying the server's request id (request_id) and the client's
+// (client_request_id): "request received" and "first token" at debug level,
+// one line at its end at info (warn when it failed). MeteredCall sits
+// between the driver and a call's reactor: it sees every token first, then
+// passes everything on unchanged.
 #pragma once
 
 #include <chrono>
@@ -14,6 +17,7 @@
 #include <prometheus/histogram.h>
 
 #include "pipeline_driver.h"
+#include "seam/core/logging.h"
 #include "seam/metrics/metrics_endpoint.h"
 
 namespace seam::coordinator {
@@ -38,12 +42,19 @@ class CoordinatorMetrics {
 // process run (random start, then counting).
 std::string NewServerRequestId();
 
+// How a call names itself in log lines: {request_id, client_request_id}.
+// The client's id is cut to `max_client_bytes` (what validation allows).
+LogFields RequestLogFields(const std::string& request_id, const std::string& client_request_id,
+                           size_t max_client_bytes);
+
 // Wraps `inner` for one call. Deletes itself after passing OnDone on (the
 // driver forgets an observer after OnDone). `metrics` may be null (no
 // --metrics-listen): only the log line is written.
 class MeteredCall final : public CallObserver {
  public:
-  MeteredCall(CallObserver* inner, CoordinatorMetrics* metrics, std::string request_id, std::string client_request_id,
+  // `identity` from RequestLogFields; `api` says where the call came in
+  // ("grpc", "http").
+  MeteredCall(CallObserver* inner, CoordinatorMetrics* metrics, LogFields identity, std::string api,
               std::vector<int> prompt_tokens, bool score);
 
   void OnToken(int sequence_index, int32_t token) override;
@@ -62,7 +73,8 @@ class MeteredCall final : public CallObserver {
   };
   CallObserver* inner_;
   CoordinatorMetrics* metrics_;
-  std::string request_id_, client_request_id_;
+  LogFields identity_;
+  std::string api_;
   bool score_;
   Clock::time_point start_;
   Clock::time_point first_token_{};

@@ -111,7 +111,8 @@ absl::Status CheckDescriptorContents(const v1::MicrobatchDescriptor& d, int64_t 
       const int32_t t = s.token_ids(j);
       if (t < 0 || t >= vocab) {
         return absl::InvalidArgumentError(absl::StrCat("sequences[", i, "].token_ids[", j, "]: token id ", t,
-                                                       " is outside the vocabulary [0, ", vocab, ")"));
+                                                       " (request '", s.request_id(),
+                                                       "') is outside the vocabulary [0, ", vocab, ")"));
       }
     }
   }

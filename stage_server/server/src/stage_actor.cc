@@ -2,11 +2,13 @@
 // messages; microbatches themselves are run by MicrobatchRunner on this thread.
 #include "seam/server/stage_actor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "microbatch_runner.h"
 #include "request_checks.h"
 #include "seam/core/logging.h"
@@ -14,6 +16,16 @@
 
 namespace seam::server {
 namespace {
+
+// The request ids of a microbatch's sequences, each once, in order: the
+// request_ids field of every line logged while it runs.
+std::string RequestIdsOf(const v1::MicrobatchDescriptor& d) {
+  std::vector<std::string> ids;
+  for (const v1::SequenceEntry& s : d.sequences()) {
+    if (std::find(ids.begin(), ids.end(), s.request_id()) == ids.end()) ids.push_back(s.request_id());
+  }
+  return absl::StrJoin(ids, ",");
+}
 
 v1::MicrobatchResult ErrorResult(const v1::MicrobatchDescriptor& d, const absl::Status& why, uint32_t rank) {
   v1::MicrobatchResult result;
@@ -169,6 +181,7 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
           Deliver(ErrorResult(d, absl::FailedPreconditionError(absl::StrCat("stage is not ready (", state, ")")),
                               rank));
         } else {
+          ScopedLogFields requests({{"request_ids", RequestIdsOf(d)}});
           runner_->Run(d, [this](v1::MicrobatchResult r) { Deliver(std::move(r)); });
         }
       });

@@ -23,6 +23,9 @@ struct KvCacheOptions {
   int64_t block_size = 16;                   // tokens per block
   DType dtype = DType::kF32;
   Device device = Device::CPU();
+  // Show the allocation as a Progress (seam/core/progress.h) over its bytes;
+  // one rank of a group sets it.
+  bool report_progress = false;
 };
 
 // The part of one sequence a step runs: tokens [start, start + count).

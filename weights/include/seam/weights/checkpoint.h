@@ -24,6 +24,9 @@ class Checkpoint {
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }
   bool Has(const std::string& name) const;
+  // The file name (in dir()) of the shard holding tensor `name`; "" when no
+  // shard does.
+  std::string ShardOf(const std::string& name) const;
 
   // The whole tensor, checked against `expected_shape` and converted to
   // `dtype` (copy only when the dtype differs). NOT_FOUND naming the tensor

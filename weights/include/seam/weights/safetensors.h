@@ -4,6 +4,7 @@
 // "__metadata__": {"format": "pt"}, data in header order).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,10 @@ class SafetensorsFile {
 };
 
 // Writes `tensors` (host, contiguous; f32/bf16/f16/i32/i64) in the given order.
-absl::Status WriteSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors);
+// `written`, when set, is called after each tensor's bytes are written, with
+// its name and byte count (to show progress).
+using TensorWritten = std::function<void(const std::string& name, int64_t bytes)>;
+absl::Status WriteSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                              const TensorWritten& written = nullptr);
 
 }  // namespace seam::weights
