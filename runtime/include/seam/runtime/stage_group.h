@@ -70,6 +70,9 @@ struct StageGroupOptions {
   // block-table width); capped by the model's max_position_embeddings and by
   // what one DP group's cache holds.
   int64_t graph_max_context = 8192;
+  // Qwen3-MoE with a sparse last layer: its MoE hands the finalize to the
+  // final norm, which runs it fused (models::ModelOptions::defer_moe_finalize).
+  bool defer_moe_finalize = true;
 };
 
 // How a CUDA group's decode steps ran (StageGroup::GraphStats).
