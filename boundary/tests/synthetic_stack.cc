@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "declared_reads.h"
+#include "seam/boundary/output_transform.h"
 #include "seam/boundary/replicated_component.h"
 #include "seam/boundary/stream_ops.h"
 #include "seam/comm/communicator.h"
@@ -149,6 +150,19 @@ struct DeclFlags {
   bool reads_all_rows = false;
   bool gathering_reads = false;
   bool ffn_reads_after_dp_gather = false;
+  bool output_transform = false;
+};
+
+// Halves the positive part of the contribution: exact on the dyadic grid,
+// and not linear, so applying it to a partial sum would show.
+class HalfTransform final : public OutputTransform {
+ public:
+  std::string name() const override { return "relu_half"; }
+  absl::Status Apply(const Tensor& c) const override {
+    std::vector<float> v = c.ToFloats();
+    for (float& x : v) x = std::fmax(x, 0.0f) * 0.5f;
+    return CopyInto(Tensor::FromFloats(v, c.shape(), c.dtype()), c);
+  }
 };
 
 // A stage declaration of `kind` with the stack's update and read choices.
@@ -159,6 +173,7 @@ StageDeclaration StackDeclaration(char kind, uint64_t seed, int layer, int index
   if (flags.reads_all_rows && (kind == 'A' || kind == 'M')) d.readout_caps.reads_after_attn_tp_gather = true;
   if (flags.gathering_reads && (kind == 'A' || kind == 'M')) d.readout_caps.gathering_reads = true;
   if (flags.ffn_reads_after_dp_gather && IsFfn(kind)) d.readout_caps.reads_before_dp_gather = false;
+  if (flags.output_transform && kind == 'F') d.update = TransformedUpdate(d.update, std::make_shared<HalfTransform>());
   if (streams > 0) {
     d.update = *MhcUpdate::Make(MhcCoefficientsOf(seed, layer, index, streams));
     d.readout_caps = MhcRead::Caps();
@@ -209,7 +224,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   const uint64_t seed = config.seed;
   const int streams = config.mhc_streams;
   const DeclFlags flags{streams, config.applied_at_exit, config.reads_all_rows, config.gathering_reads,
-                        config.ffn_reads_after_dp_gather};
+                        config.ffn_reads_after_dp_gather, config.output_transform};
   StageFactsFn facts = [pattern, seed, flags](int layer) {
     std::vector<StageDeclaration> stages;
     for (size_t i = 0; i < pattern.size(); ++i) stages.push_back(StackDeclaration(pattern[i], seed, layer, i, flags));

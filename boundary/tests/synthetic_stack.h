@@ -76,6 +76,9 @@ struct StackConfig {
   bool gathering_reads = false;
   // Every FFN's read runs after the attention-DP gather (reads_before_dp_gather = false).
   bool ffn_reads_after_dp_gather = false;
+  // Every dense 'F' FFN declares an output transform (max(y, 0) / 2, not linear)
+  // inside its update (TransformedUpdate).
+  bool output_transform = false;
 };
 
 // Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).
