@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   plan_cmd->add_option("--arch", plan.arch, "architecture: qwen3, qwen3_moe or longcat (a MoE branch merged back)")
       ->capture_default_str();
+  plan_cmd->add_option("--reads", plan.reads,
+                       "residual reads: plain, gathering (gathering reads) or after-gather (reads after the gather)")
+      ->capture_default_str();
   plan_cmd->add_flag("--json", plan.json, "print JSON instead of text");
   plan_cmd->add_option("--rank", plan.rank, "build only this TP rank (default: every rank, compared)");
 

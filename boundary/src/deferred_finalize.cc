@@ -1,5 +1,6 @@
 #include "seam/boundary/deferred_finalize.h"
 
+#include "seam/boundary/plan.h"
 #include "seam/comm/communicator.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
@@ -27,7 +28,35 @@ class BuiltInFinalizeNorm final : public FinalizeNormService {
   }
 };
 
+class TerminalFinalize final : public FusionProvider {
+ public:
+  explicit TerminalFinalize(std::shared_ptr<FusionProvider> inner) : inner_(std::move(inner)) {}
+  std::vector<std::shared_ptr<InputFusion>> InputFusions(const StagePlan& plan) const override {
+    return inner_ ? inner_->InputFusions(plan) : std::vector<std::shared_ptr<InputFusion>>{};
+  }
+  std::vector<std::shared_ptr<InputFusion>> AttnInputFusions(const StagePlan& plan) const override {
+    return inner_ ? inner_->AttnInputFusions(plan) : std::vector<std::shared_ptr<InputFusion>>{};
+  }
+  std::vector<std::shared_ptr<InputFusion>> FfnInputFusions(const StagePlan& plan) const override {
+    return inner_ ? inner_->FfnInputFusions(plan) : std::vector<std::shared_ptr<InputFusion>>{};
+  }
+  bool CanDeferFinalize(const StagePlan& plan, const ForwardBatch& batch) const override {
+    const StageDeclaration& d = plan.declaration;
+    return d.kind == StageKind::kFfn && d.sparse && !d.output_complete && d.place.terminal;
+  }
+  bool CanDeferAllReduce(const StagePlan& plan, const ForwardBatch& batch) const override {
+    return inner_ != nullptr && inner_->CanDeferAllReduce(plan, batch);
+  }
+
+ private:
+  std::shared_ptr<FusionProvider> inner_;
+};
+
 }  // namespace
+
+std::shared_ptr<FusionProvider> TerminalFinalizeProvider(std::shared_ptr<FusionProvider> inner) {
+  return std::make_shared<TerminalFinalize>(std::move(inner));
+}
 
 std::shared_ptr<FinalizeNormService> MakeFinalizeNormService() { return std::make_shared<BuiltInFinalizeNorm>(); }
 

@@ -12,7 +12,7 @@ thread_local LayerStack* current_stack = nullptr;
 bool SameCaps(const ReadoutCaps& a, const ReadoutCaps& b) {
   return a.reads_before_dp_gather == b.reads_before_dp_gather &&
          a.reads_after_attn_tp_gather == b.reads_after_attn_tp_gather && a.add_norm == b.add_norm &&
-         a.completing_fusions == b.completing_fusions;
+         a.completing_fusions == b.completing_fusions && a.gathering_reads == b.gathering_reads;
 }
 
 const char* BaseName(const char* path) {

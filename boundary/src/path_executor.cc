@@ -22,6 +22,8 @@ comm::Communicator& GroupComm(const StageComms& comms, CommGroup group) {
 
 namespace {
 
+absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w);
+
 // FFN rows of a padded multi-DP batch, compacted to Σ R_d rows.
 Tensor CompactFfnRows(const Tensor& t, const BatchRows& rows) {
   if (!rows.padded() || rows.topology().attn_dp == 1) return t;
@@ -165,6 +167,40 @@ absl::Status FusedInput(const Step& s, const StepContext& ctx, PathWork* w) {
   return UpdateAndRead(ctx, w);
 }
 
+// The built-in gather a combined step falls back to (padded or variable, as the batch is).
+Step BuiltInGather(const Step& s, const BatchRows& rows) {
+  return Step{rows.padded() ? StepOp::kGather : StepOp::kGatherV, s.group, s.from, s.to};
+}
+
+// A read on the slice and the gather onto the DP rows: the read's gathering
+// reads first, else the (update and) read, then the gather.
+absl::Status ReadGather(const Step& s, const StepContext& ctx, PathWork* w) {
+  SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
+  const BatchRows& rows = ctx.batch->rows;
+  const bool update = s.op == StepOp::kUpdateReadGather;
+  if (update && !w->update->caps().plain_add && StillOwed(ctx, *w)) {
+    return absl::InternalError(absl::StrCat("the ", w->update->name(), " update cannot move before the sum over ",
+                                            SumGroupName(w->owed), " completes"));
+  }
+  for (const auto& candidate : ctx.read->GatheringReads()) {
+    GatheringReadArgs args;
+    args.update = update ? w->update.get() : nullptr;
+    args.contribution = update ? w->c : Tensor();
+    args.residual = w->r;
+    args.slice_counts = rows.AttnTpSliceCounts();
+    args.out = Tensor::Empty({rows.RowsOf(s.to), ctx.read->InputWidth(w->r.dim(1))}, w->r.dtype(), w->r.device());
+    args.group = &GroupComm(*ctx.comms, s.group);
+    SEAM_ASSIGN_OR_RETURN(bool done, candidate->TryReadGather(args));
+    if (!done) continue;
+    w->x = args.out;
+    w->x_form = s.to;
+    if (update) w->c = Tensor();
+    return absl::OkStatus();
+  }
+  SEAM_RETURN_IF_ERROR(RunStep(Step{update ? StepOp::kUpdateAndRead : StepOp::kRead}, ctx, w));
+  return Gather(BuiltInGather(s, rows), ctx, w);
+}
+
 absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
   const BatchRows& rows = ctx.batch->rows;
   switch (s.op) {
@@ -225,6 +261,20 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
     case StepOp::kGather:
     case StepOp::kGatherV:
       return Gather(s, ctx, w);
+    case StepOp::kReadGather:
+    case StepOp::kUpdateReadGather:
+      return ReadGather(s, ctx, w);
+    case StepOp::kGatherResidual:
+      w->x = w->r;
+      w->x_form = w->r_form;
+      return Gather(BuiltInGather(s, rows), ctx, w);
+    case StepOp::kReadGathered: {
+      SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
+      const Tensor moved = w->x;
+      w->x = Tensor::Empty({moved.rows(), ctx.read->InputWidth(moved.dim(1))}, moved.dtype(), moved.device());
+      if (ctx.skip_empty_norm && moved.rows() == 0) return absl::OkStatus();
+      return ctx.read->Read(moved, w->x);
+    }
   }
   return absl::InternalError("unknown step");
 }

@@ -56,26 +56,51 @@ void AppendGather(RowForm from, RowForm to, BatchVariant v, const Topology& t, s
   steps->push_back(Step{Padded(v) ? StepOp::kGather : StepOp::kGatherV, g, from, to});
 }
 
-EntryPath EntryFor(const IncomingForm& in, Consumer consumer, BatchVariant v, const Topology& t, bool fusable) {
+// The gather step `from` → `to` rows, or none when the rows are already there.
+std::vector<Step> GatherSteps(RowForm from, RowForm to, BatchVariant v, const Topology& t) {
+  std::vector<Step> steps;
+  AppendGather(from, to, v, t, &steps);
+  return steps;
+}
+
+// Whether a consumer whose read has `caps` reads after the gather that
+// brings its rows from `r` to `compute`: a read declared after the
+// attention-DP gather, or a read of every row on a residual kept on slices.
+bool ReadsAfterGather(const ReadoutCaps& caps, RowForm r, RowForm compute, const Topology& t) {
+  if (r == compute) return false;
+  if (!caps.reads_before_dp_gather && compute == RowForm::kFfnRows && t.attn_dp > 1) return true;
+  return caps.reads_after_attn_tp_gather && r == RowForm::kAttnTpSlice && t.attn_tp() > 1;
+}
+
+EntryPath EntryFor(const IncomingForm& in, Consumer consumer, const ReadoutCaps& caps, BatchVariant v,
+                   const Topology& t, bool fusable) {
   EntryPath path;
   path.incoming = in;
-  RowForm r = in.residual;
+  RowForm r = in.state == StreamState::kInitial ? in.rows : in.residual;
+  if (in.state == StreamState::kPending && in.rows == RowForm::kAttnTpSlice && r == RowForm::kDpRows) {
+    path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kAttnTpSlice});
+    r = RowForm::kAttnTpSlice;
+  }
+  RowForm compute = r;
+  if (consumer == Consumer::kFfn) compute = RowForm::kFfnRows;
+  if (consumer == Consumer::kAttnGathering || consumer == Consumer::kFinalRead) compute = RowForm::kDpRows;
+  const std::vector<Step> gather = GatherSteps(r, compute, v, t);
+  const bool read_after = !gather.empty() && ReadsAfterGather(caps, r, compute, t);
   switch (in.state) {
     case StreamState::kInitial:
-      r = in.rows;
       path.steps.push_back(Step{StepOp::kInitResidual});
-      path.steps.push_back(Step{StepOp::kRead});
+      if (!read_after) path.steps.push_back(Step{StepOp::kRead});
       break;
     case StreamState::kWritten:
-      path.steps.push_back(Step{StepOp::kRead});
+      if (!read_after) path.steps.push_back(Step{StepOp::kRead});
       break;
     case StreamState::kPending: {
-      if (in.rows == RowForm::kAttnTpSlice && r == RowForm::kDpRows) {
-        path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kAttnTpSlice});
-        r = RowForm::kAttnTpSlice;
-      }
       std::vector<Step> done = CompletionSteps(in.rows, in.owed, r, v, t);
-      if (fusable && done.size() == 1 && done[0].op == StepOp::kAllReduce) {
+      if (read_after) {
+        // The update runs on the residual's own rows; the read waits for the gather.
+        path.steps.insert(path.steps.end(), done.begin(), done.end());
+        path.steps.push_back(Step{StepOp::kApplyUpdate});
+      } else if (fusable && done.size() == 1 && done[0].op == StepOp::kAllReduce) {
         path.steps.push_back(Step{StepOp::kFusedInput, done[0].group, r, r});
       } else {
         path.steps.insert(path.steps.end(), done.begin(), done.end());
@@ -84,10 +109,22 @@ EntryPath EntryFor(const IncomingForm& in, Consumer consumer, BatchVariant v, co
       break;
     }
   }
-  RowForm compute = r;
-  if (consumer == Consumer::kFfn) compute = RowForm::kFfnRows;
-  if (consumer == Consumer::kAttnGathering || consumer == Consumer::kFinalRead) compute = RowForm::kDpRows;
-  AppendGather(r, compute, v, t, &path.steps);
+  if (read_after) {
+    for (Step s : gather) {
+      s.op = StepOp::kGatherResidual;
+      path.steps.push_back(s);
+    }
+    path.steps.push_back(Step{StepOp::kReadGathered, CommGroup::kNone, compute, compute});
+  } else if (!gather.empty() && caps.gathering_reads && gather[0].group == CommGroup::kAttnTp &&
+             compute == RowForm::kDpRows &&
+             (path.steps.back().op == StepOp::kRead || path.steps.back().op == StepOp::kUpdateAndRead)) {
+    // The read on the slice and the gather onto the DP rows as one step.
+    Step& last = path.steps.back();
+    last = Step{last.op == StepOp::kRead ? StepOp::kReadGather : StepOp::kUpdateReadGather, CommGroup::kAttnTp, r,
+                compute};
+  } else {
+    path.steps.insert(path.steps.end(), gather.begin(), gather.end());
+  }
   path.residual_after = r;
   path.compute_rows = compute;
   return path;
@@ -208,11 +245,11 @@ std::vector<Step> CompletionSteps(RowForm rows, SumGroup owed, RowForm target, B
 }
 
 EntryPath BuildEntryPath(const IncomingForm& incoming, RowForm compute_rows, BatchVariant variant,
-                         const Topology& topology, bool fusable) {
+                         const Topology& topology, bool fusable, const ReadoutCaps& caps) {
   const Consumer c = compute_rows == RowForm::kFfnRows ? Consumer::kFfn
                      : compute_rows == RowForm::kDpRows ? Consumer::kFinalRead
                                                          : Consumer::kAttnLocal;
-  return EntryFor(incoming, c, variant, topology, fusable);
+  return EntryFor(incoming, c, caps, variant, topology, fusable);
 }
 
 absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const NeighbourFacts& producer,
@@ -226,11 +263,6 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     return absl::InvalidArgumentError(
         "an attention stage that does not gather its attention-TP input cannot declare a read after that gather");
   }
-  if (stage.kind == StageKind::kFfn && !stage.readout_caps.reads_before_dp_gather && topology.attn_dp > 1) {
-    return absl::InvalidArgumentError(
-        "an ffn read that must run after the attention-DP gather has no path: reads run on the source rows "
-        "before the gather (reads_before_dp_gather)");
-  }
   if (stage.kind == StageKind::kFfn && stage.readout_caps.reads_after_attn_tp_gather) {
     return absl::InvalidArgumentError("reads_after_attn_tp_gather is a read of an attention stage or a final read");
   }
@@ -243,22 +275,17 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
   plan.policy = policy;
   plan.producer = producer;
   const Consumer me = ConsumerOf(stage);
+  const ReadoutCaps& caps = stage.readout_caps;
   for (BatchVariant v : kServedVariants) {
     // UNPADDED serves batches whose rows do not divide over attention TP, and
     // only without attention DP.
     if (v == BatchVariant::kUnpadded && topology.attn_dp > 1) continue;
-    // An input-scattered batch keeps the residual on slices, which such a read cannot take.
-    const bool final_reads_all_rows = !consumer.exists && consumer.final_read.reads_after_attn_tp_gather;
-    if (v == BatchVariant::kInputScattered &&
-        (stage.readout_caps.reads_after_attn_tp_gather || final_reads_all_rows) && topology.attn_tp() > 1) {
-      continue;
-    }
     VariantPaths vp;
     vp.variant = v;
     const std::vector<RowForm> forms = ResidualForms(v, topology, policy);
     if (!producer.exists) {
       const RowForm input = v == BatchVariant::kInputScattered ? RowForm::kAttnTpSlice : RowForm::kDpRows;
-      AddEntry(EntryFor(IncomingForm{StreamState::kInitial, input}, me, v, topology, false), &vp.entries);
+      AddEntry(EntryFor(IncomingForm{StreamState::kInitial, input}, me, caps, v, topology, false), &vp.entries);
     } else {
       NeighbourFacts self{true, stage};
       ExitPath before = ExitFor(producer.declaration, self, v, topology, policy);
@@ -267,45 +294,45 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
       const bool fusable = producer.declaration.update->caps().plain_add &&
                            (stage.readout_caps.add_norm || stage.readout_caps.completing_fusions);
       for (const ExitOption& o : before.options) {
-        AddEntry(EntryFor(o.leaves, me, v, topology, fusable), &vp.entries);
+        AddEntry(EntryFor(o.leaves, me, caps, v, topology, fusable), &vp.entries);
       }
       // CompleteOutput / AddToOutput complete the producer's sum onto the
       // residual's rows and leave only the update pending.
       for (RowForm r : forms) {
-        AddEntry(EntryFor(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, me, v, topology, false),
+        AddEntry(EntryFor(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, me, caps, v, topology, false),
                  &vp.entries);
       }
     }
     // A stream whose producer already completed and wrote it (a pipeline import
     // or a model that wrote the residual itself) enters on the written path.
     for (RowForm r : forms) {
-      AddEntry(EntryFor(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, me, v, topology, false),
+      AddEntry(EntryFor(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, me, caps, v, topology, false),
                &vp.entries);
     }
     vp.exit = ExitFor(stage, consumer, v, topology, policy);
-    if (!consumer.exists) vp.final_read = BuildFinalReadEntries(v, topology, stage, policy);
+    if (!consumer.exists) vp.final_read = BuildFinalReadEntries(v, topology, stage, policy, consumer.final_read);
     plan.variants.push_back(std::move(vp));
   }
   return plan;
 }
 
 std::vector<EntryPath> BuildFinalReadEntries(BatchVariant variant, const Topology& topology,
-                                             const StageDeclaration& last, ReductionPolicy policy) {
+                                             const StageDeclaration& last, ReductionPolicy policy,
+                                             const ReadoutCaps& final_read) {
   std::vector<EntryPath> entries;
-  ExitPath exit = ExitFor(last, NeighbourFacts{}, variant, topology, policy);
+  NeighbourFacts none;
+  none.final_read = final_read;
+  ExitPath exit = ExitFor(last, none, variant, topology, policy);
   const bool fusable = last.update->caps().plain_add;
-  for (const ExitOption& o : exit.options) {
-    AddEntry(EntryFor(o.leaves, Consumer::kFinalRead, variant, topology, fusable), &entries);
-  }
+  auto add = [&](const IncomingForm& in, bool fuse) {
+    AddEntry(EntryFor(in, Consumer::kFinalRead, final_read, variant, topology, fuse), &entries);
+  };
+  for (const ExitOption& o : exit.options) add(o.leaves, fusable);
   for (RowForm r : ResidualForms(variant, topology, policy)) {  // completed by CompleteOutput / AddToOutput
-    AddEntry(EntryFor(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, Consumer::kFinalRead, variant,
-                      topology, false),
-             &entries);
+    add(IncomingForm{StreamState::kPending, r, SumGroup::kNone, r}, false);
   }
   for (RowForm r : ResidualForms(variant, topology, policy)) {
-    AddEntry(EntryFor(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, Consumer::kFinalRead, variant,
-                      topology, false),
-             &entries);
+    add(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, false);
   }
   return entries;
 }

@@ -62,8 +62,12 @@ std::string CaptureText(const EntryPath& e) {
 
 std::string UpdateReadText(const StageDeclaration& d) {
   const ReadoutCaps& r = d.readout_caps;
-  return absl::StrCat("update=", d.update->name(), " read: add_norm=", YesNo(r.add_norm),
-                      " reads_after_attn_tp_gather=", YesNo(r.reads_after_attn_tp_gather));
+  return absl::StrCat("update=", d.update->name(), d.update->caps().applied_at_exit ? " (applied at exit)" : "",
+                      " read: add_norm=", YesNo(r.add_norm),
+                      " reads_after_attn_tp_gather=", YesNo(r.reads_after_attn_tp_gather),
+                      " reads_before_dp_gather=", YesNo(r.reads_before_dp_gather),
+                      " gathering_reads=", YesNo(r.gathering_reads),
+                      " completing_fusions=", YesNo(r.completing_fusions));
 }
 
 void AppendEntryText(std::string* out, const char* label, const EntryPath& e, bool capture = false) {

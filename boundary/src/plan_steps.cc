@@ -40,6 +40,10 @@ const char* StepOpName(StepOp op) {
     case StepOp::kGather: return "all_gather";
     case StepOp::kGatherV: return "all_gatherv";
     case StepOp::kApplyUpdate: return "apply_update";
+    case StepOp::kReadGather: return "gathering_read";
+    case StepOp::kUpdateReadGather: return "gathering_add_norm";
+    case StepOp::kGatherResidual: return "gather_residual";
+    case StepOp::kReadGathered: return "norm_gathered";
   }
   return "?";
 }
@@ -51,7 +55,10 @@ bool Step::issues_collective() const {
     case StepOp::kReduceScatterV:
     case StepOp::kFusedInput:
     case StepOp::kGather:
-    case StepOp::kGatherV: return true;
+    case StepOp::kGatherV:
+    case StepOp::kReadGather:
+    case StepOp::kUpdateReadGather:
+    case StepOp::kGatherResidual: return true;
     default: return false;
   }
 }
@@ -59,7 +66,8 @@ bool Step::issues_collective() const {
 std::string Step::ToString() const {
   std::string s = StepOpName(op);
   const bool moves = op == StepOp::kReduceScatter || op == StepOp::kReduceScatterV || op == StepOp::kTakeRows ||
-                     op == StepOp::kGather || op == StepOp::kGatherV || op == StepOp::kSliceResidual;
+                     op == StepOp::kGather || op == StepOp::kGatherV || op == StepOp::kSliceResidual ||
+                     op == StepOp::kReadGather || op == StepOp::kUpdateReadGather || op == StepOp::kGatherResidual;
   if (group != CommGroup::kNone || moves) {
     absl::StrAppend(&s, "(");
     if (group != CommGroup::kNone) absl::StrAppend(&s, CommGroupName(group));

@@ -69,8 +69,11 @@ absl::StatusOr<Tensor> StageBoundary::Prepare(const Hidden& hidden, ForwardBatch
     moved.x_form = work.r_form;
     bool gathered = false;
     for (const Step& s : path->steps) {
-      if (s.op != StepOp::kGather && s.op != StepOp::kGatherV) continue;
-      SEAM_RETURN_IF_ERROR(RunSteps({s}, StepContext{&batch, &batch.comms, nullptr, nullptr}, &moved));
+      const bool moves = s.op == StepOp::kGather || s.op == StepOp::kGatherV || s.op == StepOp::kReadGather ||
+                         s.op == StepOp::kUpdateReadGather || s.op == StepOp::kGatherResidual;
+      if (!moves) continue;
+      const Step gather{batch.rows.padded() ? StepOp::kGather : StepOp::kGatherV, s.group, s.from, s.to};
+      SEAM_RETURN_IF_ERROR(RunSteps({gather}, StepContext{&batch, &batch.comms, nullptr, nullptr}, &moved));
       gathered = true;
     }
     capture.capture_gathered(moved.x, gathered);

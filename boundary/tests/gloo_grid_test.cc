@@ -79,6 +79,35 @@ TEST(GlooFeatureGrid, LongCatLikeBranchOverGlooEqualsSingleRankBitForBit) {
   }
 }
 
+// 3 layouts × 2 row patterns = 6 cases.
+TEST(GlooFeatureGrid, GatheringReadsOverGlooEqualSingleRankBitForBit) {
+  for (auto [dp, attn_tp, variant, policy] :
+       {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
+        std::make_tuple(1, 2, BatchVariant::kInputScattered, ReductionPolicy::kAr),
+        std::make_tuple(1, 4, BatchVariant::kOrdinary, ReductionPolicy::kRs)}) {
+    GridCase c{dp, attn_tp, variant, policy, {}, 2};
+    c.gathering_reads = true;
+    RunOnGloo(c);
+  }
+}
+
+// FFN reads after the DP gather (2 layouts), and reads of every row on an
+// input-scattered batch (2 layouts), × 2 row patterns = 8 cases.
+TEST(GlooFeatureGrid, ReadsAfterTheGatherOverGlooEqualSingleRankBitForBit) {
+  for (auto [dp, attn_tp, variant, policy] :
+       {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
+        std::make_tuple(2, 1, BatchVariant::kInputScattered, ReductionPolicy::kAr)}) {
+    GridCase c{dp, attn_tp, variant, policy, {}, 2};
+    c.ffn_reads_after_dp_gather = true;
+    RunOnGloo(c);
+  }
+  for (auto [dp, attn_tp] : {std::make_pair(1, 2), std::make_pair(2, 2)}) {
+    GridCase c{dp, attn_tp, BatchVariant::kInputScattered, ReductionPolicy::kAr, {}, 2};
+    c.reads_all_rows = true;
+    RunOnGloo(c);
+  }
+}
+
 std::string Name(const ::testing::TestParamInfo<GlooParam>& info) {
   const auto [layout, variant, policy] = info.param;
   return GridName(layout, variant, policy);

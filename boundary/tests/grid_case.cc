@@ -50,6 +50,9 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
   config.capture = c.capture;
   config.applied_at_exit = c.applied_at_exit;
   config.reads_all_rows = c.reads_all_rows;
+  config.gathering_reads = c.gathering_reads;
+  config.ffn_reads_after_dp_gather = c.ffn_reads_after_dp_gather;
+  config.output_transform = c.output_transform;
   int64_t total = 0;
   for (int64_t r : c.dp_rows) total += r;
   const Tensor all = StackInput(config.seed + 99, total);

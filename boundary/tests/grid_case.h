@@ -32,6 +32,9 @@ struct GridCase {
   bool applied_at_exit = false;  // every update applied at its producer's exit
   bool reads_all_rows = false;   // attention reads (and the final read) declare reads_after_attn_tp_gather
   AttnTpGatherFn final_gather;   // every rank's (not the reference's) final-read gather
+  bool gathering_reads = false;  // attention reads and the final read offer gathering reads
+  bool ffn_reads_after_dp_gather = false;  // every FFN reads after the attention-DP gather
+  bool output_transform = false;           // every dense FFN transforms its output (max(y, 0) / 2) before its update
   std::string ToString() const;
 };
 

@@ -2,7 +2,7 @@
 // applied_at_exit (the producer applies its update at its exit and the next
 // stage enters written), reads_after_attn_tp_gather (a read that needs every
 // row of the attention's: no producer leaves its output on a slice before
-// it), reads_before_dp_gather (the only order served), and separate
+// it; on an input-scattered batch the read waits for the gather), and separate
 // attention and FFN input candidates tried in their order. Grids bit for bit
 // against one rank.
 #include <atomic>
@@ -66,7 +66,6 @@ class ReadsAllRowsGrid : public ::testing::TestWithParam<Param> {};
 TEST_P(ReadsAllRowsGrid, AReadOfEveryRowEqualsSingleRankBitForBit) {
   const auto& [layout, variant, policy, pattern] = GetParam();
   if (variant == BatchVariant::kUnpadded && layout.first > 1) GTEST_SKIP() << "UNPADDED: no attention DP";
-  if (variant == BatchVariant::kInputScattered && layout.second > 1) GTEST_SKIP() << "no path (tested below)";
   RunGrid(GetParam(), false, &read_cases);
 }
 
@@ -126,21 +125,17 @@ TEST(Reads, NoProducerLeavesItsOutputOnASliceBeforeAReadOfEveryRow) {
   };
   EXPECT_EQ(scatters(*reads), 0);
   EXPECT_GT(scatters(*plain), 0);
-  // An input-scattered batch keeps the residual on slices: no path for such a read.
-  const auto& attn = *reads->layers()[0].stages[0].boundary;
-  EXPECT_EQ(attn.plan().Find(BatchVariant::kInputScattered), nullptr);
-  auto registry = std::make_shared<comm::RecordingRegistry>(comm::CommOptions{absl::Seconds(5)});
-  auto results = RunRanks(2, 1, comm::MakeRecordingGroupFactory(registry),
-                          [&](const Topology& t2, const StageComms& comms) -> absl::Status {
-                            auto s = Stack(t2, ReductionPolicy::kAr, false, true);
-                            ForwardBatch batch(1, BatchVariant::kInputScattered, t2, {4});
-                            batch.comms = comms;
-                            SEAM_ASSIGN_OR_RETURN(Hidden h, Start(batch, Rows(1, 2)));
-                            return s->layers()[0].stages[0].boundary->Prepare(h, batch).status();
-                          });
-  for (const absl::Status& s : results) {
-    EXPECT_EQ(s, errors::NoPathForVariant("INPUT_SCATTERED"));
-  }
+  // An input-scattered batch keeps the residual on slices: the read waits for
+  // the gather (update on the slice, gather the residual, read every row).
+  const auto& attn = *reads->layers()[1].stages[0].boundary;
+  const VariantPaths* scattered = attn.plan().Find(BatchVariant::kInputScattered);
+  ASSERT_NE(scattered, nullptr);
+  const EntryPath* e = scattered->FindEntry(IncomingForm{StreamState::kWritten, RowForm::kAttnTpSlice,
+                                                         SumGroup::kNone, RowForm::kAttnTpSlice});
+  ASSERT_NE(e, nullptr);
+  std::vector<std::string> steps;
+  for (const Step& s : e->steps) steps.push_back(s.ToString());
+  EXPECT_EQ(steps, (std::vector<std::string>{"gather_residual(attn_tp: attn_tp_slice->dp_rows)", "norm_gathered"}));
 }
 
 TEST(Reads, AFinalReadOfEveryRowKeepsTheLastFfnOffTheSlices) {
@@ -189,16 +184,18 @@ TEST(Reads, TheFinalReadsOwnAttnTpGatherIsTriedFirstAndMatchesTheBuiltIn) {
   std::printf("final-read gather grid: %d cases ran\n", gather_cases.load());
 }
 
-TEST(Reads, AnFfnReadAfterTheDpGatherIsRefusedAtConstruction) {
+TEST(Reads, AReadDeclaredAfterTheDpGatherMustSayItsCapabilities) {
+  // The declaration says the read runs after the gather; the plain read says
+  // otherwise: refused when the stage is appended.
   NormParams norm = UnitNorm();
   StageDeclaration ffn = DeclareFfn();
   ffn.readout_caps.reads_before_dp_gather = false;
   LayerStack stack(LayerStackOptions{*Topology::Make(2, 2, 0), ReductionPolicy::kAr});
-  ASSERT_TRUE(SEAM_APPEND_STAGES(0, StageItem{DeclareAttn(), &norm}, StageItem{ffn, &norm}).ok());
-  const absl::Status b = stack.Close();  // the FFN binds once its consumer (none) is known
-  EXPECT_EQ(b.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(b.message()),
-              HasSubstr("an ffn read that must run after the attention-DP gather has no path"));
+  auto appended = SEAM_APPEND_STAGES(0, StageItem{DeclareAttn(), &norm},
+                                     StageItem{ffn, &norm, {}, std::make_shared<AddRmsNormRead>(&norm)});
+  EXPECT_EQ(appended.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(appended.status().message()),
+              HasSubstr("read's capabilities differ from the declaration's readout_caps"));
 }
 
 // ---- Separate attention and FFN input candidates, tried in order. ----

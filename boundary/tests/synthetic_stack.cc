@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "declared_reads.h"
+#include "seam/boundary/output_transform.h"
 #include "seam/boundary/replicated_component.h"
 #include "seam/boundary/stream_ops.h"
 #include "seam/comm/communicator.h"
@@ -146,6 +148,21 @@ struct DeclFlags {
   int streams = 0;
   bool applied_at_exit = false;
   bool reads_all_rows = false;
+  bool gathering_reads = false;
+  bool ffn_reads_after_dp_gather = false;
+  bool output_transform = false;
+};
+
+// Halves the positive part of the contribution: exact on the dyadic grid,
+// and not linear, so applying it to a partial sum would show.
+class HalfTransform final : public OutputTransform {
+ public:
+  std::string name() const override { return "relu_half"; }
+  absl::Status Apply(const Tensor& c) const override {
+    std::vector<float> v = c.ToFloats();
+    for (float& x : v) x = std::fmax(x, 0.0f) * 0.5f;
+    return CopyInto(Tensor::FromFloats(v, c.shape(), c.dtype()), c);
+  }
 };
 
 // A stage declaration of `kind` with the stack's update and read choices.
@@ -154,6 +171,9 @@ StageDeclaration StackDeclaration(char kind, uint64_t seed, int layer, int index
   const int streams = flags.streams;
   if (flags.applied_at_exit) d.update = std::make_shared<ExitAppliedAdd>();
   if (flags.reads_all_rows && (kind == 'A' || kind == 'M')) d.readout_caps.reads_after_attn_tp_gather = true;
+  if (flags.gathering_reads && (kind == 'A' || kind == 'M')) d.readout_caps.gathering_reads = true;
+  if (flags.ffn_reads_after_dp_gather && IsFfn(kind)) d.readout_caps.reads_before_dp_gather = false;
+  if (flags.output_transform && kind == 'F') d.update = TransformedUpdate(d.update, std::make_shared<HalfTransform>());
   if (streams > 0) {
     d.update = *MhcUpdate::Make(MhcCoefficientsOf(seed, layer, index, streams));
     d.readout_caps = MhcRead::Caps();
@@ -203,7 +223,8 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   const std::string pattern = config.pattern;
   const uint64_t seed = config.seed;
   const int streams = config.mhc_streams;
-  const DeclFlags flags{streams, config.applied_at_exit, config.reads_all_rows};
+  const DeclFlags flags{streams, config.applied_at_exit, config.reads_all_rows, config.gathering_reads,
+                        config.ffn_reads_after_dp_gather, config.output_transform};
   StageFactsFn facts = [pattern, seed, flags](int layer) {
     std::vector<StageDeclaration> stages;
     for (size_t i = 0; i < pattern.size(); ++i) stages.push_back(StackDeclaration(pattern[i], seed, layer, i, flags));
@@ -215,6 +236,12 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   }
   LayerStackOptions stack_options{topology, config.policy, facts, config.first_layer, end, config.layers};
   stack_options.final_read.reads_after_attn_tp_gather = config.reads_all_rows;
+  if (config.gathering_reads && streams == 0) {
+    stack_options.final_read.gathering_reads = true;
+    stack->final_read_ = std::make_shared<DeclaredRead>(
+        &stack->final_norm_, stack_options.final_read,
+        std::vector<std::shared_ptr<GatheringRead>>{DecliningGatheringRead(), GatherThenNormRead(&stack->final_norm_)});
+  }
   LayerStack scope(std::move(stack_options));
   for (int l = config.first_layer; l < end; ++l) {
     Layer& layer = stack->layers_[l - config.first_layer];
@@ -240,10 +267,15 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
       make(st, config.pattern[i], s);
       StageOptions options;
       if (st.kind == 'E' || st.kind == 'L') options.fusions = config.fusions;
+      const StageDeclaration decl = StackDeclaration(st.kind, seed, l, i, flags);
       if (streams > 0) {
         SEAM_ASSIGN_OR_RETURN(st.read, MhcRead::Make(MhcCoefficientsOf(seed, l, i, streams), &st.norm));
+      } else if (decl.readout_caps.gathering_reads || !decl.readout_caps.reads_before_dp_gather) {
+        std::vector<std::shared_ptr<GatheringRead>> gathering;
+        if (decl.readout_caps.gathering_reads) gathering = {DecliningGatheringRead(), GatherThenNormRead(&st.norm)};
+        st.read = std::make_shared<DeclaredRead>(&st.norm, decl.readout_caps, std::move(gathering));
       }
-      items.push_back(StageItem{StackDeclaration(st.kind, seed, l, i, flags), &st.norm, options, st.read});
+      items.push_back(StageItem{decl, &st.norm, options, st.read});
     }
     SEAM_ASSIGN_OR_RETURN(auto boundaries, AppendStagesAt(__FILE__, __LINE__, l, std::move(items)));
     for (size_t i = 0; i < boundaries.size(); ++i) layer.stages[i].boundary = boundaries[i];

@@ -71,6 +71,14 @@ struct StackConfig {
   bool reads_all_rows = false;
   // The final read's own attention-TP gather (FinalNormOptions::attn_tp_gather).
   AttnTpGatherFn final_gather;
+  // Every gathering attention's read, and the final read, declare
+  // gathering_reads and offer a declining then a gather-then-norm candidate.
+  bool gathering_reads = false;
+  // Every FFN's read runs after the attention-DP gather (reads_before_dp_gather = false).
+  bool ffn_reads_after_dp_gather = false;
+  // Every dense 'F' FFN declares an output transform (max(y, 0) / 2, not linear)
+  // inside its update (TransformedUpdate).
+  bool output_transform = false;
 };
 
 // Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).

@@ -1,7 +1,10 @@
 // `seam plan`: a Qwen3-like stack (attention + FFN per layer) bound inside a
 // LayerStack for each TP rank; the printed plans of all ranks must agree.
 // --arch longcat adds to each layer's MoE a prepared branch (dense FFN,
-// attention, dense FFN) merged back into its output, printed after it.
+// attention, dense FFN) merged back into its output, printed after it;
+// --arch qwen3_moe gives the last layer's MoE the provider the model gives
+// it, so its exit may hand the finalize to the final norm. --reads picks the
+// reads' capabilities (gathering reads, reads after the gather).
 #include "plan_command.h"
 
 #include <deque>
@@ -11,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/branch.h"
+#include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/plan_printer.h"
 #include "seam/core/status.h"
@@ -34,16 +38,31 @@ absl::StatusOr<std::unique_ptr<BuiltStack>> BuildStack(const PlanCommandOptions&
   const bool longcat = options.arch == "longcat";
   ffn.sparse = options.arch == "qwen3_moe" || longcat;
   ffn.merges_branch = longcat;
+  boundary::StageDeclaration attn = boundary::DeclareAttn();
+  boundary::StageDeclaration ffn_decl = boundary::DeclareFfn(ffn);
   boundary::LayerStackOptions stack_options;
   stack_options.topology = topology;
   stack_options.policy = policy;
+  if (options.reads == "gathering") {
+    attn.readout_caps.gathering_reads = true;
+    stack_options.final_read.gathering_reads = true;
+  } else if (options.reads == "after-gather") {
+    attn.readout_caps.reads_after_attn_tp_gather = true;
+    ffn_decl.readout_caps.reads_before_dp_gather = false;
+    stack_options.final_read.reads_after_attn_tp_gather = true;
+  }
   boundary::LayerStack stack(std::move(stack_options));
   for (int l = 0; l < options.layers; ++l) {
     boundary::NormParams* attn_norm = &built->norms.emplace_back();
     boundary::NormParams* ffn_norm = &built->norms.emplace_back();
+    // Qwen3-MoE's last MoE may hand its finalize to the final norm (models/).
+    boundary::StageOptions ffn_options;
+    if (options.arch == "qwen3_moe" && l == options.layers - 1) {
+      ffn_options.fusions = boundary::TerminalFinalizeProvider(nullptr);
+    }
     SEAM_ASSIGN_OR_RETURN(auto appended,
-                          SEAM_APPEND_STAGES(l, StageItem{boundary::DeclareAttn(), attn_norm, {}},
-                                             StageItem{boundary::DeclareFfn(ffn), ffn_norm, {}}));
+                          SEAM_APPEND_STAGES(l, StageItem{attn, attn_norm, {}},
+                                             StageItem{ffn_decl, ffn_norm, ffn_options}));
     built->boundaries.insert(built->boundaries.end(), appended.begin(), appended.end());
     if (longcat) {
       std::vector<StageItem> items;
@@ -81,6 +100,9 @@ std::string CheckArguments(const PlanCommandOptions& o) {
   }
   if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "longcat") {
     return absl::StrCat("unknown --arch '", o.arch, "' (known: qwen3, qwen3_moe, longcat)");
+  }
+  if (o.reads != "plain" && o.reads != "gathering" && o.reads != "after-gather") {
+    return absl::StrCat("unknown --reads '", o.reads, "' (known: plain, gathering, after-gather)");
   }
   return "";
 }

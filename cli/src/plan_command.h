@@ -14,7 +14,12 @@ struct PlanCommandOptions {
   int attn_dp = 1;               // attention data-parallel groups (must divide tp)
   int layers = 2;                // decoder layers of the stack
   std::string policy = "auto";   // ar | rs | rsv | rs+rsv | auto (resolved per architecture)
-  std::string arch = "qwen3";    // qwen3 (dense FFN) | qwen3_moe (sparse FFN)
+  std::string arch = "qwen3";    // qwen3 (dense FFN) | qwen3_moe (sparse FFN) | longcat (a MoE branch merged back)
+  // How the stages read the residual: plain (add + RMSNorm) | gathering (the
+  // attention reads and the final read offer gathering reads) | after-gather
+  // (FFN reads after the attention-DP gather; attention and final reads need
+  // every row, after the attention-TP gather).
+  std::string reads = "plain";
   bool json = false;             // print JSON instead of text
   int rank = -1;                 // build only this TP rank (-1: every rank)
 };

@@ -62,6 +62,37 @@ TEST(SeamPlan, OneRankPrintsTheSamePlanAsAllRanks) {
   EXPECT_EQ(all.output, one.output);
 }
 
+TEST(SeamPlan, PrintsTheDeferredFinalizeBranchesCapturesAndFinalReads) {
+  const SeamRun moe = RunSeam("plan --tp 2 --layers 2 --arch qwen3_moe");
+  ASSERT_EQ(moe.exit_code, 0) << moe.output;
+  EXPECT_NE(moe.output.find("defer_moe_finalize_to_final_norm"), std::string::npos) << moe.output;
+  EXPECT_NE(moe.output.find("final norm: takes a deferred MoE finalize"), std::string::npos) << moe.output;
+  EXPECT_NE(moe.output.find("final read pending(ffn_rows, owes MOE_OUTPUT"), std::string::npos) << moe.output;
+  EXPECT_NE(moe.output.find("capture: the updated residual"), std::string::npos) << moe.output;
+  const SeamRun longcat = RunSeam("plan --tp 2 --layers 1 --arch longcat");
+  ASSERT_EQ(longcat.exit_code, 0) << longcat.output;
+  EXPECT_NE(longcat.output.find("branch: first stage, entered through branch_input"), std::string::npos)
+      << longcat.output;
+}
+
+TEST(SeamPlan, PrintsGatheringReadsAndReadsAfterTheGather) {
+  const SeamRun gathering = RunSeam("plan --tp 4 --layers 2 --policy rs --reads gathering");
+  ASSERT_EQ(gathering.exit_code, 0) << gathering.output;
+  EXPECT_NE(gathering.output.find("gathering_read(attn_tp: attn_tp_slice->dp_rows)"), std::string::npos)
+      << gathering.output;
+  EXPECT_NE(gathering.output.find("gathering_reads=yes"), std::string::npos) << gathering.output;
+  const SeamRun after = RunSeam("plan --tp 4 --attn-dp 2 --layers 2 --reads after-gather");
+  ASSERT_EQ(after.exit_code, 0) << after.output;
+  EXPECT_NE(after.output.find("apply_update, gather_residual(attn_dp: dp_rows->ffn_rows), norm_gathered"),
+            std::string::npos)
+      << after.output;
+  EXPECT_NE(after.output.find("gather_residual(attn_tp: attn_tp_slice->dp_rows), norm_gathered"), std::string::npos)
+      << after.output;
+  const SeamRun bad = RunSeam("plan --tp 2 --layers 1 --reads sideways");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("unknown --reads 'sideways'"), std::string::npos) << bad.output;
+}
+
 TEST(SeamPlan, AttnDpNotDividingTpIsRejectedNamingTheSizes) {
   const SeamRun run = RunSeam("plan --tp 4 --attn-dp 3 --layers 2");
   EXPECT_EQ(run.exit_code, 2) << run.output;

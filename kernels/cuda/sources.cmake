@@ -12,6 +12,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache_write.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
+  ${CMAKE_CURRENT_LIST_DIR}/mhc.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_finalize_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/norm.cu

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/layout.h"
 #include "seam/boundary/residual_ops.h"
 #include "seam/boundary/stage_boundary.h"
@@ -80,8 +81,20 @@ class MoeBlock {
   static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);
   // x [N, H] (every DP group's FFN rows) → partial [N, H].
   absl::StatusOr<Tensor> Forward(const Tensor& x) const;
+  // The same experts with the finalize handed on: expert outputs [N, K, H]
+  // (slot k of a row: its k-th routed expert by ascending id, the order
+  // Forward adds them in) and their routing weights [N, K]. The handle's
+  // unfused completion is Forward's finalize (bit for bit its output).
+  absl::StatusOr<std::shared_ptr<const boundary::DeferredFinalize>> ForwardDeferred(const Tensor& x) const;
 
  private:
+  struct Routed {
+    std::vector<std::vector<int32_t>> rows_of;    // rows routed to each expert, in row order
+    std::vector<std::vector<float>> weight_of;    // their routing weights
+    std::vector<std::vector<int32_t>> slot_of;    // their slot in the row's ascending expert order
+  };
+  absl::StatusOr<Routed> Route(const Tensor& x) const;
+
   Tensor router_;  // [E, H]
   std::vector<DenseMlp> experts_;
   int64_t top_k_ = 0;

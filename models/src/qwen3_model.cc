@@ -23,6 +23,8 @@ struct Qwen3Model::Impl {
   Tensor embed;    // [V, H]
   Tensor lm_head;  // [V, H]; the embedding table when tied
   boundary::NormParams final_norm;
+  // The final norm's fused finalize when the last layer's MoE may hand it on.
+  std::shared_ptr<boundary::FinalizeNormService> finalize_norm;
   std::vector<std::unique_ptr<DecoderLayer>> layers;
 
   absl::StatusOr<boundary::Hidden> RunLayer(const DecoderLayer& layer, int64_t cache_layer, boundary::Hidden h,
@@ -125,6 +127,10 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
   const weights::ModelConfig config_copy = c;
   boundary::LayerStack stack(boundary::LayerStackOptions{
       topo, options.policy, [config_copy](int layer) { return StagesOf(config_copy, layer); }, first, end, total});
+  // The last layer's MoE hands its finalize to the final norm: its stages take
+  // a provider that accepts the handoff at the terminal MoE exit.
+  const bool defer_last = options.defer_moe_finalize && last_piece && c.IsSparseLayer(total - 1);
+  if (defer_last) impl->finalize_norm = boundary::MakeFinalizeNormService();
   for (int l = first; l < end; ++l) {
     absl::StatusOr<std::unique_ptr<DecoderLayer>> loaded = LoadLayer(ctx, l);
     if (!loaded.ok()) progress.Fail();
@@ -132,7 +138,9 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
     std::unique_ptr<DecoderLayer> layer = std::move(*loaded);
     progress.Advance(1, absl::StrCat("layer ", l, " from ", checkpoint.ShardOf(internal::LayerName(l, "input_layernorm.weight"))));
     const std::vector<boundary::StageDeclaration> stages = StagesOf(c, l);
-    const boundary::StageOptions with{options.fusions};
+    const boundary::StageOptions with{defer_last && l == total - 1
+                                          ? boundary::TerminalFinalizeProvider(options.fusions)
+                                          : options.fusions};
     SEAM_ASSIGN_OR_RETURN(auto boundaries,
                           SEAM_APPEND_STAGES(l, boundary::StageItem{stages[0], &layer->attn_norm, with},
                                              boundary::StageItem{stages[1], &layer->ffn_norm, with}));
@@ -165,6 +173,10 @@ absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::RunLayer(const DecoderLayer& 
     SEAM_ASSIGN_OR_RETURN(exit, layer.ffn_boundary->Exit(batch));
   }
   Tensor ffn_out;
+  if (exit != nullptr && exit->defer_moe_finalize() && layer.moe != nullptr) {
+    SEAM_ASSIGN_OR_RETURN(auto handoff, layer.moe->ForwardDeferred(x));
+    return exit->FinishDeferred(std::move(handoff));
+  }
   if (layer.moe != nullptr) {
     SEAM_ASSIGN_OR_RETURN(ffn_out, layer.moe->Forward(x));
   } else {
@@ -294,7 +306,9 @@ absl::StatusOr<Tensor> Qwen3Model::Impl::Run(boundary::Hidden h, boundary::Forwa
     if (out->residual.defined() && !out->residual.is_contiguous()) out->residual = out->residual.Clone();
     return Tensor();
   }
-  SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, final_norm));
+  boundary::FinalNormOptions final_options;
+  final_options.finalize_norm = finalize_norm.get();  // a finalize handoff runs fused
+  SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, final_norm, final_options));
   // Every rank of a DP group holds the same normed rows: one computes the logits.
   if (options.topology.attn_tp_rank() != 0) return Tensor();
   Tensor chosen = normed;

@@ -354,9 +354,10 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
                                                                      self->checkpoint->config().hidden_size,
                                                                      o.allreduce_fusion, &rank.fusion_report));
     }
-    SEAM_ASSIGN_OR_RETURN(rank.model, models::Qwen3Model::Load(*self->checkpoint,
-                                                       models::ModelOptions{rank.topology, resolved, o.dtype, o.first_layer,
-                                                                    o.end_layer, self->RankDevice(r), rank.fusions}));
+    models::ModelOptions model_options{rank.topology, resolved, o.dtype, o.first_layer,
+                                       o.end_layer, self->RankDevice(r), rank.fusions};
+    model_options.defer_moe_finalize = o.defer_moe_finalize;
+    SEAM_ASSIGN_OR_RETURN(rank.model, models::Qwen3Model::Load(*self->checkpoint, model_options));
     DeviceMemoryInfo after;
     if (device.is_cuda()) {
       SEAM_RETURN_IF_ERROR(SynchronizeStream(device));

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "seam/boundary/fusion.h"
 #include "seam/boundary/residual_ops.h"
 #include "seam/core/tensor.h"
 
@@ -53,5 +54,11 @@ class FinalizeNormService {
 // The built-in service: sums the expert outputs over the group (the finalize
 // is linear in them), then runs kernels::MoeFinalizeAddRmsNorm on this rank's rows.
 std::shared_ptr<FinalizeNormService> MakeFinalizeNormService();
+
+// The provider of a model whose last MoE hands its finalize to the final
+// norm: CanDeferFinalize accepts every batch at a terminal sparse FFN that
+// does not complete its own sum; every other question (input candidates,
+// CanDeferAllReduce) goes to `inner` (null: none, never).
+std::shared_ptr<FusionProvider> TerminalFinalizeProvider(std::shared_ptr<FusionProvider> inner);
 
 }  // namespace seam::boundary

@@ -9,7 +9,9 @@
 // handoff carries the written streams. Rounding order (kept by every path):
 // the update accumulates in fp32 in j order, adds the post term, rounds to
 // the residual's dtype; the read mixes in fp32 in i order, rounds, then norms.
-// Host (CPU) tensors only. Objects are immutable and shareable across ranks.
+// The mixes run as kernels::MhcPostMix / MhcPreMix on the tensors' device
+// (host or CUDA), at most kernels::kMaxMhcStreams streams. Objects are
+// immutable and shareable across ranks.
 #pragma once
 
 #include <memory>

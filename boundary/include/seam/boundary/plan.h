@@ -39,6 +39,16 @@ enum class StepOp : uint8_t {
   kGather,          // x moved `from` → `to` rows over `group`, padded fixed parts
   kGatherV,         // the same with per-rank counts, unpadded
   kApplyUpdate,     // r ← the producer's update of r with c (completed); stream becomes written
+  // A read on this rank's attention-TP slice followed by the gather onto the
+  // DP rows (`group` attn_tp), as one step: the read's gathering reads are
+  // tried first, else the read then the built-in gather.
+  kReadGather,        // x ← gather(norm(r))
+  kUpdateReadGather,  // r ← r + c; x ← gather(norm of the sum)
+  // A read after the gather (reads_before_dp_gather = false, or a read of
+  // every row on a residual kept on slices): the updated residual is moved,
+  // then read on the moved rows. The residual itself stays where it was.
+  kGatherResidual,  // x ← r moved `from` → `to` over `group` (padded or variable, by variant)
+  kReadGathered,    // x ← norm(x)
 };
 const char* StepOpName(StepOp op);
 
@@ -138,14 +148,17 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
                                          const NeighbourFacts& consumer, const Topology& topology,
                                          ReductionPolicy policy);
 
-// The entry path of the final read (final norm) after `last` (always bound).
+// The entry paths of the final read (final norm) after `last` (always bound),
+// whose capabilities are `final_read`.
 std::vector<EntryPath> BuildFinalReadEntries(BatchVariant variant, const Topology& topology,
-                                             const StageDeclaration& last, ReductionPolicy policy);
+                                             const StageDeclaration& last, ReductionPolicy policy,
+                                             const ReadoutCaps& final_read);
 
 // Entry path for `incoming` into a consumer computing on `compute_rows`
-// (a pure function; used by plans, the final norm and stream helpers).
+// whose read has `caps` (a pure function; used by plans, the final norm and
+// stream helpers).
 EntryPath BuildEntryPath(const IncomingForm& incoming, RowForm compute_rows, BatchVariant variant,
-                         const Topology& topology, bool fusable);
+                         const Topology& topology, bool fusable, const ReadoutCaps& caps = {});
 
 // Steps that complete a contribution's owed sum and land it on `target` rows.
 std::vector<Step> CompletionSteps(RowForm rows, SumGroup owed, RowForm target, BatchVariant variant,

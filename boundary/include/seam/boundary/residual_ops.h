@@ -32,6 +32,34 @@ class ReadoutFusion {
                                            comm::Communicator& group) = 0;
 };
 
+class ResidualUpdate;
+
+// What a gathering read is handed: this rank's residual on its attention-TP
+// slice (and, when `update` is set, the completed contribution to apply to
+// it first, in place), and `out`, the read of its whole DP group's rows: the
+// slices of the ranks of `group` (attention TP) in rank order, slice_counts
+// rows each.
+struct GatheringReadArgs {
+  const ResidualUpdate* update = nullptr;
+  Tensor contribution;
+  Tensor residual;
+  std::vector<int64_t> slice_counts;
+  Tensor out;
+  comm::Communicator* group = nullptr;
+};
+
+// A read's own way to read its slice and gather the read over attention TP
+// in one operation (the design's gathering_reads), tried in order where a
+// path reads on the slice and then gathers onto the DP rows; the read then
+// the built-in gather otherwise. Declining (false) must touch nothing and
+// start no collective.
+class GatheringRead {
+ public:
+  virtual ~GatheringRead() = default;
+  virtual std::string name() const = 0;
+  virtual absl::StatusOr<bool> TryReadGather(const GatheringReadArgs& args) = 0;
+};
+
 // What a producer's update can do.
 //   plain_add        residual ← residual + contribution; may fuse into add+norm or
 //                    be added on one rank before the sum
@@ -60,11 +88,16 @@ std::shared_ptr<const ResidualUpdate> PlainAddUpdate();
 //   add_norm                    the read is the plain add + RMSNorm, so consumer
 //                               fusion candidates may replace it
 //   completing_fusions          the read offers its own ReadoutFusion candidates
+//   gathering_reads             the read offers GatheringRead candidates (GatheringReads)
+// reads_before_dp_gather = false: the read runs on the gathered rows (the
+// residual is updated on its own rows, gathered, then read). A read after the
+// attention-TP gather on a residual kept on slices runs the same way.
 struct ReadoutCaps {
   bool reads_before_dp_gather = true;
   bool reads_after_attn_tp_gather = false;
   bool add_norm = true;
   bool completing_fusions = false;  // supplies its own candidates (CompletingFusions)
+  bool gathering_reads = false;     // supplies its own candidates (GatheringReads)
 };
 
 // RMSNorm parameters owned by a layer (filled when weights load; read at forward).
@@ -96,6 +129,8 @@ class ResidualReadout {
   virtual const NormParams* add_norm() const { return nullptr; }
   // Ordered completing fusions (caps().completing_fusions), tried first.
   virtual std::vector<std::shared_ptr<ReadoutFusion>> CompletingFusions() const { return {}; }
+  // Ordered gathering reads (caps().gathering_reads), tried before read + gather.
+  virtual std::vector<std::shared_ptr<GatheringRead>> GatheringReads() const { return {}; }
 };
 
 // The plain add + RMSNorm read.

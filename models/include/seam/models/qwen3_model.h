@@ -39,6 +39,11 @@ struct ModelOptions {
   // Input fusions offered at every stage (boundary/fusion.h), e.g. the IPC
   // one-shot all-reduce + add + norm of a CUDA TP group; null: none.
   std::shared_ptr<boundary::FusionProvider> fusions;
+  // Qwen3-MoE whose last layer is sparse: that layer's MoE hands its finalize
+  // to the final norm (boundary::DeferredFinalize), which runs finalize, sum,
+  // residual add and norm as one operation (the built-in FinalizeNormService).
+  // Off: the MoE finalizes and the exit completes its sum first.
+  bool defer_moe_finalize = true;
 };
 
 // One sequence's part of a step.

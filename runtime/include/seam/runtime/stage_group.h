@@ -74,6 +74,9 @@ struct StageGroupOptions {
   // transport between stages, stage_server/handoff/device_handoff.h) instead
   // of being copied to the host. Ignored on the host.
   bool handoff_on_device = false;
+  // Qwen3-MoE with a sparse last layer: its MoE hands the finalize to the
+  // final norm, which runs it fused (models::ModelOptions::defer_moe_finalize).
+  bool defer_moe_finalize = true;
 };
 
 // How a CUDA group's decode steps ran (StageGroup::GraphStats).
