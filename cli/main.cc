@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   CLI::App* model_cmd = app.add_subcommand("model", "model checkpoints");
   model_cmd->require_subcommand(1);
   CLI::App* init_cmd = model_cmd->add_subcommand("init", "write a Hugging Face checkpoint with random weights");
-  init_cmd->add_option("--arch", init.arch, "architecture: qwen3 or qwen3_moe")->capture_default_str();
+  init_cmd->add_option("--arch", init.arch, "architecture: qwen3, qwen3_moe or nemotron_h")->capture_default_str();
   init_cmd->add_option("--layers", init.layers, "num_hidden_layers")->required();
   init_cmd->add_option("--hidden", init.hidden, "hidden_size")->required();
   init_cmd->add_option("--heads", init.heads, "num_attention_heads")->required();
@@ -69,7 +69,15 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--experts", init.experts, "num_experts (qwen3_moe)");
   init_cmd->add_option("--top-k", init.top_k, "num_experts_per_tok (qwen3_moe)");
   init_cmd->add_option("--moe-intermediate", init.moe_intermediate, "moe_intermediate_size (qwen3_moe)");
+  init_cmd->add_option("--pattern", init.pattern, "hybrid_override_pattern, one of M * - per layer (nemotron_h)");
+  init_cmd->add_option("--mamba-heads", init.mamba_heads, "mamba_num_heads (nemotron_h)");
+  init_cmd->add_option("--mamba-head-dim", init.mamba_head_dim, "mamba_head_dim (nemotron_h)");
+  init_cmd->add_option("--groups", init.groups, "n_groups (nemotron_h)")->capture_default_str();
+  init_cmd->add_option("--state", init.state, "ssm_state_size (nemotron_h)")->capture_default_str();
+  init_cmd->add_option("--conv-kernel", init.conv_kernel, "conv_kernel (nemotron_h)")->capture_default_str();
+  init_cmd->add_option("--chunk", init.chunk, "chunk_size (nemotron_h)")->capture_default_str();
   init_cmd->add_option("--dtype", init.dtype, "weights dtype: f32 or bf16")->capture_default_str();
+  init_cmd->add_option("--scale", init.scale, "weights std is 0.02 x scale")->capture_default_str();
   init_cmd->add_option("--seed", init.seed, "random weights seed")->capture_default_str();
   init_cmd->add_flag("--exact", init.exact, "dyadic weights whose fp32 sums are exact");
   init_cmd->add_flag("--tie-embeddings", init.tie_embeddings, "tie lm_head to the embedding");
