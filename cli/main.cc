@@ -39,11 +39,15 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--tp", plan.tp, "tensor-parallel ranks")->required();
   plan_cmd->add_option("--attn-dp", plan.attn_dp, "attention data-parallel groups (must divide --tp)")
       ->capture_default_str();
-  plan_cmd->add_option("--layers", plan.layers, "decoder layers")->required();
+  plan_cmd->add_option("--layers", plan.layers, "decoder layers (nemotron_h: the pattern's length)")
+      ->capture_default_str();
   plan_cmd->add_option("--policy", plan.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
       ->capture_default_str();
-  plan_cmd->add_option("--arch", plan.arch, "architecture: qwen3, qwen3_moe or longcat (a MoE branch merged back)")
+  plan_cmd->add_option("--arch", plan.arch,
+                       "architecture: qwen3, qwen3_moe, longcat (a MoE branch merged back) or nemotron_h")
       ->capture_default_str();
+  plan_cmd->add_option("--pattern", plan.pattern,
+                       "nemotron_h: one stage per character, M Mamba2 / * attention (mixers), - MLP");
   plan_cmd->add_flag("--json", plan.json, "print JSON instead of text");
   plan_cmd->add_option("--rank", plan.rank, "build only this TP rank (default: every rank, compared)");
 

@@ -12,9 +12,12 @@ namespace seam::cli {
 struct PlanCommandOptions {
   int tp = 1;                    // tensor-parallel ranks of the stage
   int attn_dp = 1;               // attention data-parallel groups (must divide tp)
-  int layers = 2;                // decoder layers of the stack
+  int layers = 2;                // decoder layers of the stack (nemotron_h: 0 = the pattern's length)
   std::string policy = "auto";   // ar | rs | rsv | rs+rsv | auto (resolved per architecture)
-  std::string arch = "qwen3";    // qwen3 (dense FFN) | qwen3_moe (sparse FFN)
+  std::string arch = "qwen3";    // qwen3 (dense FFN) | qwen3_moe (sparse FFN) | longcat | nemotron_h
+  // nemotron_h: hybrid_override_pattern, one stage per character: M (Mamba2)
+  // and * (attention) are exit-scoped mixers, - (MLP) a dense FFN.
+  std::string pattern;
   bool json = false;             // print JSON instead of text
   int rank = -1;                 // build only this TP rank (-1: every rank)
 };
