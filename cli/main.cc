@@ -40,14 +40,18 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--tp", plan.tp, "tensor-parallel ranks")->required();
   plan_cmd->add_option("--attn-dp", plan.attn_dp, "attention data-parallel groups (must divide --tp)")
       ->capture_default_str();
-  plan_cmd->add_option("--layers", plan.layers, "decoder layers")->required();
+  plan_cmd->add_option("--layers", plan.layers, "decoder layers (nemotron_h: the pattern's length)")
+      ->capture_default_str();
   plan_cmd->add_option("--policy", plan.policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
       ->capture_default_str();
-  plan_cmd->add_option("--arch", plan.arch, "architecture: qwen3, qwen3_moe or longcat (a MoE branch merged back)")
+  plan_cmd->add_option("--arch", plan.arch,
+                       "architecture: qwen3, qwen3_moe, longcat (a MoE branch merged back) or nemotron_h")
       ->capture_default_str();
   plan_cmd->add_option("--reads", plan.reads,
                        "residual reads: plain, gathering (gathering reads) or after-gather (reads after the gather)")
       ->capture_default_str();
+  plan_cmd->add_option("--pattern", plan.pattern,
+                       "nemotron_h: one stage per character, M Mamba2 / * attention (mixers), - MLP");
   plan_cmd->add_flag("--json", plan.json, "print JSON instead of text");
   plan_cmd->add_option("--rank", plan.rank, "build only this TP rank (default: every rank, compared)");
 
@@ -62,7 +66,7 @@ int main(int argc, char** argv) {
   CLI::App* model_cmd = app.add_subcommand("model", "model checkpoints");
   model_cmd->require_subcommand(1);
   CLI::App* init_cmd = model_cmd->add_subcommand("init", "write a Hugging Face checkpoint with random weights");
-  init_cmd->add_option("--arch", init.arch, "architecture: qwen3 or qwen3_moe")->capture_default_str();
+  init_cmd->add_option("--arch", init.arch, "architecture: qwen3, qwen3_moe or nemotron_h")->capture_default_str();
   init_cmd->add_option("--layers", init.layers, "num_hidden_layers")->required();
   init_cmd->add_option("--hidden", init.hidden, "hidden_size")->required();
   init_cmd->add_option("--heads", init.heads, "num_attention_heads")->required();
@@ -73,7 +77,15 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--experts", init.experts, "num_experts (qwen3_moe)");
   init_cmd->add_option("--top-k", init.top_k, "num_experts_per_tok (qwen3_moe)");
   init_cmd->add_option("--moe-intermediate", init.moe_intermediate, "moe_intermediate_size (qwen3_moe)");
+  init_cmd->add_option("--pattern", init.pattern, "hybrid_override_pattern, one of M * - per layer (nemotron_h)");
+  init_cmd->add_option("--mamba-heads", init.mamba_heads, "mamba_num_heads (nemotron_h)");
+  init_cmd->add_option("--mamba-head-dim", init.mamba_head_dim, "mamba_head_dim (nemotron_h)");
+  init_cmd->add_option("--groups", init.groups, "n_groups (nemotron_h)")->capture_default_str();
+  init_cmd->add_option("--state", init.state, "ssm_state_size (nemotron_h)")->capture_default_str();
+  init_cmd->add_option("--conv-kernel", init.conv_kernel, "conv_kernel (nemotron_h)")->capture_default_str();
+  init_cmd->add_option("--chunk", init.chunk, "chunk_size (nemotron_h)")->capture_default_str();
   init_cmd->add_option("--dtype", init.dtype, "weights dtype: f32 or bf16")->capture_default_str();
+  init_cmd->add_option("--scale", init.scale, "weights std is 0.02 x scale")->capture_default_str();
   init_cmd->add_option("--seed", init.seed, "random weights seed")->capture_default_str();
   init_cmd->add_flag("--exact", init.exact, "dyadic weights whose fp32 sums are exact");
   init_cmd->add_flag("--tie-embeddings", init.tie_embeddings, "tie lm_head to the embedding");

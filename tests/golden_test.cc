@@ -1,12 +1,17 @@
 // The external oracle: Hugging Face transformers' fp32 logits for small random
 // Qwen3 and Qwen3-MoE checkpoints (tests/fixtures/golden, made by
-// tools/make_golden.py). seam must match them within 1e-4 relative
-// (max |seam - hf| <= 1e-4 · max |hf| per logits tensor: both sides are fp32,
-// differing only in summation order and transcendental implementations) and
-// pick the same greedy tokens, at TP 1, 2 and 4 and with attention DP.
+// tools/make_golden.py) and for seam's own random Nemotron-H checkpoint
+// (made by tools/make_golden_nemotron_h.py). seam must match them within 1e-4
+// relative (max |seam - hf| <= 1e-4 · max |hf| per logits tensor: both sides
+// are fp32, differing only in summation order and transcendental
+// implementations) and pick the same greedy tokens, at TP 1, 2 and 4, with
+// attention DP, and (Nemotron-H) split into 1, 2 or 3 pipeline pieces, one
+// cut between two Mamba layers.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
+#include <sys/stat.h>
 #include <tuple>
 #include <vector>
 
@@ -43,16 +48,68 @@ Tensor Get(const weights::SafetensorsFile& file, const std::string& name) {
   return *t;
 }
 
-using Param = std::tuple<std::string, std::pair<int, int>>;
+// The layer cuts of a `pp`-piece split of the 8-layer Nemotron-H fixture
+// (pattern MM*--M*-): PP 2 cuts between its two Mamba layers, PP 3 between a
+// Mamba layer and attention and between an MLP and a Mamba layer.
+std::vector<int> Cuts(int pp, int layers) {
+  if (pp == 2) return {0, 1, layers};
+  if (pp == 3) return {0, 2, 5, layers};
+  return {0, layers};
+}
+
+// Stage groups for consecutive layer ranges, a step run through each in turn.
+class Pipeline {
+ public:
+  absl::Status Open(const std::string& dir, int tp, int attn_dp, int pp, int layers) {
+    const std::vector<int> cuts = Cuts(pp, layers);
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      runtime::StageGroupOptions options;
+      options.first_layer = cuts[i];
+      options.end_layer = cuts[i + 1];
+      auto group = runtime::StageGroup::Create(dir, tp, attn_dp, boundary::ReductionPolicy::kAuto, options);
+      if (!group.ok()) return group.status();
+      pieces_.push_back(std::move(*group));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& sequences, bool all_logits) {
+    std::vector<boundary::PipelineTensors> handoff;
+    for (auto& piece : pieces_) {
+      SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out, piece->StepPiece(sequences, all_logits, handoff));
+      if (piece->is_last_piece()) return std::move(out.logits);
+      handoff = std::move(out.handoff);
+    }
+    return absl::InternalError("no last piece");
+  }
+
+ private:
+  std::vector<std::unique_ptr<runtime::StageGroup>> pieces_;
+};
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+using Param = std::tuple<std::string, std::pair<int, int>, int>;
 class Golden : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Golden, LogitsAndGreedyTokensMatchTransformers) {
-  const auto& [arch, layout] = GetParam();
+  const auto& [arch, layout, pp] = GetParam();
   const std::string dir = std::string(SEAM_FIXTURES_DIR) + "/golden/" + arch;
+  if (!Exists(dir + "/golden.safetensors")) {
+    GTEST_SKIP() << dir << "/golden.safetensors does not exist yet: make it with transformers, "
+                 << "python3 tools/make_golden_" << arch << ".py --dir tests/fixtures/golden/" << arch
+                 << " (tests/fixtures/golden/README.md)";
+  }
   auto golden = weights::SafetensorsFile::Open(dir + "/golden.safetensors");
   ASSERT_TRUE(golden.ok()) << golden.status();
-  auto group = runtime::StageGroup::Create(dir, layout.first, layout.second, boundary::ReductionPolicy::kAuto);
-  ASSERT_TRUE(group.ok()) << group.status();
+  auto config = weights::LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto group = std::make_unique<Pipeline>();
+  const absl::Status opened =
+      group->Open(dir, layout.first, layout.second, pp, static_cast<int>(config->num_hidden_layers));
+  ASSERT_TRUE(opened.ok()) << opened;
 
   // All prompts prefilled in one batch (different lengths), every position's logits.
   std::vector<models::SequenceStep> batch;
@@ -61,7 +118,7 @@ TEST_P(Golden, LogitsAndGreedyTokensMatchTransformers) {
     batch.push_back({static_cast<uint64_t>(i + 1),
                      std::vector<int32_t>(prompt.data<int32_t>(), prompt.data<int32_t>() + prompt.numel()), 0});
   }
-  auto prefill = (*group)->Step(batch, true);
+  auto prefill = group->Step(batch, true);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   double worst = 0;
   for (int i = 0; i < 4; ++i) {
@@ -82,7 +139,7 @@ TEST_P(Golden, LogitsAndGreedyTokensMatchTransformers) {
       batch[i].start += static_cast<int64_t>(batch[i].tokens.size());
       batch[i].tokens = {decode_tokens[i].data<int32_t>()[k - 1]};
     }
-    auto step = (*group)->Step(batch, false);
+    auto step = group->Step(batch, false);
     ASSERT_TRUE(step.ok()) << step.status();
     for (int i = 0; i < 4; ++i) {
       const double err = RelativeError((*step)[i], decode_logits[i].Rows(k, 1));
@@ -92,20 +149,24 @@ TEST_P(Golden, LogitsAndGreedyTokensMatchTransformers) {
           << "greedy token of step " << k << " of prompt " << i;
     }
   }
-  std::printf("%s tp=%d attn_dp=%d: max relative logits error vs transformers %.3g\n", arch.c_str(), layout.first,
-              layout.second, worst);
+  std::printf("%s tp=%d attn_dp=%d pp=%d: max relative logits error vs transformers %.3g\n", arch.c_str(),
+              layout.first, layout.second, pp, worst);
 }
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
-  const auto& [arch, layout] = info.param;
-  return arch + "_tp" + std::to_string(layout.first) + "_dp" + std::to_string(layout.second);
+  const auto& [arch, layout, pp] = info.param;
+  return arch + "_tp" + std::to_string(layout.first) + "_dp" + std::to_string(layout.second) +
+         (pp > 1 ? "_pp" + std::to_string(pp) : "");
 }
 
+const auto kLayouts = ::testing::Values(std::make_pair(1, 1), std::make_pair(2, 1), std::make_pair(4, 1),
+                                        std::make_pair(2, 2), std::make_pair(4, 2));
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden,
-                         ::testing::Combine(::testing::Values("qwen3", "qwen3_moe"),
-                                            ::testing::Values(std::make_pair(1, 1), std::make_pair(2, 1),
-                                                              std::make_pair(4, 1), std::make_pair(2, 2),
-                                                              std::make_pair(4, 2))),
+                         ::testing::Combine(::testing::Values("qwen3", "qwen3_moe"), kLayouts, ::testing::Values(1)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(NemotronH, Golden,
+                         ::testing::Combine(::testing::Values("nemotron_h"), kLayouts, ::testing::Values(1, 2, 3)),
                          Name);
 
 }  // namespace

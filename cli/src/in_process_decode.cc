@@ -114,7 +114,7 @@ class GraphDecode : public InProcessDecode {
     SEAM_ASSIGN_OR_RETURN(boundary::Topology topology, boundary::Topology::Make(1, 1, 0));
     models::ModelOptions options{topology, boundary::ReductionPolicy::kAr, o.dtype};
     options.device = kGpu;
-    SEAM_ASSIGN_OR_RETURN(d->model_, models::Qwen3Model::Load(*d->checkpoint_, options));
+    SEAM_ASSIGN_OR_RETURN(d->model_, models::LoadDecoderModel(*d->checkpoint_, options));
     models::KvCacheOptions cache;
     cache.budget_bytes = CacheBudget(d->model_->config(), o);
     cache.dtype = o.dtype;
@@ -174,7 +174,7 @@ class GraphDecode : public InProcessDecode {
 
   InProcessOptions o_;
   std::unique_ptr<weights::Checkpoint> checkpoint_;
-  std::unique_ptr<models::Qwen3Model> model_;
+  std::unique_ptr<models::DecoderModel> model_;
   std::unique_ptr<models::KvCache> cache_;
   std::map<int, std::unique_ptr<runtime::DecodeGraph>> graphs_;
   uint64_t next_id_ = 1;

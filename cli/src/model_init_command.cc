@@ -13,11 +13,37 @@
 namespace seam::cli {
 namespace {
 
+std::string CheckNemotronH(const ModelInitCommandOptions& o) {
+  if (o.experts != 0 || o.top_k != 0 || o.moe_intermediate != 0) {
+    return "--experts, --top-k and --moe-intermediate apply only to --arch qwen3_moe";
+  }
+  if (static_cast<int64_t>(o.pattern.size()) != o.layers) {
+    return absl::StrCat("--pattern '", o.pattern, "' must have one character per layer (--layers ", o.layers, ")");
+  }
+  if (o.pattern.find_first_not_of("M*-") != std::string::npos) {
+    return absl::StrCat("--pattern '", o.pattern, "' may hold only M (Mamba2), * (attention) and - (MLP)");
+  }
+  const std::pair<const char*, int64_t> sizes[] = {{"--mamba-heads", o.mamba_heads},
+                                                   {"--mamba-head-dim", o.mamba_head_dim},
+                                                   {"--groups", o.groups},
+                                                   {"--state", o.state},
+                                                   {"--conv-kernel", o.conv_kernel},
+                                                   {"--chunk", o.chunk}};
+  for (const auto& [flag, value] : sizes) {
+    if (value < 1) return absl::StrCat(flag, " must be at least 1 for nemotron_h, got ", value);
+  }
+  if (o.mamba_heads % o.groups != 0) {
+    return absl::StrCat("--groups ", o.groups, " does not divide --mamba-heads ", o.mamba_heads);
+  }
+  return {};
+}
+
 // Empty when the options are usable; otherwise the message naming the bad flag.
 std::string CheckArguments(const ModelInitCommandOptions& o) {
-  if (o.arch != "qwen3" && o.arch != "qwen3_moe") {
-    return absl::StrCat("--arch must be qwen3 or qwen3_moe, got '", o.arch, "'");
+  if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "nemotron_h") {
+    return absl::StrCat("--arch must be qwen3, qwen3_moe or nemotron_h, got '", o.arch, "'");
   }
+  if (!(o.scale > 0.0)) return absl::StrCat("--scale must be positive, got ", o.scale);
   const std::pair<const char*, int64_t> required[] = {{"--layers", o.layers},
                                                       {"--hidden", o.hidden},
                                                       {"--heads", o.heads},
@@ -35,6 +61,10 @@ std::string CheckArguments(const ModelInitCommandOptions& o) {
   }
   if (o.dtype != "f32" && o.dtype != "bf16") return absl::StrCat("--dtype must be f32 or bf16, got '", o.dtype, "'");
   if (o.out.empty()) return "--out is required";
+  if (o.arch != "nemotron_h" && (!o.pattern.empty() || o.mamba_heads != 0 || o.mamba_head_dim != 0)) {
+    return "--pattern, --mamba-heads and --mamba-head-dim apply only to --arch nemotron_h";
+  }
+  if (o.arch == "nemotron_h") return CheckNemotronH(o);
   if (o.arch == "qwen3") {
     if (o.experts != 0 || o.top_k != 0 || o.moe_intermediate != 0) {
       return "--experts, --top-k and --moe-intermediate apply only to --arch qwen3_moe";
@@ -65,6 +95,20 @@ weights::ModelConfig ToConfig(const ModelInitCommandOptions& o) {
   c.tie_word_embeddings = o.tie_embeddings;
   c.bos_token_id = 0;
   c.eos_token_id = o.vocab > 1 ? 1 : 0;
+  if (o.arch == "nemotron_h") {
+    c.hybrid_override_pattern = o.pattern;
+    c.mamba_num_heads = o.mamba_heads;
+    c.mamba_head_dim = o.mamba_head_dim;
+    c.n_groups = o.groups;
+    c.ssm_state_size = o.state;
+    c.conv_kernel = o.conv_kernel;
+    c.chunk_size = o.chunk;
+    c.rms_norm_eps = 1e-5f;
+    // The lower time-step limit at time_step_min: transformers' CUDA path
+    // clamps dt to time_step_limit and its CPU path to time_step_min, and
+    // this way both (and seam) compute the same.
+    c.time_step_limit_min = c.time_step_min;
+  }
   if (o.arch == "qwen3_moe") {
     c.num_experts = o.experts;
     c.num_experts_per_tok = o.top_k;
@@ -91,6 +135,7 @@ absl::StatusOr<std::string> RunModelInitCommand(const ModelInitCommandOptions& o
   weights::RandomCheckpointOptions random;
   random.seed = options.seed;
   random.exact = options.exact;
+  random.scale = static_cast<float>(options.scale);
   // INVALID_ARGUMENT here is a shape the flags asked for that does not fit (exit 2).
   if (absl::Status s = weights::WriteRandomCheckpoint(config, random, options.out); !s.ok()) {
     return Described("", s);

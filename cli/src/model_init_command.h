@@ -1,5 +1,6 @@
 // `seam model init`: writes a small Hugging Face checkpoint (config.json and
-// model.safetensors) with random weights for a Qwen3 or Qwen3-MoE shape, which
+// model.safetensors) with random weights for a Qwen3, Qwen3-MoE or Nemotron-H
+// (Mamba2 / attention / MLP hybrid) shape, which
 // transformers and seam's stage servers both load.
 #pragma once
 
@@ -11,7 +12,7 @@
 namespace seam::cli {
 
 struct ModelInitCommandOptions {
-  std::string arch = "qwen3";  // qwen3 | qwen3_moe
+  std::string arch = "qwen3";  // qwen3 | qwen3_moe | nemotron_h
   int64_t layers = 0;          // num_hidden_layers (required)
   int64_t hidden = 0;          // hidden_size (required)
   int64_t heads = 0;           // num_attention_heads (required)
@@ -22,7 +23,17 @@ struct ModelInitCommandOptions {
   int64_t experts = 0;         // num_experts (qwen3_moe only, required there)
   int64_t top_k = 0;           // num_experts_per_tok (qwen3_moe only, required there)
   int64_t moe_intermediate = 0;  // moe_intermediate_size (qwen3_moe only, required there)
+  // nemotron_h only: hybrid_override_pattern (its length must equal
+  // --layers; M Mamba2, * attention, - MLP) and the Mamba2 block's sizes.
+  std::string pattern;
+  int64_t mamba_heads = 0;     // mamba_num_heads (required for nemotron_h)
+  int64_t mamba_head_dim = 0;  // mamba_head_dim (required for nemotron_h)
+  int64_t groups = 1;          // n_groups
+  int64_t state = 16;          // ssm_state_size
+  int64_t conv_kernel = 4;     // conv_kernel
+  int64_t chunk = 64;          // chunk_size
   std::string dtype = "f32";   // f32 | bf16
+  double scale = 1.0;          // projections ~ normal(0, 0.02·scale)
   uint64_t seed = 0;           // random weights seed
   bool exact = false;          // dyadic weights (exact fp32 sums)
   bool tie_embeddings = false; // tie_word_embeddings (no lm_head.weight)

@@ -5,6 +5,9 @@
 // --arch qwen3_moe gives the last layer's MoE the provider the model gives
 // it, so its exit may hand the finalize to the final norm. --reads picks the
 // reads' capabilities (gathering reads, reads after the gather).
+// --arch nemotron_h --pattern builds one stage per character, as
+// NemotronHModel declares them: Mamba2 and attention as exit-scoped mixers
+// that leave the gather of a scattered input to their compute, MLPs as FFNs.
 #include "plan_command.h"
 
 #include <deque>
@@ -52,6 +55,18 @@ absl::StatusOr<std::unique_ptr<BuiltStack>> BuildStack(const PlanCommandOptions&
     stack_options.final_read.reads_after_attn_tp_gather = true;
   }
   boundary::LayerStack stack(std::move(stack_options));
+  if (options.arch == "nemotron_h") {
+    for (int l = 0; l < static_cast<int>(options.pattern.size()); ++l) {
+      const bool mixer = options.pattern[l] != '-';
+      const boundary::StageDeclaration decl =
+          mixer ? boundary::DeclareAttn({boundary::ProducerReduction::kExitScoped, /*gathers_attn_tp_input=*/false})
+                : boundary::DeclareFfn();
+      SEAM_ASSIGN_OR_RETURN(auto appended, SEAM_APPEND_STAGES(l, StageItem{decl, &built->norms.emplace_back(), {}}));
+      built->boundaries.insert(built->boundaries.end(), appended.begin(), appended.end());
+    }
+    SEAM_RETURN_IF_ERROR(stack.Close());
+    return built;
+  }
   for (int l = 0; l < options.layers; ++l) {
     boundary::NormParams* attn_norm = &built->norms.emplace_back();
     boundary::NormParams* ffn_norm = &built->norms.emplace_back();
@@ -94,12 +109,23 @@ std::string CheckArguments(const PlanCommandOptions& o) {
     return absl::StrCat("--attn-dp ", o.attn_dp, " does not divide --tp ", o.tp,
                         " (attention TP would be ", o.tp, "/", o.attn_dp, ")");
   }
+  if (o.arch == "nemotron_h") {
+    if (o.pattern.empty() || o.pattern.find_first_not_of("M*-") != std::string::npos) {
+      return absl::StrCat("--arch nemotron_h needs --pattern of M (Mamba2), * (attention) and - (MLP), got '",
+                          o.pattern, "'");
+    }
+    if (o.layers != 2 && o.layers != static_cast<int>(o.pattern.size())) {  // 2: the flag's default
+      return absl::StrCat("--layers ", o.layers, " differs from --pattern's ", o.pattern.size(), " layers");
+    }
+  } else if (!o.pattern.empty()) {
+    return "--pattern applies only to --arch nemotron_h";
+  }
   if (o.layers < 1) return absl::StrCat("--layers must be at least 1, got ", o.layers);
   if (o.rank < -1 || o.rank >= o.tp) {
     return absl::StrCat("--rank ", o.rank, " is not a TP rank of --tp ", o.tp, " (0..", o.tp - 1, ")");
   }
-  if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "longcat") {
-    return absl::StrCat("unknown --arch '", o.arch, "' (known: qwen3, qwen3_moe, longcat)");
+  if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "longcat" && o.arch != "nemotron_h") {
+    return absl::StrCat("unknown --arch '", o.arch, "' (known: qwen3, qwen3_moe, longcat, nemotron_h)");
   }
   if (o.reads != "plain" && o.reads != "gathering" && o.reads != "after-gather") {
     return absl::StrCat("unknown --reads '", o.reads, "' (known: plain, gathering, after-gather)");

@@ -12,14 +12,17 @@ namespace seam::cli {
 struct PlanCommandOptions {
   int tp = 1;                    // tensor-parallel ranks of the stage
   int attn_dp = 1;               // attention data-parallel groups (must divide tp)
-  int layers = 2;                // decoder layers of the stack
+  int layers = 2;                // decoder layers of the stack (nemotron_h: 0 = the pattern's length)
   std::string policy = "auto";   // ar | rs | rsv | rs+rsv | auto (resolved per architecture)
-  std::string arch = "qwen3";    // qwen3 (dense FFN) | qwen3_moe (sparse FFN) | longcat (a MoE branch merged back)
+  std::string arch = "qwen3";    // qwen3 (dense FFN) | qwen3_moe (sparse FFN) | longcat | nemotron_h
   // How the stages read the residual: plain (add + RMSNorm) | gathering (the
   // attention reads and the final read offer gathering reads) | after-gather
   // (FFN reads after the attention-DP gather; attention and final reads need
   // every row, after the attention-TP gather).
   std::string reads = "plain";
+  // nemotron_h: hybrid_override_pattern, one stage per character: M (Mamba2)
+  // and * (attention) are exit-scoped mixers, - (MLP) a dense FFN.
+  std::string pattern;
   bool json = false;             // print JSON instead of text
   int rank = -1;                 // build only this TP rank (-1: every rank)
 };

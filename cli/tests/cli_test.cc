@@ -136,4 +136,38 @@ TEST(SeamModelInit, RefusesToOverwriteACheckpointUnlessForced) {
   std::system(("rm -rf " + out).c_str());
 }
 
+// Nemotron-H: one stage per pattern character; Mamba and attention print as
+// exit-scoped mixers owing their attention-TP sum, the MLP as an FFN.
+TEST(SeamPlan, NemotronHPatternPrintsMixerStagesWithExitScopedSums) {
+  const SeamRun run = RunSeam("plan --tp 4 --attn-dp 2 --arch nemotron_h --pattern 'MM*--M'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("plan: 6 stages"), std::string::npos) << run.output;
+  for (int s : {0, 1, 2, 5}) {
+    EXPECT_NE(run.output.find("stage " + std::to_string(s) + ": layer " + std::to_string(s) +
+                              ", mixer(EXIT_SCOPED, no attn-TP gather), owes ATTN_TP"),
+              std::string::npos)
+        << run.output;
+  }
+  EXPECT_NE(run.output.find("stage 3: layer 3, ffn("), std::string::npos) << run.output;
+  const SeamRun bad = RunSeam("plan --tp 2 --arch nemotron_h --pattern 'MEM'");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--pattern of M (Mamba2)"), std::string::npos) << bad.output;
+}
+
+TEST(SeamModelInit, WritesANemotronHCheckpoint) {
+  char dir_template[] = "/tmp/seam_model_init_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string out = dir_template;
+  const SeamRun run = RunSeam(
+      "model init --arch nemotron_h --layers 3 --pattern 'M*-' --hidden 16 --heads 2 --intermediate 32 --vocab 32 "
+      "--mamba-heads 4 --mamba-head-dim 4 --groups 2 --out " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("nemotron_h, 3 layers"), std::string::npos) << run.output;
+  const SeamRun bad = RunSeam("model init --arch nemotron_h --layers 2 --pattern 'M*-' --hidden 16 --heads 2 "
+                              "--intermediate 32 --vocab 32 --mamba-heads 4 --mamba-head-dim 4 --force --out " + out);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("one character per layer (--layers 2)"), std::string::npos) << bad.output;
+  std::system(("rm -rf " + out).c_str());
+}
+
 }  // namespace

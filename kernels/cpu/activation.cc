@@ -1,5 +1,5 @@
-// Elementwise ops on the CPU: the gated SiLU of the MLP and the in-place add
-// of the residual path. fp32 arithmetic, one rounding per output element.
+// Elementwise ops on the CPU: the gated SiLU of the MLP, the squared ReLU of
+// Nemotron-H's MLP and the in-place add of the residual path. fp32 arithmetic, one rounding per output element.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -20,6 +20,21 @@ absl::Status SiluAndMul(const Tensor& input, const Tensor& out) {
       gate[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
     StoreFloats(gate.data(), inter, out.raw_data(), out.dtype(), r * inter);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReluSquared(const Tensor& x, const Tensor& out) {
+  const int64_t n = x.numel(), chunk = 4096;
+  std::vector<float> v(chunk);
+  for (int64_t off = 0; off < n; off += chunk) {
+    const int64_t len = std::min(chunk, n - off);
+    LoadFloats(x.raw_data(), x.dtype(), off, len, v.data());
+    for (int64_t i = 0; i < len; ++i) {
+      const float r = std::fmax(v[i], 0.0f);
+      v[i] = r * r;
+    }
+    StoreFloats(v.data(), len, out.raw_data(), out.dtype(), off);
   }
   return absl::OkStatus();
 }

@@ -38,5 +38,11 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
                       const Tensor& ids);
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
 absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
+absl::Status ReluSquared(const Tensor& x, const Tensor& out);                                      // activation
+absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,   // mamba_conv
+                          const Tensor& conv_state, const SequenceStates& seqs, const Tensor& out);
+absl::Status SelectiveScan(const SelectiveScanParams& params);                                     // mamba_scan
+absl::Status GatedRmsNorm(const Tensor& x, const Tensor& z, const Tensor& weight, int64_t group_size,  // norm
+                          float eps, const Tensor& out);
 
 }  // namespace seam::kernels::cpu

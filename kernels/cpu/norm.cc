@@ -71,3 +71,26 @@ absl::Status MoeFinalizeAddRmsNorm(const Tensor& expert_out, const Tensor& scale
 }
 
 }  // namespace seam::kernels::cpu
+
+namespace seam::kernels::cpu {
+
+absl::Status GatedRmsNorm(const Tensor& x, const Tensor& z, const Tensor& weight, int64_t group_size, float eps,
+                          const Tensor& out) {
+  const int64_t rows = x.dim(0), width = x.dim(1);
+  std::vector<float> w(width), row(width), gate(width);
+  LoadFloats(weight.raw_data(), weight.dtype(), 0, width, w.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    LoadFloats(x.raw_data(), x.dtype(), r * width, width, row.data());
+    LoadFloats(z.raw_data(), z.dtype(), r * width, width, gate.data());
+    for (int64_t i = 0; i < width; ++i) row[i] *= gate[i] / (1.0f + std::exp(-gate[i]));
+    for (int64_t g = 0; g < width; g += group_size) {
+      const float mean_sq = SumOfSquares(row.data() + g, group_size) / static_cast<float>(group_size);
+      const float inv_rms = 1.0f / std::sqrt(mean_sq + eps);
+      for (int64_t i = g; i < g + group_size; ++i) row[i] = w[i] * (row[i] * inv_rms);
+    }
+    StoreFloats(row.data(), width, out.raw_data(), out.dtype(), r * width);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace seam::kernels::cpu

@@ -1,3 +1,6 @@
+// KvCache: block allocation from a byte budget, block tables per sequence,
+// the host plan and device tensors of a step, and the Mamba state slots
+// that follow the sequences.
 #include "seam/models/kv_cache.h"
 
 #include <algorithm>
@@ -17,7 +20,8 @@ absl::StatusOr<Tensor> OnDevice(const std::vector<int32_t>& values, const Shape&
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t local_kv_heads, int64_t head_dim,
-                                                         const KvCacheOptions& options) {
+                                                         const KvCacheOptions& options,
+                                                         const MambaStateShape& state) {
   if (layers <= 0 || local_kv_heads <= 0 || head_dim <= 0 || options.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("KV cache: layers (", layers, "), kv heads (", local_kv_heads,
                                                    "), head_dim (", head_dim, ") and block_size (",
@@ -26,7 +30,16 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t
   auto cache = std::unique_ptr<KvCache>(new KvCache(options));
   const int64_t per_layer_tensor = options.block_size * local_kv_heads * head_dim * DTypeSize(options.dtype);
   cache->bytes_per_block_ = 2 * layers * per_layer_tensor;
-  cache->num_blocks_ = options.budget_bytes / cache->bytes_per_block_;
+  int64_t budget = options.budget_bytes;
+  if (state.layers > 0) {
+    const int64_t each = state.BytesPerSequence();
+    const int64_t slots = options.max_state_sequences > 0
+                              ? options.max_state_sequences
+                              : std::clamp<int64_t>(options.budget_bytes / 4 / std::max<int64_t>(each, 1), 1, 256);
+    SEAM_ASSIGN_OR_RETURN(cache->states_, MambaStateCache::Create(state, slots, options.device));
+    budget -= slots * each;
+  }
+  cache->num_blocks_ = std::max<int64_t>(0, budget) / cache->bytes_per_block_;
   if (cache->num_blocks_ <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("KV cache: a budget of ", options.budget_bytes,
                                                    " bytes holds no block (one block needs ",
@@ -72,6 +85,13 @@ int64_t KvCache::BlocksNeeded(const std::vector<CacheSpan>& spans) const {
   return needed;
 }
 
+int64_t KvCache::StatesNeeded(const std::vector<CacheSpan>& spans) const {
+  if (states_ == nullptr) return 0;
+  std::vector<uint64_t> sequences;
+  for (const CacheSpan& s : spans) sequences.push_back(s.sequence);
+  return states_->SlotsNeeded(sequences);
+}
+
 absl::Status KvCache::Reserve(const std::vector<CacheSpan>& spans) {
   for (const CacheSpan& s : spans) {
     if (s.start < 0 || s.count < 0) {
@@ -83,6 +103,11 @@ absl::Status KvCache::Reserve(const std::vector<CacheSpan>& spans) {
   if (needed > free_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("KV cache full: the step needs ", needed, " more blocks, ",
                                                      free_blocks(), " of ", num_blocks_, " are free"));
+  }
+  if (states_ != nullptr) {  // before any block moves: all or nothing
+    std::vector<uint64_t> sequences;
+    for (const CacheSpan& s : spans) sequences.push_back(s.sequence);
+    SEAM_RETURN_IF_ERROR(states_->Reserve(sequences));
   }
   for (const CacheSpan& s : spans) {
     std::vector<int32_t>& table = tables_[s.sequence];
@@ -101,6 +126,7 @@ absl::Status KvCache::Free(uint64_t sequence) {
   }
   for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) free_.push_back(*b);
   tables_.erase(it);
+  if (states_ != nullptr) states_->Free(sequence);
   return absl::OkStatus();
 }
 
@@ -134,6 +160,7 @@ absl::StatusOr<CacheBatchPlan> KvCache::PlanBatch(const std::vector<CacheSpan>& 
     }
     plan.query_start.push_back(plan.query_start.back() + static_cast<int32_t>(s.count));
     plan.context_lens.push_back(static_cast<int32_t>(s.start + s.count));
+    plan.state_slots.push_back(states_ == nullptr ? -1 : states_->SlotOf(s.sequence));
     std::copy(table.begin(), table.end(), plan.block_tables.begin() + i * plan.table_width);
   }
   plan.tokens = static_cast<int64_t>(plan.slot_mapping.size());
@@ -150,6 +177,7 @@ absl::StatusOr<CacheBatch> KvCache::BuildBatch(const std::vector<CacheSpan>& spa
   SEAM_ASSIGN_OR_RETURN(batch.attention.query_start, OnDevice(plan.query_start, {seqs + 1}, device));
   SEAM_ASSIGN_OR_RETURN(batch.attention.context_lens, OnDevice(plan.context_lens, {seqs}, device));
   SEAM_ASSIGN_OR_RETURN(batch.attention.block_tables, OnDevice(plan.block_tables, {seqs, plan.table_width}, device));
+  SEAM_ASSIGN_OR_RETURN(batch.state_slots, OnDevice(plan.state_slots, {seqs}, device));
   return batch;
 }
 

@@ -1,5 +1,5 @@
 // The dense Qwen3 MLP on one TP rank (gate/up rows and down columns of this
-// rank's intermediate slice) and the row helpers the layers share.
+// rank's intermediate slice).
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
@@ -9,41 +9,6 @@ namespace seam::models::internal {
 
 std::string LayerName(int64_t layer, const std::string& suffix) {
   return absl::StrCat("model.layers.", layer, ".", suffix);
-}
-
-absl::StatusOr<Tensor> LoadContext::Place(const Tensor& host) const { return host.On(device); }
-
-absl::StatusOr<Tensor> LoadContext::Load(const std::string& name, const Shape& shape) const {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.Load(name, shape, dtype));
-  return Place(t);
-}
-
-absl::StatusOr<Tensor> LoadContext::LoadRows(const std::string& name, const Shape& shape, int part, int parts) const {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadRows(name, shape, part, parts, dtype));
-  return Place(t);
-}
-
-absl::StatusOr<Tensor> LoadContext::LoadCols(const std::string& name, const Shape& shape, int part, int parts) const {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadCols(name, shape, part, parts, dtype));
-  return Place(t);
-}
-
-absl::StatusOr<Tensor> GatherRows(const Tensor& x, const std::vector<int32_t>& rows) {
-  const int64_t n = static_cast<int64_t>(rows.size());
-  Tensor out = Tensor::Empty({n, x.row_numel()}, x.dtype(), x.device());
-  if (n == 0) return out;
-  SEAM_ASSIGN_OR_RETURN(Tensor index, Tensor::FromInts(rows, {n}).On(x.device()));
-  SEAM_ASSIGN_OR_RETURN(Tensor x2, x.Reshape({x.rows(), x.row_numel()}));
-  SEAM_RETURN_IF_ERROR(kernels::GatherRows(x2, index, out));
-  return out;
-}
-
-Tensor ConcatRows(const Tensor& a, const Tensor& b) {
-  SEAM_CHECK(a.rank() == 2 && b.rank() == 2 && a.dim(1) == b.dim(1) && a.dtype() == b.dtype());
-  Tensor out = Tensor::Empty({a.rows() + b.rows(), a.dim(1)}, a.dtype(), a.device());
-  SEAM_CHECK_OK(CopyInto(a, out.Rows(0, a.rows())));
-  SEAM_CHECK_OK(CopyInto(b, out.Rows(a.rows(), b.rows())));
-  return out;
 }
 
 absl::StatusOr<DenseMlp> DenseMlp::Load(const LoadContext& ctx, const std::string& prefix, int64_t intermediate) {

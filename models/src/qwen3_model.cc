@@ -11,6 +11,7 @@
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "src/qwen3_layers.h"
+#include "src/step_inputs.h"
 
 namespace seam::models {
 
@@ -199,62 +200,12 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, c
                                                 KvCache& cache, const boundary::PipelineTensors* in,
                                                 boundary::PipelineTensors* out) {
   const Impl& m = *impl_;
-  const weights::ModelConfig& c = m.config;
-  const bool first = is_first_piece(), last = is_last_piece();
-  if (first != (in == nullptr)) {
-    return absl::InvalidArgumentError(first ? "the first pipeline piece takes no handoff"
-                                            : "a pipeline piece after the first needs the previous piece's handoff");
-  }
-  if (!last && out == nullptr) {
-    return absl::InvalidArgumentError("a pipeline piece before the last needs somewhere to write its handoff");
-  }
-  std::vector<CacheSpan> spans;
-  std::vector<int32_t> ids;
-  for (const SequenceStep& s : input.sequences) {
-    if (s.tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has no tokens in this step"));
-    }
-    for (int32_t t : s.tokens) {
-      if (first && (t < 0 || t >= c.vocab_size)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence ", s.sequence, ": token ", t, " is outside the vocabulary of ", c.vocab_size));
-      }
-    }
-    spans.push_back(CacheSpan{s.sequence, s.start, static_cast<int64_t>(s.tokens.size())});
-    ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
-  }
-  const int64_t rows = static_cast<int64_t>(ids.size());
-  if (rows != batch.rows.my_dp_rows()) {
-    return absl::InvalidArgumentError(absl::StrCat("the step holds ", rows, " tokens but the batch gives DP group ",
-                                                   batch.rows.topology().dp_rank(), " ", batch.rows.my_dp_rows(),
-                                                   " rows"));
-  }
-
-  const Device dev = m.options.device;
-  Tensor device_ids, last_rows;
-  if (first) {
-    SEAM_ASSIGN_OR_RETURN(device_ids, Tensor::FromInts(ids, {rows}).On(dev));
-  } else {
-    for (const Tensor* t : {&in->hidden, &in->residual}) {
-      if (t->defined() && (t->shape().size() != 2 || t->shape()[1] != c.hidden_size)) {
-        return absl::InvalidArgumentError(absl::StrCat("a pipeline handoff tensor is ", ShapeToString(t->shape()),
-                                                       "; this model's hidden size is ", c.hidden_size));
-      }
-    }
-  }
-  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, m.Enter(batch, device_ids, in));
-  if (last && !input.all_logits) {
-    std::vector<int32_t> selected;
-    int32_t end = 0;
-    for (const SequenceStep& s : input.sequences) selected.push_back((end += s.tokens.size()) - 1);
-    if (end != static_cast<int32_t>(selected.size())) {  // otherwise every row is a last row
-      SEAM_ASSIGN_OR_RETURN(last_rows,
-                            Tensor::FromInts(selected, {static_cast<int64_t>(selected.size())}).On(dev));
-    }
-  }
-  SEAM_RETURN_IF_ERROR(cache.Reserve(spans));
-  SEAM_ASSIGN_OR_RETURN(CacheBatch step, cache.BuildBatch(spans));
-  return m.Run(std::move(h), batch, step, cache, last_rows, out);
+  SEAM_RETURN_IF_ERROR(internal::CheckPieceArgs(is_first_piece(), is_last_piece(), in, out));
+  SEAM_ASSIGN_OR_RETURN(internal::DeviceStep step, internal::PrepareStep(m.config, m.options, is_first_piece(),
+                                                                         is_last_piece(), batch, input, in));
+  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, m.Enter(batch, step.ids, in));
+  SEAM_RETURN_IF_ERROR(internal::ReserveStep(cache, &step));
+  return m.Run(std::move(h), batch, step.cache, cache, step.last_rows, out);
 }
 
 absl::StatusOr<Tensor> Qwen3Model::ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids,
@@ -269,14 +220,8 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPieceStep(boundary::ForwardBatch& batc
                                                     const boundary::PipelineTensors* in, const CacheBatch& step,
                                                     KvCache& cache, const Tensor& last_rows,
                                                     boundary::PipelineTensors* out) {
-  const bool first = is_first_piece(), last = is_last_piece();
-  if (first != (in == nullptr)) {
-    return absl::InvalidArgumentError(first ? "the first pipeline piece takes no handoff"
-                                            : "a pipeline piece after the first needs the previous piece's handoff");
-  }
-  if (!last && out == nullptr) {
-    return absl::InvalidArgumentError("a pipeline piece before the last needs somewhere to write its handoff");
-  }
+  const bool first = is_first_piece();
+  SEAM_RETURN_IF_ERROR(internal::CheckPieceArgs(first, is_last_piece(), in, out));
   if (first && (ids.rank() != 1 || ids.dim(0) != batch.rows.my_dp_rows())) {
     return absl::InvalidArgumentError(absl::StrCat("ids: expected [", batch.rows.my_dp_rows(), "], got ",
                                                    ShapeToString(ids.shape())));

@@ -30,7 +30,7 @@ absl::Status ZeroRowsFrom(const Tensor& t, int64_t from) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Qwen3Model& model, models::KvCache& cache,
+absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::DecoderModel& model, models::KvCache& cache,
                                                                   int64_t batch_size, int64_t max_context) {
   if (!model.is_first_piece() || !model.is_last_piece()) {
     return absl::FailedPreconditionError("this DecodeGraph::Capture serves the whole stack; pass options for a piece");
@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Qwen3M
   return Capture(model, cache, options);
 }
 
-absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Qwen3Model& model, models::KvCache& cache,
+absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::DecoderModel& model, models::KvCache& cache,
                                                                   const DecodeGraphOptions& options) {
   const Device dev = model.options().device;
   const boundary::Topology& topology = model.options().topology;

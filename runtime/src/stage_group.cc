@@ -42,7 +42,7 @@ struct RankState {
   CudaStream stream;
   boundary::Topology topology;
   std::unique_ptr<comm::ProcessGroups> groups;
-  std::unique_ptr<models::Qwen3Model> model;
+  std::unique_ptr<models::DecoderModel> model;
   std::unique_ptr<models::KvCache> cache;
   std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs;  // by bucket; declared after what they use
   Tensor logits;                     // the last step's output (last piece)
@@ -129,6 +129,8 @@ void StageGroup::Impl::SetUpGraphs(const weights::ModelConfig& config) {
     st.off_reason = "the group computes on the host";
   } else if (options.graph_buckets.empty()) {
     st.off_reason = "no graph buckets were asked for";
+  } else if (!ranks.empty() && !ranks[0]->model->graph_capturable()) {
+    st.off_reason = absl::StrCat(config.architecture, " decode steps are not captured as CUDA graphs yet");
   }
   for (int l = options.first_layer; st.off_reason.empty() && l < options.end_layer; ++l) {
     if (config.IsSparseLayer(l)) {
@@ -357,7 +359,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     models::ModelOptions model_options{rank.topology, resolved, o.dtype, o.first_layer,
                                        o.end_layer, self->RankDevice(r), rank.fusions};
     model_options.defer_moe_finalize = o.defer_moe_finalize;
-    SEAM_ASSIGN_OR_RETURN(rank.model, models::Qwen3Model::Load(*self->checkpoint, model_options));
+    SEAM_ASSIGN_OR_RETURN(rank.model, models::LoadDecoderModel(*self->checkpoint, model_options));
     DeviceMemoryInfo after;
     if (device.is_cuda()) {
       SEAM_RETURN_IF_ERROR(SynchronizeStream(device));
@@ -466,6 +468,11 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
       return absl::ResourceExhaustedError(absl::StrCat("KV cache full on DP group ", dp, ": the step needs ", needed,
                                                        " more blocks, ", cache.free_blocks(), " of ",
                                                        cache.num_blocks(), " are free"));
+    }
+    if (cache.StatesNeeded(spans) > 0 && cache.StatesNeeded(spans) > cache.states()->free_slots()) {
+      return absl::ResourceExhaustedError(absl::StrCat("Mamba state full on DP group ", dp, ": the step needs ",
+                                                       cache.StatesNeeded(spans), " more sequence slots, ",
+                                                       cache.states()->free_slots(), " are free"));
     }
   }
 

@@ -4,6 +4,7 @@
 // sequences than attention-DP groups; a full cache refuses the step.
 #include <gtest/gtest.h>
 
+#include "seam/models/qwen3_model.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/testing/tiny_checkpoint.h"
 

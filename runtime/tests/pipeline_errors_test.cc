@@ -3,6 +3,7 @@
 // refuses before any collective and stays usable; the model refuses too.
 #include <gtest/gtest.h>
 
+#include "seam/models/qwen3_model.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/testing/tiny_checkpoint.h"

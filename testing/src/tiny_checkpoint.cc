@@ -14,7 +14,7 @@ namespace {
 
 // Writes `config` into a fresh directory on first use for `slot`.
 const std::string& CheckpointDir(const weights::ModelConfig& config, uint64_t seed, int slot) {
-  static std::unique_ptr<TempDir> dirs[4];
+  static std::unique_ptr<TempDir> dirs[5];
   std::unique_ptr<TempDir>& dir = dirs[slot];
   if (dir == nullptr) {
     dir = std::make_unique<TempDir>("seam_models_test");
@@ -67,6 +67,34 @@ weights::ModelConfig FourLayerConfig(bool moe) {
 const std::string& FourLayerCheckpointDir(bool moe) {
   return CheckpointDir(FourLayerConfig(moe), moe ? 13 : 9, moe ? 3 : 2);
 }
+
+weights::ModelConfig TinyNemotronHConfig() {
+  weights::ModelConfig c;
+  c.architecture = "nemotron_h";
+  c.hybrid_override_pattern = "MM*--M*-";
+  c.num_hidden_layers = 8;
+  c.vocab_size = 128;
+  c.hidden_size = 64;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  c.head_dim = 8;
+  c.intermediate_size = 96;
+  c.mamba_num_heads = 8;
+  c.mamba_head_dim = 8;
+  c.n_groups = 4;
+  c.ssm_state_size = 16;
+  c.conv_kernel = 4;
+  c.chunk_size = 8;
+  c.rms_norm_eps = 1e-5f;
+  c.time_step_limit_min = c.time_step_min;
+  c.max_position_embeddings = 512;
+  c.dtype = DType::kF32;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  return c;
+}
+
+const std::string& TinyNemotronHCheckpointDir() { return CheckpointDir(TinyNemotronHConfig(), 17, 4); }
 
 weights::ModelConfig MicroConfig() {
   weights::ModelConfig c;

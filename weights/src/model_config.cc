@@ -8,22 +8,17 @@
 #include <limits>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
+#include "src/config_fields.h"
 
 namespace seam::weights {
-namespace {
-
-using Json = nlohmann::json;
+namespace internal {
 
 absl::Status FieldError(const std::string& key, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("config.json: field '", key, "' ", what));
 }
 
-// Reads an integer field; an absent or null key is an error when `required`
-// and otherwise leaves `out` at its default.
 absl::Status ReadInt(const Json& j, const std::string& key, int64_t* out, bool required) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) {
@@ -63,20 +58,6 @@ absl::Status ReadTokenId(const Json& j, const std::string& key, int64_t* out) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadArchitecture(const Json& j) {
-  auto it = j.find("architectures");
-  if (it == j.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) {
-    return FieldError("architectures", "must be a non-empty list of names");
-  }
-  const std::string name = (*it)[0].get<std::string>();
-  if (name == "Qwen3ForCausalLM") return std::string("qwen3");
-  if (name == "Qwen3MoeForCausalLM") return std::string("qwen3_moe");
-  return absl::UnimplementedError(absl::StrCat("config.json: architecture '", name,
-                                               "' is not supported (supported: Qwen3ForCausalLM, "
-                                               "Qwen3MoeForCausalLM)"));
-}
-
-// transformers 4.x writes "torch_dtype"; 5.x writes "dtype".
 absl::StatusOr<DType> ReadTorchDType(const Json& j) {
   const char* key = j.contains("torch_dtype") ? "torch_dtype" : "dtype";
   auto it = j.find(key);
@@ -89,6 +70,33 @@ absl::StatusOr<DType> ReadTorchDType(const Json& j) {
   return absl::UnimplementedError(absl::StrCat("config.json: ", key, " '", s,
                                                "' is not supported (float32, bfloat16 or float16)"));
 }
+
+}  // namespace internal
+
+namespace {
+
+using internal::FieldError;
+using internal::Json;
+using internal::ReadBool;
+using internal::ReadFloat;
+using internal::ReadInt;
+using internal::ReadTokenId;
+using internal::ReadTorchDType;
+
+absl::StatusOr<std::string> ReadArchitecture(const Json& j) {
+  auto it = j.find("architectures");
+  if (it == j.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) {
+    return FieldError("architectures", "must be a non-empty list of names");
+  }
+  const std::string name = (*it)[0].get<std::string>();
+  if (name == "Qwen3ForCausalLM") return std::string("qwen3");
+  if (name == "Qwen3MoeForCausalLM") return std::string("qwen3_moe");
+  if (name == "NemotronHForCausalLM") return std::string("nemotron_h");
+  return absl::UnimplementedError(absl::StrCat("config.json: architecture '", name,
+                                               "' is not supported (supported: Qwen3ForCausalLM, "
+                                               "Qwen3MoeForCausalLM, NemotronHForCausalLM)"));
+}
+
 
 // Features seam's Qwen3 models do not implement: refuse rather than compute
 // something different from transformers.
@@ -163,12 +171,16 @@ bool ModelConfig::IsSparseLayer(int64_t layer) const {
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
-  Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  Json j = Json::parse(internal::QuoteNonFiniteNumbers(json_text), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError("config.json: not a JSON object");
   }
   ModelConfig c;
   SEAM_ASSIGN_OR_RETURN(c.architecture, ReadArchitecture(j));
+  if (c.is_nemotron_h()) {
+    SEAM_RETURN_IF_ERROR(internal::ParseNemotronH(j, &c));
+    return c;
+  }
   SEAM_RETURN_IF_ERROR(RefuseUnsupported(j));
   SEAM_RETURN_IF_ERROR(ReadInt(j, "hidden_size", &c.hidden_size, true));
   SEAM_RETURN_IF_ERROR(ReadInt(j, "num_hidden_layers", &c.num_hidden_layers, true));
@@ -224,6 +236,7 @@ absl::Status ValidateParallel(const ModelConfig& config, int tp, int attn_dp) {
         absl::StrCat("attention DP size ", attn_dp, " does not divide TP size ", tp));
   }
   const int attn_tp = tp / attn_dp;
+  if (config.is_nemotron_h()) return internal::ValidateNemotronHParallel(config, tp, attn_tp);
   if (config.num_attention_heads % attn_tp != 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_attention_heads (", config.num_attention_heads,
                                                    ") does not divide over attention TP ", attn_tp));

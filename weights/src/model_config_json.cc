@@ -6,9 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "seam/weights/model_config.h"
+#include "src/config_fields.h"
 
 namespace seam::weights {
-namespace {
+namespace internal {
 
 // The shortest decimal that reads back as `f`, as a double, so that 1e-6f is
 // written "1e-06" rather than "9.999999974752427e-07".
@@ -21,9 +22,9 @@ double ShortestDecimal(float f) {
   return std::strtod(buf, nullptr);
 }
 
-nlohmann::json TokenId(int64_t id) { return id < 0 ? nlohmann::json(nullptr) : nlohmann::json(id); }
+nlohmann::json TokenIdJson(int64_t id) { return id < 0 ? nlohmann::json(nullptr) : nlohmann::json(id); }
 
-const char* TorchDType(DType dtype) {
+const char* TorchDTypeName(DType dtype) {
   switch (dtype) {
     case DType::kBF16: return "bfloat16";
     case DType::kF16: return "float16";
@@ -31,15 +32,18 @@ const char* TorchDType(DType dtype) {
   }
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::ShortestDecimal;
 
 std::string ModelConfigToJson(const ModelConfig& c) {
+  if (c.is_nemotron_h()) return internal::NemotronHConfigToJson(c);
   nlohmann::json j;
   j["architectures"] = nlohmann::json::array({c.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"});
   j["attention_bias"] = false;
   j["attention_dropout"] = 0.0;
-  j["bos_token_id"] = TokenId(c.bos_token_id);
-  j["eos_token_id"] = TokenId(c.eos_token_id);
+  j["bos_token_id"] = internal::TokenIdJson(c.bos_token_id);
+  j["eos_token_id"] = internal::TokenIdJson(c.eos_token_id);
   j["head_dim"] = c.head_dim;
   j["hidden_act"] = "silu";
   j["hidden_size"] = c.hidden_size;
@@ -56,7 +60,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["rope_theta"] = ShortestDecimal(c.rope_theta);
   j["sliding_window"] = nullptr;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["torch_dtype"] = TorchDType(c.dtype);
+  j["torch_dtype"] = internal::TorchDTypeName(c.dtype);
   j["transformers_version"] = "4.51.0";
   j["use_cache"] = true;
   j["use_sliding_window"] = false;

@@ -2,6 +2,7 @@
 // HfTensorLayout, each drawn from its own stream (seed mixed with its name).
 #include "seam/weights/random_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -42,11 +43,24 @@ uint64_t NameHash(const std::string& name) {  // FNV-1a
   return h;
 }
 
-Tensor RandomTensor(const TensorSpec& spec, const RandomCheckpointOptions& o, DType dtype) {
+// Mamba's A_log and dt_bias as transformers initialises them: A = -exp(A_log)
+// with A_log = log of a draw in [1, 16]; dt_bias the inverse softplus of a
+// time step drawn log-uniformly in [time_step_min, time_step_max].
+float MambaInit(TensorInit init, Rng& rng, const ModelConfig& c) {
+  if (init == TensorInit::kMambaA) return static_cast<float>(std::log(1.0 + 15.0 * rng.Uniform()));
+  const double lo = std::log(c.time_step_min), hi = std::log(c.time_step_max);
+  const double dt = std::max<double>(std::exp(lo + (hi - lo) * rng.Uniform()), c.time_step_floor);
+  return static_cast<float>(dt + std::log(-std::expm1(-dt)));
+}
+
+Tensor RandomTensor(const TensorSpec& spec, const RandomCheckpointOptions& o, const ModelConfig& c) {
+  const DType dtype = c.dtype;
   Rng rng(o.seed ^ NameHash(spec.name));
   std::vector<float> values(NumElements(spec.shape));
   for (float& v : values) {
-    if (o.exact) {
+    if (spec.init != TensorInit::kNoise) {
+      v = MambaInit(spec.init, rng, c);
+    } else if (o.exact) {
       v = spec.is_norm ? static_cast<float>(rng.Int(4, 12)) / 8.0f : static_cast<float>(rng.Int(-16, 16)) / 64.0f;
     } else {
       const double noise = 0.02 * o.scale * rng.Normal();
@@ -81,7 +95,7 @@ absl::Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckp
     Progress progress(absl::StrCat("drawing random weights (", layout.size(), " tensors)"), bytes,
                       ProgressUnit::kBytes);
     for (const TensorSpec& spec : layout) {
-      tensors.emplace_back(spec.name, RandomTensor(spec, options, config.dtype));
+      tensors.emplace_back(spec.name, RandomTensor(spec, options, *reparsed));
       progress.Advance(tensors.back().second.nbytes(), spec.name);
     }
   }

@@ -1,12 +1,58 @@
-// HfTensorLayout: the tensor names and shapes of transformers' Qwen3 and
-// Qwen3-MoE modules (modeling_qwen3.py, modeling_qwen3_moe.py).
+// HfTensorLayout: the tensor names and shapes of transformers' Qwen3,
+// Qwen3-MoE and Nemotron-H modules (modeling_qwen3.py, modeling_qwen3_moe.py,
+// modeling_nemotron_h.py).
 #include "seam/weights/tensor_layout.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace seam::weights {
+namespace {
+
+// One pre-norm block per pattern character: norm, then its mixer (Mamba2,
+// attention without rotary embedding, or the squared-ReLU MLP).
+std::vector<TensorSpec> NemotronHLayout(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, V = c.vocab_size, D = c.head_dim;
+  const int64_t Q = c.num_attention_heads * D, KV = c.num_key_value_heads * D;
+  const int64_t I = c.mamba_intermediate(), conv = c.mamba_conv_dim(), heads = c.mamba_num_heads;
+  const std::string b = kNemotronHPrefix;
+  std::vector<TensorSpec> out;
+  out.push_back({b + "embeddings.weight", {V, H}});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = absl::StrCat(b, "layers.", l, ".");
+    out.push_back({p + "norm.weight", {H}, true});
+    const std::string m = p + "mixer.";
+    switch (c.LayerKind(l)) {
+      case HybridLayer::kMamba:
+        out.push_back({m + "in_proj.weight", {I + conv + heads, H}});
+        out.push_back({m + "conv1d.weight", {conv, 1, c.conv_kernel}});
+        if (c.use_conv_bias) out.push_back({m + "conv1d.bias", {conv}});
+        out.push_back({m + "dt_bias", {heads}, false, TensorInit::kMambaDt});
+        out.push_back({m + "A_log", {heads}, false, TensorInit::kMambaA});
+        out.push_back({m + "D", {heads}, true});
+        out.push_back({m + "norm.weight", {I}, true});
+        out.push_back({m + "out_proj.weight", {H, I}});
+        break;
+      case HybridLayer::kAttention:
+        out.push_back({m + "q_proj.weight", {Q, H}});
+        out.push_back({m + "k_proj.weight", {KV, H}});
+        out.push_back({m + "v_proj.weight", {KV, H}});
+        out.push_back({m + "o_proj.weight", {H, Q}});
+        break;
+      case HybridLayer::kMlp:
+        out.push_back({m + "up_proj.weight", {c.intermediate_size, H}});
+        out.push_back({m + "down_proj.weight", {H, c.intermediate_size}});
+        break;
+    }
+  }
+  out.push_back({b + "norm_f.weight", {H}, true});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, H}});
+  return out;
+}
+
+}  // namespace
 
 std::vector<TensorSpec> HfTensorLayout(const ModelConfig& c) {
+  if (c.is_nemotron_h()) return NemotronHLayout(c);
   const int64_t H = c.hidden_size, V = c.vocab_size, D = c.head_dim;
   const int64_t Q = c.num_attention_heads * D, KV = c.num_key_value_heads * D;
   std::vector<TensorSpec> out;

@@ -45,7 +45,9 @@ v1::Metadata MakeMetadata(const weights::ModelConfig& config, const CoordinatorS
                           const std::vector<std::pair<int, int>>& layers, v1::DType dtype) {
   v1::Metadata m;
   v1::ModelFacts* f = m.mutable_model();
-  f->set_architecture(config.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM");
+  f->set_architecture(config.is_nemotron_h() ? "NemotronHForCausalLM"
+                      : config.is_moe()      ? "Qwen3MoeForCausalLM"
+                                             : "Qwen3ForCausalLM");
   f->set_num_layers(config.num_hidden_layers);
   f->set_hidden_size(config.hidden_size);
   f->set_vocab_size(config.vocab_size);

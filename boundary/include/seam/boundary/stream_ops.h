@@ -57,4 +57,12 @@ absl::StatusOr<Hidden> AddToOutput(const Hidden& hidden, ForwardBatch& batch, co
 // contribution stays pending. Plain updates only.
 absl::StatusOr<Tensor> Snapshot(ForwardBatch& batch);
 
+// The compute input of a mixer declared gathers_attn_tp_input = false: the
+// tensor its Prepare returned when that already holds the DP rows; otherwise
+// (an attention-TP slice of a scattered residual) every rank's slice gathered
+// over attention TP into the DP rows, in rank order. The mixer's compute
+// calls it (a model never calls a collective itself) and returns its partial
+// on the DP rows. INVALID_ARGUMENT when `x` holds neither row count.
+absl::StatusOr<Tensor> GatherMixerInput(const Tensor& x, ForwardBatch& batch);
+
 }  // namespace seam::boundary

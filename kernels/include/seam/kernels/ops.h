@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "seam/core/tensor.h"
@@ -135,5 +136,61 @@ absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
 // once per call). dst: [N, H]; src: [M, H]; rows: i32 [M], distinct, inside
 // [0, N); weights: f32 [M].
 absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
+
+// ---- state-space (Mamba2) mixers and the squared-ReLU MLP ---------------------
+
+// out = max(x, 0)² elementwise. x, out: same shape.
+absl::Status ReluSquared(const Tensor& x, const Tensor& out);
+
+// The sequences of a step and where their recurrent states live: rows
+// [query_start[s], query_start[s + 1]) of the token tensors belong to
+// sequence s, whose state is slot state_slots[s] of a state tensor. A
+// negative slot (padding) computes its rows from a zero state and writes
+// nothing back. Slots are not checked against each other: two sequences of
+// one step must not share one.
+struct SequenceStates {
+  Tensor query_start;  // i32 [S + 1], non-decreasing from 0 to T
+  Tensor state_slots;  // i32 [S]
+};
+
+// Causal depthwise conv1d continuing each sequence from its state:
+// out[t, c] = act(bias[c] + Σ_k weight[c, k] · u[t + k, c]) for k in [0, K),
+// where u is the sequence's K - 1 previous inputs (conv_state[slot], oldest
+// first) followed by its rows of x; act is SiLU when `silu`, the identity
+// otherwise. Afterwards conv_state[slot] holds the last K - 1 entries of u.
+// Covers prefill (many rows) and the one-token decode update alike.
+// x, out: [T, C]; weight: [C, K]; bias: [C] or undefined (no bias);
+// conv_state: [slots, K - 1, C].
+absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,
+                          const Tensor& conv_state, const SequenceStates& seqs, const Tensor& out);
+
+// Mamba2's selective state-space recurrence, token by token within each
+// sequence (the exact recurrence, no chunked approximation): for head h and
+// its group g = h / (H / G),
+//   dt' = clamp(softplus(dt[t, h] + dt_bias[h]), dt_min, dt_max)
+//   state[h] ← exp(dt' · a[h]) · state[h] + dt' · x[t, h, :] ⊗ b[t, g, :]
+//   out[t, h, :] = state[h] · c[t, g, :] + d[h] · x[t, h, :]
+// with softplus(v) = v above 20 (as torch's). fp32 throughout; the state
+// stays fp32 between steps. Prefill and single-token decode alike.
+struct SelectiveScanParams {
+  Tensor x;          // [T, H, P]
+  Tensor dt;         // [T, H], before the bias and softplus
+  Tensor dt_bias;    // [H]
+  Tensor a;          // [H]: A = -exp(A_log)
+  Tensor b, c;       // [T, G, N]
+  Tensor d;          // [H]
+  float dt_min = 0.0f;
+  float dt_max = std::numeric_limits<float>::infinity();
+  Tensor ssm_state;  // f32 [slots, H, P, N]
+  SequenceStates seqs;
+  Tensor out;        // [T, H, P]
+};
+absl::Status SelectiveScan(const SelectiveScanParams& params);
+
+// Mamba2's grouped gated RMSNorm: g = x · silu(z) in fp32; each run of
+// `group_size` features is divided by its own sqrt(mean(g²) + eps); out =
+// weight · that. x, z, out: [T, D]; weight: [D]; group_size divides D.
+absl::Status GatedRmsNorm(const Tensor& x, const Tensor& z, const Tensor& weight, int64_t group_size, float eps,
+                          const Tensor& out);
 
 }  // namespace seam::kernels

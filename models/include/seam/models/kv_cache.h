@@ -1,8 +1,11 @@
 // KvCache: one rank's paged key/value cache. Every layer owns a k and a v
 // tensor [num_blocks, block_size, local_kv_heads, head_dim]; a sequence owns
 // a list of blocks (its block table) that grows as its tokens are reserved.
-// The number of blocks comes from a byte budget. Owned and used by one rank
-// thread; not thread-safe.
+// The number of blocks comes from a byte budget. A rank with Mamba layers
+// also holds their per-sequence recurrent state (MambaStateCache) out of the
+// same budget: a sequence takes a state slot when its first span is reserved
+// and returns it with its blocks. Owned and used by one rank thread; not
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include "seam/core/dtype.h"
 #include "seam/core/tensor.h"
 #include "seam/kernels/ops.h"
+#include "seam/models/mamba_state_cache.h"
 
 namespace seam::models {
 
@@ -26,6 +30,9 @@ struct KvCacheOptions {
   // Show the allocation as a Progress (seam/core/progress.h) over its bytes;
   // one rank of a group sets it.
   bool report_progress = false;
+  // Sequences the Mamba state holds at once (ranks with Mamba layers only).
+  // 0: as many as a quarter of the budget holds, between 1 and 256.
+  int64_t max_state_sequences = 0;
 };
 
 // The part of one sequence a step runs: tokens [start, start + count).
@@ -40,21 +47,24 @@ struct CacheBatch {
   Tensor slot_mapping;              // i32 [T]: flat slot of every token of the step
   Tensor positions;                 // i32 [T]: position of every token
   kernels::AttentionBatch attention;  // query_start, context_lens, block_tables
+  Tensor state_slots;               // i32 [S]: each sequence's Mamba state slot (-1: none)
 };
 
 // The host form of a CacheBatch (what BuildBatch uploads): block tables are
 // table_width wide, zero-padded.
 struct CacheBatchPlan {
-  std::vector<int32_t> slot_mapping, positions, query_start, context_lens, block_tables;
+  std::vector<int32_t> slot_mapping, positions, query_start, context_lens, block_tables, state_slots;
   int64_t tokens = 0, sequences = 0, table_width = 0;
 };
 
 class KvCache {
  public:
   // INVALID_ARGUMENT when a size is not positive or the budget holds no block
-  // (the message names the bytes one block needs).
+  // (the message names the bytes one block needs) once the Mamba state
+  // (`state`, when it has layers) took its share.
   static absl::StatusOr<std::unique_ptr<KvCache>> Create(int64_t layers, int64_t local_kv_heads, int64_t head_dim,
-                                                         const KvCacheOptions& options);
+                                                         const KvCacheOptions& options,
+                                                         const MambaStateShape& state = {});
 
   int64_t layers() const { return static_cast<int64_t>(k_.size()); }
   int64_t num_blocks() const { return num_blocks_; }
@@ -64,6 +74,11 @@ class KvCache {
   const Tensor& k(int64_t layer) const { return k_[layer]; }
   const Tensor& v(int64_t layer) const { return v_[layer]; }
 
+  // The Mamba state, or null on a rank without Mamba layers.
+  const MambaStateCache* states() const { return states_.get(); }
+  // State slots still to take so every span's sequence has one (0 without state).
+  int64_t StatesNeeded(const std::vector<CacheSpan>& spans) const;
+
   bool Has(uint64_t sequence) const { return tables_.count(sequence) != 0; }
   // Tokens the blocks of `sequence` can hold (0 for an unknown sequence).
   int64_t Capacity(uint64_t sequence) const;
@@ -71,8 +86,8 @@ class KvCache {
   int64_t BlocksNeeded(const std::vector<CacheSpan>& spans) const;
   // Adds unknown sequences and grows each so that its span fits; all or
   // nothing. RESOURCE_EXHAUSTED "KV cache full: the step needs N more blocks,
-  // M of K are free" when the blocks do not suffice. Idempotent for spans
-  // that already fit.
+  // M of K are free" when the blocks do not suffice, or MambaStateCache's
+  // when its slots do not. Idempotent for spans that already fit.
   absl::Status Reserve(const std::vector<CacheSpan>& spans);
   // Returns the sequence's blocks; NOT_FOUND for an unknown sequence.
   absl::Status Free(uint64_t sequence);
@@ -95,6 +110,7 @@ class KvCache {
   std::vector<Tensor> k_, v_;
   std::vector<int32_t> free_;  // a stack; lowest block ids are handed out first
   std::map<uint64_t, std::vector<int32_t>> tables_;
+  std::unique_ptr<MambaStateCache> states_;
 };
 
 }  // namespace seam::models

@@ -23,66 +23,28 @@
 #include "seam/core/device.h"
 #include "seam/core/dtype.h"
 #include "seam/core/tensor.h"
+#include "seam/models/decoder_model.h"
 #include "seam/models/kv_cache.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/model_config.h"
 
 namespace seam::models {
 
-struct ModelOptions {
-  boundary::Topology topology;
-  boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAr;  // resolved (never kAuto)
-  DType dtype = DType::kF32;  // compute and weight dtype
-  int first_layer = 0;        // first decoder layer this rank builds (> 0: not the first piece)
-  int end_layer = -1;         // one past the last one (-1: to the last layer, the last piece)
-  Device device = Device::CPU();  // where weights, cache and the forward live
-  // Input fusions offered at every stage (boundary/fusion.h), e.g. the IPC
-  // one-shot all-reduce + add + norm of a CUDA TP group; null: none.
-  std::shared_ptr<boundary::FusionProvider> fusions;
-  // Qwen3-MoE whose last layer is sparse: that layer's MoE hands its finalize
-  // to the final norm (boundary::DeferredFinalize), which runs finalize, sum,
-  // residual add and norm as one operation (the built-in FinalizeNormService).
-  // Off: the MoE finalizes and the exit completes its sum first.
-  bool defer_moe_finalize = true;
-};
-
-// One sequence's part of a step.
-struct SequenceStep {
-  uint64_t sequence = 0;
-  std::vector<int32_t> tokens;  // the tokens this step runs
-  int64_t start = 0;            // position of tokens[0] (tokens already in the cache)
-  int dp_group = -1;            // the attention-DP group that holds it; -1: the runner places it
-};
-
-// The sequences of this rank's attention-DP group for one step.
-struct StepInput {
-  std::vector<SequenceStep> sequences;
-  bool all_logits = false;  // logits of every token, or of each sequence's last token only
-};
-
-// KV-head arithmetic of one attention-TP rank.
-struct AttentionShard {
-  int64_t q_heads = 0;        // local query heads
-  int64_t kv_heads = 0;       // local KV heads
-  int kv_part = 0, kv_parts = 1;  // the rows of k/v_proj this rank loads: part kv_part of kv_parts
-  static absl::StatusOr<AttentionShard> Of(const weights::ModelConfig& config, int attn_tp, int attn_tp_rank);
-};
-
-class Qwen3Model {
+class Qwen3Model final : public DecoderModel {
  public:
   static absl::StatusOr<std::unique_ptr<Qwen3Model>> Load(const weights::Checkpoint& checkpoint,
                                                           const ModelOptions& options);
-  ~Qwen3Model();
+  ~Qwen3Model() override;
 
-  const weights::ModelConfig& config() const;
-  const ModelOptions& options() const;
+  const weights::ModelConfig& config() const override;
+  const ModelOptions& options() const override;
   const AttentionShard& attention_shard() const;
-  int64_t layers() const;  // decoder layers this rank built
-  bool is_first_piece() const;  // first_layer == 0: enters through the embedding
-  bool is_last_piece() const;   // end_layer == num_hidden_layers: leaves through the lm_head
+  int64_t layers() const override;  // decoder layers this rank built
+  bool is_first_piece() const override;  // first_layer == 0: enters through the embedding
+  bool is_last_piece() const override;   // end_layer == num_hidden_layers: leaves through the lm_head
 
   // A KV cache shaped for this rank's layers and KV heads.
-  absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const;
+  absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
 
   // Runs `input` (this rank's DP group's sequences, whose counts `batch`'s
   // dp_rows hold) through the stack; reserves the cache blocks it needs.
@@ -90,7 +52,7 @@ class Qwen3Model {
   // on attention-TP rank 0 of each DP group; the other ranks skip the
   // lm_head (their logits would be the same) and return an undefined tensor.
   // The whole stack only (first and last piece); FAILED_PRECONDITION otherwise.
-  absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache);
+  absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) override;
 
   // One pipeline piece of a step. `in` is the previous piece's handoff for
   // this rank (nullptr on the first piece, required on the others); `out`
@@ -104,7 +66,7 @@ class Qwen3Model {
   // batch (rows or width) or a pointer is missing; nothing of the cache is
   // reserved then.
   absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
-                                      const boundary::PipelineTensors* in, boundary::PipelineTensors* out);
+                                      const boundary::PipelineTensors* in, boundary::PipelineTensors* out) override;
 
   // The whole stack (first and last piece) on inputs already on the model's
   // device: token ids i32 [rows], the cache batch of reserved spans
@@ -113,7 +75,7 @@ class Qwen3Model {
   // Issues no host synchronisation at TP 1 on CUDA, so a decode step can be
   // captured in a CUDA graph (DecodeGraph). Returns fp32 logits on the device.
   absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
-                                     KvCache& cache, const Tensor& last_rows = Tensor());
+                                     KvCache& cache, const Tensor& last_rows = Tensor()) override;
 
   // ForwardStep for any pipeline piece: the first enters through `ids`, the
   // others through `in` (on the model's device; ids are then ignored), and a
@@ -123,7 +85,7 @@ class Qwen3Model {
   // be captured (runtime::DecodeGraph). INVALID_ARGUMENT as ForwardPiece.
   absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
                                           const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
-                                          const Tensor& last_rows, boundary::PipelineTensors* out);
+                                          const Tensor& last_rows, boundary::PipelineTensors* out) override;
 
   struct Impl;
 

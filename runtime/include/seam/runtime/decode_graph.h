@@ -34,7 +34,7 @@
 #include "seam/core/cuda_graph.h"
 #include "seam/core/tensor.h"
 #include "seam/models/kv_cache.h"
-#include "seam/models/qwen3_model.h"
+#include "seam/models/decoder_model.h"
 
 namespace seam::runtime {
 
@@ -75,10 +75,10 @@ class DecodeGraph {
   // attention DP > 1 needs `groups`. INVALID_ARGUMENT for sizes that are not
   // positive. UNIMPLEMENTED (after the warm-up, on every rank alike) when the
   // piece's handoff leaves on rows out of DP order (attention-TP slices).
-  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::Qwen3Model& model, models::KvCache& cache,
+  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::DecoderModel& model, models::KvCache& cache,
                                                               const DecodeGraphOptions& options);
   // The whole stack at TP 1 on a stream of its own.
-  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::Qwen3Model& model, models::KvCache& cache,
+  static absl::StatusOr<std::unique_ptr<DecodeGraph>> Capture(models::DecoderModel& model, models::KvCache& cache,
                                                               int64_t batch_size, int64_t max_context);
 
   int64_t batch_size() const { return batch_size_; }
@@ -107,13 +107,13 @@ class DecodeGraph {
   absl::StatusOr<Tensor> Step(const models::StepInput& input);
 
  private:
-  DecodeGraph(models::Qwen3Model& model, models::KvCache& cache) : model_(model), cache_(cache) {}
+  DecodeGraph(models::DecoderModel& model, models::KvCache& cache) : model_(model), cache_(cache) {}
   // Views of the device input buffer.
   absl::Status Bind();
   // The same device work a replay runs (warm-up and capture).
   absl::Status Record(bool capturing);
 
-  models::Qwen3Model& model_;
+  models::DecoderModel& model_;
   models::KvCache& cache_;
   comm::ProcessGroups* groups_ = nullptr;
   int64_t batch_size_ = 0, table_width_ = 0;

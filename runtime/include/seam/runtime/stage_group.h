@@ -1,6 +1,6 @@
 // StageGroup: one stage's TP group on the CPU. Each of the tp ranks is a
 // thread with its own Gloo groups (found through a FileStore in a fresh
-// temporary directory), its models::Qwen3Model shards and its models::KvCache
+// temporary directory), its model shards (models::DecoderModel) and its models::KvCache
 // (sized from memory: kv_sizing.h). A sequence lives on the attention-DP
 // group its first step names (SequenceStep::dp_group, chosen by the
 // coordinator), or on the next one round-robin when the step names none, and
@@ -32,7 +32,7 @@
 #include "seam/boundary/reduction_policy.h"
 #include "seam/models/kv_cache.h"
 #include "seam/core/device.h"
-#include "seam/models/qwen3_model.h"
+#include "seam/models/decoder_model.h"
 #include "seam/runtime/kv_sizing.h"
 #include "seam/runtime/token_sampler.h"
 #include "seam/weights/model_config.h"

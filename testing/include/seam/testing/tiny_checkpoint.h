@@ -1,5 +1,6 @@
-// Tiny random Qwen3 / Qwen3-MoE checkpoints in temporary directories, shared
-// by the model tests (written once per process, removed at exit).
+// Tiny random Qwen3 / Qwen3-MoE / Nemotron-H checkpoints in temporary
+// directories, shared by the model tests (written once per process, removed
+// at exit).
 #pragma once
 
 #include <string>
@@ -19,6 +20,14 @@ const std::string& TinyCheckpointDir(bool moe);
 // (mlp_only_layers = {1}), so pipeline cuts fall next to both FFN kinds.
 weights::ModelConfig FourLayerConfig(bool moe);
 const std::string& FourLayerCheckpointDir(bool moe);
+
+// nemotron_h with the pattern "MM*--M*-" (two Mamba layers in a row, a Mamba
+// layer before attention, two MLPs in a row): vocab 128, hidden 64; attention
+// 8 heads / 4 KV heads of 8; Mamba 8 heads of 8, 4 groups, state 16, conv
+// kernel 4, chunk 8; MLP intermediate 96; untied; time_step_limit
+// [time_step_min, inf). Divides over attention TP 1, 2 and 4.
+weights::ModelConfig TinyNemotronHConfig();
+const std::string& TinyNemotronHCheckpointDir();
 
 // qwen3 with vocab 16, hidden 8, 1 layer, 2 heads, 1 KV head, head_dim 4,
 // intermediate 12, bf16, the other fields at ModelConfig's defaults: tensors

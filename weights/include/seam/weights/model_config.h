@@ -1,9 +1,11 @@
 // ModelConfig: the fields of a Hugging Face config.json that seam's models
 // read, parsed and validated. Supported architectures: Qwen3ForCausalLM
-// ("qwen3") and Qwen3MoeForCausalLM ("qwen3_moe").
+// ("qwen3"), Qwen3MoeForCausalLM ("qwen3_moe") and NemotronHForCausalLM
+// ("nemotron_h", the hybrid of Mamba2, attention and MLP layers).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -12,8 +14,13 @@
 
 namespace seam::weights {
 
+// What one layer of a hybrid (nemotron_h) stack is: one character of
+// hybrid_override_pattern each.
+enum class HybridLayer : uint8_t { kMamba, kAttention, kMlp };  // 'M', '*', '-'
+const char* HybridLayerName(HybridLayer kind);                  // "mamba", "attention", "mlp"
+
 struct ModelConfig {
-  std::string architecture;  // "qwen3" or "qwen3_moe"
+  std::string architecture;  // "qwen3", "qwen3_moe" or "nemotron_h"
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
@@ -35,7 +42,28 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
 
+  // Nemotron-H (nemotron_h only). rms_norm_eps holds layer_norm_epsilon;
+  // intermediate_size is the MLP layers' (squared-ReLU up/down); attention
+  // layers have no rotary embedding and no q/k norm.
+  std::string hybrid_override_pattern;  // one of M, *, - per layer
+  int64_t mamba_num_heads = 0, mamba_head_dim = 0;
+  int64_t n_groups = 0;        // B/C groups; the gated norm's groups too
+  int64_t ssm_state_size = 0;  // N
+  int64_t conv_kernel = 0;     // K of the causal depthwise conv1d
+  int64_t chunk_size = 0;      // the scan's chunk (no effect on the result)
+  bool use_conv_bias = true;
+  // dt = softplus(dt + dt_bias) clamped to [time_step_limit_min, time_step_limit_max].
+  float time_step_limit_min = 0.0f, time_step_limit_max = std::numeric_limits<float>::infinity();
+  float time_step_min = 0.001f, time_step_max = 0.1f, time_step_floor = 1e-4f;  // dt_bias initialisation only
+  bool residual_in_fp32 = false;
+
   bool is_moe() const { return architecture == "qwen3_moe"; }
+  bool is_nemotron_h() const { return architecture == "nemotron_h"; }
+  // nemotron_h: the kind of layer `l` (its pattern character).
+  HybridLayer LayerKind(int64_t layer) const;
+  int64_t mamba_intermediate() const { return mamba_num_heads * mamba_head_dim; }
+  // Channels of the conv1d: x, B and C.
+  int64_t mamba_conv_dim() const { return mamba_intermediate() + 2 * n_groups * ssm_state_size; }
   // True when layer `l` uses the sparse MoE block (HF's rule).
   bool IsSparseLayer(int64_t layer) const;
 };
@@ -48,7 +76,9 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 std::string ModelConfigToJson(const ModelConfig& config);
 
 // Checks that the config divides over TP size `tp` with attention-DP size
-// `attn_dp`: heads and KV heads over attention TP, intermediate sizes over TP.
+// `attn_dp`: heads and KV heads over attention TP, intermediate sizes over TP;
+// nemotron_h: Mamba heads and groups over attention TP too (a gated-norm group
+// never spans ranks).
 // INVALID_ARGUMENT naming the field and the sizes, e.g.
 // "num_attention_heads (6) does not divide over attention TP 4".
 absl::Status ValidateParallel(const ModelConfig& config, int tp, int attn_dp);

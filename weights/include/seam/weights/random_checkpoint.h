@@ -1,6 +1,7 @@
 // WriteRandomCheckpoint: a small Hugging Face checkpoint (config.json +
 // model.safetensors) with random weights, for tests and `seam model init`.
-// transformers loads it as Qwen3ForCausalLM / Qwen3MoeForCausalLM.
+// transformers loads it as Qwen3ForCausalLM / Qwen3MoeForCausalLM /
+// NemotronHForCausalLM.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,99 @@
+// DecoderModel: one rank's part of a decoder-only language model built on
+// the boundary library (Qwen3Model, NemotronHModel), as the runtime drives
+// it: load the rank's shards for a layer range, make its cache, run a step
+// or a pipeline piece of one. The options and step inputs every model takes
+// live here too. One model per rank thread; the forwards are not reentrant.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/boundary/forward_batch.h"
+#include "seam/boundary/fusion.h"
+#include "seam/boundary/layout.h"
+#include "seam/boundary/pipeline_handoff.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/core/device.h"
+#include "seam/core/dtype.h"
+#include "seam/core/tensor.h"
+#include "seam/models/kv_cache.h"
+#include "seam/weights/checkpoint.h"
+#include "seam/weights/model_config.h"
+
+namespace seam::models {
+
+struct ModelOptions {
+  boundary::Topology topology;
+  boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAr;  // resolved (never kAuto)
+  DType dtype = DType::kF32;  // compute and weight dtype
+  int first_layer = 0;        // first decoder layer this rank builds (> 0: not the first piece)
+  int end_layer = -1;         // one past the last one (-1: to the last layer, the last piece)
+  Device device = Device::CPU();  // where weights, cache and the forward live
+  // Input fusions offered at every stage (boundary/fusion.h), e.g. the IPC
+  // one-shot all-reduce + add + norm of a CUDA TP group; null: none.
+  std::shared_ptr<boundary::FusionProvider> fusions;
+  // Qwen3-MoE whose last layer is sparse: that layer's MoE hands its finalize
+  // to the final norm (boundary::DeferredFinalize), which runs finalize, sum,
+  // residual add and norm as one operation (the built-in FinalizeNormService).
+  // Off: the MoE finalizes and the exit completes its sum first.
+  bool defer_moe_finalize = true;
+};
+
+// One sequence's part of a step.
+struct SequenceStep {
+  uint64_t sequence = 0;
+  std::vector<int32_t> tokens;  // the tokens this step runs
+  int64_t start = 0;            // position of tokens[0] (tokens already in the cache)
+  int dp_group = -1;            // the attention-DP group that holds it; -1: the runner places it
+};
+
+// The sequences of this rank's attention-DP group for one step.
+struct StepInput {
+  std::vector<SequenceStep> sequences;
+  bool all_logits = false;  // logits of every token, or of each sequence's last token only
+};
+
+// KV-head arithmetic of one attention-TP rank.
+struct AttentionShard {
+  int64_t q_heads = 0;        // local query heads
+  int64_t kv_heads = 0;       // local KV heads
+  int kv_part = 0, kv_parts = 1;  // the rows of k/v_proj this rank loads: part kv_part of kv_parts
+  static absl::StatusOr<AttentionShard> Of(const weights::ModelConfig& config, int attn_tp, int attn_tp_rank);
+};
+
+// The contract of every method is Qwen3Model's (qwen3_model.h), which the
+// other models follow: Forward / ForwardPiece take host step inputs and
+// reserve the cache; ForwardStep / ForwardPieceStep take device inputs and a
+// reserved cache batch.
+class DecoderModel {
+ public:
+  virtual ~DecoderModel() = default;
+  virtual const weights::ModelConfig& config() const = 0;
+  virtual const ModelOptions& options() const = 0;
+  virtual int64_t layers() const = 0;  // layers this rank built
+  virtual bool is_first_piece() const = 0;
+  virtual bool is_last_piece() const = 0;
+  // Whether a decode step may be recorded as a CUDA graph (runtime::DecodeGraph).
+  virtual bool graph_capturable() const { return true; }
+  virtual absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const = 0;
+  virtual absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) = 0;
+  virtual absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
+                                              const boundary::PipelineTensors* in,
+                                              boundary::PipelineTensors* out) = 0;
+  virtual absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids,
+                                             const CacheBatch& step, KvCache& cache,
+                                             const Tensor& last_rows = Tensor()) = 0;
+  virtual absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
+                                                  const boundary::PipelineTensors* in, const CacheBatch& step,
+                                                  KvCache& cache, const Tensor& last_rows,
+                                                  boundary::PipelineTensors* out) = 0;
+};
+
+// The model the checkpoint's architecture names (Qwen3 / Qwen3-MoE or
+// Nemotron-H), loaded for `options`; errors as each model's Load.
+absl::StatusOr<std::unique_ptr<DecoderModel>> LoadDecoderModel(const weights::Checkpoint& checkpoint,
+                                                               const ModelOptions& options);
+
+}  // namespace seam::models

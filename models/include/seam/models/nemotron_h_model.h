@@ -1,0 +1,57 @@
+// NemotronHModel: one rank's part of a Nemotron-H hybrid (NemotronHForCausalLM)
+// on the boundary library. Each character of hybrid_override_pattern is one
+// pre-norm stage: a Mamba2 mixer (M) or attention without rotary embedding
+// (*), both declared as exit-scoped mixers that do not gather their
+// attention-TP input (their compute gathers through the boundary), or a
+// squared-ReLU MLP (-), declared an FFN. Mamba heads and groups and
+// attention heads are split over attention TP, the MLP intermediate over
+// TP; every output projection returns a partial sum its stage's boundary
+// completes, and the model never calls a collective. A rank may build any
+// layer range (a pipeline piece); the Mamba layers' conv and SSM states live
+// in its KvCache (MambaStateCache), the attention layers' keys and values in
+// its blocks. One model per rank thread; the forwards are not reentrant.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "seam/models/decoder_model.h"
+
+namespace seam::models {
+
+class NemotronHModel final : public DecoderModel {
+ public:
+  // INVALID_ARGUMENT for a layer range outside the model, a policy not
+  // resolved, or heads / groups / intermediate that do not divide;
+  // UNIMPLEMENTED for residual_in_fp32 with a compute dtype other than f32;
+  // NOT_FOUND naming a missing tensor.
+  static absl::StatusOr<std::unique_ptr<NemotronHModel>> Load(const weights::Checkpoint& checkpoint,
+                                                              const ModelOptions& options);
+  ~NemotronHModel() override;
+
+  const weights::ModelConfig& config() const override;
+  const ModelOptions& options() const override;
+  int64_t layers() const override;
+  bool is_first_piece() const override;
+  bool is_last_piece() const override;
+  // Its Mamba kernels have no CUDA launchers yet, so nothing to capture.
+  bool graph_capturable() const override { return false; }
+  // KV blocks for this rank's attention layers and state slots for its Mamba layers.
+  absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
+  absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) override;
+  absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
+                                      const boundary::PipelineTensors* in, boundary::PipelineTensors* out) override;
+  absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
+                                     KvCache& cache, const Tensor& last_rows = Tensor()) override;
+  absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
+                                          const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
+                                          const Tensor& last_rows, boundary::PipelineTensors* out) override;
+
+  struct Impl;
+
+ private:
+  explicit NemotronHModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seam::models

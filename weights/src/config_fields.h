@@ -1,0 +1,52 @@
+// The typed readers of config.json fields that every architecture's parser
+// shares, and the per-architecture parsers beside ParseModelConfig. Private
+// to the weights library. Every reader leaves `out` at its default when the
+// key is absent or null, and answers INVALID_ARGUMENT naming the field for a
+// value of the wrong type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "seam/weights/model_config.h"
+
+namespace seam::weights::internal {
+
+using Json = nlohmann::json;
+
+// INVALID_ARGUMENT "config.json: field '<key>' <what>".
+absl::Status FieldError(const std::string& key, const std::string& what);
+// `required`: an absent or null key is an error.
+absl::Status ReadInt(const Json& j, const std::string& key, int64_t* out, bool required);
+absl::Status ReadFloat(const Json& j, const std::string& key, float* out);
+absl::Status ReadBool(const Json& j, const std::string& key, bool* out);
+// An integer or a list of integers (the first counts).
+absl::Status ReadTokenId(const Json& j, const std::string& key, int64_t* out);
+// "torch_dtype" (transformers 4.x) or "dtype" (5.x); float32 when absent.
+absl::StatusOr<DType> ReadTorchDType(const Json& j);
+
+// The shortest decimal that reads back as `f` ("1e-06", not 9.99e-07).
+double ShortestDecimal(float f);
+// A token id, or null when negative.
+Json TokenIdJson(int64_t id);
+// "float32", "bfloat16" or "float16".
+const char* TorchDTypeName(DType dtype);
+
+// Python's json writes infinite floats as the bare tokens Infinity and
+// -Infinity (and NaN), which JSON does not have: this returns the text with
+// each such token outside a string turned into the string "Infinity",
+// "-Infinity" or "NaN", for the readers of the fields that allow them.
+std::string QuoteNonFiniteNumbers(const std::string& text);
+
+// The fields of a NemotronHForCausalLM config (model_type nemotron_h), after
+// its architecture was read into c->architecture.
+absl::Status ParseNemotronH(const Json& j, ModelConfig* c);
+// config.json text of a nemotron_h config (both transformers 4.x and 5.x read it).
+std::string NemotronHConfigToJson(const ModelConfig& c);
+// ValidateParallel's checks for nemotron_h.
+absl::Status ValidateNemotronHParallel(const ModelConfig& c, int tp, int attn_tp);
+
+}  // namespace seam::weights::internal
