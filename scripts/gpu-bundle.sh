@@ -44,9 +44,12 @@ done
 # the benchmarks. Every test binary links its own copy of the libraries, so
 # packing all of them passes the 64 MiB a bundle may carry.
 if [ "${BUNDLE_ALL:-0}" != 1 ]; then
-  gpu_targets=(cuda_kernels_test comm_test ipc_allreduce_test boundary_ipc_fusion_gpu_test kernels_test core_test runtime_test
+  gpu_targets=(cuda_kernels_test comm_test ipc_allreduce_test boundary_ipc_fusion_gpu_test boundary_mhc_gpu_test kernels_test core_test runtime_test
                models_test golden_test handoff_test
                seam seam-stage seam-coordinator seam-bench-gpu seam-bench-handoff)
+  # BUNDLE_TARGETS="a b c" packs only those (a bundle that must leave room
+  # for the tree beside it in a 64 MiB carry).
+  [ -n "${BUNDLE_TARGETS:-}" ] && read -r -a gpu_targets <<< "$BUNDLE_TARGETS"
   mapfile -t targets < <(printf '%s\n' "${targets[@]}" | grep -Fx -f <(printf '%s\n' "${gpu_targets[@]}"))
 fi
 echo "gpu-bundle: building ${targets[*]}"

@@ -42,6 +42,7 @@ if want tests; then
   $R ipc_allreduce_test > "$OUT_DIR/ipc_allreduce_test.log" 2>&1; result ipc_allreduce_test $? "$OUT_DIR/ipc_allreduce_test.log"
   $R boundary_ipc_fusion_gpu_test > "$OUT_DIR/ipc_fusion_gpu_test.log" 2>&1
   result boundary_ipc_fusion_gpu_test $? "$OUT_DIR/ipc_fusion_gpu_test.log"
+  $R boundary_mhc_gpu_test > "$OUT_DIR/mhc_gpu_test.log" 2>&1; result boundary_mhc_gpu_test $? "$OUT_DIR/mhc_gpu_test.log"
 fi
 
 if want serve; then
@@ -90,6 +91,7 @@ if want tokens; then
     --vocab 8192 --seed 3 --out "$S" > /dev/null 2>&1
   for layout in "1 1" "2 1" "1 2" "2 2"; do
     set -- $layout
+    [ "$2" -le "$N" ] || { echo "seam run pp$1 tp$2: skipped, $N GPU" >> "$SUMMARY"; continue; }
     for dt in f32 bf16; do
       log="$OUT_DIR/run_pp$1_tp$2_$dt.log"
       timeout 240 $R seam run --device cuda --model "$S" --pp $1 --tp $2 --dtype $dt --prompts 8 \

@@ -5,6 +5,7 @@
 #include "seam/boundary/boundary_errors.h"
 #include "seam/boundary/plan.h"
 #include "seam/comm/communicator.h"
+#include "seam/comm/self_communicator.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "stream_access.h"
@@ -49,7 +50,12 @@ absl::StatusOr<Tensor> FinalizeNormed(ResidualStream& stream, ForwardBatch& batc
   int64_t offset = t.attn_dp > 1 ? rows.FfnOffset(t.dp_rank()) : 0;
   if (work.r_form == RowForm::kAttnTpSlice) offset += rows.my_slice_begin();
   work.x = Tensor::Empty(work.r.shape(), work.r.dtype(), work.r.device());
-  comm::Communicator& group = GroupComm(batch.comms, GroupCompleting(SumGroup::kMoeOutput));
+  // A group of one rank may come without a communicator (a single-GPU
+  // model): its sum is the identity, so a self communicator stands in.
+  const CommGroup completing = GroupCompleting(SumGroup::kMoeOutput);
+  std::unique_ptr<comm::Communicator> self;
+  if (t.tp == 1 && batch.comms.tp == nullptr) self = comm::MakeSelfCommunicator(CommGroupName(completing));
+  comm::Communicator& group = self != nullptr ? *self : GroupComm(batch.comms, completing);
   SEAM_RETURN_IF_ERROR(service.Finalize(*c.deferred, offset, work.r, norm, work.x, group));
   work.x_form = work.r_form;
   if (work.r_form == RowForm::kAttnTpSlice && t.attn_tp() > 1) {
