@@ -97,6 +97,15 @@ absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory(Device device) {
   return DeviceMemoryInfo{static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
 }
 
+absl::StatusOr<int64_t> DevicePoolReservedBytes(Device device) {
+  if (!device.is_cuda()) return int64_t{0};
+  cudaMemPool_t pool;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, device.index));
+  uint64_t reserved = 0;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  return static_cast<int64_t>(reserved);
+}
+
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
   *out = nullptr;
@@ -147,6 +156,7 @@ absl::Status UseDevice(Device device) { return device.is_cpu() ? absl::OkStatus(
 absl::Status SynchronizeStream(Device device) { return device.is_cpu() ? absl::OkStatus() : NoCuda(device); }
 absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory(Device device) { return NoCuda(device); }
 absl::Status DeviceMalloc(Device device, size_t, void**) { return NoCuda(device); }
+absl::StatusOr<int64_t> DevicePoolReservedBytes(Device) { return int64_t{0}; }
 void DeviceFree(Device, void*) {}
 absl::Status DeviceMemset(Device device, void*, int, size_t) { return NoCuda(device); }
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {

@@ -333,8 +333,10 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     const Device device = self->RankDevice(r);
     SEAM_RETURN_IF_ERROR(UseDevice(device));
     DeviceMemoryInfo before;
+    int64_t pool_before = 0;
     if (device.is_cuda()) {
       SEAM_ASSIGN_OR_RETURN(before, QueryDeviceMemory(device));
+      SEAM_ASSIGN_OR_RETURN(pool_before, DevicePoolReservedBytes(device));
     }
     if (device.is_cuda()) {
       // One stream per rank for its kernels, its memory and its collectives:
@@ -361,14 +363,20 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     model_options.defer_moe_finalize = o.defer_moe_finalize;
     SEAM_ASSIGN_OR_RETURN(rank.model, models::LoadDecoderModel(*self->checkpoint, model_options));
     DeviceMemoryInfo after;
+    int64_t used = 0;
     if (device.is_cuda()) {
       SEAM_RETURN_IF_ERROR(SynchronizeStream(device));
       SEAM_ASSIGN_OR_RETURN(after, QueryDeviceMemory(device));
+      SEAM_ASSIGN_OR_RETURN(const int64_t pool_after, DevicePoolReservedBytes(device));
+      // What the GPU lost while this rank loaded, but no more than its own
+      // pool grew plus 1 GiB for libraries (cuBLAS, NCCL): another process
+      // on the same GPU (stages sharing one) may allocate meanwhile.
+      used = std::min(before.free_bytes - after.free_bytes, pool_after - pool_before + (int64_t{1} << 30));
     }
     const weights::ModelConfig& config = self->checkpoint->config();
     const int64_t reserve = ActivationReserveBytes(config, tp, tp / attn_dp, o.dtype, o.kv.max_step_tokens);
-    SEAM_ASSIGN_OR_RETURN((*budgets)[r], KvBudgetBytes(o.kv, device, before.free_bytes - after.free_bytes,
-                                                       after.total_bytes, after.free_bytes, reserve));
+    SEAM_ASSIGN_OR_RETURN((*budgets)[r],
+                          KvBudgetBytes(o.kv, device, used, after.total_bytes, after.free_bytes, reserve));
     return absl::OkStatus();
   }));
   // Every rank takes the least budget, so every DP group holds as many blocks.

@@ -43,6 +43,10 @@ struct DeviceMemoryInfo {
   int64_t total_bytes = 0;
 };
 absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory(Device device);
+// Bytes this process's stream-ordered pool on `device` holds from the
+// driver (what DeviceMalloc drew, kept or in use); other processes on the
+// same GPU never count here, as they do in QueryDeviceMemory. 0 off CUDA.
+absl::StatusOr<int64_t> DevicePoolReservedBytes(Device device);
 
 absl::Status DeviceMalloc(Device device, size_t bytes, void** out);
 void DeviceFree(Device device, void* ptr);
