@@ -34,8 +34,8 @@ HostSequences Sequences(const std::vector<int32_t>& lengths) {
   return {{Tensor::FromInts(starts, {n + 1}), Tensor::FromInts(kSlots, {n})}, starts.back()};
 }
 
-SequenceStates OnGpu(const SequenceStates& s) {
-  return {cuda_test::OnGpu(s.query_start), cuda_test::OnGpu(s.state_slots)};
+SequenceStates SequencesOnGpu(const SequenceStates& s) {
+  return {OnGpu(s.query_start), OnGpu(s.state_slots)};
 }
 
 // The recurrent state is fp32 on both sides and each element is a copy
@@ -117,7 +117,7 @@ TEST_P(CausalConv1dTest, PrefillThenDecodeMatchCpu) {
       ASSERT_TRUE(CausalConv1d(x, w, bias, /*silu=*/true, state, hs.seqs, out).ok());
       const Tensor gout = PoisonedGpu(x.shape(), dtype);
       const absl::Status s = CausalConv1d(OnGpu(x), OnGpu(w), bias.defined() ? OnGpu(bias) : Tensor(), true, gstate,
-                                          OnGpu(hs.seqs), gout);
+                                          SequencesOnGpu(hs.seqs), gout);
       ASSERT_TRUE(s.ok()) << s;
       const std::string step = (hs.tokens == static_cast<int64_t>(kSlots.size()) ? "decode, " : "prefill, ") + what;
       ExpectClose(gout, out, ToleranceFor(dtype), "out, " + step);
@@ -173,7 +173,7 @@ TEST_P(SelectiveScanTest, PrefillThenDecodeMatchCpu) {
                               std::make_pair(&gpu.b, &cpu.b), std::make_pair(&gpu.c, &cpu.c)}) {
         *dst = OnGpu(*src);
       }
-      gpu.seqs = OnGpu(hs.seqs);
+      gpu.seqs = SequencesOnGpu(hs.seqs);
       gpu.out = PoisonedGpu({t, h, p}, dtype);
       const absl::Status s = SelectiveScan(gpu);
       ASSERT_TRUE(s.ok()) << s;

@@ -34,7 +34,9 @@ class NemotronHModel final : public DecoderModel {
   int64_t layers() const override;
   bool is_first_piece() const override;
   bool is_last_piece() const override;
-  // Its Mamba kernels have no CUDA launchers yet, so nothing to capture.
+  // The Mamba kernels run on CUDA, but runtime::DecodeGraph's static inputs
+  // do not carry CacheBatch::state_slots yet: a captured step would keep the
+  // slots of capture time. Decode runs eagerly until they do.
   bool graph_capturable() const override { return false; }
   // KV blocks for this rank's attention layers and state slots for its Mamba layers.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
