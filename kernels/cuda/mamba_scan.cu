@@ -3,8 +3,9 @@
 // kWarps warps takes kRowsPerWarp rows p of one head's [P, N] state each;
 // lane l holds entries n = l, l + 32, ... of those rows in registers, so the
 // state is read once from the cache, kept on chip over the sequence's tokens,
-// and written back once. Per token a warp updates its rows, reduces
-// state · c over the lanes with shuffles and lane 0 writes y; the next
+// and written back once. Per token a warp updates its rows, reduces the four
+// rows' state · c over the lanes with six shuffles and lanes 0, 8, 16, 24
+// write the four y values; the next
 // token's inputs are loaded before the current one is computed. One token
 // per sequence (decode) is the same kernel: a read and a write of the state.
 //
@@ -21,7 +22,7 @@ namespace seam::kernels::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kRowsPerWarp = 4;
+constexpr int kRowsPerWarp = 4;  // ReduceFourRows sums exactly four
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 
 struct ScanParams {
@@ -66,6 +67,23 @@ __device__ __forceinline__ void LoadToken(const ScanParams& p, int64_t t, int h,
   for (int r = 0; r < kRowsPerWarp; ++r) in.x[r] = row0 + r < p.head_dim ? ToFloat(x[row0 + r]) : 0.0f;
 }
 
+// Sums each of four per-lane values over the warp with six shuffles rather
+// than four reductions of five: the first two exchanges halve the values a
+// lane carries (lanes with bit 4 set keep rows 2-3, with bit 3 set the odd
+// row), the last three sum within groups of eight lanes. Lane l returns the
+// sum of row l / 8.
+__device__ __forceinline__ float ReduceFourRows(const float (&v)[4], int lane) {
+  const bool hi = lane & 16, mid = lane & 8;
+  const float keep0 = hi ? v[2] : v[0], keep1 = hi ? v[3] : v[1];
+  const float send0 = hi ? v[0] : v[2], send1 = hi ? v[1] : v[3];
+  const float b0 = keep0 + __shfl_xor_sync(0xffffffffu, send0, 16);  // row (hi ? 2 : 0)
+  const float b1 = keep1 + __shfl_xor_sync(0xffffffffu, send1, 16);  // row (hi ? 3 : 1)
+  float sum = (mid ? b1 : b0) + __shfl_xor_sync(0xffffffffu, mid ? b0 : b1, 8);
+#pragma unroll
+  for (int offset = 4; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  return sum;
+}
+
 // torch.nn.functional.softplus with its default threshold of 20.
 __device__ __forceinline__ float Softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
 
@@ -100,20 +118,22 @@ __global__ void __launch_bounds__(kWarps * 32) ScanKernel(ScanParams p) {
     if (t + 1 < end) LoadToken<T, NPL>(p, t + 1, h, g, row0, lane, next);
     const float step = fminf(fmaxf(Softplus(cur.dt + dt_bias), p.dt_min), p.dt_max);
     const float decay = expf(step * a);
+    float acc[kRowsPerWarp];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const float sx = step * cur.x[r];
-      float acc = 0.0f;
+      acc[r] = 0.0f;
 #pragma unroll
       for (int i = 0; i < NPL; ++i) {
         st[r][i] = decay * st[r][i] + sx * cur.b[i];
-        acc += st[r][i] * cur.c[i];
+        acc[r] += st[r][i] * cur.c[i];
       }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-      if (lane == 0 && row0 + r < p.head_dim) {
-        out[(t * p.heads + h) * p.head_dim + row0 + r] = FromFloat<T>(acc + d * cur.x[r]);
-      }
+    }
+    const int r = lane / 8;  // the row whose sum this lane holds after the reduction
+    const float y = ReduceFourRows(acc, lane);
+    const float xr = r == 0 ? cur.x[0] : r == 1 ? cur.x[1] : r == 2 ? cur.x[2] : cur.x[3];
+    if (lane % 8 == 0 && row0 + r < p.head_dim) {
+      out[(t * p.heads + h) * p.head_dim + row0 + r] = FromFloat<T>(y + d * xr);
     }
     cur = next;
   }
