@@ -38,10 +38,12 @@ SequenceStates SequencesOnGpu(const SequenceStates& s) {
   return {OnGpu(s.query_start), OnGpu(s.state_slots)};
 }
 
-// The recurrent state is fp32 on both sides and each element is a copy
-// (conv) or the same fp32 recurrence summed in the same order over a few
-// steps (scan): a few fp32 ulps of the state's O(1) scale.
-constexpr Tolerance kStateTolerance{1e-4f, 1e-5f};
+// The recurrent state is fp32 on both sides. The conv state is a copy
+// (compared exactly); the SSM state runs the same recurrence, but CUDA's
+// expf / log1pf differ from glibc's by an ulp or two in the decay and the
+// step, and that difference decays away over the state's memory (a few
+// tokens to tens here): about 1e-6 of the state's scale (up to ~10 here).
+constexpr Tolerance kStateTolerance{1e-4f, 1e-4f};
 
 std::string DTypeCase(const ::testing::TestParamInfo<DType>& info) { return DTypeName(info.param); }
 
@@ -139,10 +141,12 @@ INSTANTIATE_TEST_SUITE_P(Grid, CausalConv1dTest,
 class SelectiveScanTest : public CudaKernelsTest,
                           public ::testing::WithParamInterface<std::tuple<DType, std::vector<int64_t>>> {};
 
-// y sums N products of O(1) terms: the two sides' different summation
-// orders and expf/log1pf (a few fp32 ulps of the terms, not of y) make an
-// absolute floor of 1e-4 on top of the dtype's own relative tolerance.
-Tolerance ScanTolerance(DType dtype) { return {std::max(ToleranceFor(dtype).rtol, 1e-4f), 1e-4f}; }
+// y sums N products of state and c: the state's error above, summed over N
+// terms in another order, is an absolute error on the scale of those terms
+// (|y| reaches ~30 here while single outputs cancel to near zero), so an
+// absolute floor of 1e-3 (~3e-5 of the scale; a wrong index or step is
+// O(1)) on top of the dtype's own relative tolerance.
+Tolerance ScanTolerance(DType dtype) { return {std::max(ToleranceFor(dtype).rtol, 1e-4f), 1e-3f}; }
 
 TEST_P(SelectiveScanTest, PrefillThenDecodeMatchCpu) {
   const auto& [dtype, dims] = GetParam();
