@@ -44,7 +44,7 @@
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
 #include "seam/runtime/decode_graph.h"
-#include "seam/models/qwen3_model.h"
+#include "seam/models/decoder_model.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/model_config.h"
 
@@ -79,7 +79,7 @@ int Norm(const Flags& flags) {
 
 struct Model {
   std::unique_ptr<weights::Checkpoint> checkpoint;
-  std::unique_ptr<models::Qwen3Model> model;
+  std::unique_ptr<models::DecoderModel> model;  // the architecture the checkpoint names
   std::unique_ptr<models::KvCache> cache;
 };
 
@@ -89,7 +89,7 @@ Model LoadModel(const Flags& flags, int64_t cache_bytes) {
   models::ModelOptions options{Value(boundary::Topology::Make(1, 1, 0), "topology"), boundary::ReductionPolicy::kAr,
                                ParseDType(flags.Get("dtype", "bf16"))};
   options.device = kGpu;
-  m.model = Value(models::Qwen3Model::Load(*m.checkpoint, options), "load");
+  m.model = Value(models::LoadDecoderModel(*m.checkpoint, options), "load");
   models::KvCacheOptions cache;
   cache.budget_bytes = cache_bytes;
   cache.dtype = options.dtype;
