@@ -15,8 +15,9 @@
 #           two GPUs, a corrupted payload), then seam-bench-handoff device:
 #           8/32/128 tokens x 4096 bf16 hidden + residual one way, against
 #           cudaMemcpyPeer of the same bytes and the host path (JSON per UCX mode)
-#   mamba   Nemotron-H on CUDA: the Mamba2 / squared-ReLU kernel tests and the
-#           tiny hybrid model against the CPU (f32, bf16), then seam-bench-gpu
+#   mamba   Nemotron-H on CUDA: the Mamba2 / squared-ReLU kernel tests, the
+#           device column-block copy, the tiny hybrid model against the CPU
+#           (f32, bf16) and graph vs eager decode, then seam-bench-gpu
 #           mamba on a random Nemotron-H-shaped checkpoint (16 layers
 #           M-M-M*-M-M-M*-M-, hidden 4096, Mamba 128 heads of 64, 8 groups,
 #           state 128, attention 32 / 8 heads of 128, MLP 12288, bf16): eager
@@ -123,6 +124,8 @@ if want mamba; then
   $R cuda_kernels_test --gtest_filter='*ReluSquared*:*GatedRmsNorm*:*CausalConv1d*:*SelectiveScan*' \
     > "$OUT_DIR/mamba_kernels_test.log" 2>&1
   result mamba_kernels_test $? "$OUT_DIR/mamba_kernels_test.log"
+  $R core_test --gtest_filter='TensorCopy.*' > "$OUT_DIR/mamba_copy_test.log" 2>&1
+  result mamba_copy_test $? "$OUT_DIR/mamba_copy_test.log"
   $R runtime_test --gtest_filter='*CudaModelNemotronH*' > "$OUT_DIR/mamba_model_test.log" 2>&1
   result mamba_model_test $? "$OUT_DIR/mamba_model_test.log"
   H="$WORK/nemotron-h-16l-4096"
