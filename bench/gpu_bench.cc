@@ -10,8 +10,10 @@
 //            shapes, eager and replayed from a CUDA graph: where a step's time goes
 //   logits   prefill logits and greedy decode of given prompts, for the oracle
 //            that compares them with transformers (tools/gpu_oracle.py)
+//   mamba    a Nemotron-H checkpoint: decode steps vs the weight + state bytes
+//            floor, and the prefill scan's traffic vs copy bandwidth (mamba_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba> [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -34,6 +36,7 @@
 #include "seam/comm/allreduce_choice.h"
 #include "seam/comm/ipc_allreduce.h"
 #include "seam/comm/nccl_communicator.h"
+#include "gpu_bench_util.h"
 #include "seam/core/cuda_check.h"
 #include "seam/core/cuda_graph.h"
 #include "seam/core/device_memory.h"
@@ -41,7 +44,7 @@
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
 #include "seam/runtime/decode_graph.h"
-#include "seam/models/qwen3_model.h"
+#include "seam/models/decoder_model.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/model_config.h"
 
@@ -51,106 +54,6 @@ namespace {
 using json = nlohmann::json;
 using models::SequenceStep;
 using models::StepInput;
-
-const Device kGpu = Device::CUDA(0);
-
-// --key value pairs after the subcommand.
-class Flags {
- public:
-  Flags(int argc, char** argv) {
-    for (int i = 2; i + 1 < argc; i += 2) values_[std::string(argv[i]).substr(2)] = argv[i + 1];
-  }
-  std::string Get(const std::string& key, const std::string& fallback) const {
-    auto it = values_.find(key);
-    return it == values_.end() ? fallback : it->second;
-  }
-  int64_t Int(const std::string& key, int64_t fallback) const {
-    int64_t v = fallback;
-    auto it = values_.find(key);
-    if (it != values_.end() && !absl::SimpleAtoi(it->second, &v)) {
-      std::cerr << "--" << key << ": not an integer: " << it->second << "\n";
-      std::exit(2);
-    }
-    return v;
-  }
-  std::vector<int64_t> Ints(const std::string& key, const std::string& fallback) const {
-    std::vector<int64_t> out;
-    for (absl::string_view part : absl::StrSplit(Get(key, fallback), ',')) {
-      int64_t v = 0;
-      if (!absl::SimpleAtoi(part, &v)) {
-        std::cerr << "--" << key << ": not a list of integers\n";
-        std::exit(2);
-      }
-      out.push_back(v);
-    }
-    return out;
-  }
-
- private:
-  std::map<std::string, std::string> values_;
-};
-
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::cerr << what << ": " << s << "\n";
-    std::exit(1);
-  }
-}
-
-template <typename T>
-T Value(absl::StatusOr<T> v, const char* what) {
-  Check(v.status(), what);
-  return std::move(*v);
-}
-
-DType ParseDType(const std::string& name) {
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f32") return DType::kF32;
-  if (name == "f16") return DType::kF16;
-  std::cerr << "--dtype: expected bf16, f16 or f32, got " << name << "\n";
-  std::exit(2);
-}
-
-void WriteJson(const Flags& flags, const json& j) {
-  const std::string path = flags.Get("json", "");
-  std::cout << j.dump(2) << "\n";
-  if (!path.empty()) std::ofstream(path) << j.dump(2) << "\n";
-}
-
-// Mean microseconds of `body` over `iters` launches on the current stream,
-// after `warmup` untimed ones, measured with CUDA events.
-double TimeUs(const std::function<void()>& body, int iters, int warmup = 5) {
-  cudaStream_t s = static_cast<cudaStream_t>(kernels::CurrentStream());
-  for (int i = 0; i < warmup; ++i) body();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, s);
-  for (int i = 0; i < iters; ++i) body();
-  cudaEventRecord(stop, s);
-  Check(SEAM_CUDA_STATUS(cudaEventSynchronize(stop)), "timing");
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return 1000.0 * ms / iters;
-}
-
-Tensor RandomGpu(const Shape& shape, DType dtype, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(static_cast<size_t>(NumElements(shape)));
-  for (float& x : v) x = dist(gen);
-  return Value(Tensor::FromFloats(v, shape, dtype).To(kGpu), "upload");
-}
-
-// Device-to-device copy bandwidth in GB/s of traffic (bytes read + written).
-double CopyGbps(size_t bytes) {
-  Tensor a = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
-  Tensor b = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
-  const double us = TimeUs([&] { Check(CopyInto(a, b), "copy"); }, 20);
-  return 2.0 * bytes / us / 1e3;
-}
 
 int Norm(const Flags& flags) {
   json out = json::array();
@@ -176,7 +79,7 @@ int Norm(const Flags& flags) {
 
 struct Model {
   std::unique_ptr<weights::Checkpoint> checkpoint;
-  std::unique_ptr<models::Qwen3Model> model;
+  std::unique_ptr<models::DecoderModel> model;  // the architecture the checkpoint names
   std::unique_ptr<models::KvCache> cache;
 };
 
@@ -186,7 +89,7 @@ Model LoadModel(const Flags& flags, int64_t cache_bytes) {
   models::ModelOptions options{Value(boundary::Topology::Make(1, 1, 0), "topology"), boundary::ReductionPolicy::kAr,
                                ParseDType(flags.Get("dtype", "bf16"))};
   options.device = kGpu;
-  m.model = Value(models::Qwen3Model::Load(*m.checkpoint, options), "load");
+  m.model = Value(models::LoadDecoderModel(*m.checkpoint, options), "load");
   models::KvCacheOptions cache;
   cache.budget_bytes = cache_bytes;
   cache.dtype = options.dtype;
@@ -213,25 +116,6 @@ absl::StatusOr<Tensor> Forward(Model& m, const StepInput& input) {
   for (const SequenceStep& s : input.sequences) rows += static_cast<int64_t>(s.tokens.size());
   boundary::ForwardBatch batch(0, boundary::BatchVariant::kOrdinary, m.model->options().topology, {rows});
   return m.model->Forward(batch, input, *m.cache);
-}
-
-std::vector<int32_t> ArgmaxToHost(const Tensor& logits) {
-  Tensor ids = Tensor::Empty({logits.rows()}, DType::kI32, logits.device());
-  Check(kernels::Argmax(logits, ids), "argmax");
-  Tensor host = Value(ids.To(Device::CPU()), "download");
-  return std::vector<int32_t>(host.data<int32_t>(), host.data<int32_t>() + host.numel());
-}
-
-std::vector<int32_t> RandomTokens(uint32_t seed, int64_t n, int64_t vocab) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int32_t> dist(1, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> v(n);
-  for (int32_t& t : v) t = dist(gen);
-  return v;
-}
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 int Decode(const Flags& flags) {
@@ -586,6 +470,7 @@ int main(int argc, char** argv) {
   if (cmd == "logits") return seam::bench::Logits(flags);
   if (cmd == "profile") return seam::bench::Profile(flags);
   if (cmd == "allreduce-norm") return seam::bench::AllReduceNorm(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm> [--flag value]...\n";
+  if (cmd == "mamba") return seam::bench::MambaBench(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba> [--flag value]...\n";
   return 2;
 }

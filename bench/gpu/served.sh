@@ -15,6 +15,14 @@
 #           two GPUs, a corrupted payload), then seam-bench-handoff device:
 #           8/32/128 tokens x 4096 bf16 hidden + residual one way, against
 #           cudaMemcpyPeer of the same bytes and the host path (JSON per UCX mode)
+#   mamba   Nemotron-H on CUDA: the Mamba2 / squared-ReLU kernel tests, the
+#           device column-block copy, the tiny hybrid model against the CPU
+#           (f32, bf16) and graph vs eager decode, then seam-bench-gpu
+#           mamba on a random Nemotron-H-shaped checkpoint (16 layers
+#           M-M-M*-M-M-M*-M-, hidden 4096, Mamba 128 heads of 64, 8 groups,
+#           state 128, attention 32 / 8 heads of 128, MLP 12288, bf16): eager
+#           decode at batch 1 and 32 vs the weight + state bytes floor, and
+#           the Mamba prefill kernels over 8192 tokens vs copy bandwidth
 # Usage from the repo root with the bundle of scripts/gpu-bundle.sh:
 #     bash bench/gpu/served.sh OUT_DIR [PART]
 # OUT_DIR gets one log per run, the JSON of every bench serve run and
@@ -112,6 +120,38 @@ if want handoff; then
     echo "seam-bench-handoff device $mode rc=$?" >> "$SUMMARY"
     grep -E '^ +(tokens|8|32|128) ' "$OUT_DIR/device_handoff_$mode.log" | sed "s/^/  $mode /" >> "$SUMMARY"
   done
+fi
+
+if want mamba; then
+  $R cuda_kernels_test --gtest_filter='*ReluSquared*:*GatedRmsNorm*:*CausalConv1d*:*SelectiveScan*' \
+    > "$OUT_DIR/mamba_kernels_test.log" 2>&1
+  result mamba_kernels_test $? "$OUT_DIR/mamba_kernels_test.log"
+  $R core_test --gtest_filter='TensorCopy.*' > "$OUT_DIR/mamba_copy_test.log" 2>&1
+  result mamba_copy_test $? "$OUT_DIR/mamba_copy_test.log"
+  $R runtime_test --gtest_filter='*CudaModelNemotronH*' > "$OUT_DIR/mamba_model_test.log" 2>&1
+  result mamba_model_test $? "$OUT_DIR/mamba_model_test.log"
+  H="$WORK/nemotron-h-16l-4096"
+  [ -f "$H/config.json" ] || $R seam model init --arch nemotron_h --layers 16 --pattern 'M-M-M*-M-M-M*-M-' \
+    --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 12288 --vocab 32000 --mamba-heads 128 \
+    --mamba-head-dim 64 --groups 8 --state 128 --conv-kernel 4 --dtype bf16 --seed 7 --out "$H" \
+    > "$OUT_DIR/mamba_model_init.log" 2>&1
+  timeout 500 $R seam-bench-gpu mamba --checkpoint "$H" --dtype bf16 --batches 1,32 --scan-tokens 8192 \
+    --json "$OUT_DIR/mamba.json" > "$OUT_DIR/mamba.log" 2>&1
+  echo "seam-bench-gpu mamba rc=$?" >> "$SUMMARY"
+  python3 - "$OUT_DIR/mamba.json" >> "$SUMMARY" 2>&1 <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"  copy {j['copy_gbps']:.0f} GB/s")
+for r in j["decode"]["results"]:
+    print(f"  decode batch {r['batch']}: {r['eager_ms_per_step']:.3f} ms/step, floor {r['floor_ms']:.3f} ms, "
+          f"x{r['floor_ratio']:.2f}, {r['tokens_per_s']:.0f} tok/s")
+for k in j["kernels"]:
+    for o in k["ops"]:
+        print(f"  {o['op']} {k['tokens']} tokens / {k['sequences']} seqs: {o['us']:.0f} us, {o['gbps']:.0f} GB/s, "
+              f"x{o['floor_ratio']:.1f} of the copy floor")
+p = j["prefill"]
+print(f"  model prefill {p['tokens']} tokens: {p['ms']:.1f} ms, {p['tokens_per_s']:.0f} tok/s")
+PY
 fi
 
 if want fusion && [ "$N" -ge 2 ]; then

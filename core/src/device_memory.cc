@@ -141,6 +141,17 @@ absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device sr
   return absl::OkStatus();
 }
 
+absl::Status DeviceCopyRows(void* dst, size_t dst_pitch, Device dst_device, const void* src, size_t src_pitch,
+                            Device src_device, size_t row_bytes, size_t rows) {
+  if (row_bytes == 0 || rows == 0) return absl::OkStatus();
+  const int dev = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(dev));
+  SEAM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDefault, Stream()));
+  if (dst_device.is_cpu() || src_device.is_cpu()) SEAM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(Stream()));
+  return absl::OkStatus();
+}
+
 #else  // !SEAM_HAVE_CUDA
 
 namespace {
@@ -162,6 +173,16 @@ absl::Status DeviceMemset(Device device, void*, int, size_t) { return NoCuda(dev
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memmove(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  return NoCuda(dst_device.is_cuda() ? dst_device : src_device);
+}
+absl::Status DeviceCopyRows(void* dst, size_t dst_pitch, Device dst_device, const void* src, size_t src_pitch,
+                            Device src_device, size_t row_bytes, size_t rows) {
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    for (size_t r = 0; r < rows; ++r) {
+      std::memmove(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, row_bytes);
+    }
     return absl::OkStatus();
   }
   return NoCuda(dst_device.is_cuda() ? dst_device : src_device);

@@ -249,6 +249,21 @@ std::string Tensor::DebugString() const {
   return absl::StrCat(DTypeName(dtype_), ShapeToString(shape_), " ", device().ToString());
 }
 
+namespace {
+
+// True when each row (index of dim 0) is one contiguous run of row_numel elements.
+bool RowsContiguous(const Tensor& t) {
+  if (t.rank() < 1) return false;
+  int64_t s = 1;
+  for (int i = t.rank() - 1; i >= 1; --i) {
+    if (t.shape()[i] != 1 && t.strides()[i] != s) return false;
+    s *= t.shape()[i];
+  }
+  return t.strides()[0] >= s;
+}
+
+}  // namespace
+
 absl::Status CopyInto(const Tensor& src, const Tensor& dst) {
   SEAM_RETURN_IF_ERROR(ExpectDefined(src, "copy source"));
   SEAM_RETURN_IF_ERROR(ExpectDefined(dst, "copy destination"));
@@ -264,6 +279,12 @@ absl::Status CopyInto(const Tensor& src, const Tensor& dst) {
       return absl::OkStatus();
     }
     return DeviceCopy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), src.nbytes());
+  }
+  if (!both_cpu && src.dtype() == dst.dtype() && RowsContiguous(src) && RowsContiguous(dst)) {
+    // Views whose rows are contiguous but spaced apart (a column block): one 2-D copy.
+    const size_t es = src.element_size();
+    return DeviceCopyRows(dst.raw_data(), dst.strides()[0] * es, dst.device(), src.raw_data(), src.strides()[0] * es,
+                          src.device(), src.row_numel() * es, src.rows());
   }
   if (!both_cpu) {
     return absl::UnimplementedError(absl::StrCat("copy between ", src.DebugString(), " and ", dst.DebugString(),

@@ -97,3 +97,30 @@ TEST(TensorOn, SharesATensorAlreadyOnTheDevice) {
 
 }  // namespace
 }  // namespace seam
+
+namespace seam {
+namespace {
+
+// A column block of a device matrix (rows contiguous, spaced apart) copies
+// with one 2-D copy, both device to device (Clone) and device to host.
+TEST(TensorCopy, ColumnBlockOfADeviceTensorCopies) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device visible";
+  std::vector<float> values(5 * 7);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  absl::StatusOr<Tensor> gpu = Tensor::FromFloats(values, {5, 7}).To(Device::CUDA(0));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const Tensor block = gpu->Narrow(1, 2, 3);
+  absl::StatusOr<Tensor> host = block.Clone().To(Device::CPU());
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<Tensor> direct = block.To(Device::CPU());
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  std::vector<float> want;
+  for (int r = 0; r < 5; ++r) {
+    for (int c = 2; c < 5; ++c) want.push_back(static_cast<float>(r * 7 + c));
+  }
+  EXPECT_EQ(host->ToFloats(), want);
+  EXPECT_EQ(direct->ToFloats(), want);
+}
+
+}  // namespace
+}  // namespace seam

@@ -1,6 +1,7 @@
-// SiluAndMul on CUDA: out[t, i] = silu(gate[t, i]) * up[t, i], where each input
-// row is [gate | up]. A flat grid-stride loop over (row, vector) pairs, 16-byte
-// vectors when the intermediate size and pointers allow.
+// SiluAndMul and ReluSquared on CUDA. SiluAndMul: out[t, i] =
+// silu(gate[t, i]) * up[t, i], where each input row is [gate | up]; a flat
+// grid-stride loop over (row, vector) pairs, 16-byte vectors when the
+// intermediate size and pointers allow. ReluSquared: one element per thread.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
@@ -65,6 +66,40 @@ absl::Status SiluAndMul(const Tensor& input, const Tensor& out) {
       return Launch<T, kVec>(p, stream);
     }
     return Launch<T, 1>(p, stream);
+  });
+}
+
+}  // namespace seam::kernels::cuda
+
+namespace seam::kernels::cuda {
+namespace {
+
+// out = max(x, 0)² elementwise; out may alias x.
+template <typename T>
+__global__ void ReluSquaredKernel(const T* x, T* out, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float r = fmaxf(ToFloat(x[i]), 0.0f);
+    out[i] = FromFloat<T>(r * r);
+  }
+}
+
+}  // namespace
+
+absl::Status ReluSquared(const Tensor& x, const Tensor& out) {
+  if (out.dtype() != x.dtype()) {
+    return absl::UnimplementedError(absl::StrCat("ReluSquared: CUDA kernel writes out in x's dtype ",
+                                                 DTypeName(x.dtype()), ", got ", DTypeName(out.dtype())));
+  }
+  if (x.numel() == 0) return absl::OkStatus();
+  SEAM_RETURN_IF_ERROR(CheckCurrentDevice(x, "ReluSquared"));
+  const cudaStream_t stream = Stream();
+  return DispatchFloat(x.dtype(), "x", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    ReluSquaredKernel<T><<<GridFor(x.numel(), kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(x.raw_data()), static_cast<T*>(out.raw_data()), x.numel());
+    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
   });
 }
 

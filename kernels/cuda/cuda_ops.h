@@ -51,4 +51,12 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
 absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
 
+// activation.cu, mamba_conv.cu, mamba_scan.cu, gated_norm.cu (Mamba2 and the squared-ReLU MLP)
+absl::Status ReluSquared(const Tensor& x, const Tensor& out);
+absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,
+                          const Tensor& conv_state, const SequenceStates& seqs, const Tensor& out);
+absl::Status SelectiveScan(const SelectiveScanParams& params);
+absl::Status GatedRmsNorm(const Tensor& x, const Tensor& z, const Tensor& weight, int64_t group_size, float eps,
+                          const Tensor& out);
+
 }  // namespace seam::kernels::cuda

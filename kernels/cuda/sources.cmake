@@ -10,7 +10,10 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/decode_attention_warp.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
+  ${CMAKE_CURRENT_LIST_DIR}/gated_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache_write.cu
+  ${CMAKE_CURRENT_LIST_DIR}/mamba_conv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/mamba_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
   ${CMAKE_CURRENT_LIST_DIR}/mhc.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu

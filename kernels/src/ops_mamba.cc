@@ -22,8 +22,9 @@ absl::Status ExpectFloatShape(const Tensor& t, const Shape& shape, const char* w
   return ExpectShape(t, shape, what);
 }
 
-// query_start i32 [S + 1] and state_slots i32 [S], on the host: the kernels
-// read them there (a device kernel would read them on its device).
+// query_start i32 [S + 1] and state_slots i32 [S], on the op's device: the
+// CPU reference checks their values as it reads them; the CUDA kernels read
+// them on the device and keep out-of-range slots from any access.
 absl::Status ExpectSequences(const SequenceStates& seqs) {
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(seqs.state_slots, "state_slots"));
   SEAM_RETURN_IF_ERROR(ExpectRank(seqs.state_slots, 1, "state_slots"));
@@ -37,7 +38,7 @@ absl::Status ReluSquared(const Tensor& x, const Tensor& out) {
   SEAM_RETURN_IF_ERROR(ExpectFloatTensor(x, "x"));
   SEAM_RETURN_IF_ERROR(ExpectFloatShape(out, x.shape(), "out"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&out, "out"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, ReluSquared, x, out);
+  SEAM_KERNELS_DISPATCH(device, ReluSquared, x, out);
 }
 
 absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,
@@ -59,7 +60,7 @@ absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& b
                                                      {&out, "out"}, {&seqs.query_start, "query_start"},
                                                      {&seqs.state_slots, "state_slots"}}));
   if (bias.defined() && bias.device() != device) return absl::InvalidArgumentError("bias is on another device");
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, CausalConv1d, x, weight, bias, silu, conv_state, seqs, out);
+  SEAM_KERNELS_DISPATCH(device, CausalConv1d, x, weight, bias, silu, conv_state, seqs, out);
 }
 
 absl::Status SelectiveScan(const SelectiveScanParams& p) {
@@ -97,7 +98,7 @@ absl::Status SelectiveScan(const SelectiveScanParams& p) {
                                       {&p.b, "b"}, {&p.c, "c"}, {&p.d, "d"}, {&p.ssm_state, "ssm_state"},
                                       {&p.out, "out"}, {&p.seqs.query_start, "query_start"},
                                       {&p.seqs.state_slots, "state_slots"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, SelectiveScan, p);
+  SEAM_KERNELS_DISPATCH(device, SelectiveScan, p);
 }
 
 absl::Status GatedRmsNorm(const Tensor& x, const Tensor& z, const Tensor& weight, int64_t group_size, float eps,
@@ -115,7 +116,7 @@ absl::Status GatedRmsNorm(const Tensor& x, const Tensor& z, const Tensor& weight
     return absl::InvalidArgumentError(absl::StrCat("eps: expected a finite value >= 0, got ", eps));
   }
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&z, "z"}, {&weight, "weight"}, {&out, "out"}}));
-  SEAM_KERNELS_DISPATCH_CPU_ONLY(device, GatedRmsNorm, x, z, weight, group_size, eps, out);
+  SEAM_KERNELS_DISPATCH(device, GatedRmsNorm, x, z, weight, group_size, eps, out);
 }
 
 }  // namespace seam::kernels

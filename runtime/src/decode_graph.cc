@@ -10,8 +10,11 @@
 namespace seam::runtime {
 namespace {
 
-// Elements of the staging buffer for B sequences and tables W wide.
-int64_t StagedInts(int64_t b, int64_t w) { return 5 * b + 1 + b * w; }
+// Elements of the staging buffer for B sequences and tables W wide: ids,
+// positions, KV slots, query starts (B + 1), context lengths, block tables,
+// then the Mamba state slots (-1 where a model keeps no state).
+int64_t StagedInts(int64_t b, int64_t w) { return 6 * b + 1 + b * w; }
+int64_t StateSlotsAt(int64_t b, int64_t w) { return 5 * b + 1 + b * w; }
 
 // Whether a handoff in `form` holds the DP group's rows in order (real rows first).
 bool RowsInOrder(boundary::RowForm form, const boundary::Topology& topology) {
@@ -116,6 +119,7 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
     s[2 * b + i] = -1;                  // slot: skip
     s[3 * b + i + 1] = int32_t(i + 1);  // query_start
     s[4 * b + 1 + i] = 1;               // context length
+    s[StateSlotsAt(b, g->table_width_) + i] = -1;  // Mamba state: none
   }
   SEAM_RETURN_IF_ERROR(UploadAsync(g->inputs_.raw_data(), dev, s, ints * sizeof(int32_t), *g->stream_));
   // The warm-up creates what the first run of each op creates lazily (library
@@ -144,6 +148,7 @@ absl::Status DecodeGraph::Bind() {
   step_.attention.context_lens = inputs_.Rows(4 * b + 1, b);
   SEAM_ASSIGN_OR_RETURN(step_.attention.block_tables,
                         inputs_.Rows(5 * b + 1, b * table_width_).Reshape({b, table_width_}));
+  step_.state_slots = inputs_.Rows(StateSlotsAt(b, table_width_), b);
   return absl::OkStatus();
 }
 
@@ -247,10 +252,13 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
   std::memcpy(s + 3 * b, plan.query_start.data(), (n + 1) * sizeof(int32_t));
   std::memcpy(s + 4 * b + 1, plan.context_lens.data(), n * sizeof(int32_t));
   std::memcpy(s + 5 * b + 1, plan.block_tables.data(), plan.block_tables.size() * sizeof(int32_t));
+  const int64_t state_slots = StateSlotsAt(b, table_width_);
+  std::memcpy(s + state_slots, plan.state_slots.data(), n * sizeof(int32_t));
   for (int64_t i = n; i < b; ++i) {  // padding rows, as in the capture
     s[2 * b + i] = -1;
     s[3 * b + i + 1] = int32_t(i + 1);
     s[4 * b + 1 + i] = 1;
+    s[state_slots + i] = -1;
   }
   if (!first) {  // real rows first, zero padding rows (the step updates the residual in place)
     for (const auto& [from, to] : {std::pair{&in->hidden, &in_.hidden}, std::pair{&in->residual, &in_.residual}}) {

@@ -54,5 +54,9 @@ absl::Status DeviceMemset(Device device, void* ptr, int value, size_t bytes);
 // Copies bytes between any two devices (host, CUDA). Synchronous when the
 // host is involved; a device-to-device copy is ordered on the current stream.
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// `rows` runs of `row_bytes` bytes, the runs `src_pitch` / `dst_pitch` bytes
+// apart (a column block of a row-major matrix); ordering as DeviceCopy.
+absl::Status DeviceCopyRows(void* dst, size_t dst_pitch, Device dst_device, const void* src, size_t src_pitch,
+                            Device src_device, size_t row_bytes, size_t rows);
 
 }  // namespace seam

@@ -34,7 +34,10 @@ class NemotronHModel final : public DecoderModel {
   int64_t layers() const override;
   bool is_first_piece() const override;
   bool is_last_piece() const override;
-  // Its Mamba kernels have no CUDA launchers yet, so nothing to capture.
+  // The Mamba kernels run on CUDA and runtime::DecodeGraph carries the state
+  // slots among its fixed inputs, but the served path keeps eager decode
+  // until a replayed step has been checked against an eager one on a GPU
+  // (runtime_test CudaModelNemotronH.GraphDecodeEqualsEagerDecode).
   bool graph_capturable() const override { return false; }
   // KV blocks for this rank's attention layers and state slots for its Mamba layers.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;

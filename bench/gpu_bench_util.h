@@ -1,0 +1,155 @@
+// The helpers every seam-bench-gpu mode shares (bench/ only): --key value
+// flags, exiting on a failed status, CUDA-event timing on the current
+// stream, random device tensors and tokens, the device copy bandwidth that
+// floors are stated against, and JSON output. The modes of other files are
+// declared at the end.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "seam/core/cuda_check.h"
+#include "seam/core/status.h"
+#include "seam/core/tensor.h"
+#include "seam/kernels/ops.h"
+#include "seam/kernels/stream.h"
+
+namespace seam::bench {
+
+using json = nlohmann::json;
+
+inline const Device kGpu = Device::CUDA(0);
+
+// --key value pairs after the subcommand.
+class Flags {
+ public:
+  Flags(int argc, char** argv) {
+    for (int i = 2; i + 1 < argc; i += 2) values_[std::string(argv[i]).substr(2)] = argv[i + 1];
+  }
+  std::string Get(const std::string& key, const std::string& fallback) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? fallback : it->second;
+  }
+  int64_t Int(const std::string& key, int64_t fallback) const {
+    int64_t v = fallback;
+    auto it = values_.find(key);
+    if (it != values_.end() && !absl::SimpleAtoi(it->second, &v)) {
+      std::cerr << "--" << key << ": not an integer: " << it->second << "\n";
+      std::exit(2);
+    }
+    return v;
+  }
+  std::vector<int64_t> Ints(const std::string& key, const std::string& fallback) const {
+    std::vector<int64_t> out;
+    for (absl::string_view part : absl::StrSplit(Get(key, fallback), ',')) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(part, &v)) {
+        std::cerr << "--" << key << ": not a list of integers\n";
+        std::exit(2);
+      }
+      out.push_back(v);
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+inline void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::cerr << what << ": " << s << "\n";
+    std::exit(1);
+  }
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> v, const char* what) {
+  Check(v.status(), what);
+  return std::move(*v);
+}
+
+inline DType ParseDType(const std::string& name) {
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f32") return DType::kF32;
+  if (name == "f16") return DType::kF16;
+  std::cerr << "--dtype: expected bf16, f16 or f32, got " << name << "\n";
+  std::exit(2);
+}
+
+inline void WriteJson(const Flags& flags, const json& j) {
+  const std::string path = flags.Get("json", "");
+  std::cout << j.dump(2) << "\n";
+  if (!path.empty()) std::ofstream(path) << j.dump(2) << "\n";
+}
+
+// Mean microseconds of `body` over `iters` launches on the current stream,
+// after `warmup` untimed ones, measured with CUDA events.
+inline double TimeUs(const std::function<void()>& body, int iters, int warmup = 5) {
+  cudaStream_t s = static_cast<cudaStream_t>(kernels::CurrentStream());
+  for (int i = 0; i < warmup; ++i) body();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, s);
+  for (int i = 0; i < iters; ++i) body();
+  cudaEventRecord(stop, s);
+  Check(SEAM_CUDA_STATUS(cudaEventSynchronize(stop)), "timing");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1000.0 * ms / iters;
+}
+
+inline Tensor RandomGpu(const Shape& shape, DType dtype, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(static_cast<size_t>(NumElements(shape)));
+  for (float& x : v) x = dist(gen);
+  return Value(Tensor::FromFloats(v, shape, dtype).To(kGpu), "upload");
+}
+
+// Device-to-device copy bandwidth in GB/s of traffic (bytes read + written).
+inline double CopyGbps(size_t bytes) {
+  Tensor a = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
+  Tensor b = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
+  const double us = TimeUs([&] { Check(CopyInto(a, b), "copy"); }, 20);
+  return 2.0 * bytes / us / 1e3;
+}
+
+inline std::vector<int32_t> ArgmaxToHost(const Tensor& logits) {
+  Tensor ids = Tensor::Empty({logits.rows()}, DType::kI32, logits.device());
+  Check(kernels::Argmax(logits, ids), "argmax");
+  Tensor host = Value(ids.To(Device::CPU()), "download");
+  return std::vector<int32_t>(host.data<int32_t>(), host.data<int32_t>() + host.numel());
+}
+inline std::vector<int32_t> RandomTokens(uint32_t seed, int64_t n, int64_t vocab) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(1, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> v(n);
+  for (int32_t& t : v) t = dist(gen);
+  return v;
+}
+inline double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// mamba_bench.cc: a Nemotron-H checkpoint's decode and Mamba prefill kernels.
+int MambaBench(const Flags& flags);
+
+}  // namespace seam::bench
