@@ -115,6 +115,11 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--dtype", check.dtype, "compute and weight dtype of both sides: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  check_cmd->add_option("--variant", check.variant,
+                        "the checked group's batch variants: auto (per batch), sequence-parallel, or ordinary, "
+                        "unpadded, input-scattered for every batch")
+      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "ordinary", "unpadded", "input-scattered"}))
+      ->capture_default_str();
   check_cmd->add_option("--allreduce-fusion", check.allreduce_fusion,
                         "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm at stage inputs: off, auto "
                         "(where a start-up measurement finds it no slower) or always")
@@ -207,6 +212,17 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--allreduce-fusion", run.allreduce_fusion,
                       "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm: off, auto or always")
       ->check(CLI::IsMember({"off", "auto", "always"}))
+      ->capture_default_str();
+  run_cmd->add_option("--reduction-policy", run.policy, "the stages' reduction policy: ar, rs, rsv, rs+rsv or auto")
+      ->check(CLI::IsMember({"ar", "rs", "rsv", "rs+rsv", "auto"}))
+      ->capture_default_str();
+  run_cmd->add_option("--variant", run.variant,
+                      "the stages' batch variants: auto (per batch), sequence-parallel, or ordinary, unpadded, "
+                      "input-scattered for every batch")
+      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "ordinary", "unpadded", "input-scattered"}))
+      ->capture_default_str();
+  run_cmd->add_option("--scatter-input-rows", run.scatter_input_rows,
+                      "--variant auto: batches of this many rows in a DP group run input-scattered")
       ->capture_default_str();
   run_cmd->add_flag("--insecure", run.insecure,
                     "run the local pipeline without TLS and token (if certificate setup fails on this machine)");

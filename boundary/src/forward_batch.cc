@@ -20,6 +20,16 @@ const char* BatchVariantName(BatchVariant variant) {
   return "?";
 }
 
+absl::StatusOr<BatchVariant> ParseBatchVariant(const std::string& text) {
+  if (text == "ordinary") return BatchVariant::kOrdinary;
+  if (text == "unpadded") return BatchVariant::kUnpadded;
+  if (text == "input-scattered") return BatchVariant::kInputScattered;
+  if (text == "sequence-parallel" || text == "sp") return BatchVariant::kSequenceParallel;
+  if (text == "context-parallel" || text == "cp") return BatchVariant::kContextParallel;
+  return absl::InvalidArgumentError(absl::StrCat("unknown batch variant '", text,
+                                                 "' (ordinary, unpadded, input-scattered, sequence-parallel)"));
+}
+
 BatchRows::BatchRows(Topology topology, std::vector<int64_t> dp_rows, bool padded)
     : topology_(topology), dp_rows_(std::move(dp_rows)), padded_(padded) {
   SEAM_CHECK_MSG(static_cast<int>(dp_rows_.size()) == topology_.attn_dp, "batch has ", dp_rows_.size(),

@@ -28,9 +28,10 @@ SumGroup Effective(SumGroup owed, const Topology& t) {
 }
 
 // Residual row forms a stage of this variant can meet.
-// UNPADDED (no attention DP) keeps every stage on the attention's rows.
+// UNPADDED (no attention DP) keeps every stage on the attention's rows;
+// INPUT_SCATTERED and SEQUENCE_PARALLEL keep the residual on the slice.
 std::vector<RowForm> ResidualForms(BatchVariant v, const Topology& t, ReductionPolicy policy) {
-  if (v == BatchVariant::kInputScattered) return {RowForm::kAttnTpSlice};
+  if (v == BatchVariant::kInputScattered || v == BatchVariant::kSequenceParallel) return {RowForm::kAttnTpSlice};
   if (v == BatchVariant::kUnpadded) return {RowForm::kDpRows};
   const bool rsv = AllowsRsv(policy) && t.tp > 1 && t.attn_dp > 1;
   const bool rs = AllowsFixedRs(policy) && t.tp > 1 && Padded(v);
@@ -77,6 +78,15 @@ EntryPath EntryFor(const IncomingForm& in, Consumer consumer, const ReadoutCaps&
   EntryPath path;
   path.incoming = in;
   RowForm r = in.state == StreamState::kInitial ? in.rows : in.residual;
+  // A sequence-parallel stack takes its input on the DP rows and scatters it:
+  // each rank keeps its own slice (a local narrow) from the first stage on.
+  const bool scatter_input =
+      in.state == StreamState::kInitial && v == BatchVariant::kSequenceParallel && r == RowForm::kDpRows;
+  if (scatter_input) {
+    path.steps.push_back(Step{StepOp::kInitResidual});
+    path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kAttnTpSlice});
+    r = RowForm::kAttnTpSlice;
+  }
   if (in.state == StreamState::kPending && in.rows == RowForm::kAttnTpSlice && r == RowForm::kDpRows) {
     path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kAttnTpSlice});
     r = RowForm::kAttnTpSlice;
@@ -88,7 +98,7 @@ EntryPath EntryFor(const IncomingForm& in, Consumer consumer, const ReadoutCaps&
   const bool read_after = !gather.empty() && ReadsAfterGather(caps, r, compute, t);
   switch (in.state) {
     case StreamState::kInitial:
-      path.steps.push_back(Step{StepOp::kInitResidual});
+      if (!scatter_input) path.steps.push_back(Step{StepOp::kInitResidual});
       if (!read_after) path.steps.push_back(Step{StepOp::kRead});
       break;
     case StreamState::kWritten:
@@ -168,11 +178,15 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
       }
       continue;
     }
-    // FFN.
+    // FFN. Under sequence parallelism every FFN sum completes at its exit
+    // with a reduce-scatter onto the slice whatever the policy (the policy
+    // only adds the variable attention-DP one, tried first); nothing is left
+    // to the next input, so an SP batch issues no all-reduce.
+    const bool sp = v == BatchVariant::kSequenceParallel;
     exit.facts.fixed_rs_eligible = owed != SumGroup::kNone && Padded(v);
     exit.facts.rsv_eligible = owed != SumGroup::kNone && t.attn_dp > 1 && v != BatchVariant::kUnpadded;
-    exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv;
-    exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone;
+    exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv || (sp && AllowsRsv(policy));
+    exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone && !sp;
     if (stage.defers_only_with_provider) {
       // Only a sum over the TP group may wait, and only with the provider's consent.
       exit.facts.leave_needs_provider = true;
@@ -195,7 +209,7 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
     // An output a branch is merged into stays a contribution until the merge.
     if (stage.merges_branch || consumer_reads_all_rows) exit.facts.rsv_eligible = exit.facts.fixed_rs_eligible = false;
     if (AllowsRsv(policy) && exit.facts.rsv_eligible) scatter(ExitChoice::kReduceScatterV, StepOp::kReduceScatterV);
-    if (AllowsFixedRs(policy) && exit.facts.fixed_rs_eligible) {
+    if ((AllowsFixedRs(policy) || sp) && exit.facts.fixed_rs_eligible) {
       scatter(ExitChoice::kReduceScatterFixed, StepOp::kReduceScatter);
     }
     if (exit.facts.may_leave_to_next_input) {
@@ -278,7 +292,8 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
   const ReadoutCaps& caps = stage.readout_caps;
   for (BatchVariant v : kServedVariants) {
     // UNPADDED serves batches whose rows do not divide over attention TP, and
-    // only without attention DP.
+    // only without attention DP. SEQUENCE_PARALLEL takes its stack input on
+    // the DP rows (its entry scatters it); INPUT_SCATTERED on the slice.
     if (v == BatchVariant::kUnpadded && topology.attn_dp > 1) continue;
     VariantPaths vp;
     vp.variant = v;

@@ -20,6 +20,11 @@ absl::Status RequirePlain(const Contribution& c) {
 
 }  // namespace
 
+std::pair<int64_t, int64_t> StackInputRows(const ForwardBatch& batch) {
+  if (batch.variant == BatchVariant::kInputScattered) return {batch.rows.my_slice_begin(), batch.rows.my_slice_rows()};
+  return {0, batch.rows.my_dp_rows()};
+}
+
 absl::StatusOr<Hidden> Start(ForwardBatch& batch, const Tensor& input) {
   const RowForm rows =
       batch.variant == BatchVariant::kInputScattered ? RowForm::kAttnTpSlice : RowForm::kDpRows;

@@ -125,7 +125,7 @@ TEST(CommonErrors, TakeOutputWithAPendingUpdateIsRefused) {
 TEST(CommonErrors, AnUnservedBatchVariantHasNoStagePath) {
   auto layer = *BuildOneLayer(kOne);
   SelfComms self;
-  for (BatchVariant v : {BatchVariant::kContextParallel, BatchVariant::kSequenceParallel}) {
+  for (BatchVariant v : {BatchVariant::kContextParallel}) {
     ForwardBatch batch = Batch(self, 1, 3, v);
     Hidden h = *Start(batch, Rows(1, 3));
     ExpectError(layer->attn->Prepare(h, batch).status(), absl::StatusCode::kUnimplemented,

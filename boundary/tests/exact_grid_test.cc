@@ -2,7 +2,7 @@
 // supported (attention DP, attention TP) layout, row pattern, reduction
 // policy and batch variant over the recording fake, must equal the
 // single-rank run bit for bit, and every rank of every group must issue the
-// same collective sequence.
+// same collective sequence. A sequence-parallel batch issues no all-reduce.
 #include <atomic>
 #include <tuple>
 
@@ -43,6 +43,13 @@ TEST_P(ExactGrid, DistributedStackEqualsSingleRankBitForBit) {
       }
       ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
       ASSERT_TRUE(registry->ExpectSameSequenceInEveryGroup().ok()) << registry->ExpectSameSequenceInEveryGroup();
+      if (variant == BatchVariant::kSequenceParallel) {
+        // Every sum of a sequence-parallel batch completes by a reduce-scatter.
+        ASSERT_EQ(CountCollectives(*registry, comm::CollectiveKind::kAllReduce), 0) << c.ToString();
+        if (attn_tp * dp > 1) {
+          ASSERT_GT(ReduceScatters(*registry), 0) << c.ToString();
+        }
+      }
       ++cases_run;
     }
   }
@@ -58,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(std::make_pair(1, 1), std::make_pair(1, 2), std::make_pair(1, 4),
                                          std::make_pair(2, 1), std::make_pair(2, 2), std::make_pair(4, 1)),
                        ::testing::Values(BatchVariant::kOrdinary, BatchVariant::kUnpadded,
-                                         BatchVariant::kInputScattered),
+                                         BatchVariant::kInputScattered, BatchVariant::kSequenceParallel),
                        ::testing::Values(ReductionPolicy::kAr, ReductionPolicy::kRs, ReductionPolicy::kRsv,
                                          ReductionPolicy::kRsRsv, ReductionPolicy::kAuto)),
     Name);

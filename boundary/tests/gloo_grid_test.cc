@@ -51,6 +51,7 @@ TEST(GlooFeatureGrid, MhcStreamsOverGlooEqualSingleRankBitForBit) {
   for (auto [dp, attn_tp, variant, policy] :
        {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
         std::make_tuple(1, 2, BatchVariant::kInputScattered, ReductionPolicy::kAr),
+        std::make_tuple(2, 2, BatchVariant::kSequenceParallel, ReductionPolicy::kAr),
         std::make_tuple(1, 2, BatchVariant::kOrdinary, ReductionPolicy::kRs)}) {
     GridCase c{dp, attn_tp, variant, policy, {}, 2};
     c.pattern = "MF";
@@ -92,7 +93,8 @@ TEST(GlooFeatureGrid, GatheringReadsOverGlooEqualSingleRankBitForBit) {
 }
 
 // FFN reads after the DP gather (2 layouts), and reads of every row on an
-// input-scattered batch (2 layouts), × 2 row patterns = 8 cases.
+// input-scattered or sequence-parallel batch (2 layouts each), × 2 row
+// patterns = 12 cases.
 TEST(GlooFeatureGrid, ReadsAfterTheGatherOverGlooEqualSingleRankBitForBit) {
   for (auto [dp, attn_tp, variant, policy] :
        {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),
@@ -102,9 +104,11 @@ TEST(GlooFeatureGrid, ReadsAfterTheGatherOverGlooEqualSingleRankBitForBit) {
     RunOnGloo(c);
   }
   for (auto [dp, attn_tp] : {std::make_pair(1, 2), std::make_pair(2, 2)}) {
-    GridCase c{dp, attn_tp, BatchVariant::kInputScattered, ReductionPolicy::kAr, {}, 2};
-    c.reads_all_rows = true;
-    RunOnGloo(c);
+    for (BatchVariant variant : {BatchVariant::kInputScattered, BatchVariant::kSequenceParallel}) {
+      GridCase c{dp, attn_tp, variant, ReductionPolicy::kAr, {}, 2};
+      c.reads_all_rows = true;
+      RunOnGloo(c);
+    }
   }
 }
 
@@ -117,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(
     Loopback, GlooGrid,
     ::testing::Combine(::testing::Values(std::make_pair(1, 2), std::make_pair(2, 1), std::make_pair(2, 2)),
                        ::testing::Values(BatchVariant::kOrdinary, BatchVariant::kUnpadded,
-                                         BatchVariant::kInputScattered),
+                                         BatchVariant::kInputScattered, BatchVariant::kSequenceParallel),
                        ::testing::Values(ReductionPolicy::kAr, ReductionPolicy::kRsRsv)),
     Name);
 

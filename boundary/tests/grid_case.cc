@@ -119,4 +119,19 @@ std::string GridName(std::pair<int, int> layout, BatchVariant variant, Reduction
   return absl::StrCat("dp", layout.first, "_atp", layout.second, "_", BatchVariantName(variant), "_", p);
 }
 
+int CountCollectives(const comm::RecordingRegistry& registry, comm::CollectiveKind kind) {
+  int count = 0;
+  for (const auto& world : registry.Worlds()) {
+    for (const auto& log : world->Logs()) {
+      for (const comm::CollectiveRecord& call : log) count += call.kind == kind ? 1 : 0;
+    }
+  }
+  return count;
+}
+
+int ReduceScatters(const comm::RecordingRegistry& registry) {
+  return CountCollectives(registry, comm::CollectiveKind::kReduceScatter) +
+         CountCollectives(registry, comm::CollectiveKind::kReduceScatterV);
+}
+
 }  // namespace seam::boundary::testing

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "seam/comm/process_groups.h"
+#include "seam/comm/recording_communicator.h"
 #include "synthetic_stack.h"
 
 namespace seam::boundary::testing {
@@ -53,6 +54,11 @@ bool BitEqual(const Tensor& a, const Tensor& b);
 Tensor RowsOfReference(const Tensor& all, const Tensor& mine, const BatchRows& rows);
 // Each capture of `got` equals its rows of the reference capture.
 absl::Status SameCaptures(const AuxCollector& ref, const AuxCollector& got, const BatchRows& rows, const char* what);
+
+// Calls of `kind` every group of `registry` logged, over all its ranks.
+int CountCollectives(const comm::RecordingRegistry& registry, comm::CollectiveKind kind);
+// Fixed and variable reduce-scatters, over every group and rank.
+int ReduceScatters(const comm::RecordingRegistry& registry);
 
 // Test-name fragment of a layout, variant and policy: "dp2_atp1_UNPADDED_rs_rsv".
 std::string GridName(std::pair<int, int> layout, BatchVariant variant, ReductionPolicy policy);

@@ -143,7 +143,7 @@ TEST_P(UnservedVariant, ForwardFailsWithUnimplemented) {
 }
 
 INSTANTIATE_TEST_SUITE_P(NotYetServed, UnservedVariant,
-                         ::testing::Values(BatchVariant::kContextParallel, BatchVariant::kSequenceParallel),
+                         ::testing::Values(BatchVariant::kContextParallel),
                          [](const auto& info) { return std::string(BatchVariantName(info.param)); });
 
 TEST(LayerStackTest, ContextParallelMessageNamesTheVariant) {

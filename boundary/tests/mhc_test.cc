@@ -156,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(std::make_pair(1, 1), std::make_pair(1, 2), std::make_pair(1, 4),
                                          std::make_pair(2, 1), std::make_pair(2, 2)),
                        ::testing::Values(BatchVariant::kOrdinary, BatchVariant::kUnpadded,
-                                         BatchVariant::kInputScattered),
+                                         BatchVariant::kInputScattered, BatchVariant::kSequenceParallel),
                        ::testing::Values(ReductionPolicy::kAr, ReductionPolicy::kRs, ReductionPolicy::kRsRsv),
                        ::testing::Values(std::string("AF"), std::string("MF"), std::string("NF")),
                        ::testing::Values(2, 3)),
@@ -231,7 +231,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(std::make_pair(1, 1), std::make_pair(1, 2), std::make_pair(2, 1),
                                          std::make_pair(2, 2)),
                        ::testing::Values(BatchVariant::kOrdinary, BatchVariant::kUnpadded,
-                                         BatchVariant::kInputScattered),
+                                         BatchVariant::kInputScattered, BatchVariant::kSequenceParallel),
                        ::testing::Values(ReductionPolicy::kAr, ReductionPolicy::kRsRsv)),
     SplitName);
 

@@ -113,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(std::make_pair(1, 1), std::make_pair(1, 2), std::make_pair(1, 4),
                                          std::make_pair(2, 1), std::make_pair(2, 2)),
                        ::testing::Values(BatchVariant::kOrdinary, BatchVariant::kUnpadded,
-                                         BatchVariant::kInputScattered),
+                                         BatchVariant::kInputScattered, BatchVariant::kSequenceParallel),
                        ::testing::Values(ReductionPolicy::kAr, ReductionPolicy::kRsRsv)),
     Name);
 

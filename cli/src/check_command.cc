@@ -14,6 +14,7 @@
 #include "local_pipeline.h"
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
+#include "seam/boundary/variant_choice.h"
 #include "seam/runtime/stage_group.h"
 
 namespace seam::cli {
@@ -73,6 +74,7 @@ runtime::StageGroupOptions GroupOptions(const CheckCommandOptions& o) {
   so.cache.dtype = so.dtype;
   so.allreduce_fusion.mode = boundary::ParseAllReduceFusionMode(o.allreduce_fusion).value_or(
       boundary::AllReduceFusionMode::kOff);
+  so.variants = boundary::ParseVariantChoice(o.variant).value_or(boundary::VariantChoiceOptions{});
   return so;
 }
 
@@ -130,6 +132,9 @@ absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
   if ((o.device != "cpu" && o.device != "cuda") || (o.dtype != "f32" && o.dtype != "bf16")) {
     return absl::InvalidArgumentError("--device must be cpu or cuda and --dtype f32 or bf16");
   }
+  if (auto v = boundary::ParseVariantChoice(o.variant); !v.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--variant: ", v.status().message()));
+  }
   if (auto mode = boundary::ParseAllReduceFusionMode(o.allreduce_fusion); !mode.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--allreduce-fusion: ", mode.status().message()));
   }
@@ -157,7 +162,7 @@ absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
   }
   out << "seam check: " << o.model_dir << " (" << (*ref)->config().architecture << ", " << vocab
       << " vocab) tp " << o.tp << " attn_dp " << o.attn_dp << " pp " << o.pp << " (layers " << dist.ranges()
-      << ") policy " << o.policy << " vs 1 rank; "
+      << ") policy " << o.policy << " variant " << o.variant << " vs 1 rank; "
       << o.prompts << " prompts, " << o.decode_steps << " decode steps\n";
 
   Error prefill(o.tolerance), decode(o.tolerance);

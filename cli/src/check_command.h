@@ -26,6 +26,9 @@ struct CheckCommandOptions {
   std::string device = "cpu";    // cpu | cuda: the group's TP rank r (of piece k) on GPU k·tp + r, the reference on GPU 0
   std::string dtype = "f32";     // f32 | bf16 (compute and weights, both sides)
   std::string allreduce_fusion = "auto";  // off | auto | always: the checked group's IPC fusion (CUDA bf16 TP > 1)
+  // The checked group's batch variants: auto (per batch), sequence-parallel,
+  // or ordinary | unpadded | input-scattered for every batch.
+  std::string variant = "auto";
 };
 
 // Prints the report on `out`. INVALID_ARGUMENT (exit 2): a bad flag, or a

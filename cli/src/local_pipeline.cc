@@ -231,6 +231,17 @@ std::string LocalPipeline::LogTails(int lines) const {
   return out;
 }
 
+std::vector<std::string> LocalPipeline::LogLines(const std::string& text) const {
+  std::vector<std::string> out;
+  for (const std::string& path : logs_) {
+    std::ifstream f(path);
+    for (std::string line; std::getline(f, line);) {
+      if (line.find(text) != std::string::npos) out.push_back(line);
+    }
+  }
+  return out;
+}
+
 absl::Status WriteDefaultModel(const std::string& dir) {
   weights::ModelConfig c;
   c.architecture = "qwen3";

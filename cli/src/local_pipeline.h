@@ -86,6 +86,8 @@ class LocalPipeline {
   std::string ExitedProcess();
   // The last lines of every log, for error reports.
   std::string LogTails(int lines) const;
+  // Every line of the processes' logs that contains `text`, in log order.
+  std::vector<std::string> LogLines(const std::string& text) const;
 
  private:
   LocalPipeline() = default;

@@ -15,6 +15,7 @@
 #include "local_pipeline.h"
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
+#include "seam/boundary/variant_choice.h"
 #include "seam/core/temp_dir.h"
 #include "seam/runtime/generator.h"
 #include "seam/runtime/stage_group.h"
@@ -38,6 +39,12 @@ std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab) {
 }  // namespace
 
 absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
+  if (auto p = boundary::ParseReductionPolicy(o.policy); !p.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--reduction-policy: ", p.status().message()));
+  }
+  if (auto v = boundary::ParseVariantChoice(o.variant); !v.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--variant: ", v.status().message()));
+  }
   if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.max_new_tokens < 1 || o.prompts < 1) {
     return absl::InvalidArgumentError(
         "--pp, --tp, --max-new-tokens and --prompts must be >= 1 and --attn-dp must divide --tp");
@@ -63,7 +70,9 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   lp.attn_dp = o.attn_dp;
   lp.ucx_mode = o.ucx_mode;
   lp.device = o.device;
-  lp.extra_stage_args = {"--dtype", o.dtype, "--allreduce-fusion", o.allreduce_fusion};
+  lp.extra_stage_args = {"--dtype", o.dtype, "--allreduce-fusion", o.allreduce_fusion,
+                         "--reduction-policy", o.policy, "--batch-variant", o.variant,
+                         "--scatter-input-rows", absl::StrCat(o.scatter_input_rows)};
   lp.insecure = o.insecure;
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return Failed("", pipeline.status());
@@ -99,12 +108,18 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   out << "throughput: " << generated << " generated tokens in " << absl::StrFormat("%.3f", seconds) << " s ("
       << absl::StrFormat("%.1f", seconds > 0 ? generated / seconds : 0.0)
       << " tokens/s; GenerateAll wall time, " << prompts.size() << " prompts in one batch)\n";
+  // The stages log each batch variant the first time they run one.
+  for (const std::string& line : (*pipeline)->LogLines("batch variant ")) {
+    const size_t at = line.find("batch variant ");
+    if (line.find("first used", at) != std::string::npos) out << "stage: " << line.substr(at) << "\n";
+  }
   (*pipeline)->Stop();
 
   runtime::StageGroupOptions reference;
   reference.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
   reference.dtype = reference.cache.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   reference.allreduce_fusion.mode = *boundary::ParseAllReduceFusionMode(o.allreduce_fusion);
+  reference.variants = *boundary::ParseVariantChoice("ordinary");
   auto group = runtime::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto, reference);
   if (!group.ok()) return Failed("single-process group: ", group.status());
   runtime::Generator generator(group->get());

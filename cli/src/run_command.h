@@ -23,10 +23,16 @@ struct RunCommandOptions {
   std::string device = "cpu";    // where the stages and the reference compute: cpu | cuda
   std::string dtype = "f32";     // f32 | bf16: weights, activations and handoffs of the stages and the reference
   std::string allreduce_fusion = "auto";  // off | auto | always (CUDA bf16 TP groups; seam-stage --allreduce-fusion)
+  std::string policy = "auto";   // the stages' --reduction-policy: ar | rs | rsv | rs+rsv | auto
+  // The stages' --batch-variant: auto | sequence-parallel | ordinary | unpadded | input-scattered
+  std::string variant = "auto";
+  int64_t scatter_input_rows = 1024;  // the stages' --scatter-input-rows (variant auto)
   bool insecure = false;         // plaintext and no token (default: TLS, mutual TLS and a token)
 };
 
-// Prints the tokens on `out`, ending in "tokens match the single-process run".
+// Prints the tokens and the batch variants the stages chose (from their
+// logs), ending in "tokens match the single-process run" (the reference: one
+// in-process group of the same TP, ordinary batches, the default policy).
 // INVALID_ARGUMENT (exit 2): a bad flag or an unreadable --model; INTERNAL
 // (exit 1): the tokens differ; any other error (exit 1): a failure, the
 // children killed.

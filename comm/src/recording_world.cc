@@ -112,6 +112,13 @@ std::shared_ptr<RecordingWorld> RecordingRegistry::World(const std::string& name
   return it->second;
 }
 
+std::vector<std::shared_ptr<RecordingWorld>> RecordingRegistry::Worlds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<RecordingWorld>> worlds;
+  for (const auto& [name, world] : worlds_) worlds.push_back(world);
+  return worlds;
+}
+
 std::vector<std::string> RecordingRegistry::GroupNames() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> names;

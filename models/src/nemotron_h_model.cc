@@ -232,8 +232,11 @@ absl::StatusOr<Tensor> NemotronHModel::ForwardPieceStep(boundary::ForwardBatch& 
 absl::StatusOr<boundary::Hidden> NemotronHModel::Impl::Enter(boundary::ForwardBatch& batch, const Tensor& ids,
                                                              const boundary::PipelineTensors* in) const {
   if (in != nullptr) return boundary::FromPp(*in, batch, *blocks.front()->boundary);
-  Tensor x = Tensor::Empty({ids.dim(0), config.hidden_size}, options.dtype, options.device);
-  SEAM_RETURN_IF_ERROR(kernels::Embedding(ids, embed, 0, x));
+  // An input-scattered batch embeds only this rank's slice of the tokens.
+  const auto [first, count] = boundary::StackInputRows(batch);
+  const Tensor mine = ids.Rows(first, count);
+  Tensor x = Tensor::Empty({count, config.hidden_size}, options.dtype, options.device);
+  SEAM_RETURN_IF_ERROR(kernels::Embedding(mine, embed, 0, x));
   return boundary::Start(batch, x);
 }
 

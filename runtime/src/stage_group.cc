@@ -24,6 +24,7 @@
 #include "seam/runtime/decode_graph.h"
 #include "seam/kernels/cpu_threads.h"
 #include "seam/weights/checkpoint.h"
+#include "src/batch_variant_log.h"
 #include "src/piece_handoff.h"
 #include "src/rank_worker.h"
 
@@ -83,6 +84,7 @@ struct StageGroup::Impl {
   absl::Status broken;
   // CUDA graph decode (StageGroupOptions::graph_buckets).
   GraphDecodeStats graph_stats;  // off_reason "" while graphs are on
+  BatchVariantLog variant_log;
   int64_t graph_max_context = 0;
   // A non-first piece: the handoff form its graphs take (learned at its first decode step).
   std::optional<std::pair<boundary::StreamState, boundary::RowForm>> graph_in_form;
@@ -297,7 +299,8 @@ int64_t StageGroup::FreeBlocks(int dp) const { return impl_->ranks[dp * impl_->a
 absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string& model_dir, int tp, int attn_dp,
                                                                boundary::ReductionPolicy policy,
                                                                const StageGroupOptions& options) {
-  SEAM_RETURN_IF_ERROR(boundary::Topology::Make(tp, attn_dp, 0).status());
+  SEAM_ASSIGN_OR_RETURN(const boundary::Topology rank0, boundary::Topology::Make(tp, attn_dp, 0));
+  SEAM_RETURN_IF_ERROR(boundary::ValidateVariantChoice(options.variants, rank0));
   // The tp rank threads share this process's math-library pool.
   kernels::ShareCpuMathThreads(tp);
   auto impl = std::make_unique<Impl>();
@@ -500,12 +503,14 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
     if (!g.graph_stats.off_reason.empty()) bucket = 0;  // the piece turned out not to take graphs
   }
   const uint64_t microbatch = g.next_microbatch++;
-  SEAM_LOG_DEBUG("step {}: {} sequences, at most {} in a DP group: {}", microbatch, sequences.size(),
-                 *std::max_element(dp_rows.begin(), dp_rows.end()),
-                 bucket > 0 ? absl::StrCat("CUDA graph of bucket ", bucket) : std::string("eager"));
+  // Graph replays run as they were captured: ordinary rows.
+  const boundary::BatchVariant variant = bucket > 0 ? boundary::BatchVariant::kOrdinary
+                                                    : boundary::ChooseBatchVariant(g.options.variants,
+                                                                                   g.ranks[0]->topology, dp_rows);
+  g.variant_log.Note(microbatch, variant, g.options.variants, dp_rows, bucket > 0);
   Impl* self = &g;
   const bool choose = choices != nullptr;
-  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in, bucket, choose,
+  const absl::Status run = g.RunOnAll([self, inputs, dp_rows, microbatch, in, bucket, choose, variant,
                                        choices_by_dp](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
     const Device device = self->RankDevice(r);
@@ -534,7 +539,7 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
       SEAM_ASSIGN_OR_RETURN(rank.handoff, Leaving(o.handoff, device, self->options.handoff_on_device));
       return leave(o.logits);
     }
-    boundary::ForwardBatch batch(microbatch, boundary::BatchVariant::kOrdinary, rank.topology, dp_rows);
+    boundary::ForwardBatch batch(microbatch, variant, rank.topology, dp_rows);
     batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
     rank.handoff = boundary::PipelineTensors{};
     boundary::PipelineTensors entering;

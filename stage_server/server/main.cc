@@ -22,6 +22,8 @@
 #include "seam/core/logging.h"
 #include "seam/core/progress.h"
 #include "seam/security/credentials.h"
+#include "seam/boundary/reduction_policy.h"
+#include "seam/boundary/variant_choice.h"
 #include "seam/server/stage_server.h"
 
 namespace {
@@ -89,6 +91,23 @@ int main(int argc, char** argv) {
                  "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm at stage inputs: off, auto (where "
                  "a start-up measurement finds it no slower than NCCL + the fused add+norm) or always")
       ->check(CLI::IsMember({"off", "auto", "always"}))
+      ->capture_default_str();
+  std::string reduction_policy = "auto", batch_variant = "auto";
+  int64_t scatter_input_rows = 1024;
+  app.add_option("--reduction-policy", reduction_policy,
+                 "FFN output transports the boundaries may use: ar, rs, rsv, rs+rsv or auto (per architecture)")
+      ->check(CLI::IsMember({"ar", "rs", "rsv", "rs+rsv", "auto"}))
+      ->capture_default_str();
+  app.add_option("--batch-variant", batch_variant,
+                 "how batches move over TP: auto (per batch: unpadded when rows do not divide over attention TP, "
+                 "input-scattered from --scatter-input-rows, else ordinary), sequence-parallel, or one variant for "
+                 "every batch (ordinary, unpadded, input-scattered)")
+      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "ordinary", "unpadded", "input-scattered"}))
+      ->capture_default_str();
+  app.add_option("--scatter-input-rows", scatter_input_rows,
+                 "--batch-variant auto: a batch whose largest attention-DP group has this many rows runs "
+                 "input-scattered")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   int64_t kv_cache_bytes = 0;
   double kv_memory_fraction = 0.9;
@@ -184,6 +203,9 @@ int main(int argc, char** argv) {
   group.first_gpu = first_gpu;
   group.dtype = dtype == "bf16" ? seam::DType::kBF16 : seam::DType::kF32;
   group.allreduce_fusion.mode = *seam::boundary::ParseAllReduceFusionMode(allreduce_fusion);
+  options.policy = *seam::boundary::ParseReductionPolicy(reduction_policy);
+  group.variants = *seam::boundary::ParseVariantChoice(batch_variant);
+  group.variants.scatter_input_rows = scatter_input_rows;
   // KV from memory on GPUs unless a byte budget is given; the byte budget on the host.
   group.kv.from_gpu_memory = kv_cache_bytes <= 0;
   if (kv_cache_bytes > 0) group.kv.cache_bytes = kv_cache_bytes;

@@ -134,15 +134,18 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   absl::Status fits = CheckStageConfigAgainstModel(config, *model);
   if (!fits.ok()) return invalid(fits);
 
-  SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {})", config.first_layer(),
-                config.last_layer(), config.model_dir(), config.tp_size(), config.attn_dp_size());
+  SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {}), reduction policy {}, batch variants {}",
+                config.first_layer(), config.last_layer(), config.model_dir(), config.tp_size(),
+                config.attn_dp_size(),
+                boundary::ReductionPolicyName(boundary::ResolveReductionPolicy(options_.policy, model->architecture)),
+                boundary::VariantChoiceName(options_.group.variants));
   runtime::StageGroupOptions group_options = options_.group;
   group_options.first_layer = static_cast<int>(config.first_layer());
   group_options.end_layer = static_cast<int>(config.last_layer()) + 1;
   group_options.cache.dtype = group_options.dtype;
   absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group =
       runtime::StageGroup::Create(config.model_dir(), static_cast<int>(config.tp_size()),
-                                  static_cast<int>(config.attn_dp_size()), boundary::ReductionPolicy::kAuto,
+                                  static_cast<int>(config.attn_dp_size()), options_.policy,
                                   group_options);
   if (!group.ok()) return failed(Annotate(group.status(), "loading the stage"));
   if (const std::string report = (*group)->FusionReport(); !report.empty()) SEAM_LOG_INFO("{}", report);

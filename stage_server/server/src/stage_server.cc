@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
   }
   actor.handoff_timeout = options.handoff_timeout;
   actor.group = options.group;
+  actor.policy = options.policy;
   actor.host = options.listen.substr(0, options.listen.rfind(':'));
   actor.on_serving = [s = self.get()](bool serving) { s->SetServing(serving); };
   if (!options.metrics.listen.empty()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "seam/boundary/layout.h"
 
 namespace seam::boundary {
@@ -18,11 +19,19 @@ namespace seam::boundary {
 //   kOrdinary        rows on each DP group; gathers and fixed scatters pad to a common size
 //   kUnpadded        the same rows, moved with variable-size collectives and never padded
 //   kInputScattered  the stack's input and residual live on each rank's attention-TP slice
-//   kContextParallel, kSequenceParallel: named, not yet served by any stage path
+//   kSequenceParallel tokens scattered over the TP ranks outside the mixers: the
+//                    stack input arrives on the DP rows and its entry keeps this
+//                    rank's slice; every sum completes with a reduce-scatter onto
+//                    the slice (after a mixer at the next input, after an FFN at
+//                    its exit) and every compute input is gathered from slices;
+//                    padded like kOrdinary; never an all-reduce
+//   kContextParallel named, not yet served by any stage path
 enum class BatchVariant : uint8_t { kOrdinary, kUnpadded, kInputScattered, kContextParallel, kSequenceParallel };
 const char* BatchVariantName(BatchVariant variant);  // "ORDINARY", "UNPADDED", ...
+// "ordinary", "unpadded", "input-scattered", "sequence-parallel" (and "sp"), "context-parallel" (and "cp").
+absl::StatusOr<BatchVariant> ParseBatchVariant(const std::string& text);
 inline constexpr BatchVariant kServedVariants[] = {BatchVariant::kOrdinary, BatchVariant::kUnpadded,
-                                                   BatchVariant::kInputScattered};
+                                                   BatchVariant::kInputScattered, BatchVariant::kSequenceParallel};
 
 // Row arithmetic of one batch on one topology. Padded batches give every DP
 // group P = ceil(max_d R_d / attn_tp) · attn_tp rows in collectives and split

@@ -4,6 +4,9 @@
 // call returned (identity-checked) and returns the next one.
 #pragma once
 
+#include <cstdint>
+#include <utility>
+
 #include "absl/status/statusor.h"
 #include "seam/boundary/capture.h"
 #include "seam/boundary/deferred_finalize.h"
@@ -15,8 +18,13 @@
 namespace seam::boundary {
 
 // Starts the batch's stream with the stack input (embedding output) on this
-// rank's input rows (its DP rows; its attention-TP slice when input-scattered).
+// rank's input rows (its DP rows; its attention-TP slice when input-scattered;
+// a sequence-parallel batch's first entry scatters its DP rows itself).
 absl::StatusOr<Hidden> Start(ForwardBatch& batch, const Tensor& input);
+// The rows of this rank's DP rows that its stack input covers, as
+// {first, count}: all of them, or its attention-TP slice when the batch is
+// input-scattered (a model embeds only those token ids).
+std::pair<int64_t, int64_t> StackInputRows(const ForwardBatch& batch);
 
 struct FinalNormOptions {
   // On a rank with no rows, skip the norm kernel; owed collectives still run.

@@ -57,6 +57,8 @@ class RecordingRegistry {
   // request with another size is a bug (aborts).
   std::shared_ptr<RecordingWorld> World(const std::string& name, int size);
   std::vector<std::string> GroupNames() const;
+  // Every world created so far, in name order.
+  std::vector<std::shared_ptr<RecordingWorld>> Worlds() const;
   // ExpectSameSequence of every world; the first failure.
   absl::Status ExpectSameSequenceInEveryGroup() const;
 

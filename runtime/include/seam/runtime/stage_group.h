@@ -30,6 +30,7 @@
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
+#include "seam/boundary/variant_choice.h"
 #include "seam/models/kv_cache.h"
 #include "seam/core/device.h"
 #include "seam/models/decoder_model.h"
@@ -56,6 +57,11 @@ struct StageGroupOptions {
   // inputs (boundary/ipc_fusion.h). kAuto measures both paths when the group
   // starts and fuses only the token counts where the fused one is no slower.
   boundary::IpcFusionOptions allreduce_fusion{boundary::AllReduceFusionMode::kOff};
+  // Which batch variant each eager step runs as (boundary/variant_choice.h):
+  // kAuto picks unpadded / input-scattered / ordinary per batch; sequence
+  // parallel when configured. CUDA-graph decode steps run as captured
+  // (ordinary). Every rank and every stage of a pipeline decides alike.
+  boundary::VariantChoiceOptions variants;
   // CUDA: decode steps (one token per sequence) replay CUDA graphs captured
   // per bucket: the step's largest DP group's sequence count rounded up to
   // the next bucket (ascending, positive); every DP group pads to it. Prefill

@@ -40,6 +40,7 @@ struct StageActorOptions {
   std::string host;                                     // reported in the worker address, for diagnostics
   absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
   runtime::StageGroupOptions group;                    // where and how the stage's ranks compute
+  boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAuto;  // the boundaries' (resolved at load)
   // Called (on the actor thread, or the caller's for Drain) when the stage
   // starts or stops accepting microbatches: the health status to publish.
   std::function<void(bool serving)> on_serving;

@@ -58,6 +58,9 @@ struct StageServerOptions {
   UcxMode ucx_mode = UcxMode::kTcp;
   absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
   runtime::StageGroupOptions group;  // where and how the stage's ranks compute (the layer range comes with Configure)
+  // The FFN output transports the stage's boundaries may use; kAuto resolves
+  // per architecture when the layers load. Batch variants: group.variants.
+  boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAuto;
   absl::Duration drain_timeout = absl::Seconds(20);     // longest a shutdown waits for in-flight work
   // Then calls still open (Run streams, idle connections) are cancelled.
   absl::Duration grpc_grace = absl::Milliseconds(500);
