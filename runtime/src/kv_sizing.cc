@@ -46,6 +46,10 @@ absl::StatusOr<int64_t> KvBudgetBytes(const KvSizing& sizing, Device device, int
   return budget;
 }
 
+int64_t LoadedBytes(int64_t gpu_lost, int64_t pool_grew) {
+  return std::min(gpu_lost, pool_grew + (int64_t{1} << 30));
+}
+
 std::string FormatBytes(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   if (b >= double(int64_t{1} << 30)) return absl::StrFormat("%.2f GiB", b / double(int64_t{1} << 30));

@@ -340,8 +340,6 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     if (device.is_cuda()) {
       SEAM_ASSIGN_OR_RETURN(before, QueryDeviceMemory(device));
       SEAM_ASSIGN_OR_RETURN(pool_before, DevicePoolReservedBytes(device));
-    }
-    if (device.is_cuda()) {
       // One stream per rank for its kernels, its memory and its collectives:
       // a CUDA graph captures one stream, and ranks sharing nothing wait on
       // nothing else.
@@ -371,10 +369,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
       SEAM_RETURN_IF_ERROR(SynchronizeStream(device));
       SEAM_ASSIGN_OR_RETURN(after, QueryDeviceMemory(device));
       SEAM_ASSIGN_OR_RETURN(const int64_t pool_after, DevicePoolReservedBytes(device));
-      // What the GPU lost while this rank loaded, but no more than its own
-      // pool grew plus 1 GiB for libraries (cuBLAS, NCCL): another process
-      // on the same GPU (stages sharing one) may allocate meanwhile.
-      used = std::min(before.free_bytes - after.free_bytes, pool_after - pool_before + (int64_t{1} << 30));
+      used = LoadedBytes(before.free_bytes - after.free_bytes, pool_after - pool_before);
     }
     const weights::ModelConfig& config = self->checkpoint->config();
     const int64_t reserve = ActivationReserveBytes(config, tp, tp / attn_dp, o.dtype, o.kv.max_step_tokens);

@@ -35,10 +35,9 @@ class NemotronHModel final : public DecoderModel {
   bool is_first_piece() const override;
   bool is_last_piece() const override;
   // The Mamba kernels run on CUDA and runtime::DecodeGraph carries the state
-  // slots among its fixed inputs, but the served path keeps eager decode
-  // until a replayed step has been checked against an eager one on a GPU
-  // (runtime_test CudaModelNemotronH.GraphDecodeEqualsEagerDecode).
-  bool graph_capturable() const override { return false; }
+  // slots among its fixed inputs; a replayed step equals an eager one on an
+  // H200 (runtime_test CudaModelNemotronH.GraphDecodeEqualsEagerDecode).
+  bool graph_capturable() const override { return true; }
   // KV blocks for this rank's attention layers and state slots for its Mamba layers.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
   absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) override;

@@ -37,6 +37,12 @@ struct KvSizing {
 int64_t ActivationReserveBytes(const weights::ModelConfig& config, int tp, int attn_tp, DType dtype,
                                int64_t tokens);
 
+// What loading a rank took of its GPU: what the GPU lost meanwhile
+// (`gpu_lost`), but no more than the rank's own memory pool grew plus 1 GiB
+// for libraries (cuBLAS, NCCL), since another process on the same GPU
+// (stages sharing one) may allocate meanwhile.
+int64_t LoadedBytes(int64_t gpu_lost, int64_t pool_grew);
+
 // The KV budget of one rank on `device`. `used_bytes` is what this process
 // has taken on the GPU so far (weights and workspaces), `total_bytes` and
 // `free_bytes` the GPU's. FAILED_PRECONDITION, with the figures, when
