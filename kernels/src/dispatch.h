@@ -18,8 +18,3 @@
   return (device).is_cpu() ? ::seam::kernels::cpu::op(__VA_ARGS__)              \
                            : ::seam::kernels::internal::NoCudaKernel(#op)
 #endif
-
-// Ops with a CPU reference only so far (UNIMPLEMENTED on device tensors).
-#define SEAM_KERNELS_DISPATCH_CPU_ONLY(device, op, ...)                         \
-  return (device).is_cpu() ? ::seam::kernels::cpu::op(__VA_ARGS__)              \
-                           : ::seam::kernels::internal::NoCudaKernel(#op)
