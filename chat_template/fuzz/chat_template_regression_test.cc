@@ -90,5 +90,41 @@ TEST(ChatTemplateRender, IntegerArithmeticAtTheEdgesIsExactAndFloorsLikePython) 
   EXPECT_EQ(*out, "-4 2 -2 4611686018427387904 9223372036854775807 -9223372036854775808 0 2");
 }
 
+absl::StatusOr<std::string> RenderSource(const std::string& source) {
+  auto t = ChatTemplate::Parse(source);
+  if (!t.ok()) return t.status();
+  return (*t)->Render(nlohmann::ordered_json::object());
+}
+
+TEST(ChatTemplateRender, StringRepetitionIsSizedBeforeItIsBuilt) {
+  // '' * 4000000000 looped four billion times under the fuzzer (a timeout).
+  auto empty = RenderSource("{{ 'ab' * 0 * 4000000000 }}|{{ '' * 4000000000 }}|{{ 'ab' * -3 }}|{{ 'ab' * 3 }}");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, "|||ababab");
+  auto big = RenderSource("{{ 'ab' * 4000000000 }}");
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(big.status().message(), "chat template line 1: a repeated string passed 16 MiB or 1000000 items");
+}
+
+TEST(ChatTemplateRender, WorkIsBoundedByTheStepBudget) {
+  // Nested loops of a billion iterations stop at the budget instead of running for hours.
+  auto loops = RenderSource(
+      "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}x{% endfor %}"
+      "{% endfor %}{% endfor %}");
+  EXPECT_EQ(loops.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(loops.status().message(), "chat template: the render passed 5000000 evaluation steps");
+}
+
+TEST(ChatTemplateRender, ValuesThatDoubleAreRefusedPastTheByteLimit) {
+  auto doubling = RenderSource(
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+      "{{ ns.s | length }}");
+  EXPECT_EQ(doubling.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(doubling.status().message(), "chat template line 1: a value passed 16 MiB or 1000000 items");
+  auto lists = RenderSource(
+      "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}");
+  EXPECT_EQ(lists.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace seam::chat_template

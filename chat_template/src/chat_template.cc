@@ -21,6 +21,8 @@ class Renderer {
   explicit Renderer(std::unordered_map<std::string, Value> globals) { frames_.push_back(std::move(globals)); }
 
   absl::Status Run(const Node& node, std::string* out) {
+    SEAM_RETURN_IF_ERROR(Step());
+    if (out->size() > ChatTemplate::kMaxRenderBytes) return TooLarge(node.line, "the output");
     switch (node.kind) {
       case Node::Kind::kBody:
         for (const auto& child : node.children) SEAM_RETURN_IF_ERROR(Run(*child, out));
@@ -50,6 +52,31 @@ class Renderer {
   }
 
  private:
+  // One unit of work (a node run or an expression evaluated); INVALID_ARGUMENT
+  // once the render has done too many.
+  absl::Status Step() {
+    if (++steps_ <= ChatTemplate::kMaxRenderSteps) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat template: the render passed ", ChatTemplate::kMaxRenderSteps, " evaluation steps"));
+  }
+  static absl::Status TooLarge(int line, const char* what) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template line ", line, ": ", what, " passed ",
+                                                     ChatTemplate::kMaxRenderBytes >> 20, " MiB or ",
+                                                     ChatTemplate::kMaxRenderItems, " items"));
+  }
+
+  // Every expression goes through here: counted, and its value bounded.
+  absl::StatusOr<Value> Eval(const Expr& e) {
+    SEAM_RETURN_IF_ERROR(Step());
+    SEAM_ASSIGN_OR_RETURN(Value v, EvalUnbounded(e));
+    if ((v.kind == K::kString && v.s.size() > ChatTemplate::kMaxRenderBytes) ||
+        (v.kind == K::kList && v.list->size() > ChatTemplate::kMaxRenderItems) ||
+        (v.is_mapping() && v.dict->size() > ChatTemplate::kMaxRenderItems)) {
+      return TooLarge(e.line, "a value");
+    }
+    return v;
+  }
+
   Value Lookup(const std::string& name) const {
     for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
       auto found = it->find(name);
@@ -194,9 +221,13 @@ class Renderer {
       return Value::MakeList(std::move(out));
     }
     if (op == "*" && a.kind == K::kString && b.kind == K::kInt) {
+      // Sized before it is built: '' * 10**9 is '' at once, 'ab' * 10**9 is refused.
+      if (a.s.empty() || b.i <= 0) return Value::String("");
+      if (static_cast<uint64_t>(b.i) > ChatTemplate::kMaxRenderBytes / a.s.size()) return TooLarge(e.line, "a repeated string");
       std::string out;
-      for (int64_t k = 0; k < b.i && out.size() < (1u << 24); ++k) out += a.s;
-      return Value::String(out);
+      out.reserve(a.s.size() * static_cast<size_t>(b.i));
+      for (int64_t k = 0; k < b.i; ++k) out += a.s;
+      return Value::String(std::move(out));
     }
     if (!a.is_number() || !b.is_number()) {
       return RenderError(e.line, absl::StrCat("unsupported operand types for ", op, ": ", KindName(a.kind), " and ",
@@ -297,7 +328,7 @@ class Renderer {
     return Value::Undefined("item");
   }
 
-  absl::StatusOr<Value> Eval(const Expr& e) {
+  absl::StatusOr<Value> EvalUnbounded(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.literal;
       case Expr::Kind::kName: return Lookup(e.name);
@@ -395,6 +426,7 @@ class Renderer {
   }
 
   std::vector<std::unordered_map<std::string, Value>> frames_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace
@@ -415,6 +447,9 @@ absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& v
   Renderer renderer(std::move(globals));
   std::string out;
   SEAM_RETURN_IF_ERROR(renderer.Run(*root_, &out));
+  if (out.size() > kMaxRenderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template: the output passed ", kMaxRenderBytes >> 20, " MiB"));
+  }
   return out;
 }
 

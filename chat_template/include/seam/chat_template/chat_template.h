@@ -14,6 +14,8 @@
 // A parsed ChatTemplate is immutable and may render from many threads at once.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,7 +36,15 @@ class ChatTemplate {
   // enable_thinking, bos_token, ...; key order is kept, as tojson shows it).
   // INVALID_ARGUMENT when the template calls raise_exception (the message is the
   // template's) or an operation does not apply to its values (e.g. a missing method).
+  // A render is bounded, since a template comes with a checkpoint and the
+  // variables with a request: INVALID_ARGUMENT past kMaxRenderSteps nodes
+  // and expressions evaluated, or once the output, a string or a list value
+  // passes kMaxRenderBytes bytes / kMaxRenderItems items.
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& variables) const;
+
+  static constexpr int64_t kMaxRenderSteps = 5'000'000;
+  static constexpr size_t kMaxRenderBytes = size_t{16} << 20;
+  static constexpr size_t kMaxRenderItems = 1'000'000;
 
  private:
   ChatTemplate() = default;
