@@ -164,6 +164,7 @@ absl::StatusOr<std::vector<int32_t>> StageGroup::FedTokens(const FedStep& step) 
     return f != nullptr && step.slot >= 0 && step.slot < FedSlots::kFedSlots && f->generation[step.slot] == step.generation;
   };
   if (!live()) return absl::FailedPreconditionError("the fed step's tokens are no longer held");
+  SEAM_RETURN_IF_ERROR(UseDevice(g.RankDevice(0)));  // the event's device, on the calling thread
   const absl::Status done = f->done[step.slot].Wait(absl::Now() + g.options.comm_timeout);
   if (!done.ok()) {
     g.broken = Annotate(done, "waiting for a fed decode step");
