@@ -5,6 +5,7 @@
 // mismatched feed is refused; groups that cannot feed (on the host) say so.
 // GPU tests skip without a GPU.
 #include <memory>
+#include <ostream>
 
 #include <gtest/gtest.h>
 
@@ -103,6 +104,11 @@ struct FedCase {
   int sequences;  // 8: a whole bucket; 3: padded to 4
   bool sampled;
 };
+
+void PrintTo(const FedCase& c, std::ostream* os) {
+  *os << (c.dtype == DType::kF32 ? "f32" : "bf16") << ", " << c.sequences << " sequences, "
+      << (c.sampled ? "sampled" : "greedy");
+}
 
 class FedDecode : public ::testing::TestWithParam<FedCase> {
  protected:
