@@ -1,5 +1,6 @@
 #include "seam/core/cuda_graph.h"
 
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,12 @@ CudaGraph::CudaGraph(CudaGraph&& o) noexcept
 CudaGraph& CudaGraph::operator=(CudaGraph&& o) noexcept {
   std::swap(graph_, o.graph_);
   std::swap(exec_, o.exec_);
+  return *this;
+}
+CudaEvent::CudaEvent(CudaEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)), device_(o.device_) {}
+CudaEvent& CudaEvent::operator=(CudaEvent&& o) noexcept {
+  std::swap(event_, o.event_);
+  std::swap(device_, o.device_);
   return *this;
 }
 PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept
@@ -105,6 +112,50 @@ absl::Status UploadAsync(void* dst, Device device, const void* pinned_src, size_
   return absl::OkStatus();
 }
 
+absl::Status DownloadAsync(void* pinned_dst, const void* src, Device device, size_t bytes, const CudaStream& stream) {
+  if (bytes == 0) return absl::OkStatus();
+  SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pinned_dst, src, bytes, cudaMemcpyDeviceToHost,
+                                            static_cast<cudaStream_t>(stream.handle())));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaEvent> CudaEvent::Create(Device device) {
+  if (!device.is_cuda()) return absl::InvalidArgumentError(absl::StrCat("CudaEvent on ", device.ToString()));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
+  CudaEvent e;
+  cudaEvent_t event = nullptr;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  e.event_ = event;
+  e.device_ = device;
+  return e;
+}
+
+CudaEvent::~CudaEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+absl::Status CudaEvent::Record(const CudaStream& stream) {
+  if (event_ == nullptr) return absl::FailedPreconditionError("CudaEvent::Record: no event");
+  SEAM_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream.handle())));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEvent::Wait(absl::Time deadline) const {
+  if (event_ == nullptr) return absl::OkStatus();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+    if (e == cudaSuccess) return absl::OkStatus();
+    if (e != cudaErrorNotReady) return SEAM_CUDA_STATUS(e);
+    // Spin briefly (a decode step's tokens are usually close), then yield.
+    if (polls > 64 && absl::Now() > deadline) {
+      return absl::DeadlineExceededError("the device did not reach the awaited point in time");
+    }
+    if (polls > 1024) std::this_thread::yield();
+  }
+}
+
 #else  // !SEAM_HAVE_CUDA
 
 namespace {
@@ -124,6 +175,11 @@ absl::Status CudaGraph::Launch(const CudaStream&) const { return NoCuda("CudaGra
 absl::StatusOr<PinnedBuffer> PinnedBuffer::Create(size_t) { return NoCuda("PinnedBuffer"); }
 PinnedBuffer::~PinnedBuffer() = default;
 absl::Status UploadAsync(void*, Device, const void*, size_t, const CudaStream&) { return NoCuda("UploadAsync"); }
+absl::Status DownloadAsync(void*, const void*, Device, size_t, const CudaStream&) { return NoCuda("DownloadAsync"); }
+absl::StatusOr<CudaEvent> CudaEvent::Create(Device) { return NoCuda("CudaEvent"); }
+CudaEvent::~CudaEvent() = default;
+absl::Status CudaEvent::Record(const CudaStream&) { return NoCuda("CudaEvent"); }
+absl::Status CudaEvent::Wait(absl::Time) const { return absl::OkStatus(); }
 
 #endif
 

@@ -91,7 +91,10 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
     g->stream_ = &g->owned_stream_;
   }
   const int64_t ints = StagedInts(b, g->table_width_);
-  SEAM_ASSIGN_OR_RETURN(g->staging_, PinnedBuffer::Create(ints * sizeof(int32_t)));
+  for (int i = 0; i < 2; ++i) {
+    SEAM_ASSIGN_OR_RETURN(g->staging_[i], PinnedBuffer::Create(ints * sizeof(int32_t)));
+    SEAM_ASSIGN_OR_RETURN(g->staged_[i], CudaEvent::Create(dev));
+  }
   kernels::ScopedStream on(g->stream_->handle());
   SEAM_ASSIGN_OR_RETURN(g->inputs_, Tensor::TryEmpty({ints}, DType::kI32, dev));
   if (model.is_last_piece()) {
@@ -113,7 +116,7 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
 
   // Placeholder inputs for the warm-up and the capture: every token at
   // position 0 of a one-token context in block 0, writing no cache slot.
-  int32_t* s = static_cast<int32_t*>(g->staging_.data());
+  int32_t* s = static_cast<int32_t*>(g->staging_[0].data());
   std::memset(s, 0, ints * sizeof(int32_t));
   for (int64_t i = 0; i < b; ++i) {
     s[2 * b + i] = -1;                  // slot: skip
@@ -136,7 +139,7 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
 
 int64_t DecodeGraph::buffer_bytes() const {
   return Bytes(inputs_) + Bytes(logits_) + Bytes(in_.hidden) + Bytes(in_.residual) + Bytes(out_.hidden) +
-         Bytes(out_.residual) + static_cast<int64_t>(staging_.bytes());
+         Bytes(out_.residual) + static_cast<int64_t>(staging_[0].bytes() + staging_[1].bytes());
 }
 
 absl::Status DecodeGraph::Bind() {
@@ -193,7 +196,7 @@ bool DecodeGraph::Fits(const models::StepInput& input) const {
 }
 
 absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& input,
-                                                      const boundary::PipelineTensors* in) {
+                                                      const boundary::PipelineTensors* in, const Tensor* fed_ids) {
   const int64_t b = batch_size_;
   const int64_t n = static_cast<int64_t>(input.sequences.size());
   const weights::ModelConfig& config = model_.config();
@@ -207,7 +210,7 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has ", s.tokens.size(),
                                                      " tokens; a decode step runs one per sequence"));
     }
-    if (first && (s.tokens[0] < 0 || s.tokens[0] >= config.vocab_size)) {
+    if (first && fed_ids == nullptr && (s.tokens[0] < 0 || s.tokens[0] >= config.vocab_size)) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, ": token ", s.tokens[0],
                                                      " is outside the vocabulary of ", config.vocab_size));
     }
@@ -216,6 +219,12 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
                                                 "; this decode graph holds contexts up to ", max_context()));
     }
     spans.push_back(models::CacheSpan{s.sequence, s.start, 1});
+  }
+  if (fed_ids != nullptr && (!first || !fed_ids->defined() || fed_ids->dtype() != DType::kI32 ||
+                             fed_ids->shape() != Shape{n} || fed_ids->device() != inputs_.device())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fed token ids must be i32 [", n, "] on ", inputs_.device().ToString(), " for a first piece; got ",
+        fed_ids->defined() ? fed_ids->DebugString() : "none", first ? "" : " on a later piece"));
   }
   if (!first) {
     if (in == nullptr) {
@@ -241,10 +250,12 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
   SEAM_ASSIGN_OR_RETURN(models::CacheBatchPlan plan, cache_.PlanBatch(spans, table_width_));
 
   kernels::ScopedStream on(stream_->handle());
-  // The previous step's upload and replay must be done before the staging
-  // and the fixed inputs are rewritten.
-  SEAM_RETURN_IF_ERROR(stream_->Synchronize());
-  int32_t* s = static_cast<int32_t*>(staging_.data());
+  // The staging buffer's last upload must have left it before it is
+  // rewritten; the fixed device inputs are rewritten in stream order.
+  const int j = next_staging_;
+  next_staging_ = 1 - j;
+  SEAM_RETURN_IF_ERROR(staged_[j].Wait(absl::Now() + absl::Minutes(5)));
+  int32_t* s = static_cast<int32_t*>(staging_[j].data());
   std::memset(s, 0, StagedInts(b, table_width_) * sizeof(int32_t));
   for (int64_t i = 0; i < n; ++i) s[i] = input.sequences[i].tokens[0];
   std::memcpy(s + b, plan.positions.data(), n * sizeof(int32_t));
@@ -268,6 +279,8 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
     }
   }
   SEAM_RETURN_IF_ERROR(UploadAsync(inputs_.raw_data(), inputs_.device(), s, inputs_.nbytes(), *stream_));
+  SEAM_RETURN_IF_ERROR(staged_[j].Record(*stream_));
+  if (fed_ids != nullptr && n > 0) SEAM_RETURN_IF_ERROR(CopyInto(*fed_ids, ids_.Rows(0, n)));
   SEAM_RETURN_IF_ERROR(graph_.Launch(*stream_));
   DecodeGraphOutput out;
   if (last) {

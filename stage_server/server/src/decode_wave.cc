@@ -81,6 +81,7 @@ void MicrobatchRunner::RunWave(const Answer& answer) {
   wave_.clear();
   const uint32_t steps = wave.front().decode_steps();
   const bool first = group_->is_first_piece(), last = group_->is_last_piece();
+  if (first && last && CanFeedWave(wave, steps)) return RunWaveFed(wave, steps, answer);
   struct Member {
     std::vector<int32_t> tokens;  // what the next step feeds (first or last piece)
     bool failed = false;

@@ -5,7 +5,8 @@
 // (decode_steps > 1) is taken into its wave and run, with the wave's other
 // members, step by step once the wave is whole (decode_wave.cc): step k > 0
 // feeds the tokens of step k - 1, which the last stage sends the first one
-// over the data plane. Owned and driven by the stage actor's thread, which
+// over the data plane; on a stage that holds the whole model on one GPU
+// the tokens stay on the device (decode_wave_fed.cc). Owned and driven by the stage actor's thread, which
 // also owns the UCX worker it uses.
 #pragma once
 
@@ -88,6 +89,10 @@ class MicrobatchRunner {
   void TakeIntoWave(const v1::MicrobatchDescriptor& d, const Answer& answer);
   void RunWave(const Answer& answer);
   absl::Status CheckWaveMember(const v1::MicrobatchDescriptor& d) const;
+  // decode_wave_fed.cc: PP 1 on one GPU, each step's tokens fed on the
+  // device and answered while the next step runs.
+  bool CanFeedWave(const std::vector<v1::MicrobatchDescriptor>& wave, uint32_t steps) const;
+  void RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& wave, uint32_t steps, const Answer& answer);
   // The first stage: the tokens step `step` of `d` feeds, from the last stage.
   absl::StatusOr<std::vector<int32_t>> ReceiveTokens(const v1::MicrobatchDescriptor& d, uint32_t step);
   // The last stage: sends the first the tokens step `step` of `d` feeds.

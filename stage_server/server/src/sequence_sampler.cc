@@ -37,8 +37,8 @@ bool SequenceSampler::NeedsAllLogits(const v1::MicrobatchDescriptor& d) {
   return false;
 }
 
-int32_t SequenceSampler::StepOf(const v1::SequenceEntry& entry) {
-  const uint64_t end = entry.position_start() + static_cast<uint64_t>(entry.token_ids_size());
+int32_t SequenceSampler::StepOf(const v1::SequenceEntry& entry, uint32_t ahead) {
+  const uint64_t end = entry.position_start() + ahead + static_cast<uint64_t>(entry.token_ids_size());
   if (entry.is_prefill()) {
     prompt_end_[entry.sequence_id()] = end;
     return 0;
@@ -90,10 +90,10 @@ absl::StatusOr<std::vector<v1::SequenceResult>> SequenceSampler::Sample(const v1
   return results;
 }
 
-std::vector<runtime::TokenChoice> SequenceSampler::Choices(const v1::MicrobatchDescriptor& d) {
+std::vector<runtime::TokenChoice> SequenceSampler::Choices(const v1::MicrobatchDescriptor& d, uint32_t ahead) {
   std::vector<runtime::TokenChoice> choices;
   for (const v1::SequenceEntry& s : d.sequences()) {
-    choices.push_back(runtime::TokenChoice{ToKernelParams(s.sampling()), StepOf(s)});
+    choices.push_back(runtime::TokenChoice{ToKernelParams(s.sampling()), StepOf(s, ahead)});
   }
   return choices;
 }

@@ -32,15 +32,18 @@ class SequenceSampler {
   // chooses tokens where the logits are (runtime::ChooseTokens); then
   // Results turns the chosen tokens into the answer. Call one of Choices
   // and Sample once per descriptor: each counts the sequences' steps.
-  std::vector<runtime::TokenChoice> Choices(const v1::MicrobatchDescriptor& d);
+  // `ahead`: the choices of decode step `ahead` of a multi-step descriptor
+  // (each sequence `ahead` positions on), without rewriting `d`.
+  std::vector<runtime::TokenChoice> Choices(const v1::MicrobatchDescriptor& d, uint32_t ahead = 0);
   static std::vector<v1::SequenceResult> Results(const v1::MicrobatchDescriptor& d, const std::vector<int32_t>& tokens);
 
   // Forgets a finished sequence.
   void Forget(uint64_t sequence) { prompt_end_.erase(sequence); }
 
  private:
-  // The generation step of the token that follows `entry`.
-  int32_t StepOf(const v1::SequenceEntry& entry);
+  // The generation step of the token that follows `entry` (`ahead`
+  // positions further on).
+  int32_t StepOf(const v1::SequenceEntry& entry, uint32_t ahead = 0);
 
   std::map<uint64_t, uint64_t> prompt_end_;  // sequence -> tokens in its prompt
 };

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "seam/core/device.h"
 
 namespace seam {
@@ -74,5 +75,30 @@ class PinnedBuffer {
 // `stream` and asynchronous: the source must stay untouched until the stream
 // has passed the copy.
 absl::Status UploadAsync(void* dst, Device device, const void* pinned_src, size_t bytes, const CudaStream& stream);
+// Copies `bytes` from `src` on `device` into pinned host memory, ordered on
+// `stream` and asynchronous: read the destination only once an event
+// recorded after the copy has completed.
+absl::Status DownloadAsync(void* pinned_dst, const void* src, Device device, size_t bytes, const CudaStream& stream);
+
+// A point in a stream's work (timing off): recorded from any thread, waited
+// for from any thread. Without the CUDA path Create fails.
+class CudaEvent {
+ public:
+  static absl::StatusOr<CudaEvent> Create(Device device);
+  CudaEvent() = default;
+  CudaEvent(CudaEvent&& o) noexcept;
+  CudaEvent& operator=(CudaEvent&& o) noexcept;
+  ~CudaEvent();
+
+  // Marks the work issued on `stream` so far.
+  absl::Status Record(const CudaStream& stream);
+  // Waits until the marked work is done (at once when never recorded);
+  // DEADLINE_EXCEEDED once `deadline` passes first. Polls, yielding the CPU.
+  absl::Status Wait(absl::Time deadline) const;
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t
+  Device device_;
+};
 
 }  // namespace seam

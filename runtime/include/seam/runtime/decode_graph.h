@@ -9,8 +9,9 @@
 // with a zero handoff row; its outputs are dropped. Block tables are
 // `max_context / block_size` wide (rounded up). The inputs (token ids,
 // positions, slots, query starts, context lengths, block tables) are staged
-// in one pinned host buffer and uploaded with one copy into fixed device
-// buffers the graph reads; a non-first piece's handoff is copied into fixed
+// in a pinned host buffer (two, used in turn, so that the next step's inputs
+// are written while this one's upload may still be queued) and uploaded with
+// one copy into fixed device buffers the graph reads; a non-first piece's handoff is copied into fixed
 // device buffers; the logits (last piece) or the handoff (other pieces) land
 // in fixed device buffers. The cache bookkeeping (reserving blocks) stays on
 // the host, as in an eager step.
@@ -98,9 +99,14 @@ class DecodeGraph {
   // cache is full, OUT_OF_RANGE past max_context, before anything is
   // reserved). `in`: a non-first piece's handoff on this rank's real rows, in
   // the state the graph was captured for (host or device; required there,
-  // ignored on the first piece). Asynchronous: synchronise the groups (or
-  // the stream) before reading the outputs on the host.
-  absl::StatusOr<DecodeGraphOutput> Replay(const models::StepInput& input, const boundary::PipelineTensors* in);
+  // ignored on the first piece). `fed_ids` (first piece; may be null): i32
+  // [sequences] on this rank's device, the token ids the step feeds in place
+  // of input's (which are then not read), copied on the stream, so that a
+  // step may take the tokens an earlier replay chose without their passing
+  // through the host. Asynchronous: never waits for earlier replays; the
+  // caller synchronises the groups (or the stream) before reading outputs.
+  absl::StatusOr<DecodeGraphOutput> Replay(const models::StepInput& input, const boundary::PipelineTensors* in,
+                                           const Tensor* fed_ids = nullptr);
   // Replay of the whole stack: logits f32 [sequences, vocab] on the device,
   // ordered on stream(): read them there (kernels::ScopedStream), since the
   // stream does not synchronise with the legacy default stream.
@@ -121,7 +127,11 @@ class DecodeGraph {
   CudaStream owned_stream_;
   const CudaStream* stream_ = nullptr;
   CudaGraph graph_;
-  PinnedBuffer staging_;  // i32: ids, positions, slots, query_start, context_lens, tables
+  // i32: ids, positions, slots, query_start, context_lens, tables; the two
+  // in turn, each with the point on the stream after its last upload.
+  PinnedBuffer staging_[2];
+  CudaEvent staged_[2];
+  int next_staging_ = 0;
   Tensor inputs_;         // the device copy of staging_
   Tensor ids_, logits_;
   boundary::PipelineTensors in_, out_;  // fixed handoff buffers (non-first / non-last piece)

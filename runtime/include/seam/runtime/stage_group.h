@@ -109,6 +109,14 @@ struct PieceOutput {
   std::vector<int32_t> tokens;
 };
 
+// A decode step fed on the device (StageGroup::StepFed), by which a later
+// step feeds its chosen tokens and FedTokens reads them.
+struct FedStep {
+  int64_t slot = -1;
+  uint64_t generation = 0;
+  int64_t sequences = 0;
+};
+
 // The TP rank a failed Create or step names (its status carries it), if any.
 std::optional<int> FailedTpRank(const absl::Status& status);
 
@@ -170,6 +178,29 @@ class StageGroup {
   absl::StatusOr<PieceOutput> StepPiece(const std::vector<models::SequenceStep>& sequences, bool all_logits,
                                         const std::vector<boundary::PipelineTensors>& in,
                                         const std::vector<TokenChoice>* choices = nullptr);
+  // Decode steps fed on the device (fed_decode.cc): a whole-model CUDA
+  // group of TP 1 with graph decode runs a decode step as a graph replay
+  // whose tokens are chosen on the device and stay there, so that the next
+  // step of the same sequences takes them as its input without a round trip
+  // through the host, and returns once the step is enqueued: the host's
+  // work for the next step overlaps this one's on the GPU. The tokens equal
+  // StepPiece's with the same choices.
+  // Whether `sequences` can run as a fed step: this group can, each
+  // sequence is placed and has one token, and a graph bucket holds them.
+  bool CanStepFed(const std::vector<models::SequenceStep>& sequences) const;
+  // Enqueues one fed step. `choices`: one per sequence (as StepPiece).
+  // `feed`: null, or an earlier fed step of the same sequences in the same
+  // order whose chosen tokens this step takes instead of sequences[i].tokens
+  // (FAILED_PRECONDITION when it is stale or of other sequences). The
+  // returned step stays readable (FedTokens) and feedable for the next
+  // 63 fed steps. Errors as StepPiece; FAILED_PRECONDITION where
+  // CanStepFed is false.
+  absl::StatusOr<FedStep> StepFed(const std::vector<models::SequenceStep>& sequences,
+                                  const std::vector<TokenChoice>& choices, const FedStep* feed);
+  // The tokens `step` chose (input order), once they have reached the host:
+  // waits for the step, up to the group's comm_timeout (DEADLINE_EXCEEDED).
+  absl::StatusOr<std::vector<int32_t>> FedTokens(const FedStep& step);
+
   // Returns a sequence's blocks on its DP group; NOT_FOUND for an unknown one.
   absl::Status Free(uint64_t sequence);
 
