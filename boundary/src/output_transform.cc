@@ -10,6 +10,8 @@ class Transformed final : public ResidualUpdate {
  public:
   Transformed(std::shared_ptr<const ResidualUpdate> update, std::shared_ptr<const OutputTransform> transform)
       : update_(std::move(update)), transform_(std::move(transform)) {}
+  const std::shared_ptr<const ResidualUpdate>& update() const { return update_; }
+  const std::shared_ptr<const OutputTransform>& transform() const { return transform_; }
   UpdateCaps caps() const override { return UpdateCaps{/*plain_add=*/false, update_->caps().applied_at_exit}; }
   std::string name() const override { return absl::StrCat(transform_->name(), "+", update_->name()); }
   absl::Status Apply(const Tensor& contribution, const Tensor& residual) const override {
@@ -30,6 +32,11 @@ std::shared_ptr<const ResidualUpdate> TransformedUpdate(std::shared_ptr<const Re
                                                         std::shared_ptr<const OutputTransform> transform) {
   SEAM_CHECK_MSG(update != nullptr && transform != nullptr, "TransformedUpdate needs an update and a transform");
   return std::make_shared<Transformed>(std::move(update), std::move(transform));
+}
+
+TransformParts UnwrapTransform(const std::shared_ptr<const ResidualUpdate>& update) {
+  if (const auto* t = dynamic_cast<const Transformed*>(update.get())) return {t->transform(), t->update()};
+  return {nullptr, update};
 }
 
 }  // namespace seam::boundary

@@ -7,6 +7,7 @@
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "stream_access.h"
+#include "stream_export.h"
 
 namespace seam::boundary {
 namespace {
@@ -17,7 +18,8 @@ Tensor MySlice(const Tensor& t, RowForm form, const BatchRows& rows) {
   return t.Rows(rows.my_slice_begin(), rows.my_slice_rows()).Clone();
 }
 
-// Gathers a slice tensor back onto this DP group's rows over attention TP.
+}  // namespace
+
 absl::StatusOr<Tensor> GatherSlices(ForwardBatch& batch, const Tensor& slice) {
   PathWork w;
   w.x = slice;
@@ -29,8 +31,6 @@ absl::StatusOr<Tensor> GatherSlices(ForwardBatch& batch, const Tensor& slice) {
   return w.x;
 }
 
-}  // namespace
-
 StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant variant, ReductionPolicy policy) {
   // A plain add crosses pending: the receiver's first entry then performs
   // the same add + norm as an unsplit stack would (a stream the producer's
@@ -41,7 +41,7 @@ StreamState PipelineHandoffState(const StageDeclaration& producer, BatchVariant 
   return caps.plain_add && !caps.applied_at_exit ? StreamState::kPending : StreamState::kWritten;
 }
 
-absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) {
+absl::StatusOr<PipelineTensors> ExportStream(const Hidden& hidden, ForwardBatch& batch) {
   SEAM_ASSIGN_OR_RETURN(ResidualStream * stream, AcceptValue(batch, hidden));
   if (stream->state() == StreamState::kInitial) {
     return absl::FailedPreconditionError("to_pp before any stage ran: hand over the stream after a stage");
@@ -57,20 +57,28 @@ absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) 
     SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
   }
   PipelineTensors out;
-  out.rows = RowForm::kAttnTpSlice;
+  out.rows = work.r_form;
   out.state = declared;
   if (declared == StreamState::kWritten) {
     // The producer's update (a plain add, or e.g. MHC's post mix) on the completed contribution.
     if (stream->pending() != nullptr) SEAM_RETURN_IF_ERROR(update->Apply(work.c, work.r));
-    out.hidden = MySlice(work.r, work.r_form, batch.rows);
+    out.hidden = work.r;
   } else {
     if (stream->pending() == nullptr) {  // the model wrote the stream itself: nothing left to add
       work.c = Tensor::Zeros(work.r.shape(), work.r.dtype(), work.r.device());
     }
-    out.hidden = MySlice(work.c, work.r_form, batch.rows);
-    out.residual = MySlice(work.r, work.r_form, batch.rows);
+    out.hidden = work.c;
+    out.residual = work.r;
   }
   batch.stream.reset();
+  return out;
+}
+
+absl::StatusOr<PipelineTensors> ToPp(const Hidden& hidden, ForwardBatch& batch) {
+  SEAM_ASSIGN_OR_RETURN(PipelineTensors out, ExportStream(hidden, batch));
+  out.hidden = MySlice(out.hidden, out.rows, batch.rows);
+  if (out.residual.defined()) out.residual = MySlice(out.residual, out.rows, batch.rows);
+  out.rows = RowForm::kAttnTpSlice;
   return out;
 }
 
@@ -132,6 +140,14 @@ absl::StatusOr<Hidden> FromPp(const PipelineTensors& in, ForwardBatch& batch, co
       }
     }
     form = RowForm::kDpRows;
+  }
+  // DP rows (a two-batch split's part) where the first stage keeps the
+  // residual on slices: this rank keeps its slice (a local narrow).
+  if (form == RowForm::kDpRows && !entry_on(form) && entry_on(RowForm::kAttnTpSlice)) {
+    const int64_t begin = batch.rows.my_slice_begin(), count = batch.rows.my_slice_rows();
+    hidden_t = hidden_t.Rows(begin, count).Clone();
+    if (residual_t.defined()) residual_t = residual_t.Rows(begin, count).Clone();
+    form = RowForm::kAttnTpSlice;
   }
   if (!entry_on(form)) {
     return absl::FailedPreconditionError(absl::StrCat("a ", StreamStateName(declared), " handoff on ",

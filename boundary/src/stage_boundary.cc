@@ -3,11 +3,23 @@
 #include "absl/strings/str_cat.h"
 #include "path_executor.h"
 #include "seam/boundary/deferred_finalize.h"
+#include "seam/boundary/output_transform.h"
 #include "seam/boundary/boundary_errors.h"
 #include "seam/core/status.h"
 #include "stream_access.h"
 
 namespace seam::boundary {
+namespace {
+
+// An FFN of an operation-scheduled microbatch completes with CompleteNow.
+absl::Status RefuseOperationScheduled(const StageDeclaration& d, const ForwardBatch& batch, const char* call) {
+  if (!batch.operation_scheduled || d.kind != StageKind::kFfn) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      call, " on the FFN of an operation-scheduled microbatch (two-batch overlap): its sum completes with ",
+      "CompleteNow, never deferred or handed on (", d.place.source, ")"));
+}
+
+}  // namespace
 
 StageBoundary::StageBoundary(StageDeclaration declaration, const NormParams* norm, StageOptions options,
                              std::shared_ptr<const ResidualReadout> read)
@@ -132,6 +144,7 @@ absl::StatusOr<Hidden> StageBoundary::RunExit(const ExitOption& option, const Te
 
 absl::StatusOr<Hidden> StageBoundary::Finish(const Tensor& output, ForwardBatch& batch) {
   if (batch.stream == nullptr) return errors::StreamNotStarted();
+  SEAM_RETURN_IF_ERROR(RefuseOperationScheduled(declaration_, batch, "Finish()"));
   if (has_fusions() && declaration_.kind == StageKind::kFfn) return errors::FinishWithFusions();
   SEAM_ASSIGN_OR_RETURN(const ExitOption* option, ChooseExit(batch));
   return RunExit(*option, output, batch);
@@ -142,6 +155,7 @@ absl::StatusOr<std::unique_ptr<ExitScope>> StageBoundary::Exit(ForwardBatch& bat
   if (declaration_.kind != StageKind::kFfn) {
     return absl::FailedPreconditionError("Exit() is for ffn stages; an attention stage finishes with Finish()");
   }
+  SEAM_RETURN_IF_ERROR(RefuseOperationScheduled(declaration_, batch, "Exit()"));
   SEAM_ASSIGN_OR_RETURN(const ExitOption* option, ChooseExit(batch));
   // The handoff option exists only at a terminal MoE; the provider decides per batch.
   const ExitOption* handoff = nullptr;
@@ -159,19 +173,42 @@ absl::StatusOr<Hidden> StageBoundary::CompleteNow(const Tensor& output, ForwardB
   if (batch.stream == nullptr) return errors::StreamNotStarted();
   SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
   const RowForm r = batch.stream->residual_form();
+  const ExitOption* complete = nullptr;
   for (const ExitOption& o : vp->exit.options) {
-    if (o.residual == r && o.choice == ExitChoice::kCompleteAllReduce) return RunExit(o, output, batch);
+    if (o.residual == r && o.choice == ExitChoice::kCompleteAllReduce) complete = &o;
   }
-  return absl::InternalError("no completing exit option");
+  if (complete == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CompleteNow: ", declaration_.ToString(), " has no exit that completes its sum now (an always-partial ",
+        "attention leaves it to the next input; use Finish()) at ", declaration_.place.source));
+  }
+  // The completing exit: the sum over the stage's group, then the rows back
+  // to the residual's (under attention DP a local narrow of this DP group's
+  // rows); an update applied at the exit is applied there, transform included.
+  SEAM_ASSIGN_OR_RETURN(Hidden h, RunExit(*complete, output, batch));
+  ResidualStream* stream = batch.stream.get();
+  Contribution* pending = stream->pending();
+  if (pending == nullptr) return h;  // written at the exit
+  const TransformParts parts = UnwrapTransform(pending->update);
+  if (parts.transform == nullptr) return h;
+  // The output transform now, on the completed output; the plain update stays pending.
+  Tensor transformed = pending->value.Clone();
+  SEAM_RETURN_IF_ERROR(parts.transform->Apply(transformed));
+  stream->Record(Contribution{transformed, pending->rows, SumGroup::kNone, parts.update});
+  return stream->Issue(transformed, false);
 }
 
 ExitScope::ExitScope(StageBoundary* boundary, ForwardBatch* batch, const ExitOption* option, bool defer)
     : boundary_(boundary), batch_(batch), option_(option), defer_moe_finalize_(defer),
       previous_flag_(batch->defer_moe_finalize) {
   batch_->defer_moe_finalize = defer;
+  ++batch_->open_exit_scopes;
 }
 
-ExitScope::~ExitScope() { batch_->defer_moe_finalize = previous_flag_; }
+ExitScope::~ExitScope() {
+  batch_->defer_moe_finalize = previous_flag_;
+  --batch_->open_exit_scopes;
+}
 
 absl::StatusOr<Hidden> ExitScope::FinishDeferred(std::shared_ptr<const DeferredFinalize> handoff) {
   if (finished_) return absl::FailedPreconditionError("exit scope already finished; Finish() runs once");

@@ -332,75 +332,80 @@ absl::StatusOr<Tensor> SyntheticStack::ForwardFromPp(ForwardBatch& batch, const 
 absl::StatusOr<Hidden> SyntheticStack::RunLayers(ForwardBatch& batch, Hidden h) const {
   for (const Layer& layer : layers_) {
     for (const Stage& st : layer.stages) {
-      const bool ffn = IsFfn(st.kind);
-      const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
-      PrepareCapture capture;
-      if (capture_ && !ffn) capture = PrepareCapture{captured_.capture(), gathered_.capture()};
-      SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch, capture));
-      if (st.kind == 'N') {
-        SEAM_ASSIGN_OR_RETURN(x, GatherOwnInput(x, batch));
-      }
-      Tensor out = Compute(x, st.w_in, shard, st.w_out, ffn, exact_);
-      if (st.kind == 'C') {  // compute completes its own sum over TP
-        SEAM_RETURN_IF_ERROR(batch.comms.tp->AllReduce(out));
-      }
-      if (st.kind == 'E') {
-        const Tensor experts = ExpertOutputs(out);
-        if (!st.boundary->has_fusions()) {
-          SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Finalize(experts), batch));
-          continue;
-        }
-        SEAM_ASSIGN_OR_RETURN(auto scope, st.boundary->Exit(batch));
-        if (scope->defer_moe_finalize()) {
-          SEAM_ASSIGN_OR_RETURN(h, scope->FinishDeferred(Handoff(experts)));
-        } else {
-          SEAM_ASSIGN_OR_RETURN(h, scope->Finish(Finalize(experts)));
-        }
-        continue;
-      }
-      if (st.kind == 'L') {
-        // The LoRA-like part: every rank computes it in full from the input it holds alike.
-        std::vector<float> lora = x.ToFloats();
-        for (float& v : lora) v = ToGrid(v) / 4;
-        SEAM_ASSIGN_OR_RETURN(out, AddReplicatedOnSumRankZero(out, Tensor::FromFloats(lora, out.shape()), *st.boundary,
-                                                              batch));
-        if (st.boundary->has_fusions()) {
-          SEAM_ASSIGN_OR_RETURN(auto scope, st.boundary->Exit(batch));
-          SEAM_ASSIGN_OR_RETURN(h, scope->Finish(out));
-        } else {
-          SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(out, batch));
-        }
-        continue;
-      }
-      if (st.kind == 'B') {
-        SEAM_ASSIGN_OR_RETURN(BranchFork fork, BranchInput(*st.branch[0].boundary, x, batch));
-        Tensor bx = fork.input;
-        Hidden bh;
-        for (size_t j = 0; j < st.branch.size(); ++j) {
-          const Stage& b = st.branch[j];
-          if (j > 0) {
-            SEAM_ASSIGN_OR_RETURN(bx, b.boundary->Prepare(bh, fork.batch));
-          }
-          const bool bffn = IsFfn(b.kind);
-          const int64_t bshard = bffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
-          SEAM_ASSIGN_OR_RETURN(bh, b.boundary->Finish(Compute(bx, b.w_in, bshard, b.w_out, bffn, exact_), fork.batch));
-        }
-        SEAM_ASSIGN_OR_RETURN(BranchResult merged, BranchOutput(bh, fork.batch));
-        SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Finalize(ExpertOutputs(out)), batch));
-        SEAM_ASSIGN_OR_RETURN(h, MergeBranch(h, batch, merged));
-        continue;
-      }
-      if (st.kind == 'T') {
-        SEAM_ASSIGN_OR_RETURN(h, st.boundary->CompleteNow(out, batch));
-        if (h.owes_sum() || batch.stream->pending()->owed != SumGroup::kNone) {
-          return absl::InternalError("CompleteNow left a sum owed");
-        }
-        continue;
-      }
-      SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(out, batch));
+      SEAM_ASSIGN_OR_RETURN(h, RunStage(st, batch, h));
     }
   }
   return h;
+}
+
+absl::StatusOr<Hidden> SyntheticStack::RunStage(const Stage& st, ForwardBatch& batch, Hidden h) const {
+  // An operation-scheduled microbatch (two-batch overlap) completes every FFN now.
+  const bool scheduled = batch.operation_scheduled && IsFfn(st.kind);
+  const bool ffn = IsFfn(st.kind);
+  const int64_t shard = ffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
+  PrepareCapture capture;
+  if (capture_ && !ffn) capture = PrepareCapture{captured_.capture(), gathered_.capture()};
+  SEAM_ASSIGN_OR_RETURN(Tensor x, st.boundary->Prepare(h, batch, capture));
+  if (st.kind == 'N') {
+    SEAM_ASSIGN_OR_RETURN(x, GatherOwnInput(x, batch));
+  }
+  Tensor out = Compute(x, st.w_in, shard, st.w_out, ffn, exact_);
+  if (st.kind == 'C') {  // compute completes its own sum over TP
+    SEAM_RETURN_IF_ERROR(batch.comms.tp->AllReduce(out));
+  }
+  if (st.kind == 'B' && scheduled) {
+    return absl::UnimplementedError("a prepared branch is not run operation-scheduled");
+  }
+  if (st.kind == 'E') {
+    const Tensor experts = ExpertOutputs(out);
+    if (scheduled) return st.boundary->CompleteNow(Finalize(experts), batch);
+    if (!st.boundary->has_fusions()) {
+      return st.boundary->Finish(Finalize(experts), batch);
+    }
+    SEAM_ASSIGN_OR_RETURN(auto scope, st.boundary->Exit(batch));
+    if (scope->defer_moe_finalize()) {
+      return scope->FinishDeferred(Handoff(experts));
+    }
+    return scope->Finish(Finalize(experts));
+  }
+  if (st.kind == 'L') {
+    // The LoRA-like part: every rank computes it in full from the input it holds alike.
+    std::vector<float> lora = x.ToFloats();
+    for (float& v : lora) v = ToGrid(v) / 4;
+    SEAM_ASSIGN_OR_RETURN(out, AddReplicatedOnSumRankZero(out, Tensor::FromFloats(lora, out.shape()), *st.boundary,
+                                                          batch));
+    if (scheduled) return st.boundary->CompleteNow(out, batch);
+    if (st.boundary->has_fusions()) {
+      SEAM_ASSIGN_OR_RETURN(auto scope, st.boundary->Exit(batch));
+      return scope->Finish(out);
+    }
+    return st.boundary->Finish(out, batch);
+  }
+  if (st.kind == 'B') {
+    SEAM_ASSIGN_OR_RETURN(BranchFork fork, BranchInput(*st.branch[0].boundary, x, batch));
+    Tensor bx = fork.input;
+    Hidden bh;
+    for (size_t j = 0; j < st.branch.size(); ++j) {
+      const Stage& b = st.branch[j];
+      if (j > 0) {
+        SEAM_ASSIGN_OR_RETURN(bx, b.boundary->Prepare(bh, fork.batch));
+      }
+      const bool bffn = IsFfn(b.kind);
+      const int64_t bshard = bffn ? kFfnInner / topology_.tp : kAttnInner / topology_.attn_tp();
+      SEAM_ASSIGN_OR_RETURN(bh, b.boundary->Finish(Compute(bx, b.w_in, bshard, b.w_out, bffn, exact_), fork.batch));
+    }
+    SEAM_ASSIGN_OR_RETURN(BranchResult merged, BranchOutput(bh, fork.batch));
+    SEAM_ASSIGN_OR_RETURN(h, st.boundary->Finish(Finalize(ExpertOutputs(out)), batch));
+    return MergeBranch(h, batch, merged);
+  }
+  if (st.kind == 'T' || scheduled) {
+    SEAM_ASSIGN_OR_RETURN(h, st.boundary->CompleteNow(out, batch));
+    if (h.owes_sum() || (batch.stream->pending() != nullptr && batch.stream->pending()->owed != SumGroup::kNone)) {
+      return absl::InternalError("CompleteNow left a sum owed");
+    }
+    return h;
+  }
+  return st.boundary->Finish(out, batch);
 }
 
 Tensor StackInput(uint64_t seed, int64_t rows) {

@@ -18,10 +18,12 @@
 #include "seam/boundary/fusion.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/mhc.h"
+#include "seam/boundary/operation_schedule.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/stage_boundary.h"
 #include "seam/boundary/stream_ops.h"
+#include "seam/boundary/two_batch.h"
 
 namespace seam::boundary::testing {
 
@@ -116,6 +118,23 @@ class SyntheticStack {
     std::vector<Stage> stages;
   };
   const std::vector<Layer>& layers() const { return layers_; }
+  // One stage: prepare → compute → finish (an FFN of an operation-scheduled
+  // batch: CompleteNow) on `h`, the batch's latest value.
+  absl::StatusOr<Hidden> RunStage(const Stage& stage, ForwardBatch& batch, Hidden h) const;
+
+  // Two-batch overlap of the forward: the stream starts on the whole batch,
+  // the first `split_after` stages run on it, then it splits into two
+  // operation-scheduled microbatches (a_dp_rows) that run one operation per
+  // remaining stage, plus the final norm, interleaved as `order` says; the
+  // two final-norm outputs are merged (merge_streams: the streams are merged
+  // before the final norm instead, which then runs on the whole batch).
+  struct TwoBatchRun {
+    std::vector<int64_t> a_dp_rows;
+    TboOrder order = TboOrder::kAlternate;
+    int split_after = 0;
+    bool merge_streams = false;
+  };
+  absl::StatusOr<Tensor> ForwardTwoBatch(ForwardBatch& batch, const Tensor& input, const TwoBatchRun& run) const;
   const NormParams& final_norm() const { return final_norm_; }
   // Captures of the last forward (capture = true): prepare, prepare gathered, final norm.
   const AuxCollector& captured() const { return captured_; }

@@ -87,6 +87,11 @@ struct ForwardBatch {
   bool rsv_usable = true;
   // Published by an open FFN exit scope: compute may hand its MoE finalize on.
   bool defer_moe_finalize = false;
+  // A microbatch of a two-batch overlap run operation by operation
+  // (two_batch.h): its FFNs complete with CompleteNow only.
+  bool operation_scheduled = false;
+  // Exit scopes open on this batch; a two-batch yield point requires none.
+  int open_exit_scopes = 0;
   // The communicators of this rank's groups (set by whoever owns the batch).
   StageComms comms;
   // The plan of the stage that finished last (for the final read).

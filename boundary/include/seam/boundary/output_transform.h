@@ -32,4 +32,13 @@ class OutputTransform {
 std::shared_ptr<const ResidualUpdate> TransformedUpdate(std::shared_ptr<const ResidualUpdate> update,
                                                         std::shared_ptr<const OutputTransform> transform);
 
+// The parts of an update TransformedUpdate made: its transform and the
+// update it wraps; {nullptr, `update`} for any other update. CompleteNow uses
+// it to apply the transform to the completed output.
+struct TransformParts {
+  std::shared_ptr<const OutputTransform> transform;
+  std::shared_ptr<const ResidualUpdate> update;
+};
+TransformParts UnwrapTransform(const std::shared_ptr<const ResidualUpdate>& update);
+
 }  // namespace seam::boundary

@@ -54,7 +54,10 @@ absl::Status CheckPipelineTensors(const PipelineTensors& in, const BatchRows& ro
 // in the state its producer's declaration names. INVALID_ARGUMENT when rows,
 // widths or the tensors that state needs do not fit; FAILED_PRECONDITION when
 // `first` has no producer (it starts the stack) or is unbound. May run an
-// attention-TP gather (every rank of the group must call it).
+// attention-TP gather (every rank of the group must call it). Tensors on the
+// DP rows (a two-batch split's parts, two_batch.h) are taken as they are, or
+// narrowed to this rank's slice where the first stage keeps the residual on
+// slices. This is the design's from_handoff.
 absl::StatusOr<Hidden> FromPp(const PipelineTensors& in, ForwardBatch& batch, const StageBoundary& first);
 
 // The sender's slices (one per TP rank of `from`, in rank order) routed to

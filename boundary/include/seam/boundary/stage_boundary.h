@@ -38,12 +38,21 @@ class StageBoundary {
   // with `capture`, also hands the captures capture.h describes (attention only).
   absl::StatusOr<Tensor> Prepare(const Hidden& hidden, ForwardBatch& batch, const PrepareCapture& capture = {});
   // Registers or completes the sum `output` owes; returns the value for the next call.
+  // An FFN of an operation-scheduled batch refuses it (and Exit): FAILED_PRECONDITION.
   absl::StatusOr<Hidden> Finish(const Tensor& output, ForwardBatch& batch);
   // FFN with fusions: opens the exit before compute (the decision is made once
   // and published to compute), finished by the scope's Finish().
   absl::StatusOr<std::unique_ptr<ExitScope>> Exit(ForwardBatch& batch);
-  // Operation-scheduled path: completes the sum now, returns the output on the
-  // layer's exit rows with only the residual update pending.
+  // The operation-scheduled path (two-batch overlap): the stage's compute ran
+  // without an exit scope and returns its partial output; this completes the
+  // sum it owes now (never deferred, never left to the next input, never a
+  // finalize handoff), applies its output transform (output_transform.h),
+  // moves it back to the layer's exit rows (the residual's: under attention
+  // DP a plain scatter, a local narrow of this DP group's rows) and leaves
+  // nothing owed: only the plain residual update pending, or the stream
+  // written where the update is applied at the exit. Allowed in any batch.
+  // FAILED_PRECONDITION for a stage with no completing exit (an
+  // always-partial attention).
   absl::StatusOr<Hidden> CompleteNow(const Tensor& output, ForwardBatch& batch);
 
   // Called by the layer stack.
