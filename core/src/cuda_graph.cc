@@ -156,6 +156,17 @@ absl::Status CudaEvent::Wait(absl::Time deadline) const {
   }
 }
 
+absl::Status StreamWaitStream(void* waiter, void* waited) {
+  if (waiter == waited) return absl::OkStatus();
+  cudaEvent_t event = nullptr;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(event, static_cast<cudaStream_t>(waited));
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), event, 0);
+  cudaEventDestroy(event);  // released once the wait has passed it
+  SEAM_CUDA_RETURN_IF_ERROR(e);
+  return absl::OkStatus();
+}
+
 #else  // !SEAM_HAVE_CUDA
 
 namespace {
@@ -180,6 +191,7 @@ absl::StatusOr<CudaEvent> CudaEvent::Create(Device) { return NoCuda("CudaEvent")
 CudaEvent::~CudaEvent() = default;
 absl::Status CudaEvent::Record(const CudaStream&) { return NoCuda("CudaEvent"); }
 absl::Status CudaEvent::Wait(absl::Time) const { return absl::OkStatus(); }
+absl::Status StreamWaitStream(void*, void*) { return NoCuda("StreamWaitStream"); }
 
 #endif
 

@@ -27,6 +27,8 @@ absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
 
 // matmul.cu (cuBLAS)
 absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
+// kernels::UseOwnMatmulWorkspace (stream.h).
+absl::Status UseOwnMatmulWorkspace(void* stream);
 
 // kv_cache_write.cu, attention.cu (which picks decode_attention*.cu or prefill_attention*.cu)
 absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,

@@ -7,7 +7,8 @@
 // - Compute type CUBLAS_COMPUTE_32F (fp32 accumulation, no TF32 for f32
 //   inputs, so f32 results match the full-fp32 CPU reference), scale fp32.
 // - One cuBLASLt handle per (thread, device), created on first use together
-//   with a fixed 32 MiB workspace. The first call on a thread/device therefore
+//   with a fixed 32 MiB workspace (streams that run matmuls at the same time
+//   as another stream of the thread get their own: UseOwnMatmulWorkspace). The first call on a thread/device therefore
 //   allocates: run one matmul (warm-up) before capturing a CUDA graph. Later
 //   calls never allocate nor synchronise, so they can be captured.
 // - The descriptors and the heuristic's algorithm are cached per problem
@@ -347,16 +348,21 @@ struct LtState {
   int device = -1;
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
+  // Streams given a workspace of their own (UseOwnMatmulWorkspace).
+  std::unordered_map<void*, void*> stream_workspaces;
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
+  void* WorkspaceFor(void* stream) const {
+    auto it = stream_workspaces.find(stream);
+    return it == stream_workspaces.end() ? workspace : it->second;
+  }
   ~LtState() {
     plans.clear();
     // Errors are ignored: at process exit the CUDA runtime may already be gone.
-    if (workspace) {
-      int previous = -1;
-      if (cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
-        cudaFree(workspace);
-        cudaSetDevice(previous);
-      }
+    int previous = -1;
+    if (cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
+      if (workspace) cudaFree(workspace);
+      for (auto& [stream, w] : stream_workspaces) cudaFree(w);
+      cudaSetDevice(previous);
     }
     if (handle) cublasLtDestroy(handle);
   }
@@ -435,6 +441,17 @@ absl::StatusOr<Plan*> PlanFor(LtState& state, const PlanKey& key, DType x_dtype,
 
 }  // namespace
 
+absl::Status UseOwnMatmulWorkspace(void* stream) {
+  int device = 0;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  SEAM_ASSIGN_OR_RETURN(LtState * state, StateFor(device));
+  if (state->stream_workspaces.count(stream) != 0) return absl::OkStatus();
+  void* w = nullptr;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMalloc(&w, kWorkspaceBytes));
+  state->stream_workspaces.emplace(stream, w);
+  return absl::OkStatus();
+}
+
 absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (m == 0 || n == 0) return absl::OkStatus();
@@ -472,7 +489,7 @@ absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   const float alpha = 1.0f, beta = 0.0f;
   SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(state->handle, plan->desc, &alpha, w.raw_data(), plan->a, x.raw_data(),
                                              plan->b, &beta, out.raw_data(), plan->d, out.raw_data(), plan->d,
-                                             &plan->algo, state->workspace, kWorkspaceBytes, stream));
+                                             &plan->algo, state->WorkspaceFor(stream), kWorkspaceBytes, stream));
   return absl::OkStatus();
 }
 

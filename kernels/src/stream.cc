@@ -3,10 +3,21 @@
 #include "seam/kernels/stream.h"
 
 #include "seam/core/device_memory.h"
+#ifdef SEAM_KERNELS_CUDA_LAUNCHERS
+#include "cuda/cuda_ops.h"
+#endif
 
 namespace seam::kernels {
 
 StreamHandle CurrentStream() { return CurrentCudaStream(); }
 void SetCurrentStream(StreamHandle stream) { SetCurrentCudaStream(stream); }
+
+absl::Status UseOwnMatmulWorkspace(StreamHandle stream) {
+#ifdef SEAM_KERNELS_CUDA_LAUNCHERS
+  return cuda::UseOwnMatmulWorkspace(stream);
+#else
+  return absl::OkStatus();
+#endif
+}
 
 }  // namespace seam::kernels

@@ -11,35 +11,12 @@
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "src/qwen3_layers.h"
+#include "src/qwen3_model_impl.h"
 #include "src/step_inputs.h"
 
 namespace seam::models {
 
 using internal::DecoderLayer;
-
-struct Qwen3Model::Impl {
-  weights::ModelConfig config;
-  ModelOptions options;
-  AttentionShard shard;
-  Tensor embed;    // [V, H]
-  Tensor lm_head;  // [V, H]; the embedding table when tied
-  boundary::NormParams final_norm;
-  // The final norm's fused finalize when the last layer's MoE may hand it on.
-  std::shared_ptr<boundary::FinalizeNormService> finalize_norm;
-  std::vector<std::unique_ptr<DecoderLayer>> layers;
-
-  absl::StatusOr<boundary::Hidden> RunLayer(const DecoderLayer& layer, int64_t cache_layer, boundary::Hidden h,
-                                            boundary::ForwardBatch& batch, const CacheBatch& step,
-                                            KvCache& cache) const;
-  // The device half of a step, with no host synchronisation of its own.
-  // Enter: the embedding of `ids` (first piece) or the handoff `in`.
-  absl::StatusOr<boundary::Hidden> Enter(boundary::ForwardBatch& batch, const Tensor& ids,
-                                         const boundary::PipelineTensors* in) const;
-  // Every layer, then leave: logits of `last_rows` (every row when
-  // undefined) on the last piece, the handoff `out` on the others.
-  absl::StatusOr<Tensor> Run(boundary::Hidden h, boundary::ForwardBatch& batch, const CacheBatch& step,
-                             KvCache& cache, const Tensor& last_rows, boundary::PipelineTensors* out) const;
-};
 
 namespace {
 
@@ -257,6 +234,11 @@ absl::StatusOr<Tensor> Qwen3Model::Impl::Run(boundary::Hidden h, boundary::Forwa
   boundary::FinalNormOptions final_options;
   final_options.finalize_norm = finalize_norm.get();  // a finalize handoff runs fused
   SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, final_norm, final_options));
+  return Logits(normed, last_rows);
+}
+
+absl::StatusOr<Tensor> Qwen3Model::Impl::Logits(const Tensor& normed, const Tensor& last_rows) const {
+  const weights::ModelConfig& c = config;
   // Every rank of a DP group holds the same normed rows: one computes the logits.
   if (options.topology.attn_tp_rank() != 0) return Tensor();
   Tensor chosen = normed;

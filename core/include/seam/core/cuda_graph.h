@@ -101,4 +101,10 @@ class CudaEvent {
   Device device_;
 };
 
+// Work issued on `waiter` (a cudaStream_t; nullptr the legacy stream) from
+// now on waits for everything issued on `waited` so far (an event recorded
+// on one, waited for by the other); the host does not wait. A no-op when both
+// are the same stream. Joins and forks the streams of a two-batch overlap.
+absl::Status StreamWaitStream(void* waiter, void* waited);
+
 }  // namespace seam

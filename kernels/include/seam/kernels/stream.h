@@ -2,6 +2,8 @@
 // sets its stream once (ScopedStream); CPU code never needs it.
 #pragma once
 
+#include "absl/status/status.h"
+
 namespace seam::kernels {
 
 // Opaque cudaStream_t; nullptr is the legacy default stream.
@@ -21,5 +23,14 @@ class ScopedStream {
  private:
   StreamHandle previous_;
 };
+
+// Gives `stream` a matmul workspace of its own on the calling thread's
+// current GPU. By default every stream of a thread shares one cuBLASLt
+// workspace, which is safe only while one matmul runs at a time; a thread
+// that keeps two streams busy at once (the two microbatches of a two-batch
+// overlap) calls this for each first. Allocates once per (thread, device,
+// stream), so call it before any graph capture. OK without effect in a build
+// without CUDA.
+absl::Status UseOwnMatmulWorkspace(StreamHandle stream);
 
 }  // namespace seam::kernels

@@ -13,6 +13,7 @@
 #include "seam/boundary/forward_batch.h"
 #include "seam/boundary/fusion.h"
 #include "seam/boundary/layout.h"
+#include "seam/boundary/operation_schedule.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/core/device.h"
@@ -54,6 +55,26 @@ struct StepInput {
   std::vector<SequenceStep> sequences;
   bool all_logits = false;  // logits of every token, or of each sequence's last token only
 };
+
+// A step run as a two-batch overlap (boundary/two_batch.h): this DP group's
+// sequences split into two microbatches, A (the first a_sequences) and B
+// (the rest), run operation by operation so that one's collectives overlap
+// the other's compute. The split is the caller's decision, the same on every
+// rank: a_dp_rows holds A's token rows in every DP group.
+struct TwoBatchStep {
+  int a_sequences = 0;
+  std::vector<int64_t> a_dp_rows;
+  boundary::TboOrder order = boundary::TboOrder::kAlternate;
+  // Each microbatch's communicators (unset: the batch's) and CUDA stream
+  // (nullptr: the caller's current one). On GPUs give each its own stream and
+  // its own communicators bound to it, so that one's collective runs while
+  // the other computes; the caller's stream waits for both at the end.
+  boundary::StageComms comms[2];
+  void* streams[2] = {nullptr, nullptr};
+};
+// The split of `input` whose two parts' token counts differ least (A gets
+// the first sequences), with one DP group: a_dp_rows = {A's tokens}.
+TwoBatchStep BalancedTwoBatchStep(const StepInput& input);
 
 // KV-head arithmetic of one attention-TP rank.
 struct AttentionShard {

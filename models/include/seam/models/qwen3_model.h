@@ -87,6 +87,23 @@ class Qwen3Model final : public DecoderModel {
                                           const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
                                           const Tensor& last_rows, boundary::PipelineTensors* out) override;
 
+  // The whole stack (first and last piece) as a two-batch overlap
+  // (TwoBatchStep): the step is checked and embedded whole, split into two
+  // operation-scheduled microbatches whose operations are a layer's
+  // attention (prepare → attention → finish) and its FFN (prepare → MLP or
+  // MoE → CompleteNow) and, last, the final norm and lm_head, interleaved as
+  // tbo.order says; returns the logits as Forward does (A's rows, then B's:
+  // the step's order). The MoE never hands its finalize on here. The logits
+  // equal bit for bit those of A and B run one after the other through
+  // Forward (with defer_moe_finalize off): every sum has the same operands in
+  // the same order. Against the unsplit Forward only the matmuls' row counts
+  // differ, which BLAS may block differently (fp32 CPU: within 1e-5 relative,
+  // models_two_batch_test). INVALID_ARGUMENT when the split does not fit the
+  // step; FAILED_PRECONDITION on a pipeline piece, or with CUDA streams and
+  // an input fusion provider (its buffers serve one call at a time).
+  absl::StatusOr<Tensor> ForwardTwoBatch(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
+                                         const TwoBatchStep& tbo);
+
   struct Impl;
 
  private:
