@@ -12,8 +12,11 @@
 //            that compares them with transformers (tools/gpu_oracle.py)
 //   mamba    a Nemotron-H checkpoint: decode steps vs the weight + state bytes
 //            floor, and the prefill scan's traffic vs copy bandwidth (mamba_bench.cc)
+//   tbo      two GPUs: a Qwen3-MoE prefill (2 x 4096 tokens) at TP 2 with and
+//            without two-batch overlap, and the time in collectives without
+//            it (tbo_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo> [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -471,6 +474,7 @@ int main(int argc, char** argv) {
   if (cmd == "profile") return seam::bench::Profile(flags);
   if (cmd == "allreduce-norm") return seam::bench::AllReduceNorm(flags);
   if (cmd == "mamba") return seam::bench::MambaBench(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba> [--flag value]...\n";
+  if (cmd == "tbo") return seam::bench::TboBench(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo> [--flag value]...\n";
   return 2;
 }

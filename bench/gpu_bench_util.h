@@ -151,5 +151,7 @@ inline double Seconds(std::chrono::steady_clock::time_point since) {
 
 // mamba_bench.cc: a Nemotron-H checkpoint's decode and Mamba prefill kernels.
 int MambaBench(const Flags& flags);
+// tbo_bench.cc: two-batch overlap of a Qwen3-MoE prefill at TP 2 against the ordinary forward.
+int TboBench(const Flags& flags);
 
 }  // namespace seam::bench

@@ -19,6 +19,10 @@
 #   pipeline  seam run --device cuda at PP 1, 2 x TP 1, 2 (TP as the GPUs
 #             allow; with fewer GPUs than PP x TP the stages share them),
 #             f32 and bf16, and seam-bench-handoff latency (host vs GPU-staged)
+#   tbo       seam-bench-gpu tbo: a Qwen3-MoE prefill of 2 x 4096 tokens at TP 2
+#             with and without two-batch overlap, and the time in collectives
+#             without it (a 4-layer model of Qwen3-30B-A3B's layer shape, 32
+#             experts); tbo.log (the table) and tbo.json
 # OUT_DIR (default $OUT, else bench/results/<date>-gpu<N>) gets one log per
 # run, summary.txt (one line per run) and tables.md (the README's tables).
 # NCCL_NVLS_ENABLE=0 throughout: no NVLink multicast objects are created.
@@ -145,7 +149,16 @@ if want pipeline; then
   done
 fi
 
-for f in check_table fusion_table pipeline_table handoff_table; do
+if want tbo && multi tbo; then
+  model qwen3_moe_a3b --arch qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 \
+    --intermediate 6144 --moe-intermediate 768 --experts 32 --top-k 8 --vocab 16384 --seed 4
+  $R seam-bench-gpu tbo --checkpoint "$WORK/qwen3_moe_a3b" --tp 2 --dtype bf16 --seqs 2 --len 4096 \
+    --json "$OUT_DIR/tbo.json" > "$OUT_DIR/tbo.log" 2>&1
+  echo "seam-bench-gpu tbo rc=$? $(grep -E '^saved' "$OUT_DIR/tbo.log")" >> "$SUMMARY"
+  { echo '```'; cat "$OUT_DIR/tbo.log"; echo '```'; } > "$OUT_DIR/tbo_table.md"
+fi
+
+for f in check_table fusion_table pipeline_table handoff_table tbo_table; do
   [ -f "$OUT_DIR/$f.md" ] && { echo "## $f"; cat "$OUT_DIR/$f.md"; echo; }
 done > "$TABLES"
 cat "$SUMMARY"
