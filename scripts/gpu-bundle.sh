@@ -45,7 +45,7 @@ done
 # packing all of them passes the 64 MiB a bundle may carry.
 if [ "${BUNDLE_ALL:-0}" != 1 ]; then
   gpu_targets=(cuda_kernels_test comm_test ipc_allreduce_test boundary_ipc_fusion_gpu_test boundary_mhc_gpu_test kernels_test core_test runtime_test
-               models_test golden_test handoff_test
+               models_test models_two_batch_test golden_test handoff_test
                seam seam-stage seam-coordinator seam-bench-gpu seam-bench-handoff)
   # BUNDLE_TARGETS="a b c" packs only those (a bundle that must leave room
   # for the tree beside it in a 64 MiB carry).

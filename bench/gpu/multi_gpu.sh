@@ -19,7 +19,8 @@
 #   pipeline  seam run --device cuda at PP 1, 2 x TP 1, 2 (TP as the GPUs
 #             allow; with fewer GPUs than PP x TP the stages share them),
 #             f32 and bf16, and seam-bench-handoff latency (host vs GPU-staged)
-#   tbo       seam-bench-gpu tbo: a Qwen3-MoE prefill of 2 x 4096 tokens at TP 2
+#   tbo       models_two_batch_test's CUDA case (two streams on one GPU), then
+#             seam-bench-gpu tbo: a Qwen3-MoE prefill of 2 x 4096 tokens at TP 2
 #             with and without two-batch overlap, and the time in collectives
 #             without it (a 4-layer model of Qwen3-30B-A3B's layer shape, 32
 #             experts); tbo.log (the table) and tbo.json
@@ -150,6 +151,8 @@ if want pipeline; then
 fi
 
 if want tbo && multi tbo; then
+  $R models_two_batch_test --gtest_filter='*Cuda*' > "$OUT_DIR/models_two_batch_test_cuda.log" 2>&1
+  echo "models_two_batch_test cuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT_DIR/models_two_batch_test_cuda.log" | tr '\n' ' ')" >> "$SUMMARY"
   model qwen3_moe_a3b --arch qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 \
     --intermediate 6144 --moe-intermediate 768 --experts 32 --top-k 8 --vocab 16384 --seed 4
   $R seam-bench-gpu tbo --checkpoint "$WORK/qwen3_moe_a3b" --tp 2 --dtype bf16 --seqs 2 --len 4096 \

@@ -13,7 +13,10 @@
 #include "seam/boundary/two_batch.h"
 #include "seam/comm/process_groups.h"
 #include "seam/comm/store.h"
+#include "seam/core/cuda_graph.h"
+#include "seam/core/device_memory.h"
 #include "seam/core/status.h"
+#include "seam/kernels/stream.h"
 #include "seam/models/qwen3_model.h"
 #include "seam/testing/temp_dir.h"
 #include "seam/testing/tiny_checkpoint.h"
@@ -167,6 +170,58 @@ TEST(TwoBatchModel, RefusesASplitThatDoesNotFitTheStep) {
   const TwoBatchStep balanced = BalancedTwoBatchStep(input);
   EXPECT_EQ(balanced.a_sequences, 1);
   EXPECT_EQ(balanced.a_dp_rows, std::vector<int64_t>{4});
+}
+
+// On one GPU (TP 1, f32): each microbatch on a CUDA stream of its own, in
+// every order; the logits equal A and B run one by one through Forward bit
+// for bit (the same kernels on the same rows). Skips without a GPU.
+TEST(TwoBatchModelCuda, TwoStreamsEqualTheMicrobatchesOneByOne) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device";
+  auto checkpoint = weights::Checkpoint::Open(testing::TinyCheckpointDir(true));
+  ASSERT_TRUE(checkpoint.ok());
+  const Device gpu = Device::CUDA(0);
+  ASSERT_TRUE(UseDevice(gpu).ok());
+  auto caller = CudaStream::Create(gpu), s0 = CudaStream::Create(gpu), s1 = CudaStream::Create(gpu);
+  ASSERT_TRUE(caller.ok() && s0.ok() && s1.ok());
+  kernels::ScopedStream on(caller->handle());
+  ModelOptions options{*boundary::Topology::Make(1, 1, 0), boundary::ReductionPolicy::kAr, DType::kF32};
+  options.device = gpu;
+  options.defer_moe_finalize = false;
+  auto model = Qwen3Model::Load(**checkpoint, options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const StepInput input{{SequenceStep{1, testing::PromptTokens(3, 19, 128), 0},
+                         SequenceStep{2, testing::PromptTokens(4, 6, 128), 0},
+                         SequenceStep{3, testing::PromptTokens(5, 13, 128), 0}},
+                        true};
+  const TwoBatchStep balanced = BalancedTwoBatchStep(input);
+  StepInput parts[2] = {input, input};
+  parts[0].sequences.resize(balanced.a_sequences);
+  parts[1].sequences.erase(parts[1].sequences.begin(), parts[1].sequences.begin() + balanced.a_sequences);
+  auto cache = (*model)->MakeCache({});
+  ASSERT_TRUE(cache.ok());
+  Tensor each[2];
+  for (int i = 0; i < 2; ++i) {
+    const int64_t rows = i == 0 ? balanced.a_dp_rows[0] : 38 - balanced.a_dp_rows[0];
+    boundary::ForwardBatch part(1 + i, boundary::BatchVariant::kOrdinary, options.topology, {rows});
+    auto logits = (*model)->Forward(part, parts[i], **cache);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    each[i] = *logits->To(Device::CPU());
+    for (const SequenceStep& s : parts[i].sequences) ASSERT_TRUE((*cache)->Free(s.sequence).ok());
+  }
+  const Tensor want = *boundary::MergeRows(each[0], each[1]);
+  for (TboOrder order : {TboOrder::kAlternate, TboOrder::kAlternateBFirst, TboOrder::kStaggered,
+                         TboOrder::kSequential}) {
+    TwoBatchStep tbo = balanced;
+    tbo.order = order;
+    tbo.streams[0] = s0->handle();
+    tbo.streams[1] = s1->handle();
+    boundary::ForwardBatch batch(9, boundary::BatchVariant::kOrdinary, options.topology, {38});
+    auto got = (*model)->ForwardTwoBatch(batch, input, **cache, tbo);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const Tensor host = *got->To(Device::CPU());
+    EXPECT_EQ(host.ToFloats(), want.ToFloats()) << boundary::TboOrderName(order);
+    for (const SequenceStep& s : input.sequences) ASSERT_TRUE((*cache)->Free(s.sequence).ok());
+  }
 }
 
 }  // namespace
