@@ -62,6 +62,12 @@ struct StageGroupOptions {
   // parallel when configured. CUDA-graph decode steps run as captured
   // (ordinary). Every rank and every stage of a pipeline decides alike.
   boundary::VariantChoiceOptions variants;
+  // Context-parallel ranks inside the TP group (without attention DP): the
+  // attention is split over tp / attn_cp ranks and replicated over the CP
+  // ranks; a prefill batch that `variants` runs CONTEXT_PARALLEL (under auto:
+  // from variants.cp_min_rows rows) splits its sequences' tokens over them.
+  // Decode batches run ordinary. 1: no CP ranks.
+  int attn_cp = 1;
   // CUDA: decode steps (one token per sequence) replay CUDA graphs captured
   // per bucket: the step's largest DP group's sequence count rounded up to
   // the next bucket (ascending, positive); every DP group pads to it. Prefill
