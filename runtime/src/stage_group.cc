@@ -259,8 +259,7 @@ int StageGroup::tp() const { return impl_->tp; }
 int StageGroup::attn_dp() const { return impl_->attn_dp; }
 int StageGroup::first_layer() const { return impl_->options.first_layer; }
 int StageGroup::end_layer() const { return impl_->options.end_layer; }
-bool StageGroup::is_first_piece() const { return first_layer() == 0; }
-bool StageGroup::is_last_piece() const { return end_layer() == config().num_hidden_layers; }
+int StageGroup::attn_cp() const { return impl_->options.attn_cp; }
 
 boundary::ReductionPolicy StageGroup::policy() const { return impl_->policy; }
 bool StageGroup::on_gpu() const { return impl_->options.device == Device::Kind::kCUDA; }

@@ -133,8 +133,9 @@ class StageGroup {
   int attn_dp() const;
   int first_layer() const;
   int end_layer() const;         // resolved: never -1
-  bool is_first_piece() const;   // first_layer() == 0
-  bool is_last_piece() const;    // end_layer() == num_hidden_layers
+  int attn_cp() const;           // context-parallel ranks (StageGroupOptions::attn_cp)
+  bool is_first_piece() const { return first_layer() == 0; }
+  bool is_last_piece() const { return end_layer() == config().num_hidden_layers; }
   boundary::ReductionPolicy policy() const;  // resolved for the architecture: never kAuto
   bool on_gpu() const;
   // The DP group a sequence lives on, or -1 when it has none yet.
