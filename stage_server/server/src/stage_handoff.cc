@@ -22,6 +22,8 @@ v1::RowForm ToWire(boundary::RowForm form) {
       return v1::ROW_FORM_ATTN_TP_SLICE;
     case boundary::RowForm::kFfnRows:
       return v1::ROW_FORM_FFN_ROWS;
+    case boundary::RowForm::kCpRows:  // never crosses a pipeline cut (ToPp sends DP-row slices)
+      break;
   }
   return v1::ROW_FORM_UNSPECIFIED;
 }
