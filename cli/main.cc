@@ -115,10 +115,15 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--dtype", check.dtype, "compute and weight dtype of both sides: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  check_cmd->add_option("--cp", check.cp,
+                        "context-parallel ranks of the checked group (without attention DP; attention TP is tp / cp); "
+                        "with --variant auto every prefill runs context-parallel")
+      ->capture_default_str();
   check_cmd->add_option("--variant", check.variant,
-                        "the checked group's batch variants: auto (per batch), sequence-parallel, or ordinary, "
-                        "unpadded, input-scattered for every batch")
-      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "ordinary", "unpadded", "input-scattered"}))
+                        "the checked group's batch variants: auto (per batch), sequence-parallel, context-parallel "
+                        "(every prefill), or ordinary, unpadded, input-scattered for every batch")
+      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "context-parallel", "cp", "ordinary", "unpadded",
+                              "input-scattered"}))
       ->capture_default_str();
   check_cmd->add_option("--allreduce-fusion", check.allreduce_fusion,
                         "CUDA bf16 TP groups: the one-shot IPC all-reduce + add + RMSNorm at stage inputs: off, auto "
@@ -216,10 +221,16 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--reduction-policy", run.policy, "the stages' reduction policy: ar, rs, rsv, rs+rsv or auto")
       ->check(CLI::IsMember({"ar", "rs", "rsv", "rs+rsv", "auto"}))
       ->capture_default_str();
+  run_cmd->add_option("--cp", run.cp, "context-parallel ranks in each stage's TP group (seam-stage --cp)")
+      ->capture_default_str();
+  run_cmd->add_option("--cp-min-rows", run.cp_min_rows,
+                      "--variant auto with --cp > 1: prefill batches of this many rows run context-parallel")
+      ->capture_default_str();
   run_cmd->add_option("--variant", run.variant,
-                      "the stages' batch variants: auto (per batch), sequence-parallel, or ordinary, unpadded, "
-                      "input-scattered for every batch")
-      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "ordinary", "unpadded", "input-scattered"}))
+                      "the stages' batch variants: auto (per batch), sequence-parallel, context-parallel (every "
+                      "prefill), or ordinary, unpadded, input-scattered for every batch")
+      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "context-parallel", "cp", "ordinary", "unpadded",
+                              "input-scattered"}))
       ->capture_default_str();
   run_cmd->add_option("--scatter-input-rows", run.scatter_input_rows,
                       "--variant auto: batches of this many rows in a DP group run input-scattered")

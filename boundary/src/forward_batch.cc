@@ -26,8 +26,8 @@ absl::StatusOr<BatchVariant> ParseBatchVariant(const std::string& text) {
   if (text == "input-scattered") return BatchVariant::kInputScattered;
   if (text == "sequence-parallel" || text == "sp") return BatchVariant::kSequenceParallel;
   if (text == "context-parallel" || text == "cp") return BatchVariant::kContextParallel;
-  return absl::InvalidArgumentError(absl::StrCat("unknown batch variant '", text,
-                                                 "' (ordinary, unpadded, input-scattered, sequence-parallel)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown batch variant '", text, "' (ordinary, unpadded, input-scattered, sequence-parallel, context-parallel)"));
 }
 
 BatchRows::BatchRows(Topology topology, std::vector<int64_t> dp_rows, bool padded)
@@ -92,12 +92,30 @@ int64_t BatchRows::RowsOf(RowForm form) const {
     case RowForm::kDpRows: return my_dp_rows();
     case RowForm::kAttnTpSlice: return my_slice_rows();
     case RowForm::kFfnRows: return FfnRows();
+    case RowForm::kCpRows: return cp_map_ != nullptr ? cp_map_->RowsOf(topology_.cp_rank()) : my_dp_rows();
   }
   return 0;
 }
 
 ForwardBatch::ForwardBatch(uint64_t id, BatchVariant v, Topology topology, std::vector<int64_t> dp_rows)
-    : microbatch_id(id), variant(v), rows(topology, std::move(dp_rows), v != BatchVariant::kUnpadded) {}
+    : microbatch_id(id), variant(v), rows(topology, std::move(dp_rows), v != BatchVariant::kUnpadded) {
+  if (v == BatchVariant::kContextParallel) SEAM_CHECK_OK(SetSequenceRows({}));
+}
+
+absl::Status ForwardBatch::SetSequenceRows(std::vector<int64_t> rows_per_sequence) {
+  const int64_t total = std::accumulate(rows_per_sequence.begin(), rows_per_sequence.end(), int64_t{0});
+  if (!rows_per_sequence.empty() && total != rows.my_dp_rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("the sequences hold ", total, " rows; the DP group has ",
+                                                   rows.my_dp_rows()));
+  }
+  sequence_rows = std::move(rows_per_sequence);
+  if (variant != BatchVariant::kContextParallel) return absl::OkStatus();
+  std::vector<int64_t> seqs = sequence_rows;
+  if (seqs.empty()) seqs = {rows.my_dp_rows()};
+  SEAM_ASSIGN_OR_RETURN(CpRowMap map, CpRowMap::Make(std::move(seqs), rows.topology().attn_cp));
+  rows.set_cp_map(std::make_shared<const CpRowMap>(std::move(map)));
+  return absl::OkStatus();
+}
 ForwardBatch::~ForwardBatch() = default;
 ForwardBatch::ForwardBatch(ForwardBatch&&) noexcept = default;
 ForwardBatch& ForwardBatch::operator=(ForwardBatch&&) noexcept = default;

@@ -1,6 +1,7 @@
 #include "path_executor.h"
 
 #include "absl/strings/str_cat.h"
+#include "cp_movement.h"
 #include "row_movement.h"
 #include "seam/comm/communicator.h"
 #include "seam/core/status.h"
@@ -14,6 +15,7 @@ comm::Communicator& GroupComm(const StageComms& comms, CommGroup group) {
     case CommGroup::kTp: c = comms.tp; break;
     case CommGroup::kAttnTp: c = comms.attn_tp; break;
     case CommGroup::kAttnDp: c = comms.attn_dp; break;
+    case CommGroup::kAttnCp: c = comms.attn_cp; break;
     case CommGroup::kNone: break;
   }
   SEAM_CHECK_MSG(c != nullptr, "no communicator for group ", CommGroupName(group));
@@ -49,7 +51,9 @@ int64_t OwnOffset(RowForm from, RowForm to, const BatchRows& rows) {
 absl::Status Scatter(const Step& s, const StepContext& ctx, PathWork* w) {
   const BatchRows& rows = ctx.batch->rows;
   comm::Communicator& g = GroupComm(*ctx.comms, s.group);
-  if (s.op == StepOp::kReduceScatter) {
+  if (s.to == RowForm::kCpRows) {
+    SEAM_ASSIGN_OR_RETURN(w->c, ReduceScatterCpRows(g, w->c, rows));
+  } else if (s.op == StepOp::kReduceScatter) {
     const int64_t chunk = rows.padded_dp_rows() / rows.topology().attn_tp();
     SEAM_ASSIGN_OR_RETURN(w->c, rows::ReduceScatterPadded(g, w->c, chunk, rows.my_slice_rows()));
   } else if (s.from == RowForm::kDpRows) {
@@ -65,6 +69,11 @@ absl::Status Scatter(const Step& s, const StepContext& ctx, PathWork* w) {
 absl::Status Gather(const Step& s, const StepContext& ctx, PathWork* w) {
   const BatchRows& rows = ctx.batch->rows;
   const Topology& t = rows.topology();
+  if (s.group == CommGroup::kAttnCp) {  // CP rows back to natural order
+    SEAM_ASSIGN_OR_RETURN(w->x, GatherCpRows(w->x, rows, ctx.comms->attn_cp));
+    w->x_form = s.to;
+    return absl::OkStatus();
+  }
   comm::Communicator& g = GroupComm(*ctx.comms, s.group);
   const bool to_dp = s.to == RowForm::kDpRows;
   if (ctx.attn_tp_gather != nullptr && *ctx.attn_tp_gather && s.group == CommGroup::kAttnTp && to_dp) {
@@ -94,6 +103,7 @@ absl::Status Gather(const Step& s, const StepContext& ctx, PathWork* w) {
 
 absl::Status AddBeforeSum(const StepContext& ctx, PathWork* w) {
   const BatchRows& rows = ctx.batch->rows;
+  if (w->r_form == RowForm::kCpRows) return AddCpResidual(&w->c, w->r, rows);
   if (w->r_form == RowForm::kDpRows && rows.topology().attn_tp_rank() != 0) return absl::OkStatus();
   const int64_t off = OwnOffset(RowForm::kFfnRows, w->r_form, rows);
   if (!w->c.is_contiguous()) w->c = w->c.Clone();
@@ -214,8 +224,12 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
       w->c = Tensor();
       return absl::OkStatus();
     case StepOp::kSliceResidual:
-      w->r = w->r.Rows(rows.my_slice_begin(), rows.my_slice_rows());
-      w->r_form = RowForm::kAttnTpSlice;
+      if (s.to == RowForm::kCpRows) {
+        SEAM_ASSIGN_OR_RETURN(w->r, TakeCpRows(w->r, rows));
+      } else {
+        w->r = w->r.Rows(rows.my_slice_begin(), rows.my_slice_rows());
+      }
+      w->r_form = s.to;
       return absl::OkStatus();
     case StepOp::kAllReduce:
       if (!w->c.is_contiguous()) w->c = w->c.Clone();
@@ -226,6 +240,11 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
     case StepOp::kReduceScatterV:
       return Scatter(s, ctx, w);
     case StepOp::kTakeRows: {
+      if (s.to == RowForm::kCpRows) {
+        SEAM_ASSIGN_OR_RETURN(w->c, TakeCpRows(w->c, rows));
+        w->c_form = s.to;
+        return absl::OkStatus();
+      }
       const RowForm from = s.from == RowForm::kFfnRows && rows.topology().attn_dp == 1 ? RowForm::kDpRows : s.from;
       w->c = w->c.Rows(OwnOffset(from, s.to, rows), rows.RowsOf(s.to));
       w->c_form = s.to;

@@ -1,6 +1,7 @@
 #include "seam/boundary/pipeline_handoff.h"
 
 #include "absl/strings/str_cat.h"
+#include "cp_movement.h"
 #include "path_executor.h"
 #include "seam/boundary/boundary_errors.h"
 #include "seam/boundary/plan.h"
@@ -55,6 +56,15 @@ absl::StatusOr<PipelineTensors> ExportStream(const Hidden& hidden, ForwardBatch&
   if (const Contribution* pending = stream->pending()) {
     update = pending->update;
     SEAM_RETURN_IF_ERROR(CompleteInto(batch, &work));
+  }
+  // A CP batch crosses on the DP rows: every rank's CP rows gathered back
+  // into natural order (the next piece's entry takes its own rows again).
+  if (work.r_form == RowForm::kCpRows) {
+    if (stream->pending() != nullptr) {
+      SEAM_ASSIGN_OR_RETURN(work.c, GatherCpRows(work.c, batch.rows, batch.comms.attn_cp));
+    }
+    SEAM_ASSIGN_OR_RETURN(work.r, GatherCpRows(work.r, batch.rows, batch.comms.attn_cp));
+    work.r_form = work.c_form = RowForm::kDpRows;
   }
   PipelineTensors out;
   out.rows = work.r_form;
@@ -188,8 +198,9 @@ absl::StatusOr<std::vector<PipelineTensors>> ResliceHandoff(const std::vector<Pi
   const bool pending = sent[0].residual.defined();
   std::vector<Tensor> hiddens, residuals;
   for (int r = 0; r < from.tp; ++r) {
-    SEAM_ASSIGN_OR_RETURN(Topology t, Topology::Make(from.tp, from.attn_dp, r));
+    SEAM_ASSIGN_OR_RETURN(Topology t, Topology::Make(from.tp, from.attn_dp, r, from.attn_cp));
     const BatchRows rows(t, from_dp_rows, padded);
+    if (t.cp_rank() != 0) continue;  // CP ranks send the same slices
     PipelineTensors s = sent[r];
     s.state = pending ? StreamState::kPending : StreamState::kWritten;
     if (s.rows != RowForm::kAttnTpSlice) {
@@ -216,7 +227,7 @@ absl::StatusOr<std::vector<PipelineTensors>> ResliceHandoff(const std::vector<Pi
   const Tensor all_residual = pending ? concat(residuals) : Tensor();
   std::vector<PipelineTensors> out;
   for (int r = 0; r < to.tp; ++r) {
-    SEAM_ASSIGN_OR_RETURN(Topology t, Topology::Make(to.tp, to.attn_dp, r));
+    SEAM_ASSIGN_OR_RETURN(Topology t, Topology::Make(to.tp, to.attn_dp, r, to.attn_cp));
     const BatchRows rows(t, to_dp_rows, padded);
     int64_t offset = 0;
     for (int d = 0; d < t.dp_rank(); ++d) offset += to_dp_rows[d];

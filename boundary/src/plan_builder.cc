@@ -16,6 +16,7 @@ int GroupSize(CommGroup g, const Topology& t) {
     case CommGroup::kTp: return t.tp;
     case CommGroup::kAttnTp: return t.attn_tp();
     case CommGroup::kAttnDp: return t.attn_dp;
+    case CommGroup::kAttnCp: return t.attn_cp;
   }
   return 1;
 }
@@ -29,12 +30,16 @@ SumGroup Effective(SumGroup owed, const Topology& t) {
 
 // Residual row forms a stage of this variant can meet.
 // UNPADDED (no attention DP) keeps every stage on the attention's rows;
-// INPUT_SCATTERED and SEQUENCE_PARALLEL keep the residual on the slice.
+// INPUT_SCATTERED and SEQUENCE_PARALLEL keep the residual on the slice;
+// CONTEXT_PARALLEL on this rank's CP rows. Other batches of a topology with
+// CP ranks stay on the DP rows (attention-TP slices repeat over CP ranks, so
+// a TP reduce-scatter cannot land on them).
 std::vector<RowForm> ResidualForms(BatchVariant v, const Topology& t, ReductionPolicy policy) {
+  if (v == BatchVariant::kContextParallel) return {RowForm::kCpRows};
   if (v == BatchVariant::kInputScattered || v == BatchVariant::kSequenceParallel) return {RowForm::kAttnTpSlice};
   if (v == BatchVariant::kUnpadded) return {RowForm::kDpRows};
   const bool rsv = AllowsRsv(policy) && t.tp > 1 && t.attn_dp > 1;
-  const bool rs = AllowsFixedRs(policy) && t.tp > 1 && Padded(v);
+  const bool rs = AllowsFixedRs(policy) && t.tp > 1 && Padded(v) && t.attn_cp == 1;
   if (rsv || rs) return {RowForm::kDpRows, RowForm::kAttnTpSlice};
   return {RowForm::kDpRows};
 }
@@ -52,9 +57,12 @@ void AppendGather(RowForm from, RowForm to, BatchVariant v, const Topology& t, s
   if (from == RowForm::kAttnTpSlice && to == RowForm::kDpRows) g = CommGroup::kAttnTp;
   if (from == RowForm::kDpRows && to == RowForm::kFfnRows) g = CommGroup::kAttnDp;
   if (from == RowForm::kAttnTpSlice && to == RowForm::kFfnRows) g = CommGroup::kTp;
+  // CP rows back to natural order (no attention DP: the FFN rows are the DP rows).
+  if (from == RowForm::kCpRows && (to == RowForm::kDpRows || to == RowForm::kFfnRows)) g = CommGroup::kAttnCp;
   SEAM_CHECK_MSG(g != CommGroup::kNone, "no gather from ", RowFormName(from), " to ", RowFormName(to));
   if (GroupSize(g, t) == 1) return;  // the rows are already the target rows
-  steps->push_back(Step{Padded(v) ? StepOp::kGather : StepOp::kGatherV, g, from, to});
+  const bool padded = Padded(v) && g != CommGroup::kAttnCp;
+  steps->push_back(Step{padded ? StepOp::kGather : StepOp::kGatherV, g, from, to});
 }
 
 // The gather step `from` → `to` rows, or none when the rows are already there.
@@ -87,6 +95,15 @@ EntryPath EntryFor(const IncomingForm& in, Consumer consumer, const ReadoutCaps&
     path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kAttnTpSlice});
     r = RowForm::kAttnTpSlice;
   }
+  // A context-parallel stack takes its input, or a pipeline handoff, on the
+  // DP rows and keeps this rank's CP rows (a local row gather).
+  const bool cp = v == BatchVariant::kContextParallel;
+  const bool take_input = cp && in.state == StreamState::kInitial && r == RowForm::kDpRows;
+  if (cp && r == RowForm::kDpRows) {
+    if (take_input) path.steps.push_back(Step{StepOp::kInitResidual});
+    path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kCpRows});
+    r = RowForm::kCpRows;
+  }
   if (in.state == StreamState::kPending && in.rows == RowForm::kAttnTpSlice && r == RowForm::kDpRows) {
     path.steps.push_back(Step{StepOp::kSliceResidual, CommGroup::kNone, RowForm::kDpRows, RowForm::kAttnTpSlice});
     r = RowForm::kAttnTpSlice;
@@ -94,11 +111,13 @@ EntryPath EntryFor(const IncomingForm& in, Consumer consumer, const ReadoutCaps&
   RowForm compute = r;
   if (consumer == Consumer::kFfn) compute = RowForm::kFfnRows;
   if (consumer == Consumer::kAttnGathering || consumer == Consumer::kFinalRead) compute = RowForm::kDpRows;
+  // A CP batch's attention computes its own rows (against the whole context).
+  if (cp && consumer != Consumer::kFfn && consumer != Consumer::kFinalRead) compute = RowForm::kCpRows;
   const std::vector<Step> gather = GatherSteps(r, compute, v, t);
   const bool read_after = !gather.empty() && ReadsAfterGather(caps, r, compute, t);
   switch (in.state) {
     case StreamState::kInitial:
-      if (!scatter_input) path.steps.push_back(Step{StepOp::kInitResidual});
+      if (!scatter_input && !take_input) path.steps.push_back(Step{StepOp::kInitResidual});
       if (!read_after) path.steps.push_back(Step{StepOp::kRead});
       break;
     case StreamState::kWritten:
@@ -149,12 +168,15 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
   // A read that needs every row of the attention's takes the output back on them.
   const bool consumer_reads_all_rows =
       (consumer.exists ? consumer.declaration.readout_caps : consumer.final_read).reads_after_attn_tp_gather;
+  const bool cp = v == BatchVariant::kContextParallel;
+  // The rows an attention's output is on: its compute rows.
+  const RowForm attn_rows = cp ? RowForm::kCpRows : RowForm::kDpRows;
   for (RowForm r : ResidualForms(v, t, policy)) {
     auto pending = [&](RowForm rows, SumGroup s) { return IncomingForm{StreamState::kPending, rows, s, r}; };
     if (stage.update->caps().applied_at_exit) {
       // The producer applies its own update at its exit: complete now, update, written.
       ExitOption o{ExitChoice::kCompleteAllReduce, r,
-                   CompletionSteps(stage.kind == StageKind::kFfn ? RowForm::kFfnRows : RowForm::kDpRows, owed, r, v, t),
+                   CompletionSteps(stage.kind == StageKind::kFfn ? RowForm::kFfnRows : attn_rows, owed, r, v, t),
                    IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}};
       o.steps.push_back(Step{StepOp::kApplyUpdate});
       exit.options.push_back(o);
@@ -172,10 +194,38 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
       exit.facts.may_leave_to_next_input = leave && owed != SumGroup::kNone;
       if (leave) {
         exit.options.push_back(ExitOption{stage.is_mixer() ? ExitChoice::kLeaveToNextInput : ExitChoice::kRegisterPartial,
-                                          r, {}, pending(RowForm::kDpRows, owed)});
+                                          r, {}, pending(attn_rows, owed)});
       } else {
-        complete_now(RowForm::kDpRows);
+        complete_now(attn_rows);
       }
+      continue;
+    }
+    if (cp) {
+      // FFN of a CP batch: its rows are every row in natural order. The sum
+      // completes at the exit onto this rank's CP rows (a reduce-scatter with
+      // the CP mapping where the TP group is the CP group, adding the
+      // residual on the rank holding each row first; else an all-reduce and
+      // a take), or is left to the next input.
+      exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone;
+      if (stage.defers_only_with_provider) {
+        exit.facts.leave_needs_provider = true;
+        exit.facts.may_leave_to_next_input &= owed == SumGroup::kTp;
+      }
+      const bool cp_rs = owed != SumGroup::kNone && t.attn_tp() == 1 && t.attn_dp == 1 &&
+                         (AllowsFixedRs(policy) || AllowsRsv(policy)) && stage.update->caps().plain_add &&
+                         !stage.merges_branch && !consumer_reads_all_rows;
+      if (cp_rs) {
+        ExitOption o{ExitChoice::kReduceScatterCp, r, {},
+                     IncomingForm{StreamState::kWritten, RowForm::kCpRows, SumGroup::kNone, RowForm::kCpRows}};
+        o.steps.push_back(Step{StepOp::kAddBeforeSum, CommGroup::kNone, r, RowForm::kFfnRows});
+        o.steps.push_back(Step{StepOp::kReduceScatterV, CommGroup::kTp, RowForm::kFfnRows, RowForm::kCpRows});
+        o.steps.push_back(Step{StepOp::kWriteResidual});
+        exit.options.push_back(o);
+      }
+      if (exit.facts.may_leave_to_next_input) {
+        exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, r, {}, pending(RowForm::kFfnRows, owed)});
+      }
+      complete_now(RowForm::kFfnRows);
       continue;
     }
     // FFN. Under sequence parallelism every FFN sum completes at its exit
@@ -183,7 +233,7 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
     // only adds the variable attention-DP one, tried first); nothing is left
     // to the next input, so an SP batch issues no all-reduce.
     const bool sp = v == BatchVariant::kSequenceParallel;
-    exit.facts.fixed_rs_eligible = owed != SumGroup::kNone && Padded(v);
+    exit.facts.fixed_rs_eligible = owed != SumGroup::kNone && Padded(v) && t.attn_cp == 1;
     exit.facts.rsv_eligible = owed != SumGroup::kNone && t.attn_dp > 1 && v != BatchVariant::kUnpadded;
     exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv || (sp && AllowsRsv(policy));
     exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone && !sp;
@@ -241,14 +291,16 @@ std::vector<Step> CompletionSteps(RowForm rows, SumGroup owed, RowForm target, B
   if (rows == RowForm::kFfnRows && t.attn_dp == 1) rows = RowForm::kDpRows;
   if (owed == SumGroup::kNone) {
     if (rows != target) {
-      SEAM_CHECK_MSG(rows != RowForm::kAttnTpSlice, "a slice cannot return to ", RowFormName(target));
+      SEAM_CHECK_MSG(rows != RowForm::kAttnTpSlice && rows != RowForm::kCpRows, "a slice cannot return to ",
+                     RowFormName(target));
       steps.push_back(Step{StepOp::kTakeRows, CommGroup::kNone, rows, target});
     }
     return steps;
   }
   const CommGroup g = GroupCompleting(owed);
   SEAM_CHECK_MSG(rows != RowForm::kAttnTpSlice, "a slice cannot owe a sum");
-  if (target == RowForm::kDpRows) {
+  SEAM_CHECK_MSG(rows != RowForm::kCpRows || target == RowForm::kCpRows, "CP rows complete onto CP rows only");
+  if (target == RowForm::kDpRows || target == RowForm::kCpRows) {
     steps.push_back(Step{StepOp::kAllReduce, g, rows, rows});
     if (rows != target) steps.push_back(Step{StepOp::kTakeRows, CommGroup::kNone, rows, target});
     return steps;
@@ -295,6 +347,10 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     // only without attention DP. SEQUENCE_PARALLEL takes its stack input on
     // the DP rows (its entry scatters it); INPUT_SCATTERED on the slice.
     if (v == BatchVariant::kUnpadded && topology.attn_dp > 1) continue;
+    // CONTEXT_PARALLEL is served without attention DP; with CP ranks the
+    // scattered variants are not (their slices would repeat over CP ranks).
+    if (v == BatchVariant::kContextParallel && topology.attn_dp > 1) continue;
+    if ((v == BatchVariant::kInputScattered || v == BatchVariant::kSequenceParallel) && topology.attn_cp > 1) continue;
     VariantPaths vp;
     vp.variant = v;
     const std::vector<RowForm> forms = ResidualForms(v, topology, policy);
@@ -323,6 +379,13 @@ absl::StatusOr<StagePlan> BuildStagePlan(const StageDeclaration& stage, const Ne
     for (RowForm r : forms) {
       AddEntry(EntryFor(IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}, me, caps, v, topology, false),
                &vp.entries);
+    }
+    // A CP batch's pipeline handoff arrives on the DP rows (written or pending).
+    if (v == BatchVariant::kContextParallel && producer.exists) {
+      for (StreamState s : {StreamState::kWritten, StreamState::kPending}) {
+        const IncomingForm in{s, RowForm::kDpRows, SumGroup::kNone, RowForm::kDpRows};
+        AddEntry(EntryFor(in, me, caps, v, topology, false), &vp.entries);
+      }
     }
     vp.exit = ExitFor(stage, consumer, v, topology, policy);
     if (!consumer.exists) vp.final_read = BuildFinalReadEntries(v, topology, stage, policy, consumer.final_read);

@@ -10,6 +10,7 @@ const char* CommGroupName(CommGroup group) {
     case CommGroup::kTp: return "tp";
     case CommGroup::kAttnTp: return "attn_tp";
     case CommGroup::kAttnDp: return "attn_dp";
+    case CommGroup::kAttnCp: return "attn_cp";
   }
   return "?";
 }
@@ -107,6 +108,7 @@ const char* ExitChoiceName(ExitChoice choice) {
     case ExitChoice::kCompleteAllReduce: return "complete_now";
     case ExitChoice::kReduceScatterV: return "reduce_scatterv_back";
     case ExitChoice::kReduceScatterFixed: return "reduce_scatter_back";
+    case ExitChoice::kReduceScatterCp: return "reduce_scatter_cp_back";
     case ExitChoice::kDeferFinalize: return "defer_moe_finalize_to_final_norm";
   }
   return "?";

@@ -111,7 +111,9 @@ absl::StatusOr<const ExitOption*> StageBoundary::ChooseExit(const ForwardBatch& 
 
 absl::StatusOr<Hidden> StageBoundary::RunExit(const ExitOption& option, const Tensor& output, ForwardBatch& batch) {
   ResidualStream* stream = batch.stream.get();
-  const RowForm out_rows = declaration_.kind == StageKind::kFfn ? RowForm::kFfnRows : RowForm::kDpRows;
+  const RowForm out_rows = declaration_.kind == StageKind::kFfn                ? RowForm::kFfnRows
+                           : batch.variant == BatchVariant::kContextParallel ? RowForm::kCpRows
+                                                                             : RowForm::kDpRows;
   if (output.rows() != batch.rows.RowsOf(out_rows) && !declaration_.gathers_attn_tp_input &&
       output.rows() == batch.rows.RowsOf(RowForm::kAttnTpSlice)) {
     return absl::InvalidArgumentError(absl::StrCat(

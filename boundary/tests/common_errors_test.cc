@@ -123,22 +123,17 @@ TEST(CommonErrors, TakeOutputWithAPendingUpdateIsRefused) {
 }
 
 TEST(CommonErrors, AnUnservedBatchVariantHasNoStagePath) {
-  auto layer = *BuildOneLayer(kOne);
   SelfComms self;
-  for (BatchVariant v : {BatchVariant::kContextParallel}) {
-    ForwardBatch batch = Batch(self, 1, 3, v);
-    Hidden h = *Start(batch, Rows(1, 3));
-    ExpectError(layer->attn->Prepare(h, batch).status(), absl::StatusCode::kUnimplemented,
-                absl::StrCat("no stage boundary path for the active ", BatchVariantName(v), " batch"));
-  }
-  // UNPADDED is served without attention DP only.
+  // UNPADDED and CONTEXT_PARALLEL are served without attention DP only.
   const Topology dp2 = *Topology::Make(2, 2, 0);
   auto dp_layer = *BuildOneLayer(dp2);
-  ForwardBatch batch(1, BatchVariant::kUnpadded, dp2, {3, 2});
-  batch.comms = self.comms();
-  Hidden h = *Start(batch, Rows(1, 3));
-  ExpectError(dp_layer->attn->Prepare(h, batch).status(), absl::StatusCode::kUnimplemented,
-              "no stage boundary path for the active UNPADDED batch");
+  for (BatchVariant v : {BatchVariant::kUnpadded, BatchVariant::kContextParallel}) {
+    ForwardBatch batch(1, v, dp2, {3, 2});
+    batch.comms = self.comms();
+    Hidden h = *Start(batch, Rows(1, 3));
+    ExpectError(dp_layer->attn->Prepare(h, batch).status(), absl::StatusCode::kUnimplemented,
+                absl::StrCat("no stage boundary path for the active ", BatchVariantName(v), " batch"));
+  }
 }
 
 TEST(CommonErrors, AppendStagesOutsideALayerStackIsRefused) {

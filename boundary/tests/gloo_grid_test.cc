@@ -47,6 +47,25 @@ void RunOnGloo(GridCase c) {
   }
 }
 
+// Context-parallel batches (cp 2 × attention TP 1 and 2, ar and rs+rsv):
+// three sequences, attentions mixing each sequence's earlier rows.
+TEST(GlooFeatureGrid, ContextParallelOverGlooEqualsSingleRankBitForBit) {
+  for (auto [cp, attn_tp] : {std::make_pair(2, 1), std::make_pair(2, 2)}) {
+    for (ReductionPolicy policy : {ReductionPolicy::kAr, ReductionPolicy::kRsRsv}) {
+      GridCase c{1, attn_tp, BatchVariant::kContextParallel, policy, {14}, 2};
+      c.cp = cp;
+      c.sequences = {5, 1, 8};
+      c.causal_mix = true;
+      seam::testing::TempDir dir("seam_gloo_grid");
+      auto store = comm::MakeFileStore(dir.path());
+      ASSERT_TRUE(store.ok()) << store.status();
+      const absl::Status result =
+          RunGridCase(c, comm::MakeGlooGroupFactory(*store, comm::CommOptions{absl::Seconds(20)}));
+      ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
+    }
+  }
+}
+
 TEST(GlooFeatureGrid, MhcStreamsOverGlooEqualSingleRankBitForBit) {
   for (auto [dp, attn_tp, variant, policy] :
        {std::make_tuple(2, 2, BatchVariant::kOrdinary, ReductionPolicy::kRsRsv),

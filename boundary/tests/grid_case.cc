@@ -14,19 +14,23 @@ namespace {
 
 // The single-rank reference output for all rows (its stack kept in `stack`).
 absl::StatusOr<Tensor> Reference(const StackConfig& config, const Tensor& input,
-                                 std::unique_ptr<SyntheticStack>& stack) {
+                                 std::unique_ptr<SyntheticStack>& stack, const std::vector<int64_t>& sequences) {
   SEAM_ASSIGN_OR_RETURN(Topology topology, Topology::Make(1, 1, 0));
   SEAM_ASSIGN_OR_RETURN(stack, SyntheticStack::Build(config, topology));
   auto self = comm::MakeSelfCommunicator("tp");
   ForwardBatch batch(1, BatchVariant::kOrdinary, topology, {input.rows()});
-  batch.comms = StageComms{self.get(), self.get(), self.get()};
+  batch.comms = StageComms{self.get(), self.get(), self.get(), self.get()};
+  SEAM_RETURN_IF_ERROR(batch.SetSequenceRows(sequences));
   return stack->Forward(batch, input);
 }
 
 }  // namespace
 
 std::string GridCase::ToString() const {
-  return absl::StrCat("dp=", dp, " attn_tp=", attn_tp, " ", BatchVariantName(variant), " ",
+  return absl::StrCat("dp=", dp, cp > 1 ? absl::StrCat(" cp=", cp) : "", " attn_tp=", attn_tp, " ",
+                      BatchVariantName(variant), " ",
+                      sequences.empty() ? "" : absl::StrCat("sequences [", absl::StrJoin(sequences, ", "), "] "),
+                      causal_mix ? "causal " : "",
                       ReductionPolicyName(policy), " rows [", absl::StrJoin(dp_rows, ", "), "] layers ", layers,
                       " of ", pattern, mhc_streams > 0 ? absl::StrCat(" mhc ", mhc_streams) : "");
 }
@@ -53,20 +57,22 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
   config.gathering_reads = c.gathering_reads;
   config.ffn_reads_after_dp_gather = c.ffn_reads_after_dp_gather;
   config.output_transform = c.output_transform;
+  config.causal_mix = c.causal_mix;
   int64_t total = 0;
   for (int64_t r : c.dp_rows) total += r;
   const Tensor all = StackInput(config.seed + 99, total);
   std::unique_ptr<SyntheticStack> ref;
-  SEAM_ASSIGN_OR_RETURN(const Tensor expected, Reference(config, all, ref));
+  SEAM_ASSIGN_OR_RETURN(const Tensor expected, Reference(config, all, ref, c.sequences));
   StackConfig ranks_config = config;
   ranks_config.fusions = c.fusions;
   ranks_config.finalize_norm = c.finalize_norm;
   ranks_config.final_gather = c.final_gather;
-  auto results = RunRanks(c.dp * c.attn_tp, c.dp, factory,
+  auto results = RunRanks(c.dp * c.cp * c.attn_tp, c.dp, factory,
                           [&](const Topology& t, const StageComms& comms) -> absl::Status {
                             SEAM_ASSIGN_OR_RETURN(auto stack, SyntheticStack::Build(ranks_config, t));
                             ForwardBatch batch(1, c.variant, t, c.dp_rows);
                             batch.comms = comms;
+                            SEAM_RETURN_IF_ERROR(batch.SetSequenceRows(c.sequences));
                             if (c.on_batch) c.on_batch(batch);
                             SEAM_ASSIGN_OR_RETURN(Tensor out,
                                                   stack->Forward(batch, RankInput(all, batch.rows, c.variant)));
@@ -82,7 +88,7 @@ absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& fac
                                   SameCaptures(ref->final_captured(), stack->final_captured(), batch.rows, "final"));
                             }
                             return absl::OkStatus();
-                          });
+                          }, c.cp);
   for (size_t r = 0; r < results.size(); ++r) {
     if (!results[r].ok()) {
       return absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message()));
@@ -95,6 +101,9 @@ Tensor RowsOfReference(const Tensor& all, const Tensor& mine, const BatchRows& r
   int64_t offset = 0;
   for (int d = 0; d < rows.topology().dp_rank(); ++d) offset += rows.dp_rows()[d];
   if (mine.rows() == rows.my_dp_rows()) return all.Rows(offset, rows.my_dp_rows()).Clone();
+  if (rows.cp_map() != nullptr && mine.rows() == rows.RowsOf(RowForm::kCpRows)) {  // this rank's CP rows
+    return *TakeRowsByIndex(all, *rows.cp_map()->TakeIndex(rows.topology().cp_rank(), Device::CPU()));
+  }
   return all.Rows(offset + rows.my_slice_begin(), rows.my_slice_rows()).Clone();
 }
 

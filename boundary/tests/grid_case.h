@@ -36,13 +36,16 @@ struct GridCase {
   bool gathering_reads = false;  // attention reads and the final read offer gathering reads
   bool ffn_reads_after_dp_gather = false;  // every FFN reads after the attention-DP gather
   bool output_transform = false;           // every dense FFN transforms its output (max(y, 0) / 2) before its update
+  int cp = 1;                              // context-parallel ranks per DP group (tp = dp · cp · attn_tp)
+  std::vector<int64_t> sequences;          // rows per sequence of the (one) DP group; empty: one sequence
+  bool causal_mix = false;                 // attentions mix each sequence's earlier rows (StackConfig)
   std::string ToString() const;
 };
 
 // Equal, ragged and one-empty row patterns for `dp` groups.
 std::vector<std::vector<int64_t>> GridRowPatterns(int dp);
 
-// Runs `c` on tp = dp · attn_tp rank threads whose groups come from
+// Runs `c` on tp = dp · cp · attn_tp rank threads whose groups come from
 // `factory`. OK when every rank's output equals its rows of the single-rank
 // reference bit for bit; otherwise the first failing rank's status.
 absl::Status RunGridCase(const GridCase& c, const comm::CommunicatorFactory& factory);

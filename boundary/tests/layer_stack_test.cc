@@ -127,12 +127,13 @@ TEST(LayerStackTest, LayerThatDiffersFromItsStageFactsIsRefused) {
 
 class UnservedVariant : public ::testing::TestWithParam<BatchVariant> {};
 
+// Variants a topology with attention DP does not serve.
 TEST_P(UnservedVariant, ForwardFailsWithUnimplemented) {
-  auto t = *Topology::Make(1, 1, 0);
+  auto t = *Topology::Make(2, 2, 0);
   auto layer = BuildOneLayer(t);
   ASSERT_TRUE(layer.ok());
   SelfComms self;
-  ForwardBatch batch(1, GetParam(), t, {4});
+  ForwardBatch batch(1, GetParam(), t, {4, 2});
   batch.comms = self.comms();
   auto h = Start(batch, Rows(3, 4));
   ASSERT_TRUE(h.ok()) << h.status();
@@ -142,8 +143,8 @@ TEST_P(UnservedVariant, ForwardFailsWithUnimplemented) {
             std::string("no stage boundary path for the active ") + BatchVariantName(GetParam()) + " batch");
 }
 
-INSTANTIATE_TEST_SUITE_P(NotYetServed, UnservedVariant,
-                         ::testing::Values(BatchVariant::kContextParallel),
+INSTANTIATE_TEST_SUITE_P(WithAttentionDp, UnservedVariant,
+                         ::testing::Values(BatchVariant::kUnpadded, BatchVariant::kContextParallel),
                          [](const auto& info) { return std::string(BatchVariantName(info.param)); });
 
 TEST(LayerStackTest, ContextParallelMessageNamesTheVariant) {

@@ -7,20 +7,21 @@
 namespace seam::boundary::testing {
 
 StageComms CommsOf(const comm::ProcessGroups& groups) {
-  return StageComms{&groups.tp(), &groups.attn_tp(), &groups.attn_dp()};
+  return StageComms{&groups.tp(), &groups.attn_tp(), &groups.attn_dp(), &groups.attn_cp()};
 }
 
-std::vector<absl::Status> RunRanks(int tp, int attn_dp, const comm::CommunicatorFactory& factory, const RankFn& fn) {
+std::vector<absl::Status> RunRanks(int tp, int attn_dp, const comm::CommunicatorFactory& factory, const RankFn& fn,
+                                   int attn_cp) {
   std::vector<absl::Status> results(tp);
   std::vector<std::thread> threads;
   for (int r = 0; r < tp; ++r) {
     threads.emplace_back([&, r] {
-      auto groups = comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory);
+      auto groups = comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1, attn_cp}, r, factory);
       if (!groups.ok()) {
         results[r] = groups.status();
         return;
       }
-      auto topology = Topology::Make(tp, attn_dp, r);
+      auto topology = Topology::Make(tp, attn_dp, r, attn_cp);
       if (!topology.ok()) {
         results[r] = topology.status();
         return;

@@ -15,7 +15,8 @@ namespace seam::boundary::testing {
 using RankFn = std::function<absl::Status(const Topology& topology, const StageComms& comms)>;
 
 // One status per TP rank, in rank order.
-std::vector<absl::Status> RunRanks(int tp, int attn_dp, const comm::CommunicatorFactory& factory, const RankFn& fn);
+std::vector<absl::Status> RunRanks(int tp, int attn_dp, const comm::CommunicatorFactory& factory, const RankFn& fn,
+                                   int attn_cp = 1);
 
 // The StageComms view of a rank's groups.
 StageComms CommsOf(const comm::ProcessGroups& groups);

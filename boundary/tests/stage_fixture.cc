@@ -60,6 +60,6 @@ absl::StatusOr<Tensor> RunSingleRank(const Tensor& input, const LayerHooks& hook
 
 SelfComms::SelfComms() : self_(comm::MakeSelfCommunicator("tp")) {}
 SelfComms::~SelfComms() = default;
-StageComms SelfComms::comms() const { return StageComms{self_.get(), self_.get(), self_.get()}; }
+StageComms SelfComms::comms() const { return StageComms{self_.get(), self_.get(), self_.get(), self_.get()}; }
 
 }  // namespace seam::boundary::testing

@@ -214,6 +214,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStack>> SyntheticStack::Build(const Stac
   auto stack = std::unique_ptr<SyntheticStack>(new SyntheticStack());
   stack->topology_ = topology;
   stack->exact_ = config.exact;
+  stack->causal_mix_ = config.causal_mix;
   stack->finalize_norm_ = config.finalize_norm;
   stack->capture_ = config.capture;
   stack->final_gather_ = config.final_gather;
@@ -349,6 +350,9 @@ absl::StatusOr<Hidden> SyntheticStack::RunStage(const Stage& st, ForwardBatch& b
   if (st.kind == 'N') {
     SEAM_ASSIGN_OR_RETURN(x, GatherOwnInput(x, batch));
   }
+  if (st.kind == 'A' && causal_mix_) {
+    SEAM_ASSIGN_OR_RETURN(x, CausalMix(x, batch));
+  }
   Tensor out = Compute(x, st.w_in, shard, st.w_out, ffn, exact_);
   if (st.kind == 'C') {  // compute completes its own sum over TP
     SEAM_RETURN_IF_ERROR(batch.comms.tp->AllReduce(out));
@@ -406,6 +410,27 @@ absl::StatusOr<Hidden> SyntheticStack::RunStage(const Stage& st, ForwardBatch& b
     return h;
   }
   return st.boundary->Finish(out, batch);
+}
+
+absl::StatusOr<Tensor> CausalMix(const Tensor& x, ForwardBatch& batch) {
+  std::vector<float> keys = x.ToFloats();
+  for (float& v : keys) v = ToGrid(v);
+  SEAM_ASSIGN_OR_RETURN(Tensor context, GatherContext(Tensor::FromFloats(keys, x.shape()), batch));
+  const std::vector<float> all = context.ToFloats();
+  std::vector<float> out(keys.size());
+  int64_t local = 0;
+  for (const CpChunk& chunk : ComputeChunks(batch)) {
+    for (int64_t i = 0; i < chunk.rows; ++i, ++local) {
+      const int64_t row = chunk.begin + i, first = row - chunk.offset - i;
+      for (int64_t h = 0; h < kHidden; ++h) {
+        float prefix = 0.0f;
+        for (int64_t j = first; j <= row; ++j) prefix += all[j * kHidden + h];
+        out[local * kHidden + h] = keys[local * kHidden + h] + prefix / 32.0f;
+      }
+    }
+  }
+  if (local != x.rows()) return absl::InternalError("causal mix: the chunks do not cover the compute rows");
+  return Tensor::FromFloats(out, x.shape());
 }
 
 Tensor StackInput(uint64_t seed, int64_t rows) {

@@ -81,6 +81,10 @@ struct StackConfig {
   // Every dense 'F' FFN declares an output transform (max(y, 0) / 2, not linear)
   // inside its update (TransformedUpdate).
   bool output_transform = false;
+  // Every 'A' attention mixes tokens causally: each row adds (1/32 of) the
+  // grid values of every earlier row of its sequence, read through
+  // GatherContext (a context-parallel batch gathers its context there).
+  bool causal_mix = false;
 };
 
 // Dyadic MHC coefficients of stage `index` of `layer` (layer -1: the final read).
@@ -147,6 +151,7 @@ class SyntheticStack {
 
   Topology topology_;
   bool exact_ = true;
+  bool causal_mix_ = false;
   FinalizeNormService* finalize_norm_ = nullptr;
   std::vector<Layer> layers_;
   NormParams final_norm_;
@@ -159,6 +164,10 @@ class SyntheticStack {
 
 // The stack input of every token of a batch (all DP groups' rows in order).
 Tensor StackInput(uint64_t seed, int64_t rows);
+
+// Rows of `x` (this rank's compute rows) plus 1/32 of the causal prefix sum
+// over each row's sequence of the grid values of the whole context.
+absl::StatusOr<Tensor> CausalMix(const Tensor& x, ForwardBatch& batch);
 
 // This rank's input rows for `variant`: its DP rows, or its slice of them.
 Tensor RankInput(const Tensor& all_rows, const BatchRows& rows, BatchVariant variant);

@@ -44,13 +44,15 @@ TEST(VariantChoice, FixedVariantsAreValidatedAgainstTheTopology) {
   const absl::Status dp = ValidateVariantChoice(unpadded, T(2, 2));
   EXPECT_EQ(dp.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(dp.message(), "unpadded batches are served without attention DP only");
-  const absl::Status cp = ValidateVariantChoice(*ParseVariantChoice("cp"), T(2, 1));
+  EXPECT_TRUE(ValidateVariantChoice(*ParseVariantChoice("cp"), T(2, 1)).ok());
+  const absl::Status cp = ValidateVariantChoice(*ParseVariantChoice("cp"), T(2, 2));
   EXPECT_EQ(cp.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cp.message(), "context-parallel batches are not served yet");
+  EXPECT_EQ(cp.message(), "context-parallel batches are served without attention DP; attn_dp is 2");
   const auto bad = ParseVariantChoice("diagonal");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
-            "unknown batch variant 'diagonal' (auto, ordinary, unpadded, input-scattered, sequence-parallel)");
+            "unknown batch variant 'diagonal' (auto, ordinary, unpadded, input-scattered, sequence-parallel, "
+            "context-parallel)");
 }
 
 }  // namespace

@@ -88,6 +88,9 @@ class Pieces {
       so.first_gpu = o.device == "cuda" ? FirstGpuOfStage(k, o.tp, o.pp) : 0;
       so.first_layer = k * layers / o.pp;
       so.end_layer = (k + 1) * layers / o.pp;
+      so.attn_cp = o.cp;
+      // With CP ranks, auto checks what they are for: every prefill context-parallel.
+      if (o.cp > 1 && o.variant == "auto") so.variants.mode = boundary::VariantMode::kContextParallel;
       auto g = runtime::StageGroup::Create(o.model_dir, o.tp, o.attn_dp, policy, so);
       if (!g.ok()) return g.status();
       ranges_ += absl::StrCat(k ? " " : "", "[", so.first_layer, ",", so.end_layer, ")");
@@ -126,6 +129,10 @@ absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
     return absl::InvalidArgumentError(absl::StrCat("--attn-dp ", o.attn_dp, " does not divide --tp ", o.tp));
   }
   if (o.pp < 1) return absl::InvalidArgumentError(absl::StrCat("--pp ", o.pp, " must be >= 1"));
+  if (o.cp < 1 || (o.tp / o.attn_dp) % o.cp != 0 || (o.cp > 1 && o.attn_dp > 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--cp ", o.cp, " must divide --tp ", o.tp,
+                                                   " and runs without attention DP (--attn-dp ", o.attn_dp, ")"));
+  }
   if (o.prompts < 1 || o.max_len < 2 || o.decode_steps < 0) {
     return absl::InvalidArgumentError("--prompts must be >= 1, --max-len >= 2 and --decode-steps >= 0");
   }
@@ -162,7 +169,9 @@ absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
   }
   out << "seam check: " << o.model_dir << " (" << (*ref)->config().architecture << ", " << vocab
       << " vocab) tp " << o.tp << " attn_dp " << o.attn_dp << " pp " << o.pp << " (layers " << dist.ranges()
-      << ") policy " << o.policy << " variant " << o.variant << " vs 1 rank; "
+      << ") policy " << o.policy << " variant "
+      << (o.cp > 1 && o.variant == "auto" ? "context-parallel" : o.variant) << (o.cp > 1 ? " cp " : "")
+      << (o.cp > 1 ? std::to_string(o.cp) : "") << " vs 1 rank; "
       << o.prompts << " prompts, " << o.decode_steps << " decode steps\n";
 
   Error prefill(o.tolerance), decode(o.tolerance);

@@ -27,8 +27,12 @@ struct CheckCommandOptions {
   std::string dtype = "f32";     // f32 | bf16 (compute and weights, both sides)
   std::string allreduce_fusion = "auto";  // off | auto | always: the checked group's IPC fusion (CUDA bf16 TP > 1)
   // The checked group's batch variants: auto (per batch), sequence-parallel,
-  // or ordinary | unpadded | input-scattered for every batch.
+  // context-parallel (every prefill), or ordinary | unpadded |
+  // input-scattered for every batch.
   std::string variant = "auto";
+  // Context-parallel ranks of the checked group (attention TP = tp / cp, no
+  // attention DP). With variant auto, every prefill runs context-parallel.
+  int cp = 1;
 };
 
 // Prints the report on `out`. INVALID_ARGUMENT (exit 2): a bad flag, or a

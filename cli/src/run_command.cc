@@ -49,6 +49,9 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
     return absl::InvalidArgumentError(
         "--pp, --tp, --max-new-tokens and --prompts must be >= 1 and --attn-dp must divide --tp");
   }
+  if (o.cp < 1 || (o.tp / o.attn_dp) % o.cp != 0 || (o.cp > 1 && o.attn_dp > 1) || o.cp_min_rows < 1) {
+    return absl::InvalidArgumentError("--cp must divide --tp and runs without attention DP; --cp-min-rows >= 1");
+  }
   absl::StatusOr<std::string> made = MakeTempDir("seam-run-");
   if (!made.ok()) return Failed("", made.status());
   const std::string work = *made;
@@ -72,7 +75,8 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   lp.device = o.device;
   lp.extra_stage_args = {"--dtype", o.dtype, "--allreduce-fusion", o.allreduce_fusion,
                          "--reduction-policy", o.policy, "--batch-variant", o.variant,
-                         "--scatter-input-rows", absl::StrCat(o.scatter_input_rows)};
+                         "--scatter-input-rows", absl::StrCat(o.scatter_input_rows), "--cp", absl::StrCat(o.cp),
+                         "--cp-min-rows", absl::StrCat(o.cp_min_rows)};
   lp.insecure = o.insecure;
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return Failed("", pipeline.status());

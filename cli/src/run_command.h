@@ -27,6 +27,8 @@ struct RunCommandOptions {
   // The stages' --batch-variant: auto | sequence-parallel | ordinary | unpadded | input-scattered
   std::string variant = "auto";
   int64_t scatter_input_rows = 1024;  // the stages' --scatter-input-rows (variant auto)
+  int cp = 1;                         // the stages' --cp: context-parallel ranks in each TP group
+  int64_t cp_min_rows = 1024;         // the stages' --cp-min-rows (variant auto, cp > 1)
   bool insecure = false;         // plaintext and no token (default: TLS, mutual TLS and a token)
 };
 

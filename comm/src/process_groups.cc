@@ -9,8 +9,9 @@
 namespace seam::comm {
 
 absl::Status ValidateTopology(const Topology& t) {
-  const std::string sizes = absl::StrCat("tp=", t.tp, " attn_dp=", t.attn_dp, " pp=", t.pp);
-  if (t.tp < 1 || t.attn_dp < 1 || t.pp < 1) {
+  const std::string sizes = absl::StrCat("tp=", t.tp, " attn_dp=", t.attn_dp, " pp=", t.pp,
+                                         t.attn_cp != 1 ? absl::StrCat(" attn_cp=", t.attn_cp) : "");
+  if (t.tp < 1 || t.attn_dp < 1 || t.pp < 1 || t.attn_cp < 1) {
     return absl::InvalidArgumentError(absl::StrCat("invalid topology ", sizes, ": every size must be at least 1"));
   }
   if (t.tp % t.attn_dp != 0) {
@@ -18,18 +19,28 @@ absl::Status ValidateTopology(const Topology& t) {
         absl::StrCat("invalid topology ", sizes, ": tp must be divisible by attn_dp (", t.tp, " % ", t.attn_dp,
                      " = ", t.tp % t.attn_dp, ")"));
   }
+  if ((t.tp / t.attn_dp) % t.attn_cp != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid topology ", sizes, ": attn_cp must divide tp / attn_dp"));
+  }
   return absl::OkStatus();
 }
 
-std::vector<int> ProcessGroups::AttnTpMembers(const Topology& t, int dp_rank) {
+std::vector<int> ProcessGroups::AttnTpMembers(const Topology& t, int dp_rank, int cp_rank) {
   std::vector<int> members;
-  for (int a = 0; a < t.attn_tp(); ++a) members.push_back(dp_rank * t.attn_tp() + a);
+  for (int a = 0; a < t.attn_tp(); ++a) members.push_back((dp_rank * t.attn_cp + cp_rank) * t.attn_tp() + a);
   return members;
 }
 
-std::vector<int> ProcessGroups::AttnDpMembers(const Topology& t, int attn_tp_rank) {
+std::vector<int> ProcessGroups::AttnDpMembers(const Topology& t, int attn_tp_rank, int cp_rank) {
   std::vector<int> members;
-  for (int d = 0; d < t.attn_dp; ++d) members.push_back(d * t.attn_tp() + attn_tp_rank);
+  for (int d = 0; d < t.attn_dp; ++d) members.push_back((d * t.attn_cp + cp_rank) * t.attn_tp() + attn_tp_rank);
+  return members;
+}
+
+std::vector<int> ProcessGroups::AttnCpMembers(const Topology& t, int dp_rank, int attn_tp_rank) {
+  std::vector<int> members;
+  for (int c = 0; c < t.attn_cp; ++c) members.push_back((dp_rank * t.attn_cp + c) * t.attn_tp() + attn_tp_rank);
   return members;
 }
 
@@ -55,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeGroup(const std::string& name,
 }  // namespace
 
 absl::Status ProcessGroups::Synchronize(absl::Time deadline) {
-  for (Communicator* c : {tp_.get(), attn_tp_.get(), attn_dp_.get()}) {
+  for (Communicator* c : {tp_.get(), attn_tp_.get(), attn_dp_.get(), attn_cp_.get()}) {
     if (c != nullptr) SEAM_RETURN_IF_ERROR(c->Synchronize(deadline));
   }
   return absl::OkStatus();
@@ -73,14 +84,21 @@ absl::StatusOr<std::unique_ptr<ProcessGroups>> ProcessGroups::Create(const Topol
   SEAM_ASSIGN_OR_RETURN(groups->tp_, MakeGroup("tp", all, tp_rank, factory));
   const int dp = groups->dp_rank();
   const int a = groups->attn_tp_rank();
+  const int c = groups->cp_rank();
+  const bool cp = topology.attn_cp > 1;
+  const std::string cp_tag = cp ? absl::StrCat(".cp", c) : "";
   // A group with the TP group's members is served by the TP communicator.
-  if (topology.attn_dp > 1) {
-    SEAM_ASSIGN_OR_RETURN(groups->attn_tp_, MakeGroup(absl::StrCat("attn_tp.dp", dp), AttnTpMembers(topology, dp),
-                                                      tp_rank, factory));
+  if (topology.attn_dp > 1 || cp) {
+    SEAM_ASSIGN_OR_RETURN(groups->attn_tp_, MakeGroup(absl::StrCat("attn_tp.dp", dp, cp_tag),
+                                                      AttnTpMembers(topology, dp, c), tp_rank, factory));
   }
-  if (topology.attn_tp() > 1) {
-    SEAM_ASSIGN_OR_RETURN(groups->attn_dp_, MakeGroup(absl::StrCat("attn_dp.r", a), AttnDpMembers(topology, a),
-                                                      tp_rank, factory));
+  if (topology.attn_tp() > 1 || cp) {
+    const std::string name = cp ? absl::StrCat("attn_dp.cp", c, ".r", a) : absl::StrCat("attn_dp.r", a);
+    SEAM_ASSIGN_OR_RETURN(groups->attn_dp_, MakeGroup(name, AttnDpMembers(topology, a, c), tp_rank, factory));
+  }
+  if (cp && topology.attn_cp != topology.tp) {
+    SEAM_ASSIGN_OR_RETURN(groups->attn_cp_, MakeGroup(absl::StrCat("attn_cp.dp", dp, ".r", a),
+                                                      AttnCpMembers(topology, dp, a), tp_rank, factory));
   }
   return groups;
 }

@@ -90,6 +90,12 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Load(const weigh
   impl->options = options;
   const weights::ModelConfig& c = impl->config;
   const boundary::Topology& topo = options.topology;
+  if (topo.attn_cp > 1) {
+    // A Mamba layer's recurrence runs token after token through one
+    // sequence's state: its tokens cannot be split over CP ranks.
+    return absl::InvalidArgumentError(absl::StrCat("Nemotron-H's Mamba layers cannot use context parallelism (attn_cp ",
+                                                   topo.attn_cp, "); run it with attn_cp 1"));
+  }
   const int total = static_cast<int>(c.num_hidden_layers);
   if (options.end_layer < 0) impl->options.end_layer = total;
   const int first = options.first_layer, end = impl->options.end_layer;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "seam/boundary/context_parallel.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "src/qwen3_layers.h"
@@ -91,6 +92,38 @@ absl::StatusOr<Tensor> Attention::Forward(const Tensor& x, const CacheBatch& ste
   SEAM_ASSIGN_OR_RETURN(Tensor attn_rows, attn.Reshape({t, q_heads_ * d}));
   Tensor out = Tensor::Empty({t, hidden_}, dt, dev);
   SEAM_RETURN_IF_ERROR(kernels::Matmul(attn_rows, wo_, out));  // partial over attention TP: never reduced here
+  return out;
+}
+
+absl::StatusOr<Tensor> Attention::ForwardContextParallel(const Tensor& x, const CacheBatch& step, KvCache& cache,
+                                                         int64_t cache_layer, boundary::ForwardBatch& batch,
+                                                         const CpAttention& cp) const {
+  const int64_t t = x.rows(), d = head_dim_, total = step.positions.dim(0);
+  const DType dt = x.dtype();
+  const Device dev = x.device();
+  Tensor qkv = Tensor::Empty({t, (q_heads_ + 2 * kv_heads_) * d}, dt, dev);
+  if (t > 0) SEAM_RETURN_IF_ERROR(kernels::Matmul(x, wqkv_, qkv));
+  SEAM_ASSIGN_OR_RETURN(Tensor all, boundary::GatherContext(qkv, batch));
+  if (all.rows() != total) {
+    return absl::InternalError(absl::StrCat("the gathered context has ", all.rows(), " rows but the step has ",
+                                            total, " tokens"));
+  }
+  // Every row's k and v into this rank's cache (decode then runs on it as on
+  // one rank), and q of every row, of which this rank keeps its own.
+  Tensor q_all = Tensor::Empty({total, q_heads_, d}, dt, dev);
+  if (total > 0) {
+    SEAM_RETURN_IF_ERROR(kernels::QkvNormRopeCache(all, q_norm_, k_norm_, eps_, step.positions, theta_,
+                                                   step.slot_mapping, cache.k(cache_layer), cache.v(cache_layer),
+                                                   q_all));
+  }
+  Tensor out = Tensor::Empty({t, hidden_}, dt, dev);
+  if (t == 0) return out;
+  SEAM_ASSIGN_OR_RETURN(Tensor q3, boundary::TakeRowsByIndex(q_all, cp.rows));
+  Tensor attn = Tensor::Empty({t, q_heads_, d}, dt, dev);
+  SEAM_RETURN_IF_ERROR(kernels::PagedAttention(q3, cache.k(cache_layer), cache.v(cache_layer), cp.attention,
+                                               1.0f / std::sqrt(static_cast<float>(d)), attn));
+  SEAM_ASSIGN_OR_RETURN(Tensor attn_rows, attn.Reshape({t, q_heads_ * d}));
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(attn_rows, wo_, out));  // partial over attention TP
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "seam/core/tensor.h"
 #include "seam/models/kv_cache.h"
 #include "seam/models/qwen3_model.h"
+#include "src/cp_attention.h"
 #include "src/load_context.h"
 #include "seam/weights/checkpoint.h"
 
@@ -31,6 +32,14 @@ class Attention {
   // the cache of `cache_layer`; returns the o_proj partial sum [T, H].
   absl::StatusOr<Tensor> Forward(const Tensor& x, const CacheBatch& step, KvCache& cache,
                                  int64_t cache_layer) const;
+  // A context-parallel batch: x holds this rank's CP rows [t, H] (t may be
+  // 0; every CP rank calls it, since it joins the context gather). Projects
+  // its rows, gathers every rank's q|k|v into natural order through the
+  // boundary, writes k and v of every row into the cache, and attends its
+  // own rows against their sequences' whole prefix. Returns [t, H].
+  absl::StatusOr<Tensor> ForwardContextParallel(const Tensor& x, const CacheBatch& step, KvCache& cache,
+                                                int64_t cache_layer, boundary::ForwardBatch& batch,
+                                                const CpAttention& cp) const;
 
  private:
   Tensor wqkv_, wo_;          // [(qh + 2·kvh)·D, H]: q, k, v rows; [H, qh·D]

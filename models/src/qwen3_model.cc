@@ -137,10 +137,13 @@ absl::StatusOr<std::unique_ptr<KvCache>> Qwen3Model::MakeCache(KvCacheOptions op
 
 absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::RunLayer(const DecoderLayer& layer, int64_t cache_layer,
                                                             boundary::Hidden h, boundary::ForwardBatch& batch,
-                                                            const CacheBatch& step, KvCache& cache) const {
+                                                            const CacheBatch& step, KvCache& cache,
+                                                            const internal::CpAttention* cp) const {
   SEAM_ASSIGN_OR_RETURN(Tensor x, layer.attn_boundary->Prepare(h, batch));
   Tensor attn_out = x;  // no rows: hand the prepared tensor on
-  if (x.rows() != 0) {
+  if (cp != nullptr) {  // every CP rank joins the context gather, rows or none
+    SEAM_ASSIGN_OR_RETURN(attn_out, layer.attention->ForwardContextParallel(x, step, cache, cache_layer, batch, *cp));
+  } else if (x.rows() != 0) {
     SEAM_ASSIGN_OR_RETURN(attn_out, layer.attention->Forward(x, step, cache, cache_layer));
   }
   SEAM_ASSIGN_OR_RETURN(h, layer.attn_boundary->Finish(attn_out, batch));
@@ -180,9 +183,19 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, c
   SEAM_RETURN_IF_ERROR(internal::CheckPieceArgs(is_first_piece(), is_last_piece(), in, out));
   SEAM_ASSIGN_OR_RETURN(internal::DeviceStep step, internal::PrepareStep(m.config, m.options, is_first_piece(),
                                                                          is_last_piece(), batch, input, in));
+  const bool cp = batch.variant == boundary::BatchVariant::kContextParallel;
+  if (cp) {  // a context-parallel batch splits each sequence over the CP ranks
+    std::vector<int64_t> rows;
+    for (const SequenceStep& s : input.sequences) rows.push_back(static_cast<int64_t>(s.tokens.size()));
+    SEAM_RETURN_IF_ERROR(batch.SetSequenceRows(std::move(rows)));
+  }
   SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, m.Enter(batch, step.ids, in));
   SEAM_RETURN_IF_ERROR(internal::ReserveStep(cache, &step));
-  return m.Run(std::move(h), batch, step.cache, cache, step.last_rows, out);
+  internal::CpAttention cp_attention;
+  if (cp) {
+    SEAM_ASSIGN_OR_RETURN(cp_attention, internal::BuildCpAttention(cache, step.spans, batch, m.options.device));
+  }
+  return m.Run(std::move(h), batch, step.cache, cache, step.last_rows, out, cp ? &cp_attention : nullptr);
 }
 
 absl::StatusOr<Tensor> Qwen3Model::ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids,
@@ -199,6 +212,9 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPieceStep(boundary::ForwardBatch& batc
                                                     boundary::PipelineTensors* out) {
   const bool first = is_first_piece();
   SEAM_RETURN_IF_ERROR(internal::CheckPieceArgs(first, is_last_piece(), in, out));
+  if (batch.variant == boundary::BatchVariant::kContextParallel) {
+    return absl::FailedPreconditionError("a context-parallel batch needs its sequences: run it through ForwardPiece");
+  }
   if (first && (ids.rank() != 1 || ids.dim(0) != batch.rows.my_dp_rows())) {
     return absl::InvalidArgumentError(absl::StrCat("ids: expected [", batch.rows.my_dp_rows(), "], got ",
                                                    ShapeToString(ids.shape())));
@@ -220,10 +236,11 @@ absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::Enter(boundary::ForwardBatch&
 
 absl::StatusOr<Tensor> Qwen3Model::Impl::Run(boundary::Hidden h, boundary::ForwardBatch& batch,
                                              const CacheBatch& step, KvCache& cache, const Tensor& last_rows,
-                                             boundary::PipelineTensors* out) const {
+                                             boundary::PipelineTensors* out,
+                                             const internal::CpAttention* cp) const {
   const weights::ModelConfig& c = config;
   for (size_t l = 0; l < layers.size(); ++l) {
-    SEAM_ASSIGN_OR_RETURN(h, RunLayer(*layers[l], static_cast<int64_t>(l), h, batch, step, cache));
+    SEAM_ASSIGN_OR_RETURN(h, RunLayer(*layers[l], static_cast<int64_t>(l), h, batch, step, cache, cp));
   }
   if (options.end_layer != c.num_hidden_layers) {
     SEAM_ASSIGN_OR_RETURN(*out, boundary::ToPp(h, batch));
@@ -240,7 +257,7 @@ absl::StatusOr<Tensor> Qwen3Model::Impl::Run(boundary::Hidden h, boundary::Forwa
 absl::StatusOr<Tensor> Qwen3Model::Impl::Logits(const Tensor& normed, const Tensor& last_rows) const {
   const weights::ModelConfig& c = config;
   // Every rank of a DP group holds the same normed rows: one computes the logits.
-  if (options.topology.attn_tp_rank() != 0) return Tensor();
+  if (options.topology.attn_tp_rank() != 0 || options.topology.cp_rank() != 0) return Tensor();
   Tensor chosen = normed;
   if (last_rows.defined()) {
     chosen = Tensor::Empty({last_rows.dim(0), c.hidden_size}, normed.dtype(), normed.device());

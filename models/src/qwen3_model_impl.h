@@ -26,17 +26,19 @@ struct Qwen3Model::Impl {
 
   absl::StatusOr<boundary::Hidden> RunLayer(const internal::DecoderLayer& layer, int64_t cache_layer, boundary::Hidden h,
                                             boundary::ForwardBatch& batch, const CacheBatch& step,
-                                            KvCache& cache) const;
+                                            KvCache& cache, const internal::CpAttention* cp = nullptr) const;
   // The device half of a step, with no host synchronisation of its own.
   // Enter: the embedding of `ids` (first piece) or the handoff `in`.
   absl::StatusOr<boundary::Hidden> Enter(boundary::ForwardBatch& batch, const Tensor& ids,
                                          const boundary::PipelineTensors* in) const;
   // Every layer, then leave: logits of `last_rows` (every row when
   // undefined) on the last piece, the handoff `out` on the others.
+  // `cp`: the attention inputs of a context-parallel batch (null otherwise).
   absl::StatusOr<Tensor> Run(boundary::Hidden h, boundary::ForwardBatch& batch, const CacheBatch& step,
-                             KvCache& cache, const Tensor& last_rows, boundary::PipelineTensors* out) const;
+                             KvCache& cache, const Tensor& last_rows, boundary::PipelineTensors* out,
+                             const internal::CpAttention* cp = nullptr) const;
   // fp32 logits of the final norm's rows `last_rows` (all when undefined) on
-  // attention-TP rank 0; an undefined tensor on the other ranks.
+  // attention-TP rank 0 of CP rank 0; an undefined tensor on the other ranks.
   absl::StatusOr<Tensor> Logits(const Tensor& normed, const Tensor& last_rows) const;
 };
 

@@ -9,8 +9,12 @@
 #include <vector>
 
 #include "seam/boundary/variant_choice.h"
+#include "seam/models/decoder_model.h"
 
 namespace seam::runtime {
+
+// Whether a step prefills: some sequence brings more than one token.
+bool IsPrefill(const std::vector<models::SequenceStep>& sequences);
 
 class BatchVariantLog {
  public:

@@ -189,8 +189,7 @@ int StageGroup::tp() const { return impl_->tp; }
 int StageGroup::attn_dp() const { return impl_->attn_dp; }
 int StageGroup::first_layer() const { return impl_->options.first_layer; }
 int StageGroup::end_layer() const { return impl_->options.end_layer; }
-bool StageGroup::is_first_piece() const { return first_layer() == 0; }
-bool StageGroup::is_last_piece() const { return end_layer() == config().num_hidden_layers; }
+int StageGroup::attn_cp() const { return impl_->options.attn_cp; }
 
 boundary::ReductionPolicy StageGroup::policy() const { return impl_->policy; }
 bool StageGroup::on_gpu() const { return impl_->options.device == Device::Kind::kCUDA; }
@@ -229,7 +228,7 @@ int64_t StageGroup::FreeBlocks(int dp) const { return impl_->ranks[dp * impl_->a
 absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string& model_dir, int tp, int attn_dp,
                                                                boundary::ReductionPolicy policy,
                                                                const StageGroupOptions& options) {
-  SEAM_ASSIGN_OR_RETURN(const boundary::Topology rank0, boundary::Topology::Make(tp, attn_dp, 0));
+  SEAM_ASSIGN_OR_RETURN(const boundary::Topology rank0, boundary::Topology::Make(tp, attn_dp, 0, options.attn_cp));
   SEAM_RETURN_IF_ERROR(boundary::ValidateVariantChoice(options.variants, rank0));
   // The tp rank threads share this process's math-library pool.
   kernels::ShareCpuMathThreads(tp);
@@ -276,10 +275,10 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
       SEAM_ASSIGN_OR_RETURN(rank.stream, CudaStream::Create(device));
       SetCurrentCudaStream(rank.stream.handle());
     }
-    SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r));
-    SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1}, r, factory));
+    SEAM_ASSIGN_OR_RETURN(rank.topology, boundary::Topology::Make(tp, attn_dp, r, self->options.attn_cp));
+    SEAM_ASSIGN_OR_RETURN(rank.groups, comm::ProcessGroups::Create(comm::Topology{tp, attn_dp, 1, self->options.attn_cp}, r, factory));
     if (device.is_cuda()) {
-      for (comm::Communicator* c : {&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()}) {
+      for (comm::Communicator* c : {&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp(), &rank.groups->attn_cp()}) {
         if (auto* nccl = dynamic_cast<comm::NcclCommunicator*>(c)) nccl->SetStream(rank.stream.handle());
       }
     }
@@ -302,7 +301,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
       used = LoadedBytes(before.free_bytes - after.free_bytes, pool_after - pool_before);
     }
     const weights::ModelConfig& config = self->checkpoint->config();
-    const int64_t reserve = ActivationReserveBytes(config, tp, tp / attn_dp, o.dtype, o.kv.max_step_tokens);
+    const int64_t reserve = ActivationReserveBytes(config, tp, rank.topology.attn_tp(), o.dtype, o.kv.max_step_tokens);
     SEAM_ASSIGN_OR_RETURN((*budgets)[r],
                           KvBudgetBytes(o.kv, device, used, after.total_bytes, after.free_bytes, reserve));
     return absl::OkStatus();
@@ -430,8 +429,8 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
   const uint64_t microbatch = g.next_microbatch++;
   // Graph replays run as they were captured: ordinary rows.
   const boundary::BatchVariant variant = bucket > 0 ? boundary::BatchVariant::kOrdinary
-                                                    : boundary::ChooseBatchVariant(g.options.variants,
-                                                                                   g.ranks[0]->topology, dp_rows);
+                                                    : boundary::ChooseBatchVariant(g.options.variants, g.ranks[0]->topology,
+                                                                                   dp_rows, IsPrefill(sequences));
   g.variant_log.Note(microbatch, variant, g.options.variants, dp_rows, bucket > 0);
   Impl* self = &g;
   const bool choose = choices != nullptr;
@@ -465,7 +464,7 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
       return leave(o.logits);
     }
     boundary::ForwardBatch batch(microbatch, variant, rank.topology, dp_rows);
-    batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp()};
+    batch.comms = boundary::StageComms{&rank.groups->tp(), &rank.groups->attn_tp(), &rank.groups->attn_dp(), &rank.groups->attn_cp()};
     rank.handoff = boundary::PipelineTensors{};
     boundary::PipelineTensors entering;
     if (!in.empty()) {

@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"off", "auto", "always"}))
       ->capture_default_str();
   std::string reduction_policy = "auto", batch_variant = "auto";
-  int64_t scatter_input_rows = 1024;
+  int64_t scatter_input_rows = 1024, cp_min_rows = 1024;
+  int cp = 1;
   app.add_option("--reduction-policy", reduction_policy,
                  "FFN output transports the boundaries may use: ar, rs, rsv, rs+rsv or auto (per architecture)")
       ->check(CLI::IsMember({"ar", "rs", "rsv", "rs+rsv", "auto"}))
@@ -101,8 +102,19 @@ int main(int argc, char** argv) {
   app.add_option("--batch-variant", batch_variant,
                  "how batches move over TP: auto (per batch: unpadded when rows do not divide over attention TP, "
                  "input-scattered from --scatter-input-rows, else ordinary), sequence-parallel, or one variant for "
-                 "every batch (ordinary, unpadded, input-scattered)")
-      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "ordinary", "unpadded", "input-scattered"}))
+                 "every batch (ordinary, unpadded, input-scattered); context-parallel: every prefill batch runs "
+                 "context-parallel (with --cp > 1)")
+      ->check(CLI::IsMember({"auto", "sequence-parallel", "sp", "context-parallel", "cp", "ordinary", "unpadded",
+                             "input-scattered"}))
+      ->capture_default_str();
+  app.add_option("--cp", cp,
+                 "context-parallel ranks in the TP group (without attention DP): attention is split over tp / cp "
+                 "ranks and a long prefill's tokens over the CP ranks (zig-zag); decode runs ordinary")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--cp-min-rows", cp_min_rows,
+                 "--batch-variant auto with --cp > 1: a prefill batch of this many rows runs context-parallel")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--scatter-input-rows", scatter_input_rows,
                  "--batch-variant auto: a batch whose largest attention-DP group has this many rows runs "
@@ -206,6 +218,8 @@ int main(int argc, char** argv) {
   options.policy = *seam::boundary::ParseReductionPolicy(reduction_policy);
   group.variants = *seam::boundary::ParseVariantChoice(batch_variant);
   group.variants.scatter_input_rows = scatter_input_rows;
+  group.variants.cp_min_rows = cp_min_rows;
+  group.attn_cp = cp;
   // KV from memory on GPUs unless a byte budget is given; the byte budget on the host.
   group.kv.from_gpu_memory = kv_cache_bytes <= 0;
   if (kv_cache_bytes > 0) group.kv.cache_bytes = kv_cache_bytes;

@@ -134,9 +134,10 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   absl::Status fits = CheckStageConfigAgainstModel(config, *model);
   if (!fits.ok()) return invalid(fits);
 
-  SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {}), reduction policy {}, batch variants {}",
+  SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {}, context-parallel ranks {}), reduction "
+                "policy {}, batch variants {}",
                 config.first_layer(), config.last_layer(), config.model_dir(), config.tp_size(),
-                config.attn_dp_size(),
+                config.attn_dp_size(), options_.group.attn_cp,
                 boundary::ReductionPolicyName(boundary::ResolveReductionPolicy(options_.policy, model->architecture)),
                 boundary::VariantChoiceName(options_.group.variants));
   runtime::StageGroupOptions group_options = options_.group;

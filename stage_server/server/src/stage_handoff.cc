@@ -22,6 +22,8 @@ v1::RowForm ToWire(boundary::RowForm form) {
       return v1::ROW_FORM_ATTN_TP_SLICE;
     case boundary::RowForm::kFfnRows:
       return v1::ROW_FORM_FFN_ROWS;
+    case boundary::RowForm::kCpRows:  // never crosses a pipeline cut (ToPp sends DP-row slices)
+      break;
   }
   return v1::ROW_FORM_UNSPECIFIED;
 }
@@ -50,7 +52,9 @@ uint64_t TokenCount(const v1::MicrobatchDescriptor& d) {
 absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, const v1::StageConfig& config,
                                              const runtime::StageGroup& group,
                                              const std::vector<boundary::PipelineTensors>& ranks) {
-  const int tp = group.tp(), attn_tp = tp / group.attn_dp();
+  // Each DP group's rows are the slices of its CP rank 0's attention-TP
+  // ranks (the other CP ranks send the same slices).
+  const int tp = group.tp(), attn_tp = tp / group.attn_dp(), slices = attn_tp / group.attn_cp();
   if (static_cast<int>(ranks.size()) != tp) {
     return absl::InvalidArgumentError(absl::StrCat("handoff: ", ranks.size(), " ranks' tensors for TP ", tp));
   }
@@ -88,7 +92,7 @@ absl::StatusOr<OutgoingHandoff> FrameHandoff(const v1::MicrobatchDescriptor& d, 
   const bool dp_rows = ranks[0].rows == boundary::RowForm::kDpRows;
   for (int g = 0; g < group.attn_dp(); ++g) {
     uint64_t count = 0;
-    for (int r = g * attn_tp; r < (g + 1) * attn_tp && (r == g * attn_tp || !dp_rows); ++r) {
+    for (int r = g * attn_tp; r < g * attn_tp + slices && (r == g * attn_tp || !dp_rows); ++r) {
       count += static_cast<uint64_t>(ranks[r].hidden.dim(0));
     }
     h.add_attn_dp_row_counts(count);
@@ -138,7 +142,7 @@ absl::Status CheckHandoffHeader(const v1::StreamState& h, const v1::MicrobatchDe
   uint64_t rows = 0;
   for (uint64_t n : h.attn_dp_row_counts()) rows += n;
   if (rows != h.token_count()) return bad("attn_dp_row_counts: sum ", rows, ", token_count ", h.token_count());
-  const int per_rank = pending ? 2 : 1, attn_tp = tp / dp;
+  const int per_rank = pending ? 2 : 1, attn_tp = tp / dp, slices = attn_tp / group.attn_cp();
   if (h.tensors_size() != tp * per_rank) return bad("tensors: ", h.tensors_size(), ", expected ", tp * per_rank);
   std::vector<uint64_t> group_rows(dp, 0);
   for (int i = 0; i < h.tensors_size(); ++i) {
@@ -154,7 +158,7 @@ absl::Status CheckHandoffHeader(const v1::StreamState& h, const v1::MicrobatchDe
     if (*form == boundary::RowForm::kDpRows && rows_here != group) {
       return bad("tensors[", i, "].shape of '", want, "': ", rows_here, " rows, its DP group holds ", group);
     }
-    if (i % per_rank == 0) group_rows[r / attn_tp] += rows_here;
+    if (i % per_rank == 0 && r % attn_tp < slices) group_rows[r / attn_tp] += rows_here;
   }
   if (*form != boundary::RowForm::kDpRows) {
     for (int g = 0; g < dp; ++g) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "seam/boundary/context_parallel.h"
 #include "seam/boundary/layout.h"
 
 namespace seam::boundary {
@@ -25,13 +26,22 @@ namespace seam::boundary {
 //                    the slice (after a mixer at the next input, after an FFN at
 //                    its exit) and every compute input is gathered from slices;
 //                    padded like kOrdinary; never an all-reduce
-//   kContextParallel named, not yet served by any stage path
+//   kContextParallel each sequence's tokens split over the CP ranks in zig-zag
+//                    chunks (context_parallel.h), without attention DP: the
+//                    stack input arrives on the DP rows and its entry keeps
+//                    this rank's CP rows; attention computes its own rows
+//                    against the whole context (GatherContext); FFN inputs and
+//                    the final norm gather the CP rows back to natural order;
+//                    an FFN sum returns to the CP rows (all-reduce + take, or
+//                    a reduce-scatter with the same mapping when attention TP
+//                    is 1); a pipeline handoff travels on the DP rows
 enum class BatchVariant : uint8_t { kOrdinary, kUnpadded, kInputScattered, kContextParallel, kSequenceParallel };
 const char* BatchVariantName(BatchVariant variant);  // "ORDINARY", "UNPADDED", ...
 // "ordinary", "unpadded", "input-scattered", "sequence-parallel" (and "sp"), "context-parallel" (and "cp").
 absl::StatusOr<BatchVariant> ParseBatchVariant(const std::string& text);
 inline constexpr BatchVariant kServedVariants[] = {BatchVariant::kOrdinary, BatchVariant::kUnpadded,
-                                                   BatchVariant::kInputScattered, BatchVariant::kSequenceParallel};
+                                                   BatchVariant::kInputScattered, BatchVariant::kSequenceParallel,
+                                                   BatchVariant::kContextParallel};
 
 // Row arithmetic of one batch on one topology. Padded batches give every DP
 // group P = ceil(max_d R_d / attn_tp) · attn_tp rows in collectives and split
@@ -62,13 +72,18 @@ class BatchRows {
   int64_t FfnOffset(int dp) const;
   // Rows of the FFN row form (compact: Σ R_d; padded: attn_dp · P).
   int64_t FfnRows() const;
-  // Rows a tensor of `form` has on this rank.
+  // Rows a tensor of `form` has on this rank (kCpRows: its rows of the CP
+  // map, or the DP rows when the batch has none).
   int64_t RowsOf(RowForm form) const;
+  // The token mapping of a context-parallel batch (null for other batches).
+  const CpRowMap* cp_map() const { return cp_map_.get(); }
+  void set_cp_map(std::shared_ptr<const CpRowMap> map) { cp_map_ = std::move(map); }
 
  private:
   Topology topology_;
   std::vector<int64_t> dp_rows_;
   bool padded_;
+  std::shared_ptr<const CpRowMap> cp_map_;
 };
 
 class ResidualStream;
@@ -79,9 +94,15 @@ struct ForwardBatch {
   ForwardBatch(ForwardBatch&&) noexcept;
   ForwardBatch& operator=(ForwardBatch&&) noexcept;
 
+  // Rows of each sequence of this rank's DP group, in row order (empty: the
+  // DP rows are one sequence). A context-parallel batch splits each sequence
+  // over the CP ranks; set them through SetSequenceRows before Start.
+  absl::Status SetSequenceRows(std::vector<int64_t> rows_per_sequence);
+
   uint64_t microbatch_id;
   BatchVariant variant;
   BatchRows rows;
+  std::vector<int64_t> sequence_rows;
   // Whether the attention-DP reduce-scatter may be used for this batch (a
   // batch-time fact: e.g. the DP group is being resized).
   bool rsv_usable = true;

@@ -18,7 +18,7 @@
 
 namespace seam::boundary {
 
-enum class CommGroup : uint8_t { kNone, kTp, kAttnTp, kAttnDp };
+enum class CommGroup : uint8_t { kNone, kTp, kAttnTp, kAttnDp, kAttnCp };
 const char* CommGroupName(CommGroup group);
 CommGroup GroupCompleting(SumGroup sum);
 
@@ -26,18 +26,18 @@ CommGroup GroupCompleting(SumGroup sum);
 // (r) and the compute input (x) of the stage being entered or left.
 enum class StepOp : uint8_t {
   kInitResidual,    // r ← the stack input; stream becomes written
-  kSliceResidual,   // r: DP rows → this rank's attention-TP slice (no communication)
+  kSliceResidual,   // r: DP rows → this rank's `to` rows (slice, or CP rows), no communication
   kAllReduce,       // c summed over `group`
   kReduceScatter,   // c summed over `group`, fixed equal (padded) parts; c → `to` rows
-  kReduceScatterV,  // c summed over `group` with per-rank counts; c → `to` rows
-  kTakeRows,        // c narrowed to this rank's `to` rows (no communication)
+  kReduceScatterV,  // c summed over `group` with per-rank counts; c → `to` rows (CP rows: the CP mapping)
+  kTakeRows,        // c narrowed (or, to CP rows, row-gathered) to this rank's `to` rows (no communication)
   kAddBeforeSum,    // every row's residual added into c by exactly one rank, before the sum
   kWriteResidual,   // r ← c; stream becomes written
   kFusedInput,      // fusion candidates, else all-reduce over `group` + add + norm
   kUpdateAndRead,   // r ← r + c; x ← norm of the fp32 sum
   kRead,            // x ← norm(r)
   kGather,          // x moved `from` → `to` rows over `group`, padded fixed parts
-  kGatherV,         // the same with per-rank counts, unpadded
+  kGatherV,         // the same with per-rank counts, unpadded (attn_cp: CP rows back to natural order)
   kApplyUpdate,     // r ← the producer's update of r with c (completed); stream becomes written
   // A read on this rank's attention-TP slice followed by the gather onto the
   // DP rows (`group` attn_tp), as one step: the read's gathering reads are
@@ -86,6 +86,7 @@ enum class ExitChoice : uint8_t {
   kCompleteAllReduce,   // complete now with an all-reduce, then return to own rows
   kReduceScatterV,      // complete now with a variable reduce-scatter onto own slice
   kReduceScatterFixed,  // complete now with a fixed (padded) reduce-scatter onto own slice
+  kReduceScatterCp,     // complete now with a reduce-scatter onto own CP rows (the CP mapping)
   kDeferFinalize,       // terminal MoE: hand the finalize (and its sum) to the final norm
 };
 const char* ExitChoiceName(ExitChoice choice);

@@ -62,6 +62,12 @@ struct StageGroupOptions {
   // parallel when configured. CUDA-graph decode steps run as captured
   // (ordinary). Every rank and every stage of a pipeline decides alike.
   boundary::VariantChoiceOptions variants;
+  // Context-parallel ranks inside the TP group (without attention DP): the
+  // attention is split over tp / attn_cp ranks and replicated over the CP
+  // ranks; a prefill batch that `variants` runs CONTEXT_PARALLEL (under auto:
+  // from variants.cp_min_rows rows) splits its sequences' tokens over them.
+  // Decode batches run ordinary. 1: no CP ranks.
+  int attn_cp = 1;
   // CUDA: decode steps (one token per sequence) replay CUDA graphs captured
   // per bucket: the step's largest DP group's sequence count rounded up to
   // the next bucket (ascending, positive); every DP group pads to it. Prefill
@@ -135,8 +141,9 @@ class StageGroup {
   int attn_dp() const;
   int first_layer() const;
   int end_layer() const;         // resolved: never -1
-  bool is_first_piece() const;   // first_layer() == 0
-  bool is_last_piece() const;    // end_layer() == num_hidden_layers
+  int attn_cp() const;           // context-parallel ranks (StageGroupOptions::attn_cp)
+  bool is_first_piece() const { return first_layer() == 0; }
+  bool is_last_piece() const { return end_layer() == config().num_hidden_layers; }
   boundary::ReductionPolicy policy() const;  // resolved for the architecture: never kAuto
   bool on_gpu() const;
   // The DP group a sequence lives on, or -1 when it has none yet.
