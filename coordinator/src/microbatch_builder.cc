@@ -123,10 +123,11 @@ int SchedulerImpl::DecodeSteps() const {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
     if (state.in_flight) continue;
-    // No more steps than tokens left, nor than tokens made so far: runs
-    // start short after an admission (1, 2, 4, 8, ...), so requests of a
-    // burst that arrive a few steps apart still join at once.
-    steps = std::min({steps, state.TokensLeft(), std::max(1, state.generated)});
+    // No more steps than tokens left, nor (past first_decode_steps) than
+    // tokens made so far: with first_decode_steps 1 runs start short after
+    // an admission (1, 2, 4, 8, ...), so requests of a burst that arrive a
+    // few steps apart still join at once.
+    steps = std::min({steps, state.TokensLeft(), std::max(options_.first_decode_steps, state.generated)});
   }
   if (steps <= 1) return 1;
   if (wave_steps_ > 1) {
