@@ -60,6 +60,11 @@ TEST(SchedulerMultiStep, RunsStartAtFirstDecodeSteps) {
   std::vector<int> steps;
   while (std::optional<Microbatch> run = d.scheduler->Next()) {
     EXPECT_EQ(run->num_sequences, 2);
+    if (steps.empty()) {
+      // Positions 4..11 and the one after them, where a stage may run ahead:
+      // 13 positions, 4 blocks of 4 each.
+      EXPECT_EQ(d.scheduler->FreeBlocks(0), 64 - 2 * 4);
+    }
     steps.push_back(run->decode_steps);
     d.Complete(*run);
   }
