@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "microbatch_runner.h"
+#include "run_ahead.h"
 #include "seam/core/logging.h"
 
 namespace seam::server {
@@ -144,22 +145,7 @@ bool MicrobatchRunner::RunAhead(const v1::MicrobatchDescriptor& d, uint32_t step
 }
 
 bool MicrobatchRunner::ContinuesAhead(const v1::MicrobatchDescriptor& d) const {
-  const Ahead& a = *ahead_;
-  if (d.epoch() != a.wave.epoch() || d.wave_size() > 1 || d.sequences_size() != a.wave.sequences_size() ||
-      a.inputs.size() != static_cast<size_t>(d.sequences_size())) {
-    return false;
-  }
-  for (int i = 0; i < d.sequences_size(); ++i) {
-    const v1::SequenceEntry& s = d.sequences(i);
-    const v1::SequenceEntry& p = a.wave.sequences(i);
-    if (s.sequence_id() != p.sequence_id() || s.is_prefill() || s.return_token_logprobs() ||
-        s.token_ids_size() != 1 || s.token_ids(0) != a.inputs[static_cast<size_t>(i)] ||
-        s.position_start() != p.position_start() + a.steps || s.dp_group() != p.dp_group() ||
-        s.sampling().SerializeAsString() != p.sampling().SerializeAsString()) {
-      return false;
-    }
-  }
-  return true;
+  return ContinuesWave(ahead_->wave, ahead_->steps, ahead_->inputs, d);
 }
 
 }  // namespace seam::server
