@@ -30,6 +30,21 @@ int main(int argc, char** argv) {
                  "waits for admission or prefill")
       ->check(CLI::Range(1, seam::coordinator::kMaxDecodeSteps))
       ->capture_default_str();
+  app.add_option("--decode-ramp-start", o.decode_ramp_start,
+                 "most steps of a sequence's first multi-step run after its admission; later runs take at most "
+                 "as many steps as it has made (0: --decode-steps, no ramp; 1: runs of 1, 2, 4, ... so a burst's "
+                 "later arrivals join early)")
+      ->check(CLI::Range(0, seam::coordinator::kMaxDecodeSteps))
+      ->capture_default_str();
+  app.add_option("--max-batch-tokens", o.max_batch_tokens,
+                 "token rows of one microbatch (prefill tokens plus one per decode step); keep it within the "
+                 "stages' --max-step-tokens")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-prompt-tokens", o.max_prompt_tokens,
+                 "longest prompt accepted (at most --max-batch-tokens)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--stage-timeout", stage_timeout,
                  "longest a stage may take to answer a microbatch: the floor, to which "
                  "--stage-timeout-per-token adds per token owed")

@@ -102,6 +102,14 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
 // D decoding sequences a microbatch takes at most ceil(D / P) of them, so P
 // microbatches of decode keep every stage busy instead of one microbatch
 // holding them all while the other stages idle.
+// A run of several steps also holds the position after its last: a stage
+// may run the next step ahead there (stage_server's set_run_ahead) before
+// it knows whether the sequence goes on. Within the request's budget: a run
+// takes at most the tokens left, and prompt + max_new_tokens fit a group.
+int SchedulerImpl::RunKvTokens(const RequestState& state, int steps) {
+  return state.DecodeKvTokens(steps > 1 ? steps + 1 : steps);
+}
+
 int SchedulerImpl::DecodeShare() const {
   int decoding = 0;
   for (const auto& [order, id] : running_) decoding += requests_.at(id).phase == Phase::kDecoding ? 1 : 0;
@@ -123,10 +131,11 @@ int SchedulerImpl::DecodeSteps() const {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
     if (state.in_flight) continue;
-    // No more steps than tokens left, nor than tokens made so far: runs
-    // start short after an admission (1, 2, 4, 8, ...), so requests of a
-    // burst that arrive a few steps apart still join at once.
-    steps = std::min({steps, state.TokensLeft(), std::max(1, state.generated)});
+    // No more steps than tokens left, nor (past first_decode_steps) than
+    // tokens made so far: with first_decode_steps 1 runs start short after
+    // an admission (1, 2, 4, 8, ...), so requests of a burst that arrive a
+    // few steps apart still join at once.
+    steps = std::min({steps, state.TokensLeft(), std::max(options_.first_decode_steps, state.generated)});
   }
   if (steps <= 1) return 1;
   if (wave_steps_ > 1) {
@@ -138,7 +147,7 @@ int SchedulerImpl::DecodeSteps() const {
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.in_flight) continue;
-    need[state.dp_group] += std::max(0, kv_.BlocksFor(state.DecodeKvTokens(steps)) - state.blocks);
+    need[state.dp_group] += std::max(0, kv_.BlocksFor(RunKvTokens(state, steps)) - state.blocks);
   }
   for (int g = 0; g < options_.dp_groups; ++g) {
     if (need[g] > kv_.Free(g)) return 1;
@@ -153,7 +162,7 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
     if (!HasRoomForSequence(draft) || taken == share) return;
     RequestState& state = requests_.at(id);
     if (state.in_flight || state.phase != Phase::kDecoding) continue;
-    const int need = kv_.BlocksFor(state.DecodeKvTokens(draft.mb.decode_steps)) - state.blocks;
+    const int need = kv_.BlocksFor(RunKvTokens(state, draft.mb.decode_steps)) - state.blocks;
     if (need > 0) {
       if (!kv_.TryAllocate(state.dp_group, need)) {
         draft.group_waiting[state.dp_group] = true;  // waits for a block

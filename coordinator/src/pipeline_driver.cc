@@ -38,8 +38,8 @@ void PipelineDriver::StartLinks() {
     const int stage = static_cast<int>(k);
     links_[k]->Start(
         [this, stage, gen](const v1::MicrobatchResult& r) {
-          Post([this, stage, gen, r] {
-            if (gen == generation_) state_->OnResult(stage, r);
+          Post([this, stage, gen, r, read = State::Clock::now()] {
+            if (gen == generation_) state_->OnResult(stage, r, read);
           });
         },
         [this, stage, gen](const absl::Status& st) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/logging.h"
 
 namespace seam::coordinator {
 namespace {
@@ -172,11 +173,20 @@ bool PipelineDriver::State::Send(const Microbatch& mb, const v1::MicrobatchDescr
   f.bound = options.stage_timeout + options.stage_timeout_per_token * tokens;
   f.deadline = Clock::now() + f.bound;
   f.answered.assign(links.size(), false);
+  const Clock::time_point writing = Clock::now();
   for (size_t k = 0; k < links.size(); ++k) {
     if (absl::Status st = links[k]->Send(d); !st.ok()) {
       StageDown(static_cast<int>(k), st);
       return false;
     }
+  }
+  if (last_ended != 0) {
+    const auto us = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
+    SEAM_LOG_DEBUG("microbatch {} ({} steps) sent {} us after microbatch {} ended ({} us from its last result "
+                   "read to its end; {} us completing it, {} us building, {} us writing)",
+                   mb.id, mb.decode_steps, us(Clock::now() - last_end), last_ended, last_hop_us,
+                   us(handled - last_end), us(writing - handled), us(Clock::now() - writing));
+    last_ended = 0;
   }
   return true;
 }
@@ -203,7 +213,8 @@ void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& 
   }
 }
 
-void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& result) {
+void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& result, Clock::time_point read) {
+  received = read;
   auto it = in_flight.find(result.microbatch_id());
   if (it == in_flight.end() || down) return;  // forgotten by GoDown
   InFlight& f = it->second;
@@ -232,6 +243,9 @@ void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& resu
 }
 
 void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
+  last_end = Clock::now();
+  last_ended = microbatch_id;
+  last_hop_us = std::chrono::duration_cast<std::chrono::microseconds>(last_end - received).count();
   InFlight f = std::move(in_flight.at(microbatch_id));
   in_flight.erase(microbatch_id);
   if (!f.error.ok()) {
@@ -288,6 +302,7 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
                                                 RequestsOf(f.microbatch), " wrongly: ", events.status().message())));
   }
   Handle(events.value_or(std::vector<SchedulerEvent>{}));
+  handled = Clock::now();
 }
 
 void PipelineDriver::State::Release(Sequence& s) {

@@ -59,7 +59,8 @@ struct PipelineDriver::State {
   void Admit(DriverCall call);
   // Sends every microbatch the scheduler offers, while the pipeline is up.
   void Pump();
-  void OnResult(int stage, const v1::MicrobatchResult& result);
+  // `read`: when the stage link's thread read it (debug timing).
+  void OnResult(int stage, const v1::MicrobatchResult& result, Clock::time_point read = Clock::now());
   void OnBroken(int stage, const absl::Status& status);
   // Stage deadlines of microbatches, client deadlines and cancellations.
   void CheckTimes(Clock::time_point now);
@@ -96,6 +97,13 @@ struct PipelineDriver::State {
   // goes down and is reconfigured.
   static constexpr int kMaxFailedInARow = 3;
   int failed_in_a_row = 0;
+  // When the last microbatch ended on the driver thread (debug timing of
+  // the coordinator's part of a round trip: its end to the next send).
+  Clock::time_point last_end{};
+  Clock::time_point handled{};   // when the ended microbatch's events were handled
+  Clock::time_point received{};  // when the link thread read the result being handled
+  int64_t last_hop_us = 0;       // the ended microbatch's last result: link thread to driver thread
+  uint64_t last_ended = 0;
   uint64_t next_call = 1;
   uint64_t next_sequence_id = 1;
   std::map<std::string, Sequence> sequences;        // by scheduler request id

@@ -32,6 +32,7 @@ absl::Status CheckOptions(const SchedulerOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("max_decode_steps is ", o.max_decode_steps, ", at most ",
                                                    kMaxDecodeSteps, " are allowed"));
   }
+  SEAM_RETURN_IF_ERROR(CheckAtLeast("first_decode_steps", o.first_decode_steps, 1));
   if (o.chunked_prefill) {
     SEAM_RETURN_IF_ERROR(CheckAtLeast("prefill_chunk_tokens", o.prefill_chunk_tokens, 1));
   }

@@ -55,6 +55,8 @@ class SchedulerImpl final : public Scheduler {
   // 0: none now (a wave runs; its sequences are waited for).
   int DecodeSteps() const;
   void AddDecodeSteps(Draft& draft);
+  // KV positions a run of `steps` decode steps holds (see microbatch_builder.cc).
+  static int RunKvTokens(const RequestState& state, int steps);
   void AddPrefillChunks(Draft& draft);
   void AdmitFromQueue(Draft& draft);
   // Tokens of the next prefill chunk of `state` that fit the draft; 0: none.

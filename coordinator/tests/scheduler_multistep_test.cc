@@ -47,6 +47,35 @@ TEST(SchedulerMultiStep, DecodeRunsSeveralStepsAndEndsOnMaxTokensExactly) {
   EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
 }
 
+TEST(SchedulerMultiStep, RunsStartAtFirstDecodeSteps) {
+  SchedulerOptions o = MultiStep();
+  o.first_decode_steps = 8;
+  SchedulerDriver d(o);
+  d.sampler = [](const MicrobatchEntry& e) { return 100 + e.start_position; };
+  d.Submit("a", 4, 20);
+  d.Submit("b", 4, 20);
+  Microbatch prefill = d.MustNext();
+  EXPECT_EQ(prefill.num_sequences, 2) << "both prompts in one microbatch";
+  d.Complete(prefill);
+  std::vector<int> steps;
+  while (std::optional<Microbatch> run = d.scheduler->Next()) {
+    EXPECT_EQ(run->num_sequences, 2);
+    if (steps.empty()) {
+      // Positions 4..11 and the one after them, where a stage may run ahead:
+      // 13 positions, 4 blocks of 4 each.
+      EXPECT_EQ(d.scheduler->FreeBlocks(0), 64 - 2 * 4);
+    }
+    steps.push_back(run->decode_steps);
+    d.Complete(*run);
+  }
+  EXPECT_THAT(steps, ElementsAre(8, 8, 3)) << "no ramp; the last as many steps as tokens are left";
+  std::vector<int32_t> expected = {100};
+  for (int p = 4; p < 23; ++p) expected.push_back(100 + p);
+  EXPECT_EQ(d.TokensOf("a"), expected);
+  EXPECT_EQ(d.TokensOf("b"), expected);
+  EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
+}
+
 TEST(SchedulerMultiStep, AStopTokenEndsTheRequestAndDropsTheLaterSteps) {
   SchedulerDriver d(MultiStep());
   d.sampler = [](const MicrobatchEntry& e) { return e.start_position == 7 ? 2 : 50; };
@@ -138,6 +167,9 @@ TEST(SchedulerMultiStep, OptionIsChecked) {
   o.max_decode_steps = 0;
   EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.max_decode_steps = kMaxDecodeSteps + 1;
+  EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = MultiStep();
+  o.first_decode_steps = 0;
   EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

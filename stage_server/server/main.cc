@@ -147,6 +147,13 @@ int main(int argc, char** argv) {
                  "a PP 2 run through it chose other tokens than the single-process run; bench/results/2026-12-01-h200-multistep)")
       ->check(CLI::IsMember({"auto", "host"}))
       ->capture_default_str();
+  std::string run_ahead = "on";
+  app.add_option("--run-ahead", run_ahead,
+                 "CUDA, whole model on one GPU: at the end of a multi-step decode wave, run the step after it on "
+                 "the device while the last answer travels, and use it when the next wave continues those "
+                 "sequences (on) or not (off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
   std::string log_format = "text", metrics_listen;
   app.add_option("--log-format", log_format, "text or json (one JSON object per line)")
@@ -204,6 +211,7 @@ int main(int argc, char** argv) {
   options.credentials = *credentials;
   options.ucx_mode = *mode;
   options.handoff_timeout = absl::Seconds(handoff_timeout_s);
+  options.run_ahead = run_ahead == "on";
   options.drain_timeout = absl::Seconds(drain_timeout_s);
   const bool cuda = device == "cuda" || (device == "auto" && seam::CudaAvailable());
   if (cuda && !seam::CudaAvailable()) {

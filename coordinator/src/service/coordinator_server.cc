@@ -190,6 +190,8 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   driver_options.scheduler.dp_groups = o.attn_dp;
   driver_options.scheduler.max_queue = o.max_queue;
   driver_options.scheduler.max_decode_steps = o.decode_steps;
+  driver_options.scheduler.first_decode_steps = o.decode_ramp_start > 0 ? o.decode_ramp_start : o.decode_steps;
+  driver_options.scheduler.max_tokens_per_microbatch = o.max_batch_tokens;
   driver_options.stage_timeout = o.stage_timeout;
   driver_options.stage_timeout_per_token = o.stage_timeout_per_token;
   // Stages already configured (by a coordinator that exited or died) are
@@ -235,7 +237,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   RequestLimits limits;
   limits.vocab_size = config->vocab_size;
   limits.max_positions = config->max_position_embeddings;
-  limits.max_prompt_tokens = driver_options.scheduler.max_tokens_per_microbatch;
+  limits.max_prompt_tokens = std::min(o.max_prompt_tokens, driver_options.scheduler.max_tokens_per_microbatch);
   // The stages own their descriptor limit (their gRPC receive limit); the
   // driver never sends a descriptor over the least of them.
   uint64_t stage_limit = 0;

@@ -44,6 +44,15 @@ struct CoordinatorServerOptions {
   // Decode steps a microbatch may run on the stages without a round trip
   // to the coordinator (SchedulerOptions::max_decode_steps); 1: off.
   int decode_steps = 8;
+  // Where runs of several steps start after an admission
+  // (SchedulerOptions::first_decode_steps); 0: at decode_steps (no ramp),
+  // 1: the ramp 1, 2, 4, ... that lets a burst's later arrivals join early.
+  int decode_ramp_start = 0;
+  // Token rows of one microbatch (SchedulerOptions::max_tokens_per_microbatch):
+  // the stages' default --max-step-tokens, so that a burst of prompts is
+  // prefilled in one microbatch. Prompts stay within max_prompt_tokens.
+  int max_batch_tokens = 8192;
+  int max_prompt_tokens = 2048;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};

@@ -70,6 +70,7 @@ void MicrobatchRunner::TakeIntoWave(const v1::MicrobatchDescriptor& d, const Ans
     // The wave cannot become whole: its members taken so far fail with it.
     for (const v1::MicrobatchDescriptor& m : wave_) AnswerError(m, taken, answer);
     wave_.clear();
+    ahead_.reset();
     return AnswerError(d, taken, answer);
   }
   wave_.push_back(d);
@@ -82,6 +83,7 @@ void MicrobatchRunner::RunWave(const Answer& answer) {
   const uint32_t steps = wave.front().decode_steps();
   const bool first = group_->is_first_piece(), last = group_->is_last_piece();
   if (first && last && CanFeedWave(wave, steps)) return RunWaveFed(wave, steps, answer);
+  ahead_.reset();
   struct Member {
     std::vector<int32_t> tokens;  // what the next step feeds (first or last piece)
     bool failed = false;

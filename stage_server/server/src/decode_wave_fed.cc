@@ -5,13 +5,17 @@
 // of a member before it waits for step k's tokens and answers it, so that
 // building a step and answering one overlap the GPU's work instead of
 // following it. Answers, their order and the tokens are those of
-// RunWave's step-by-step path.
+// RunWave's step-by-step path. A wave of one member also runs the step
+// after its last one ahead (MicrobatchRunner::set_run_ahead), which the next
+// wave takes as its step 0 when it continues the same sequences.
 #include <deque>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "microbatch_runner.h"
+#include "run_ahead.h"
 #include "seam/core/logging.h"
 
 namespace seam::server {
@@ -57,6 +61,7 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
   };
   std::vector<Member> members(wave.size());
   std::deque<Enqueued> enqueued;
+  std::vector<int32_t> last_tokens;  // of the newest step answered
   // Waits for the oldest enqueued step's tokens and answers it.
   const auto answer_oldest = [&] {
     const Enqueued e = enqueued.front();
@@ -70,6 +75,7 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
       return AnswerError(d, tokens.status(), answer);
     }
     if (metrics_) RecordStep(absl::ToDoubleSeconds(absl::Now() - e.at));
+    last_tokens = *tokens;
     v1::MicrobatchResult result;
     result.set_microbatch_id(d.microbatch_id());
     for (v1::SequenceResult& s : SequenceSampler::Results(d, *tokens)) *result.add_sequences() = std::move(s);
@@ -78,7 +84,15 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
     answer(std::move(result));
   };
   const absl::Time started = absl::Now();
-  for (uint32_t k = 0; k < steps; ++k) {
+  // Run() kept the step run ahead only for the member that continues it.
+  std::optional<Ahead> ahead = std::move(ahead_);
+  ahead_.reset();
+  const bool resumed = ahead.has_value() && wave.size() == 1;
+  if (resumed) {
+    members[0].latest = ahead->fed;
+    enqueued.push_back(Enqueued{0, 0, ahead->fed, ahead->at});
+  }
+  for (uint32_t k = resumed ? 1 : 0; k < steps; ++k) {
     for (size_t m = 0; m < wave.size(); ++m) {
       Member& member = members[m];
       if (member.failed) continue;
@@ -98,9 +112,40 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
       while (enqueued.size() > 1) answer_oldest();
     }
   }
+  // The step after the wave goes on the GPU before the last answer is
+  // awaited, so that it runs while the answer travels.
+  const bool ahead_run = wave.size() == 1 && !members[0].failed && members[0].latest.has_value() &&
+                         RunAhead(wave[0], steps, *members[0].latest);
   while (!enqueued.empty()) answer_oldest();
-  SEAM_LOG_DEBUG("wave of {} microbatches x {} steps fed on the device: {} us in the stage", wave.size(), steps,
+  if (ahead_run && !members[0].failed && last_tokens.size() == static_cast<size_t>(wave[0].sequences_size())) {
+    ahead_->inputs = last_tokens;
+  } else {
+    ahead_.reset();
+  }
+  SEAM_LOG_DEBUG("wave of {} microbatches x {} steps fed on the device{}{}: {} us in the stage", wave.size(), steps,
+                 resumed ? ", its first step run ahead" : "", ahead_.has_value() ? ", the next step run ahead" : "",
                  absl::ToInt64Microseconds(absl::Now() - started));
+}
+
+bool MicrobatchRunner::RunAhead(const v1::MicrobatchDescriptor& d, uint32_t steps, const runtime::FedStep& last) {
+  ahead_.reset();
+  if (!run_ahead_ || group_->config().hybrid_override_pattern.find('M') != std::string::npos) return false;
+  const std::vector<models::SequenceStep> next = StepsAt(d, steps);
+  if (!group_->CanStepFed(next)) return false;
+  const absl::Time at = absl::Now();
+  // Refused without running when its KV blocks are not free (the
+  // coordinator reserves them; a stage that admits more than it does not).
+  absl::StatusOr<runtime::FedStep> fed = group_->StepFed(next, sampler_.Choices(d, steps), &last);
+  if (!fed.ok()) {
+    SEAM_LOG_DEBUG("microbatch {}: no step run ahead: {}", d.microbatch_id(), fed.status().ToString());
+    return false;
+  }
+  ahead_ = Ahead{d, steps, *fed, {}, at};
+  return true;
+}
+
+bool MicrobatchRunner::ContinuesAhead(const v1::MicrobatchDescriptor& d) const {
+  return ContinuesWave(ahead_->wave, ahead_->steps, ahead_->inputs, d);
 }
 
 }  // namespace seam::server

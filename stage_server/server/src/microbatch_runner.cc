@@ -107,6 +107,8 @@ std::vector<uint64_t> MicrobatchRunner::FreeBlocks() const {
 }
 
 void MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, const Answer& answer) {
+  // A step run ahead serves only the wave member that continues it.
+  if (ahead_.has_value() && (d.decode_steps() <= 1 || !ContinuesAhead(d))) ahead_.reset();
   if (d.decode_steps() > 1) return TakeIntoWave(d, answer);
   if (!wave_.empty()) {  // never from a sound coordinator: the wave cannot become whole
     for (const v1::MicrobatchDescriptor& m : wave_) {

@@ -56,6 +56,18 @@ class MicrobatchRunner {
   // Polled while a handoff or token wait has nothing yet: non-OK ends the
   // wait with it (the actor sets it when the stage reloads or drains).
   void set_interrupted(std::function<absl::Status()> interrupted) { interrupted_ = std::move(interrupted); }
+  // A fed wave of one member (decode_wave_fed.cc) enqueues, behind its last
+  // step, the step after it (the sequences at position + steps, fed that
+  // step's tokens on the device), so that the GPU works while the answer
+  // travels to the coordinator and the next wave comes back. The next
+  // descriptor takes that step as its step 0 when it continues the same
+  // sequences exactly (ids, order, positions, input tokens, sampling);
+  // otherwise the step is dropped: it only wrote KV at a position the next
+  // step of those sequences writes again, within the blocks the
+  // coordinator reserves for it (SchedulerImpl reserves steps + 1
+  // positions for a multi-step run). Never for a model with recurrent
+  // (Mamba) state, which a dropped step would change. Default on.
+  void set_run_ahead(bool on) { run_ahead_ = on; }
 
   // The answer for a descriptor that is not run (drained away, abandoned).
   v1::MicrobatchResult Refuse(const v1::MicrobatchDescriptor& d, const absl::Status& why) const;
@@ -93,6 +105,18 @@ class MicrobatchRunner {
   // device and answered while the next step runs.
   bool CanFeedWave(const std::vector<v1::MicrobatchDescriptor>& wave, uint32_t steps) const;
   void RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& wave, uint32_t steps, const Answer& answer);
+  // The step run ahead of the last wave (set_run_ahead), if any.
+  struct Ahead {
+    v1::MicrobatchDescriptor wave;  // the member it continues
+    uint32_t steps = 0;             // that wave's steps: the step runs at position + steps
+    runtime::FedStep fed;
+    std::vector<int32_t> inputs;    // the tokens it was fed (the wave's last step's)
+    absl::Time at;
+  };
+  // Whether `d` is the wave member that continues ahead_ exactly.
+  bool ContinuesAhead(const v1::MicrobatchDescriptor& d) const;
+  // Enqueues the step after a fed wave of one member; false when it may not run ahead.
+  bool RunAhead(const v1::MicrobatchDescriptor& d, uint32_t steps, const runtime::FedStep& last);
   // The first stage: the tokens step `step` of `d` feeds, from the last stage.
   absl::StatusOr<std::vector<int32_t>> ReceiveTokens(const v1::MicrobatchDescriptor& d, uint32_t step);
   // The last stage: sends the first the tokens step `step` of `d` feeds.
@@ -114,6 +138,8 @@ class MicrobatchRunner {
   // Multi-step descriptors taken of the wave that is not yet whole.
   std::vector<v1::MicrobatchDescriptor> wave_;
   std::function<absl::Status()> interrupted_;
+  bool run_ahead_ = true;
+  std::optional<Ahead> ahead_;
   SequenceSampler sampler_;
   uint64_t last_sequence_number_ = 0;
   absl::Time last_answer_ = absl::InfinitePast();  // when the previous microbatch ended (debug timing)

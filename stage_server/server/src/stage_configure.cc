@@ -185,6 +185,7 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
                                                std::move(next), std::move(first), options_.handoff_timeout,
                                                max_payload, options_.metrics, links);
+  runner_->set_run_ahead(options_.run_ahead);
   runner_->set_interrupted([this]() -> absl::Status {
     if (!interrupt_) return absl::OkStatus();
     return absl::UnavailableError("the wait was cut short: the stage reloads for a new epoch or stops");

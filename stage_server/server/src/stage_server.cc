@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
     actor.ucx.error_mode = handoff::UcxErrorMode::kNone;
   }
   actor.handoff_timeout = options.handoff_timeout;
+  actor.run_ahead = options.run_ahead;
   actor.group = options.group;
   actor.policy = options.policy;
   actor.host = options.listen.substr(0, options.listen.rfind(':'));

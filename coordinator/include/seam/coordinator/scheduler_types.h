@@ -51,6 +51,11 @@ struct SchedulerOptions {
   // one while any request waits for admission or is prefilling, so that a
   // new request's first token is never held back by a long run. 1: off.
   int max_decode_steps = 1;
+  // Where runs of several steps start after an admission: no more steps
+  // than max(first_decode_steps, tokens the sequence has made), so runs
+  // ramp 1, 2, 4, 8, ... with 1 (a burst's later arrivals join early) and
+  // start at max_decode_steps with max_decode_steps (fewer round trips).
+  int first_decode_steps = 1;
   // The epoch of the first microbatch (a coordinator that adopts running
   // stages starts past their epoch); FailAll advances it.
   uint64_t first_epoch = 0;

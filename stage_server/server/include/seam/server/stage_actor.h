@@ -39,6 +39,7 @@ struct StageActorOptions {
   handoff::UcxWorkerOptions ucx;                        // the data-plane worker
   std::string host;                                     // reported in the worker address, for diagnostics
   absl::Duration handoff_timeout = absl::Seconds(10);  // longest wait for a neighbour per microbatch
+  bool run_ahead = true;  // MicrobatchRunner::set_run_ahead
   runtime::StageGroupOptions group;                    // where and how the stage's ranks compute
   boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAuto;  // the boundaries' (resolved at load)
   // Called (on the actor thread, or the caller's for Drain) when the stage

@@ -57,6 +57,7 @@ struct StageServerOptions {
   metrics::MetricsEndpointOptions metrics;
   UcxMode ucx_mode = UcxMode::kTcp;
   absl::Duration handoff_timeout = absl::Seconds(10);   // longest wait for a neighbour per microbatch
+  bool run_ahead = true;  // a fed wave's next step runs while its last answer travels (MicrobatchRunner)
   runtime::StageGroupOptions group;  // where and how the stage's ranks compute (the layer range comes with Configure)
   // The FFN output transports the stage's boundaries may use; kAuto resolves
   // per architecture when the layers load. Batch variants: group.variants.
