@@ -8,6 +8,7 @@
 #include "grid_case.h"
 #include "seam/comm/gloo_communicator.h"
 #include "seam/comm/store.h"
+#include "seam/core/status.h"
 #include "seam/testing/temp_dir.h"
 
 namespace seam::boundary::testing {
@@ -15,22 +16,11 @@ namespace {
 
 using GlooParam = std::tuple<std::pair<int, int>, BatchVariant, ReductionPolicy>;
 
-class GlooGrid : public ::testing::TestWithParam<GlooParam> {};
-
-TEST_P(GlooGrid, TwoLayerStackOverGlooEqualsSingleRankBitForBit) {
-  const auto [layout, variant, policy] = GetParam();
-  if (variant == BatchVariant::kUnpadded && layout.first > 1) GTEST_SKIP() << "UNPADDED is served without attention DP only";
-  const auto [dp, attn_tp] = layout;
-  const std::vector<std::vector<int64_t>> patterns = GridRowPatterns(dp);
-  for (const std::vector<int64_t>& dp_rows : {patterns[1], patterns[2]}) {  // ragged, one empty
-    GridCase c{dp, attn_tp, variant, policy, dp_rows, 2};
-    seam::testing::TempDir dir("seam_gloo_grid");  // this case's store keys
-    auto store = comm::MakeFileStore(dir.path());
-    ASSERT_TRUE(store.ok()) << store.status();
-    const absl::Status result =
-        RunGridCase(c, comm::MakeGlooGroupFactory(*store, comm::CommOptions{absl::Seconds(20)}));
-    ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
-  }
+// Runs `c` once over real Gloo groups (a file store of its own).
+absl::Status RunCaseOnGloo(const GridCase& c) {
+  seam::testing::TempDir dir("seam_gloo_grid");
+  SEAM_ASSIGN_OR_RETURN(auto store, comm::MakeFileStore(dir.path()));
+  return RunGridCase(c, comm::MakeGlooGroupFactory(store, comm::CommOptions{absl::Seconds(20)}));
 }
 
 // Runs `c` over real Gloo groups on both non-equal row patterns of its layout.
@@ -38,13 +28,18 @@ void RunOnGloo(GridCase c) {
   const std::vector<std::vector<int64_t>> patterns = GridRowPatterns(c.dp);
   for (const std::vector<int64_t>& dp_rows : {patterns[1], patterns[2]}) {
     c.dp_rows = dp_rows;
-    seam::testing::TempDir dir("seam_gloo_grid");
-    auto store = comm::MakeFileStore(dir.path());
-    ASSERT_TRUE(store.ok()) << store.status();
-    const absl::Status result =
-        RunGridCase(c, comm::MakeGlooGroupFactory(*store, comm::CommOptions{absl::Seconds(20)}));
+    const absl::Status result = RunCaseOnGloo(c);
     ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
   }
+}
+
+class GlooGrid : public ::testing::TestWithParam<GlooParam> {};
+
+TEST_P(GlooGrid, TwoLayerStackOverGlooEqualsSingleRankBitForBit) {
+  const auto [layout, variant, policy] = GetParam();
+  if (variant == BatchVariant::kUnpadded && layout.first > 1) GTEST_SKIP() << "UNPADDED is served without attention DP only";
+  const auto [dp, attn_tp] = layout;
+  RunOnGloo(GridCase{dp, attn_tp, variant, policy, {}, 2});  // ragged rows, then one group empty
 }
 
 // Context-parallel batches (cp 2 × attention TP 1 and 2, ar and rs+rsv):
@@ -56,11 +51,7 @@ TEST(GlooFeatureGrid, ContextParallelOverGlooEqualsSingleRankBitForBit) {
       c.cp = cp;
       c.sequences = {5, 1, 8};
       c.causal_mix = true;
-      seam::testing::TempDir dir("seam_gloo_grid");
-      auto store = comm::MakeFileStore(dir.path());
-      ASSERT_TRUE(store.ok()) << store.status();
-      const absl::Status result =
-          RunGridCase(c, comm::MakeGlooGroupFactory(*store, comm::CommOptions{absl::Seconds(20)}));
+      const absl::Status result = RunCaseOnGloo(c);
       ASSERT_TRUE(result.ok()) << c.ToString() << ": " << result;
     }
   }
