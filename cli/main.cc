@@ -223,6 +223,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run_cmd->add_option("--cp", run.cp, "context-parallel ranks in each stage's TP group (seam-stage --cp)")
       ->capture_default_str();
+  run_cmd->add_option("--stage-arg", run.stage_args, "extra seam-stage argument (repeat), e.g. "
+                                                     "--stage-arg=--handoff-transport=auto");
   run_cmd->add_option("--cp-min-rows", run.cp_min_rows,
                       "--variant auto with --cp > 1: prefill batches of this many rows run context-parallel")
       ->capture_default_str();

@@ -77,6 +77,7 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
                          "--reduction-policy", o.policy, "--batch-variant", o.variant,
                          "--scatter-input-rows", absl::StrCat(o.scatter_input_rows), "--cp", absl::StrCat(o.cp),
                          "--cp-min-rows", absl::StrCat(o.cp_min_rows)};
+  lp.extra_stage_args.insert(lp.extra_stage_args.end(), o.stage_args.begin(), o.stage_args.end());
   lp.insecure = o.insecure;
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return Failed("", pipeline.status());
@@ -116,6 +117,10 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   for (const std::string& line : (*pipeline)->LogLines("batch variant ")) {
     const size_t at = line.find("batch variant ");
     if (line.find("first used", at) != std::string::npos) out << "stage: " << line.substr(at) << "\n";
+  }
+  // And the transport each handoff link settled on (host_ucx, or cuda_ipc with --handoff-transport auto).
+  for (const std::string& line : (*pipeline)->LogLines("handoff link from pipeline rank ")) {
+    out << "stage: " << line.substr(line.find("handoff link from pipeline rank ")) << "\n";
   }
   (*pipeline)->Stop();
 

@@ -20,14 +20,16 @@ absl::StatusOr<boundary::PipelineTensors> Leaving(const boundary::PipelineTensor
                                                   bool on_device) {
   if (!on_device || !device.is_cuda()) return Placed(out, Device::CPU());
   boundary::PipelineTensors kept = out;
-  bool copied = false;
+  bool any = false;
   for (Tensor* t : {&kept.hidden, &kept.residual}) {
-    if (t->defined() && !t->is_contiguous()) {
-      *t = t->Clone();  // on the rank's stream
-      copied = true;
-    }
+    if (!t->defined()) continue;
+    any = true;
+    if (!t->is_contiguous()) *t = t->Clone();  // on the rank's stream
   }
-  if (copied) SEAM_RETURN_IF_ERROR(SynchronizeStream(device));
+  // A device transport reads these on streams of its own: the rank's stream
+  // must be done writing them. The group's Synchronize waits only for streams
+  // that ran collectives, which a TP 1 group has none of.
+  if (any) SEAM_RETURN_IF_ERROR(SynchronizeStream(device));
   return kept;
 }
 

@@ -143,8 +143,8 @@ int main(int argc, char** argv) {
   app.add_option("--handoff-transport", handoff_transport,
                  "CUDA: how handoffs reach the next stage: auto (GPU to GPU through CUDA IPC when the next stage "
                  "is on this host and can reach this stage's GPUs, else through host memory over UCX) or host "
-                 "(the default: on an H200 the device link took 188 us one way where the host path took 87 us, and "
-                 "a PP 2 run through it chose other tokens than the single-process run; bench/results/2026-12-01-h200-multistep)")
+                 "(the default: on an H200 the device link took 188 us one way where the host path took 87 us; "
+                 "bench/results/2026-12-01-h200-multistep)")
       ->check(CLI::IsMember({"auto", "host"}))
       ->capture_default_str();
   std::string run_ahead = "on";
