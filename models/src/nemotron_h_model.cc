@@ -192,16 +192,6 @@ absl::StatusOr<boundary::Hidden> NemotronHModel::Impl::RunBlock(const NemotronHB
   return block.boundary->Finish(out, batch);
 }
 
-absl::StatusOr<Tensor> NemotronHModel::Forward(boundary::ForwardBatch& batch, const StepInput& input,
-                                               KvCache& cache) {
-  if (!is_first_piece() || !is_last_piece()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Forward runs the whole stack; this rank holds layers [", impl_->options.first_layer, ", ",
-                     impl_->options.end_layer, "): use ForwardPiece"));
-  }
-  return ForwardPiece(batch, input, cache, nullptr, nullptr);
-}
-
 absl::StatusOr<Tensor> NemotronHModel::ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input,
                                                     KvCache& cache, const boundary::PipelineTensors* in,
                                                     boundary::PipelineTensors* out) {
@@ -212,14 +202,6 @@ absl::StatusOr<Tensor> NemotronHModel::ForwardPiece(boundary::ForwardBatch& batc
   SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, m.Enter(batch, step.ids, in));
   SEAM_RETURN_IF_ERROR(internal::ReserveStep(cache, &step));
   return m.Run(std::move(h), batch, step.cache, cache, step.last_rows, out);
-}
-
-absl::StatusOr<Tensor> NemotronHModel::ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids,
-                                                   const CacheBatch& step, KvCache& cache, const Tensor& last_rows) {
-  if (!is_first_piece() || !is_last_piece()) {
-    return absl::FailedPreconditionError("ForwardStep runs the whole stack; this rank holds a pipeline piece");
-  }
-  return ForwardPieceStep(batch, ids, nullptr, step, cache, last_rows, nullptr);
 }
 
 absl::StatusOr<Tensor> NemotronHModel::ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,

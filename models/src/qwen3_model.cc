@@ -167,15 +167,6 @@ absl::StatusOr<boundary::Hidden> Qwen3Model::Impl::RunLayer(const DecoderLayer& 
   return layer.ffn_boundary->Finish(ffn_out, batch);
 }
 
-absl::StatusOr<Tensor> Qwen3Model::Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) {
-  if (!is_first_piece() || !is_last_piece()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Forward runs the whole stack; this rank holds layers [", impl_->options.first_layer, ", ",
-                     impl_->options.end_layer, "): use ForwardPiece"));
-  }
-  return ForwardPiece(batch, input, cache, nullptr, nullptr);
-}
-
 absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input,
                                                 KvCache& cache, const boundary::PipelineTensors* in,
                                                 boundary::PipelineTensors* out) {
@@ -196,14 +187,6 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardPiece(boundary::ForwardBatch& batch, c
     SEAM_ASSIGN_OR_RETURN(cp_attention, internal::BuildCpAttention(cache, step.spans, batch, m.options.device));
   }
   return m.Run(std::move(h), batch, step.cache, cache, step.last_rows, out, cp ? &cp_attention : nullptr);
-}
-
-absl::StatusOr<Tensor> Qwen3Model::ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids,
-                                               const CacheBatch& step, KvCache& cache, const Tensor& last_rows) {
-  if (!is_first_piece() || !is_last_piece()) {
-    return absl::FailedPreconditionError("ForwardStep runs the whole stack; this rank holds a pipeline piece");
-  }
-  return ForwardPieceStep(batch, ids, nullptr, step, cache, last_rows, nullptr);
 }
 
 absl::StatusOr<Tensor> Qwen3Model::ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,

@@ -99,13 +99,15 @@ class DecoderModel {
   // Whether a decode step may be recorded as a CUDA graph (runtime::DecodeGraph).
   virtual bool graph_capturable() const { return true; }
   virtual absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const = 0;
-  virtual absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) = 0;
+  // The whole stack (first and last piece) through ForwardPiece;
+  // FAILED_PRECONDITION on a rank holding only a pipeline piece.
+  absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache);
   virtual absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
                                               const boundary::PipelineTensors* in,
                                               boundary::PipelineTensors* out) = 0;
-  virtual absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids,
-                                             const CacheBatch& step, KvCache& cache,
-                                             const Tensor& last_rows = Tensor()) = 0;
+  // The whole stack through ForwardPieceStep; FAILED_PRECONDITION on a pipeline piece.
+  absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
+                                     KvCache& cache, const Tensor& last_rows = Tensor());
   virtual absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
                                                   const boundary::PipelineTensors* in, const CacheBatch& step,
                                                   KvCache& cache, const Tensor& last_rows,

@@ -40,11 +40,8 @@ class NemotronHModel final : public DecoderModel {
   bool graph_capturable() const override { return true; }
   // KV blocks for this rank's attention layers and state slots for its Mamba layers.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
-  absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) override;
   absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
                                       const boundary::PipelineTensors* in, boundary::PipelineTensors* out) override;
-  absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
-                                     KvCache& cache, const Tensor& last_rows = Tensor()) override;
   absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
                                           const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
                                           const Tensor& last_rows, boundary::PipelineTensors* out) override;

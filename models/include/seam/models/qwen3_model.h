@@ -46,13 +46,13 @@ class Qwen3Model final : public DecoderModel {
   // A KV cache shaped for this rank's layers and KV heads.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
 
-  // Runs `input` (this rank's DP group's sequences, whose counts `batch`'s
+  // Forward (DecoderModel's, the whole stack through ForwardPiece) runs
+  // `input` (this rank's DP group's sequences, whose counts `batch`'s
   // dp_rows hold) through the stack; reserves the cache blocks it needs.
   // Returns fp32 logits [rows, vocab]: every token, or each sequence's last,
   // on attention-TP rank 0 of each DP group; the other ranks skip the
   // lm_head (their logits would be the same) and return an undefined tensor.
   // The whole stack only (first and last piece); FAILED_PRECONDITION otherwise.
-  absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache) override;
 
   // One pipeline piece of a step. `in` is the previous piece's handoff for
   // this rank (nullptr on the first piece, required on the others); `out`
@@ -68,14 +68,13 @@ class Qwen3Model final : public DecoderModel {
   absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
                                       const boundary::PipelineTensors* in, boundary::PipelineTensors* out) override;
 
-  // The whole stack (first and last piece) on inputs already on the model's
-  // device: token ids i32 [rows], the cache batch of reserved spans
-  // (KvCache::BuildBatch or a CacheBatchPlan uploaded by the caller), and
-  // last_rows i32 [S] (the rows whose logits come back; undefined: all rows).
-  // Issues no host synchronisation at TP 1 on CUDA, so a decode step can be
-  // captured in a CUDA graph (DecodeGraph). Returns fp32 logits on the device.
-  absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
-                                     KvCache& cache, const Tensor& last_rows = Tensor()) override;
+  // ForwardStep (DecoderModel's, through ForwardPieceStep): the whole stack
+  // (first and last piece) on inputs already on the model's device: token
+  // ids i32 [rows], the cache batch of reserved spans (KvCache::BuildBatch
+  // or a CacheBatchPlan uploaded by the caller), and last_rows i32 [S] (the
+  // rows whose logits come back; undefined: all rows). Issues no host
+  // synchronisation at TP 1 on CUDA, so a decode step can be captured in a
+  // CUDA graph (DecodeGraph). Returns fp32 logits on the device.
 
   // ForwardStep for any pipeline piece: the first enters through `ids`, the
   // others through `in` (on the model's device; ids are then ignored), and a
