@@ -7,6 +7,8 @@
 // visible.
 #include <gtest/gtest.h>
 
+#include "loaded_model.h"
+
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
 #include "seam/kernels/stream.h"
@@ -29,37 +31,14 @@ constexpr double kF32Tolerance = 2e-4;
 // at every op boundary (the SSM state stays fp32): a few bf16 ulps.
 constexpr double kBf16Tolerance = 5e-2;
 
-struct Loaded {
-  std::unique_ptr<weights::Checkpoint> checkpoint;
-  std::unique_ptr<models::DecoderModel> model;
-  std::unique_ptr<models::KvCache> cache;
-};
+using Loaded = model_testing::LoadedModel;
 
 Loaded Load(DType dtype, Device device) {
-  Loaded l;
-  auto checkpoint = weights::Checkpoint::Open(testing::TinyNemotronHCheckpointDir());
-  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
-  l.checkpoint = std::move(*checkpoint);
-  auto topology = boundary::Topology::Make(1, 1, 0);
-  models::ModelOptions options{*topology, boundary::ReductionPolicy::kAr, dtype};
-  options.device = device;
-  auto model = models::LoadDecoderModel(*l.checkpoint, options);
-  EXPECT_TRUE(model.ok()) << model.status();
-  l.model = std::move(*model);
-  models::KvCacheOptions cache_options;
-  cache_options.dtype = dtype;
-  auto cache = l.model->MakeCache(cache_options);
-  EXPECT_TRUE(cache.ok()) << cache.status();
-  l.cache = std::move(*cache);
-  return l;
+  return model_testing::LoadWholeModel(testing::TinyNemotronHCheckpointDir(), dtype, device);
 }
 
 absl::StatusOr<Tensor> Forward(Loaded& l, const models::StepInput& input) {
-  int64_t rows = 0;
-  for (const models::SequenceStep& s : input.sequences) rows += static_cast<int64_t>(s.tokens.size());
-  boundary::ForwardBatch batch(1, boundary::BatchVariant::kOrdinary, l.model->options().topology, {rows});
-  SEAM_ASSIGN_OR_RETURN(Tensor logits, l.model->Forward(batch, input, *l.cache));
-  return logits.To(Device::CPU());
+  return model_testing::ForwardToHost(l, input);
 }
 
 class CudaModelNemotronH : public ::testing::TestWithParam<DType> {

@@ -1,0 +1,28 @@
+// A whole model on one rank (TP 1, policy ar) with its KV cache, for the GPU
+// tests that run a checkpoint on a device and on the CPU. Loading failures
+// are reported as gtest failures and leave `model` null.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "seam/core/tensor.h"
+#include "seam/models/decoder_model.h"
+#include "seam/models/kv_cache.h"
+#include "seam/weights/checkpoint.h"
+
+namespace seam::runtime::model_testing {
+
+struct LoadedModel {
+  std::unique_ptr<weights::Checkpoint> checkpoint;
+  std::unique_ptr<models::DecoderModel> model;
+  std::unique_ptr<models::KvCache> cache;
+};
+
+LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Device device);
+
+// `input` through the whole stack as one ordinary batch; the logits on the host.
+absl::StatusOr<Tensor> ForwardToHost(LoadedModel& l, const models::StepInput& input);
+
+}  // namespace seam::runtime::model_testing
