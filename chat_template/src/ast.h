@@ -24,6 +24,7 @@ struct Expr {
   std::vector<std::unique_ptr<Expr>> args;
   std::vector<std::pair<std::string, std::unique_ptr<Expr>>> kwargs;  // kCall, kFilter
   bool negated = false;  // kTest: `is not`
+  int depth = 1;         // levels of the tree below and including this node (bounded by the parser)
 };
 
 struct Node {

@@ -1,5 +1,6 @@
 #include "parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <set>
@@ -78,20 +79,34 @@ class ExprParser {
         SEAM_ASSIGN_OR_RETURN(auto e, Expression());
         otherwise = std::move(e);
       }
-      cond->args.push_back(std::move(expr));
-      cond->args.push_back(std::move(test));
-      cond->args.push_back(std::move(otherwise));
+      SEAM_RETURN_IF_ERROR(Adopt(*cond, std::move(expr)));
+      SEAM_RETURN_IF_ERROR(Adopt(*cond, std::move(test)));
+      SEAM_RETURN_IF_ERROR(Adopt(*cond, std::move(otherwise)));
       return cond;
     }
     return expr;
   }
 
  private:
+  // Every child attached through here keeps the tree's depth bounded:
+  // rendering recurses once per level, so a chain without brackets
+  // (1 > 1 > 1 ..., a.b.c ..., x|f|f ...) must be refused as nesting is.
+  static constexpr int kMaxDepth = kMaxNesting;
+  absl::Status Deepen(Expr& parent, int child_depth) {
+    parent.depth = std::max(parent.depth, child_depth + 1);
+    if (parent.depth <= kMaxDepth) return absl::OkStatus();
+    return Error(parent.line, absl::StrCat("expression nested deeper than ", kMaxDepth, " levels"));
+  }
+  absl::Status Adopt(Expr& parent, ExprPtr child) {
+    const int child_depth = child != nullptr ? child->depth : 0;
+    parent.args.push_back(std::move(child));
+    return Deepen(parent, child_depth);
+  }
   absl::StatusOr<ExprPtr> Binary(Expr::Kind kind, std::string op, ExprPtr left, ExprPtr right) {
     auto e = Make(kind, left->line);
     e->name = std::move(op);
-    e->args.push_back(std::move(left));
-    e->args.push_back(std::move(right));
+    SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(left)));
+    SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(right)));
     return e;
   }
   absl::StatusOr<ExprPtr> Or() {
@@ -120,7 +135,7 @@ class ExprParser {
       SEAM_RETURN_IF_ERROR(nesting.status);
       auto e = Make(Expr::Kind::kNot, Next().line);
       SEAM_ASSIGN_OR_RETURN(auto operand, Not());
-      e->args.push_back(std::move(operand));
+      SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(operand)));
       return e;
     }
     return Compare();
@@ -147,7 +162,7 @@ class ExprParser {
       SEAM_ASSIGN_OR_RETURN(auto e, Binary(Expr::Kind::kBinary, op, std::move(left), std::move(right)));
       if (negate) {
         auto n = Make(Expr::Kind::kNot, e->line);
-        n->args.push_back(std::move(e));
+        SEAM_RETURN_IF_ERROR(Adopt(*n, std::move(e)));
         e = std::move(n);
       }
       left = std::move(e);
@@ -182,7 +197,7 @@ class ExprParser {
       auto e = Make(Expr::Kind::kUnary, Peek().line);
       e->name = Next().text;
       SEAM_ASSIGN_OR_RETURN(auto operand, Unary(false));
-      e->args.push_back(std::move(operand));
+      SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(operand)));
       node = std::move(e);
     } else {
       SEAM_ASSIGN_OR_RETURN(auto primary, Primary());
@@ -200,7 +215,7 @@ class ExprParser {
         if (!IsKnownFilter(name)) return Unsupported(line, absl::StrCat("filter ", name));
         auto f = Make(Expr::Kind::kFilter, line);
         f->name = name;
-        f->args.push_back(std::move(node));
+        SEAM_RETURN_IF_ERROR(Adopt(*f, std::move(node)));
         if (IsOp("(")) SEAM_RETURN_IF_ERROR(Arguments(f.get()));
         node = std::move(f);
       } else if (IsName("is")) {
@@ -213,7 +228,7 @@ class ExprParser {
         SEAM_ASSIGN_OR_RETURN(auto name, ExpectName());
         if (!IsKnownTest(name)) return Unsupported(line, absl::StrCat("test ", name));
         test->name = name;
-        test->args.push_back(std::move(node));
+        SEAM_RETURN_IF_ERROR(Adopt(*test, std::move(node)));
         if (IsOp("(")) SEAM_RETURN_IF_ERROR(Arguments(test.get()));
         node = std::move(test);
       } else {
@@ -230,11 +245,12 @@ class ExprParser {
         Next();
         auto value = Expression();
         if (!value.ok()) return value.status();
+        SEAM_RETURN_IF_ERROR(Deepen(*call, (*value)->depth));
         call->kwargs.emplace_back(std::move(key), std::move(*value));
       } else {
         auto value = Expression();
         if (!value.ok()) return value.status();
-        call->args.push_back(std::move(*value));
+        SEAM_RETURN_IF_ERROR(Adopt(*call, std::move(*value)));
       }
       if (!IsOp(",")) break;
       Next();
@@ -249,7 +265,7 @@ class ExprParser {
         SEAM_ASSIGN_OR_RETURN(auto name, ExpectName());
         auto e = Make(Expr::Kind::kAttr, line);
         e->name = name;
-        e->args.push_back(std::move(node));
+        SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(node)));
         node = std::move(e);
       } else if (IsOp("[")) {
         const int line = Next().line;
@@ -267,9 +283,9 @@ class ExprParser {
         }
         Next();
         auto e = Make(colons == 0 ? Expr::Kind::kItem : Expr::Kind::kSlice, line);
-        e->args.push_back(std::move(node));
+        SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(node)));
         if (colons == 0 && !parts[0]) return Error(line, "empty subscript");
-        for (int k = 0; k < (colons == 0 ? 1 : 3); ++k) e->args.push_back(std::move(parts[k]));
+        for (int k = 0; k < (colons == 0 ? 1 : 3); ++k) SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(parts[k])));
         node = std::move(e);
       } else if (IsOp("(")) {
         const int line = Peek().line;
@@ -277,11 +293,11 @@ class ExprParser {
         if (node->kind == Expr::Kind::kAttr) {
           if (!IsKnownMethod(node->name)) return Unsupported(line, absl::StrCat("method ", node->name));
           call->name = node->name;
-          call->args.push_back(std::move(node->args[0]));
+          SEAM_RETURN_IF_ERROR(Adopt(*call, std::move(node->args[0])));
         } else if (node->kind == Expr::Kind::kName) {
           if (!IsKnownFunction(node->name)) return Unsupported(line, absl::StrCat("function ", node->name));
           call->name = node->name;
-          call->args.push_back(nullptr);
+          SEAM_RETURN_IF_ERROR(Adopt(*call, nullptr));
         } else {
           return Unsupported(line, "call of an expression");
         }
@@ -347,11 +363,11 @@ class ExprParser {
           const char* close = dict ? "}" : "]";
           while (!IsOp(close)) {
             SEAM_ASSIGN_OR_RETURN(auto item, Expression());
-            e->args.push_back(std::move(item));
+            SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(item)));
             if (dict) {
               SEAM_RETURN_IF_ERROR(Expect(":"));
               SEAM_ASSIGN_OR_RETURN(auto value, Expression());
-              e->args.push_back(std::move(value));
+              SEAM_RETURN_IF_ERROR(Adopt(*e, std::move(value)));
             }
             if (!IsOp(",")) break;
             Next();

@@ -42,7 +42,7 @@ class ChatTemplate {
   // passes kMaxRenderBytes bytes / kMaxRenderItems items.
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& variables) const;
 
-  static constexpr int64_t kMaxRenderSteps = 5'000'000;
+  static constexpr int64_t kMaxRenderSteps = 1'000'000;
   static constexpr size_t kMaxRenderBytes = size_t{16} << 20;
   static constexpr size_t kMaxRenderItems = 1'000'000;
 
