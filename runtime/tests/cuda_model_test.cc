@@ -81,35 +81,16 @@ TEST_P(CudaModel, GraphDecodeEqualsEagerDecode) {
   Loaded eager = Load(false, dtype(), Device::CUDA(0));
   Loaded graphed = Load(false, dtype(), Device::CUDA(0));
   const int64_t b = 3;
-  models::StepInput prefill{{}, false};
-  for (int64_t i = 0; i < b; ++i) prefill.sequences.push_back(models::SequenceStep{uint64_t(i), PromptTokens(60 + i, 5 + 4 * i, 128), 0});
-  ASSERT_TRUE(Forward(eager, prefill).ok());
-  ASSERT_TRUE(Forward(graphed, prefill).ok());
-  auto graph = DecodeGraph::Capture(*graphed.model, *graphed.cache, b, 64);
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  for (int step = 0; step < 20; ++step) {
-    models::StepInput decode{{}, false};
-    for (int64_t i = 0; i < b; ++i) {
-      decode.sequences.push_back(models::SequenceStep{uint64_t(i), {int32_t(1 + (5 * step + i) % 127)}, 5 + 4 * i + step});
-    }
-    auto want = Forward(eager, decode);
-    ASSERT_TRUE(want.ok()) << want.status();
-    auto got = (*graph)->Step(decode);
-    ASSERT_TRUE(got.ok()) << got.status();
-    kernels::ScopedStream on((*graph)->stream().handle());  // the logits are ordered on the graph's stream
-    auto host = got->To(Device::CPU());
-    ASSERT_TRUE(host.ok()) << host.status();
-    // Same kernels on the same inputs: the graph replays exactly the eager work.
-    EXPECT_EQ(MaxRelativeError(*host, *want), 0.0) << "decode step " << step;
-  }
+  std::unique_ptr<DecodeGraph> graph = model_testing::CheckGraphStepsAgainstEager(eager, graphed, b, 20);
+  ASSERT_NE(graph, nullptr);
   models::StepInput too_many{{}, false};
   for (int64_t i = 0; i <= b; ++i) too_many.sequences.push_back(models::SequenceStep{uint64_t(i), {1}, 30});
-  EXPECT_EQ((*graph)->Step(too_many).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(graph->Step(too_many).status().code(), absl::StatusCode::kInvalidArgument);
   models::StepInput prefill_step{{models::SequenceStep{0, {1, 2}, 30}}, false};
-  EXPECT_EQ((*graph)->Step(prefill_step).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(graph->Step(prefill_step).status().code(), absl::StatusCode::kInvalidArgument);
   models::StepInput too_long{{}, false};
   for (int64_t i = 0; i < b; ++i) too_long.sequences.push_back(models::SequenceStep{uint64_t(i), {1}, 64});
-  EXPECT_EQ((*graph)->Step(too_long).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(graph->Step(too_long).status().code(), absl::StatusCode::kOutOfRange);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModel,

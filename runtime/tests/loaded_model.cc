@@ -4,6 +4,8 @@
 
 #include "seam/boundary/forward_batch.h"
 #include "seam/core/status.h"
+#include "seam/kernels/stream.h"
+#include "seam/testing/tiny_checkpoint.h"
 
 namespace seam::runtime::model_testing {
 
@@ -35,6 +37,39 @@ absl::StatusOr<Tensor> ForwardToHost(LoadedModel& l, const models::StepInput& in
   boundary::ForwardBatch batch(1, boundary::BatchVariant::kOrdinary, l.model->options().topology, {rows});
   SEAM_ASSIGN_OR_RETURN(Tensor logits, l.model->Forward(batch, input, *l.cache));
   return logits.To(Device::CPU());
+}
+
+std::unique_ptr<DecodeGraph> CheckGraphStepsAgainstEager(LoadedModel& eager, LoadedModel& graphed, int64_t sequences,
+                                                         int steps) {
+  models::StepInput prefill{{}, false};
+  for (int64_t i = 0; i < sequences; ++i) {
+    prefill.sequences.push_back(
+        models::SequenceStep{uint64_t(i), seam::testing::PromptTokens(60 + i, 5 + 4 * i, 128), 0});
+  }
+  const bool prefilled = ForwardToHost(eager, prefill).ok() && ForwardToHost(graphed, prefill).ok();
+  EXPECT_TRUE(prefilled);
+  if (!prefilled) return nullptr;
+  auto graph = DecodeGraph::Capture(*graphed.model, *graphed.cache, sequences, 64);
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  if (!graph.ok()) return nullptr;
+  for (int step = 0; step < steps; ++step) {
+    models::StepInput decode{{}, false};
+    for (int64_t i = 0; i < sequences; ++i) {
+      decode.sequences.push_back(
+          models::SequenceStep{uint64_t(i), {int32_t(1 + (5 * step + i) % 127)}, 5 + 4 * i + step});
+    }
+    auto want = ForwardToHost(eager, decode);
+    EXPECT_TRUE(want.ok()) << want.status();
+    auto got = (*graph)->Step(decode);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!want.ok() || !got.ok()) return nullptr;
+    kernels::ScopedStream on((*graph)->stream().handle());  // the logits are ordered on the graph's stream
+    auto host = got->To(Device::CPU());
+    EXPECT_TRUE(host.ok()) << host.status();
+    if (!host.ok()) return nullptr;
+    EXPECT_EQ(seam::testing::MaxRelativeError(*host, *want), 0.0) << "decode step " << step;
+  }
+  return std::move(*graph);
 }
 
 }  // namespace seam::runtime::model_testing

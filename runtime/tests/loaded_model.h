@@ -10,6 +10,7 @@
 #include "seam/core/tensor.h"
 #include "seam/models/decoder_model.h"
 #include "seam/models/kv_cache.h"
+#include "seam/runtime/decode_graph.h"
 #include "seam/weights/checkpoint.h"
 
 namespace seam::runtime::model_testing {
@@ -24,5 +25,12 @@ LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Devic
 
 // `input` through the whole stack as one ordinary batch; the logits on the host.
 absl::StatusOr<Tensor> ForwardToHost(LoadedModel& l, const models::StepInput& input);
+
+// Prefills `sequences` prompts on both models, captures a decode graph of
+// that many sequences on `graphed`, and checks `steps` replayed decode steps
+// against the eager ones of `eager` bit for bit (the same kernels on the same
+// inputs). Returns the graph for further checks; null after a failure.
+std::unique_ptr<DecodeGraph> CheckGraphStepsAgainstEager(LoadedModel& eager, LoadedModel& graphed, int64_t sequences,
+                                                         int steps);
 
 }  // namespace seam::runtime::model_testing
