@@ -31,14 +31,12 @@ constexpr double kF32Tolerance = 1e-4;
 constexpr double kBf16Tolerance = 5e-2;
 
 using Loaded = model_testing::LoadedModel;
+using model_testing::ForwardToHost;
 
 Loaded Load(bool moe, DType dtype, Device device) {
   return model_testing::LoadWholeModel(TinyCheckpointDir(moe), dtype, device);
 }
 
-absl::StatusOr<Tensor> Forward(Loaded& l, const models::StepInput& input) {
-  return model_testing::ForwardToHost(l, input);
-}
 
 class CudaModel : public ::testing::TestWithParam<std::tuple<bool, DType>> {
  protected:
@@ -58,8 +56,8 @@ TEST_P(CudaModel, PrefillAndDecodeMatchTheCpu) {
   for (size_t i = 0; i < lengths.size(); ++i) {
     prefill.sequences.push_back(models::SequenceStep{i, PromptTokens(40 + i, lengths[i], 128), 0});
   }
-  auto want = Forward(cpu, prefill);
-  auto got = Forward(gpu, prefill);
+  auto want = ForwardToHost(cpu, prefill);
+  auto got = ForwardToHost(gpu, prefill);
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_LE(MaxRelativeError(*got, *want), tolerance());
@@ -68,8 +66,8 @@ TEST_P(CudaModel, PrefillAndDecodeMatchTheCpu) {
     for (size_t i = 0; i < lengths.size(); ++i) {
       decode.sequences.push_back(models::SequenceStep{i, {int32_t(1 + (7 * step + i) % 127)}, lengths[i] + step});
     }
-    want = Forward(cpu, decode);
-    got = Forward(gpu, decode);
+    want = ForwardToHost(cpu, decode);
+    got = ForwardToHost(gpu, decode);
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_LE(MaxRelativeError(*got, *want), tolerance()) << "decode step " << step;

@@ -32,14 +32,12 @@ constexpr double kF32Tolerance = 2e-4;
 constexpr double kBf16Tolerance = 5e-2;
 
 using Loaded = model_testing::LoadedModel;
+using model_testing::ForwardToHost;
 
 Loaded Load(DType dtype, Device device) {
   return model_testing::LoadWholeModel(testing::TinyNemotronHCheckpointDir(), dtype, device);
 }
 
-absl::StatusOr<Tensor> Forward(Loaded& l, const models::StepInput& input) {
-  return model_testing::ForwardToHost(l, input);
-}
 
 class CudaModelNemotronH : public ::testing::TestWithParam<DType> {
  protected:
@@ -59,8 +57,8 @@ TEST_P(CudaModelNemotronH, PrefillAndDecodeMatchTheCpu) {
   for (size_t i = 0; i < lengths.size(); ++i) {
     prefill.sequences.push_back(models::SequenceStep{i, PromptTokens(40 + i, lengths[i], 128), 0});
   }
-  auto want = Forward(cpu, prefill);
-  auto got = Forward(gpu, prefill);
+  auto want = ForwardToHost(cpu, prefill);
+  auto got = ForwardToHost(gpu, prefill);
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_LE(MaxRelativeError(*got, *want), tolerance());
@@ -71,8 +69,8 @@ TEST_P(CudaModelNemotronH, PrefillAndDecodeMatchTheCpu) {
       decode.sequences.push_back(models::SequenceStep{i, {int32_t(1 + (7 * step + i) % 127)}, lengths[i] + step});
     }
     if (step >= 10) decode.sequences.push_back(models::SequenceStep{9, {int32_t(3 + step)}, step - 10});
-    want = Forward(cpu, decode);
-    got = Forward(gpu, decode);
+    want = ForwardToHost(cpu, decode);
+    got = ForwardToHost(gpu, decode);
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_LE(MaxRelativeError(*got, *want), tolerance()) << "decode step " << step;
