@@ -15,8 +15,11 @@
 //   tbo      two GPUs: a Qwen3-MoE prefill (2 x 4096 tokens) at TP 2 with and
 //            without two-batch overlap, and the time in collectives without
 //            it (tbo_bench.cc)
+//   cp       one prompt of 32768 tokens prefilled at CP 1 (one GPU) and at
+//            CP 2 (two GPUs, context-parallel): the speedup and the last
+//            row's logits against each other (cp_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp> [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -475,6 +478,7 @@ int main(int argc, char** argv) {
   if (cmd == "allreduce-norm") return seam::bench::AllReduceNorm(flags);
   if (cmd == "mamba") return seam::bench::MambaBench(flags);
   if (cmd == "tbo") return seam::bench::TboBench(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo> [--flag value]...\n";
+  if (cmd == "cp") return seam::bench::CpBench(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp> [--flag value]...\n";
   return 2;
 }

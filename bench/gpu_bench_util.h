@@ -153,5 +153,7 @@ inline double Seconds(std::chrono::steady_clock::time_point since) {
 int MambaBench(const Flags& flags);
 // tbo_bench.cc: two-batch overlap of a Qwen3-MoE prefill at TP 2 against the ordinary forward.
 int TboBench(const Flags& flags);
+// cp_bench.cc: one long prompt's prefill at CP 1 (one GPU) against CP N (N GPUs, context-parallel).
+int CpBench(const Flags& flags);
 
 }  // namespace seam::bench

@@ -24,6 +24,13 @@
 #             with and without two-batch overlap, and the time in collectives
 #             without it (a 4-layer model of Qwen3-30B-A3B's layer shape, 32
 #             experts); tbo.log (the table) and tbo.json
+#   cp        seam-bench-gpu cp: one prompt of 32768 tokens prefilled at CP 1
+#             (one GPU, the ordinary forward) and at CP 2 (two GPUs, every
+#             prefill context-parallel) on the served path's model shape
+#             (Qwen3, 8 layers, hidden 4096, 32 heads, 8 KV heads of 128,
+#             intermediate 12288, vocab 32000, bf16): the speedup (goal 1.6)
+#             and the last row's logits of both; with one GPU CP 1 only (the
+#             log says CP 2 was not run); cp.log and cp.json
 # OUT_DIR (default $OUT, else bench/results/<date>-gpu<N>) gets one log per
 # run, summary.txt (one line per run) and tables.md (the README's tables).
 # NCCL_NVLS_ENABLE=0 throughout: no NVLink multicast objects are created.
@@ -161,7 +168,17 @@ if want tbo && multi tbo; then
   { echo '```'; cat "$OUT_DIR/tbo.log"; echo '```'; } > "$OUT_DIR/tbo_table.md"
 fi
 
-for f in check_table fusion_table pipeline_table handoff_table tbo_table; do
+if want cp; then  # CP 1 runs on one GPU too
+  model qwen3-8l-4096 --layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 12288 \
+    --vocab 32000 --dtype bf16 --seed 5
+  $R seam-bench-gpu cp --checkpoint "$WORK/qwen3-8l-4096" --cp 2 --len 32768 --dtype bf16 \
+    --json "$OUT_DIR/cp.json" > "$OUT_DIR/cp.log" 2>&1
+  echo "seam-bench-gpu cp rc=$? $(grep -E '^(CP [0-9]|speedup)' "$OUT_DIR/cp.log" | tr -s ' ' | tr '\n' ';')" >> "$SUMMARY"
+  # The table: the log without its JSON object.
+  { echo '```'; awk '/^\{/ { j = 1 } !j { print } /^\}/ { j = 0 }' "$OUT_DIR/cp.log"; echo '```'; } > "$OUT_DIR/cp_table.md"
+fi
+
+for f in check_table fusion_table pipeline_table handoff_table tbo_table cp_table; do
   [ -f "$OUT_DIR/$f.md" ] && { echo "## $f"; cat "$OUT_DIR/$f.md"; echo; }
 done > "$TABLES"
 cat "$SUMMARY"
