@@ -402,7 +402,8 @@ int main(int argc, char** argv) {
                  "         prints the median and p99 one-way latency in microseconds over ITERS round trips\n"
                  "       seam-bench-handoff device tcp|shm TOKENS[,TOKENS...] HIDDEN ITERS WARMUP [JSON_FILE]\n"
                  "         the same handoff GPU to GPU through a CUDA-IPC device link, against cudaMemcpyPeer of\n"
-                 "         its bytes and the host path, as a table (and JSON)\n");
+                 "         its bytes and the host path, where a hop goes (Send, Take, the rest) and the floors of\n"
+                 "         the same processes (UCX ping-pong, kernel alone, kernel ping-pong), as tables (and JSON)\n");
     return 2;
   }
   if (latency) return RunLatency(l);

@@ -14,7 +14,10 @@
 #   handoff device links between stages: the two-process GPU tests (one GPU,
 #           two GPUs, a corrupted payload), then seam-bench-handoff device:
 #           8/32/128 tokens x 4096 bf16 hidden + residual one way, against
-#           cudaMemcpyPeer of the same bytes and the host path (JSON per UCX mode)
+#           cudaMemcpyPeer of the same bytes and the host path; where a hop
+#           goes (send_us, take_us, other_us) and the floors of the same two
+#           processes (ucx_pingpong_us, kernel_alone_us, kernel_pingpong_us);
+#           JSON per UCX mode (bench/README.md, "Device handoff latency")
 #   mamba   Nemotron-H on CUDA: the Mamba2 / squared-ReLU kernel tests, the
 #           device column-block copy, the tiny hybrid model against the CPU
 #           (f32, bf16) and graph vs eager decode, then seam-bench-gpu
