@@ -4,7 +4,6 @@
 // intermediate size and pointers allow. ReluSquared: one element per thread.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
-#include "pdl.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -20,7 +19,6 @@ struct SiluAndMulParams {
 
 template <typename T, int VEC>
 __global__ void SiluAndMulKernel(const T* input, T* out, int64_t rows, int64_t inter) {
-  AllowDependents();  // the next kernel, if launched dependent, may start now (pdl.cuh)
   const int64_t nvec = inter / VEC;
   const int64_t total = rows * nvec;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;

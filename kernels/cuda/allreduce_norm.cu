@@ -31,7 +31,6 @@
 #include "rms_norm_row.cuh"
 #include "seam/core/cuda_check.h"
 #include "seam/kernels/allreduce_norm.h"
-#include "pdl.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -52,7 +51,6 @@ __device__ __forceinline__ unsigned long long GlobalTimerNs() {
 // One row per block (row = blockIdx.x), RmsNormRowThreads threads. The fp32
 // row s is staged in dynamic shared memory (vector-major, see StageVector).
 __global__ void __launch_bounds__(kRmsNormMaxThreadsPerRow) OneShotAllReduceAddRmsNormKernel(AllReduceNormParams a) {
-  AllowDependents();  // the next kernel, if launched dependent, may start now (pdl.cuh)
   extern __shared__ float s_row[];
   __shared__ float partial_sums[32];
   __shared__ float inv_rms;

@@ -10,7 +10,6 @@
 #include <cmath>
 
 #include "attention_common.cuh"
-#include "pdl.cuh"
 
 namespace seam::kernels::cuda::attn {
 namespace {
@@ -28,7 +27,6 @@ constexpr int kDecodeTile = 128;  // tokens staged per step (≤ kDecodeThreads)
 // right (rows run one after the other with their own causal limit), only slower.
 template <typename T, int VEC, bool kSplit>
 __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
-  AllowDependents();  // the next kernel, if launched dependent, may start now (pdl.cuh)
   __shared__ float q_s[kDecodeHeads][kMaxHeadDim];
   __shared__ float s_s[kDecodeHeads][kDecodeTile];  // scores, then probabilities
   __shared__ int64_t slot_s[kDecodeTile];

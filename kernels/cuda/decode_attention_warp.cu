@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "attention_common.cuh"
-#include "pdl.cuh"
 
 namespace seam::kernels::cuda::attn {
 namespace {
@@ -32,7 +31,6 @@ inline size_t FastDecodeSharedFloats(int warps, int heads, int d) {
 
 template <typename T, int VEC, int kHeads, int U, bool kSplit>
 __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) DecodeWarpKernel(AttnParams p) {
-  AllowDependents();  // the next kernel, if launched dependent, may start now (pdl.cuh)
   extern __shared__ __align__(16) float dec_smem[];
   const int warps = static_cast<int>(blockDim.x) / 32;
   const int split = blockIdx.x, splits = gridDim.x;

@@ -3,7 +3,6 @@
 // shard. One block per token, 16-byte vectors along the row when aligned.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
-#include "pdl.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -23,7 +22,6 @@ struct EmbeddingParams {
 template <typename S, typename O, int VEC>
 __global__ void EmbeddingKernel(const int32_t* ids, const S* table, O* out, int64_t tokens, int64_t vocab,
                                 int64_t hidden, int64_t vocab_start) {
-  AllowDependents();  // the next kernel, if launched dependent, may start now (pdl.cuh)
   const int64_t nvec = hidden / VEC;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const int64_t local = static_cast<int64_t>(ids[t]) - vocab_start;

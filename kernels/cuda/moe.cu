@@ -17,7 +17,6 @@
 // race on the GPU.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
-#include "pdl.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -84,7 +83,6 @@ __global__ void __launch_bounds__(kRouteThreads)
 template <typename U>
 __global__ void GatherRowsKernel(const U* __restrict__ x, const int32_t* __restrict__ rows, U* __restrict__ out,
                                  int64_t m, int64_t n, int64_t units_per_row) {
-  AllowDependents();  // the next kernel, if launched dependent, may start now (pdl.cuh)
   const int64_t total = m * units_per_row;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {

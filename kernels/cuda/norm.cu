@@ -6,7 +6,6 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "rms_norm_row.cuh"
-#include "pdl.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -33,7 +32,6 @@ struct NormParams {
 template <typename T, typename R, typename W, int VEC, bool kResidual>
 __global__ void __launch_bounds__(kMaxThreadsPerRow)
     RmsNormKernel(const T* x, R* residual, const W* weight, T* out, int64_t rows, int hidden, float eps, bool staged) {
-  AllowDependents();  // the next kernel, if launched dependent, may start now (pdl.cuh)
   extern __shared__ float staged_rows[];
   __shared__ float partial[32];
   __shared__ float inv_rms[32];

@@ -19,7 +19,6 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_finalize_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/norm.cu
-  ${CMAKE_CURRENT_LIST_DIR}/pdl.cu
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_mma.cu
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_wmma.cu
