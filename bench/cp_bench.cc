@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu_bench_util.h"
+#include "multi_rank_setup.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/variant_choice.h"
 #include "seam/comm/nccl_communicator.h"
@@ -219,20 +220,14 @@ int CpBench(const Flags& flags) {
     std::cerr << "--policy: " << policy.status() << "\n";
     return 2;
   }
-  auto checkpoint = weights::Checkpoint::Open(path);
-  if (!checkpoint.ok()) {
-    std::cerr << "checkpoint: " << checkpoint.status() << "\n";
-    return 1;
-  }
-  const weights::ModelConfig& config = (*checkpoint)->config();
-  auto store = comm::MakeFileStore(flags.Get("store", "/tmp/seam-bench-cp-" + std::to_string(::getpid())));
-  if (!store.ok()) {
-    std::cerr << store.status() << "\n";
-    return 1;
-  }
+  std::optional<MultiRankSetup> setup_files = OpenMultiRank(flags, path, "cp");
+  if (!setup_files) return 1;
+  const std::unique_ptr<weights::Checkpoint>& checkpoint = setup_files->checkpoint;
+  const std::shared_ptr<comm::Store>& store = setup_files->store;
+  const weights::ModelConfig& config = checkpoint->config();
   CpSetup setup;
-  setup.checkpoint = checkpoint->get();
-  setup.store = *store;
+  setup.checkpoint = checkpoint.get();
+  setup.store = store;
   setup.policy = boundary::ResolveReductionPolicy(*policy, config.architecture);
   setup.dtype = ParseDType(dtype_name);
   setup.kv_bytes = flags.Int("kv-bytes", DefaultKvBytes(config, len, setup.dtype));

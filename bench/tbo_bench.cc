@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_bench_util.h"
+#include "multi_rank_setup.h"
 #include "seam/comm/nccl_communicator.h"
 #include "seam/comm/process_groups.h"
 #include "seam/comm/store.h"
@@ -154,17 +155,11 @@ int TboBench(const Flags& flags) {
     std::cerr << "--order: alternate, alternate-b-first, staggered or sequential\n";
     return 2;
   }
-  auto checkpoint = weights::Checkpoint::Open(path);
-  if (!checkpoint.ok()) {
-    std::cerr << "checkpoint: " << checkpoint.status() << "\n";
-    return 1;
-  }
-  const weights::ModelConfig& config = (*checkpoint)->config();
-  auto store = comm::MakeFileStore(flags.Get("store", "/tmp/seam-bench-tbo-" + std::to_string(::getpid())));
-  if (!store.ok()) {
-    std::cerr << store.status() << "\n";
-    return 1;
-  }
+  std::optional<MultiRankSetup> setup_files = OpenMultiRank(flags, path, "tbo");
+  if (!setup_files) return 1;
+  const std::unique_ptr<weights::Checkpoint>& checkpoint = setup_files->checkpoint;
+  const std::shared_ptr<comm::Store>& store = setup_files->store;
+  const weights::ModelConfig& config = checkpoint->config();
   std::vector<models::SequenceStep> sequences;
   for (int64_t s = 0; s < seqs; ++s) {
     sequences.push_back(models::SequenceStep{static_cast<uint64_t>(s), RandomTokens(11 + s, len, config.vocab_size), 0});
@@ -182,14 +177,14 @@ int TboBench(const Flags& flags) {
         SEAM_ASSIGN_OR_RETURN(CudaStream mb0, CudaStream::Create(dev));
         SEAM_ASSIGN_OR_RETURN(CudaStream mb1, CudaStream::Create(dev));
         kernels::ScopedStream on(main.handle());
-        SEAM_ASSIGN_OR_RETURN(auto g_main, GroupsOn(*store, "main", tp, r, main.handle()));
-        SEAM_ASSIGN_OR_RETURN(auto g_a, GroupsOn(*store, "mb0", tp, r, mb0.handle()));
-        SEAM_ASSIGN_OR_RETURN(auto g_b, GroupsOn(*store, "mb1", tp, r, mb1.handle()));
+        SEAM_ASSIGN_OR_RETURN(auto g_main, GroupsOn(store, "main", tp, r, main.handle()));
+        SEAM_ASSIGN_OR_RETURN(auto g_a, GroupsOn(store, "mb0", tp, r, mb0.handle()));
+        SEAM_ASSIGN_OR_RETURN(auto g_b, GroupsOn(store, "mb1", tp, r, mb1.handle()));
         TimedCommunicator timed(&g_main->tp(), static_cast<cudaStream_t>(main.handle()));
         SEAM_ASSIGN_OR_RETURN(boundary::Topology topology, boundary::Topology::Make(tp, 1, r));
         models::ModelOptions options{topology, boundary::ReductionPolicy::kAr, dtype};
         options.device = dev;
-        SEAM_ASSIGN_OR_RETURN(auto model, models::Qwen3Model::Load(**checkpoint, options));
+        SEAM_ASSIGN_OR_RETURN(auto model, models::Qwen3Model::Load(*checkpoint, options));
         models::KvCacheOptions kv;
         kv.budget_bytes = flags.Int("kv-bytes", int64_t{4} << 30);
         kv.dtype = dtype;

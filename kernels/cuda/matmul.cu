@@ -178,6 +178,16 @@ __device__ __forceinline__ void GemvStep(const uint4 (&wv)[R], const uint4* __re
   }
 }
 
+// wv[u][r] = the lane's 16-byte vector u of the chunk at `base` (in vectors) of feature r's weight row.
+template <int U, int R>
+__device__ __forceinline__ void LoadChunk(uint4 (&wv)[U][R], const uint4* const* wrow, int64_t base, int lane) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[u][r] = __ldcs(wrow[r] + base + 32 * u + lane);
+  }
+}
+
 // out[m, f] = Σ_k x[m, k] · w[f, k] for m < M, warp w taking features
 // f = R·w .. R·w + R - 1. x, w: 16-byte aligned, k a multiple of the vector width.
 template <typename T, typename O, int M>
@@ -210,32 +220,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     // hidden-4096 bf16 Qwen3 (bench/results/2026-12-01-h200-gemv-batch1);
     // at M = 2 it measured slower, so more rows keep the plain loop.
     uint4 wv[U][R];
-    if (32 * U <= kv) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) wv[u][r] = __ldcs(wrow[r] + 32 * u + lane);
-      }
-    }
+    if (32 * U <= kv) LoadChunk<U, R>(wv, wrow, 0, lane);
     for (; base + 32 * U <= kv; base += 32 * U) {
-      if (base > 0) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-          for (int r = 0; r < R; ++r) wv[u][r] = __ldcs(wrow[r] + base + 32 * u + lane);
-        }
-      }
+      if (base > 0) LoadChunk<U, R>(wv, wrow, base, lane);
 #pragma unroll
       for (int u = 0; u < U; ++u) GemvStep<T, M, R>(wv[u], xv, kv, base + 32 * u + lane, acc);
     }
   } else {
     for (; base + 32 * U <= kv; base += 32 * U) {
       uint4 wv[U][R];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) wv[u][r] = __ldcs(wrow[r] + base + 32 * u + lane);
-      }
+      LoadChunk<U, R>(wv, wrow, base, lane);
 #pragma unroll
       for (int u = 0; u < U; ++u) GemvStep<T, M, R>(wv[u], xv, kv, base + 32 * u + lane, acc);
     }
