@@ -355,7 +355,10 @@ int Logits(const Flags& flags) {
 // all-reduce + FusedAddRmsNorm, one thread per GPU, at each TP size of --tp
 // that fits the visible GPUs. Each call is waited for (as NCCL's is); rank
 // 0's median per-call latency is reported with the ratio and the choice of
-// ChooseFusedAllReduce over the table measured in this run.
+// ChooseFusedAllReduce over the table measured in this run, and beside it
+// the device time per call (fused_device_us, unfused_device_us: calls
+// replayed back to back from a CUDA graph, as a decode step runs them; -1
+// when a call cannot be captured).
 int AllReduceNorm(const Flags& flags) {
   const std::vector<int64_t> tps = flags.Ints("tp", "2,4");
   const std::vector<int64_t> token_list = flags.Ints("tokens", "1,7,64,256");
@@ -376,6 +379,7 @@ int AllReduceNorm(const Flags& flags) {
     }
     for (int64_t hidden : hiddens) {
       seam::comm::AllReduceNormTable table;
+      std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> device_us;  // rank 0: fused, unfused
       std::vector<std::thread> threads;
       std::vector<std::string> errors(tp);
       for (int r = 0; r < tp; ++r) {
@@ -420,14 +424,55 @@ int AllReduceNorm(const Flags& flags) {
               std::sort(us.begin(), us.end());
               return us[us.size() / 2];
             };
-            const double fused = time([&] { return (*fusion)->Run(partial, residual, weight, 1e-6f, out, stream); });
-            const double unfused = time([&]() -> absl::Status {
+            // Device time: kGraphCalls calls replayed back to back from one
+            // CUDA graph, CUDA events around each replay (no launch or host
+            // wait per call); the median replay over kGraphCalls.
+            auto device_time = [&](const std::function<absl::Status()>& call) -> double {
+              constexpr int kGraphCalls = 20;
+              cudaGraph_t graph = nullptr;
+              cudaGraphExec_t exec = nullptr;
+              if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+              absl::Status st;
+              for (int i = 0; i < kGraphCalls && st.ok(); ++i) st = call();
+              if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || !st.ok()) return -1;
+              const bool made = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+              cudaGraphDestroy(graph);
+              if (!made) return -1;
+              cudaEvent_t a = nullptr, b = nullptr;
+              cudaEventCreate(&a);
+              cudaEventCreate(&b);
+              std::vector<double> us;
+              for (int i = 0; i < 25; ++i) {
+                cudaEventRecord(a, stream);
+                cudaGraphLaunch(exec, stream);
+                cudaEventRecord(b, stream);
+                if (cudaStreamSynchronize(stream) != cudaSuccess) break;
+                float ms = 0;
+                cudaEventElapsedTime(&ms, a, b);
+                if (i >= 5) us.push_back(1000.0 * ms / kGraphCalls);
+              }
+              cudaEventDestroy(a);
+              cudaEventDestroy(b);
+              cudaGraphExecDestroy(exec);
+              if (us.size() < 20) return -1;
+              std::sort(us.begin(), us.end());
+              return us[us.size() / 2];
+            };
+            auto fused_call = [&] { return (*fusion)->Run(partial, residual, weight, 1e-6f, out, stream); };
+            auto unfused_call = [&]() -> absl::Status {
               SEAM_RETURN_IF_ERROR((*nccl)->AllReduce(partial));
               return seam::kernels::FusedAddRmsNorm(partial, residual, weight, 1e-6f, out);
-            });
+            };
+            const double fused = time(fused_call);
+            const double unfused = time(unfused_call);
+            const double fused_device = device_time(fused_call);
+            const double unfused_device = device_time(unfused_call);
             const absl::Status check = (*fusion)->CheckError();
             if (!check.ok()) fail(check);
-            if (r == 0) table[{tokens, hidden}] = {fused, unfused};
+            if (r == 0) {
+              table[{tokens, hidden}] = {fused, unfused};
+              device_us[{tokens, hidden}] = {fused_device, unfused_device};
+            }
           }
           fusion->reset();
           nccl->reset();
@@ -448,6 +493,8 @@ int AllReduceNorm(const Flags& flags) {
                               {"fused_us", timing.fused_us},
                               {"unfused_us", timing.unfused_us},
                               {"ratio", timing.fused_us / timing.unfused_us},
+                              {"fused_device_us", device_us[key].first},
+                              {"unfused_device_us", device_us[key].second},
                               {"chosen", seam::comm::ChooseFusedAllReduce(key.first, key.second, table) ? "fused"
                                                                                                         : "unfused"}};
         std::cout << row.dump() << "\n";

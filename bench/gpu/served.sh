@@ -10,7 +10,8 @@
 #           with the coordinator's default, and, with two GPUs, TP 2 and PP 2
 #   tokens  seam run --device cuda: the pipeline's tokens against the
 #           single-process run at PP {1,2} x TP {1,2}, f32 and bf16
-#   fusion  seam-bench-gpu allreduce-norm at TP 2 (fused vs NCCL + add-norm)
+#   fusion  seam-bench-gpu allreduce-norm at TP 2 (fused vs NCCL + add-norm),
+#           each call host-waited and as device time in a CUDA graph
 #   handoff device links between stages: the two-process GPU tests (one GPU,
 #           two GPUs, a corrupted payload), then seam-bench-handoff device:
 #           8/32/128 tokens x 4096 bf16 hidden + residual one way, against
@@ -158,7 +159,14 @@ PY
 fi
 
 if want fusion && [ "$N" -ge 2 ]; then
-  timeout 200 $R seam-bench-gpu allreduce-norm --tp 2 > "$OUT_DIR/fusion.log" 2>&1
+  timeout 200 $R seam-bench-gpu allreduce-norm --tp 2 --json "$OUT_DIR/fusion.json" > "$OUT_DIR/fusion.log" 2>&1
   echo "allreduce-norm rc=$?" >> "$SUMMARY"
+  # Per call: host-waited latency and device time (graph-replayed), fused and NCCL + add-norm.
+  python3 - "$OUT_DIR/fusion.json" >> "$SUMMARY" 2>&1 <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    print(f"  TP {r['tp']} {r['tokens']} x {r['hidden']}: fused {r['fused_us']:.1f} us waited, "
+          f"{r['fused_device_us']:.1f} us device; NCCL + add-norm {r['unfused_us']:.1f} / {r['unfused_device_us']:.1f} us")
+PY
 fi
 cat "$SUMMARY"
