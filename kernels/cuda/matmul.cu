@@ -29,8 +29,13 @@
 //   one dtype, K a multiple of the 16-byte vector width, x and w 16-byte
 //   aligned; for very wide outputs (N > kGemvWideN, the lm_head) only
 //   M ≤ kGemvWideMaxRows, where the per-weight arithmetic (M FMAs plus
-//   conversions) stays well under the weight's streaming time. Everything
-//   else goes to cuBLASLt. The GEMV needs no handle nor workspace, so it can
+//   conversions) stays well under the weight's streaming time; and from
+//   kGemvAnyWeightRows + 1 rows only weights under kGemvLargeWeightBytes:
+//   on an H200 cuBLASLt streamed the 33-262 MB weights of a hidden-4096
+//   model faster from 3-4 rows on (at 8 rows 1.5x faster for the
+//   attention's and the down projection's; 2026-12-01-h200-gemv-batch1/
+//   run5-matmul-choice), while its fixed cost still dominates small
+//   weights. Everything else goes to cuBLASLt. The GEMV needs no handle nor workspace, so it can
 //   be captured even as the first call of a thread.
 #include <cublasLt.h>
 
@@ -127,6 +132,8 @@ constexpr int kGemvRowsPerWarp = 2;     // output features per warp (share each 
 constexpr int kGemvUnroll = 4;          // 16-byte weight loads in flight per lane and feature
 constexpr int64_t kGemvWideN = 16384;   // beyond this N ...
 constexpr int kGemvWideMaxRows = 4;     // ... only M up to this takes the GEMV
+constexpr int kGemvAnyWeightRows = 2;   // beyond this M ...
+constexpr int64_t kGemvLargeWeightBytes = int64_t{16} << 20;  // ... weights this large go to cuBLASLt
 
 // Widens the V elements of one 16-byte vector to fp32.
 template <typename T>
@@ -264,6 +271,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 bool UseGemv(const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t k) {
   if (m > kGemvMaxRows || x.dtype() != w.dtype()) return false;
   if (n > kGemvWideN && m > kGemvWideMaxRows) return false;
+  if (m > kGemvAnyWeightRows && static_cast<int64_t>(w.nbytes()) >= kGemvLargeWeightBytes) return false;
   const int64_t vec = x.dtype() == DType::kF32 ? 4 : 8;
   if (x.dtype() != DType::kF32 && x.dtype() != DType::kBF16 && x.dtype() != DType::kF16) return false;
   return k % vec == 0 && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 &&
