@@ -241,12 +241,21 @@ __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) Decod
 }
 
 // Grid shape of the warp-parallel decode kernel, from shapes only (the
-// context is bounded by the block table's width). The (sequence, head group)
-// blocks are split across a cluster whenever they alone would fill less than
-// half of the GPU's warp slots (kDecodeWarpsPerSm per SM), up to the portable
-// cluster size and never below two chunks per block; a block then gets only
-// as many warps as the chunks of its share of the table need.
+// context is bounded by the block table's width, which in a decode graph is
+// its largest context, not the one it replays with). The (sequence, head
+// group) blocks are split across a cluster only while they are at most
+// kDecodeSplitMaxBlocks (a batch of 1-4 sequences at 8 KV heads): splitting
+// up to half the GPU's warp slots, as before, made the attention of 16-32
+// sequences several times slower than its KV bytes (clusters of blocks with
+// a few keys each, most of the graph's chunks empty); on an H200 the
+// decode step at batch 8 / 16 / 32 went from 1.436 / 1.482 / 1.72 ms to
+// 1.282 / 1.258 / 1.415 ms, batch 1-4 unchanged (bench/results/
+// 2026-12-01-h200-gemv-batch1/run6-decode-split). Split, the blocks reach
+// towards kDecodeWarpsPerSm warps per SM, up to the portable cluster size and
+// never below two chunks per block; a block then gets only as many warps as
+// the chunks of its share of the table need.
 constexpr int kDecodeWarpsPerSm = 16;
+constexpr int64_t kDecodeSplitMaxBlocks = 32;
 
 struct DecodeShape {
   int splits;
@@ -257,7 +266,7 @@ inline DecodeShape ChooseDecodeShape(int64_t blocks, int64_t max_ctx, int64_t pe
   const int64_t n_chunks = std::max<int64_t>((max_ctx + per_chunk - 1) / per_chunk, 1);
   const int64_t target = static_cast<int64_t>(sms) * kDecodeWarpsPerSm;
   int64_t splits = 1;
-  if (blocks * 4 * 2 <= target) {
+  if (blocks <= kDecodeSplitMaxBlocks) {
     splits = std::min<int64_t>((target + blocks * 4 - 1) / (blocks * 4), kMaxSplits);
     splits = std::min<int64_t>(splits, n_chunks / 2);
     splits = std::max<int64_t>(splits, 1);
