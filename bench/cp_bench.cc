@@ -62,13 +62,6 @@ struct CpRun {
   std::string error;           // empty when it succeeded
 };
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int32_t ArgmaxOf(const std::vector<float>& v) {  // the first maximum
   return v.empty() ? -1 : static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
@@ -252,12 +245,7 @@ int CpBench(const Flags& flags) {
   const double speedup = both && many_ms > 0 ? one_ms / many_ms : 0;
   double rel = 0;
   if (both && one.logits.size() == many.logits.size()) {
-    double scale = 0, err = 0;
-    for (size_t k = 0; k < one.logits.size(); ++k) {
-      scale = std::max(scale, static_cast<double>(std::fabs(one.logits[k])));
-      err = std::max(err, static_cast<double>(std::fabs(one.logits[k] - many.logits[k])));
-    }
-    rel = scale > 0 ? err / scale : err;
+    rel = MaxRelativeDifference(one.logits, many.logits);
   } else if (both) {
     rel = INFINITY;
   }

@@ -223,18 +223,29 @@ int Prefill(const Flags& flags) {
 }
 
 
+// Mean microseconds per call of `call`, `calls` of them captured on `stream`
+// into one CUDA graph and the graph replayed (TimeUs: events around 20
+// replays after 3). `call` must already have run once outside the capture.
+absl::StatusOr<double> GraphReplayUs(const CudaStream& stream, const std::function<absl::Status()>& call, int calls) {
+  kernels::ScopedStream on(stream.handle());
+  SEAM_ASSIGN_OR_RETURN(CudaGraph graph, CudaGraph::Capture(stream, [&]() -> absl::Status {
+                          for (int i = 0; i < calls; ++i) SEAM_RETURN_IF_ERROR(call());
+                          return absl::OkStatus();
+                        }));
+  return TimeUs([&] { Check(graph.Launch(stream), "launch"); }, 20, 3) / calls;
+}
+
 // Mean microseconds per call of `body` replayed from a CUDA graph of 20 calls.
 double GraphUs(const std::function<void()>& body) {
   CudaStream stream = Value(CudaStream::Create(kGpu), "stream");
   kernels::ScopedStream on(stream.handle());
   body();  // warm-up outside the capture
   Check(stream.Synchronize(), "sync");
-  CudaGraph graph = Value(CudaGraph::Capture(stream, [&] {
-                            for (int i = 0; i < 20; ++i) body();
-                            return absl::OkStatus();
-                          }),
-                          "capture");
-  return TimeUs([&] { Check(graph.Launch(stream), "launch"); }, 20, 3) / 20;
+  return Value(GraphReplayUs(stream, [&] {
+                 body();
+                 return absl::OkStatus();
+               }, 20),
+               "capture");
 }
 
 int Profile(const Flags& flags) {
@@ -386,8 +397,9 @@ int AllReduceNorm(const Flags& flags) {
         threads.emplace_back([&, r] {
           auto fail = [&](const absl::Status& st) { errors[r] = st.ToString(); };
           cudaSetDevice(r);
-          cudaStream_t stream;
-          if (cudaStreamCreate(&stream) != cudaSuccess) return fail(absl::InternalError("cudaStreamCreate"));
+          absl::StatusOr<CudaStream> owned = CudaStream::Create(Device::CUDA(r));
+          if (!owned.ok()) return fail(owned.status());
+          const cudaStream_t stream = static_cast<cudaStream_t>(owned->handle());
           seam::kernels::ScopedStream scoped(stream);
           const std::string prefix = "tp" + std::to_string(tp) + "_h" + std::to_string(hidden);
           auto fusion = seam::comm::IpcAllReduceFusion::Create(seam::comm::MakePrefixStore(prefix + "_ipc", *store),
@@ -424,39 +436,11 @@ int AllReduceNorm(const Flags& flags) {
               std::sort(us.begin(), us.end());
               return us[us.size() / 2];
             };
-            // Device time: kGraphCalls calls replayed back to back from one
-            // CUDA graph, CUDA events around each replay (no launch or host
-            // wait per call); the median replay over kGraphCalls.
+            // Device time: 20 calls replayed back to back from one CUDA graph
+            // (the calls above ran outside it first); -1 when a call cannot be captured.
             auto device_time = [&](const std::function<absl::Status()>& call) -> double {
-              constexpr int kGraphCalls = 20;
-              cudaGraph_t graph = nullptr;
-              cudaGraphExec_t exec = nullptr;
-              if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
-              absl::Status st;
-              for (int i = 0; i < kGraphCalls && st.ok(); ++i) st = call();
-              if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || !st.ok()) return -1;
-              const bool made = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-              cudaGraphDestroy(graph);
-              if (!made) return -1;
-              cudaEvent_t a = nullptr, b = nullptr;
-              cudaEventCreate(&a);
-              cudaEventCreate(&b);
-              std::vector<double> us;
-              for (int i = 0; i < 25; ++i) {
-                cudaEventRecord(a, stream);
-                cudaGraphLaunch(exec, stream);
-                cudaEventRecord(b, stream);
-                if (cudaStreamSynchronize(stream) != cudaSuccess) break;
-                float ms = 0;
-                cudaEventElapsedTime(&ms, a, b);
-                if (i >= 5) us.push_back(1000.0 * ms / kGraphCalls);
-              }
-              cudaEventDestroy(a);
-              cudaEventDestroy(b);
-              cudaGraphExecDestroy(exec);
-              if (us.size() < 20) return -1;
-              std::sort(us.begin(), us.end());
-              return us[us.size() / 2];
+              absl::StatusOr<double> us = GraphReplayUs(*owned, call, 20);
+              return us.ok() ? *us : -1;
             };
             auto fused_call = [&] { return (*fusion)->Run(partial, residual, weight, 1e-6f, out, stream); };
             auto unfused_call = [&]() -> absl::Status {
@@ -476,7 +460,6 @@ int AllReduceNorm(const Flags& flags) {
           }
           fusion->reset();
           nccl->reset();
-          cudaStreamDestroy(stream);
         });
       }
       for (auto& t : threads) t.join();

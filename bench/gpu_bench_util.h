@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -145,6 +146,24 @@ inline std::vector<int32_t> RandomTokens(uint32_t seed, int64_t n, int64_t vocab
   for (int32_t& t : v) t = dist(gen);
   return v;
 }
+// The median of `v` (the mean of the middle two for an even count; 0 when empty).
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// max |a - b| over max |a| (the absolute difference when a is all zeros); a and b of one size.
+inline double MaxRelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 0, err = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    scale = std::max(scale, static_cast<double>(std::fabs(a[k])));
+    err = std::max(err, static_cast<double>(std::fabs(a[k] - b[k])));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
 inline double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }

@@ -115,11 +115,6 @@ absl::StatusOr<std::unique_ptr<comm::ProcessGroups>> GroupsOn(std::shared_ptr<co
   return groups;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 struct RankResult {
   std::vector<double> plain_ms, tbo_ms, collective_ms;
   int collectives = 0;
@@ -237,13 +232,7 @@ int TboBench(const Flags& flags) {
         if (r == 0) {
           SEAM_ASSIGN_OR_RETURN(Tensor a, plain_logits.To(Device::CPU()));
           SEAM_ASSIGN_OR_RETURN(Tensor b, tbo_logits.To(Device::CPU()));
-          const std::vector<float> x = a.ToFloats(), y = b.ToFloats();
-          double scale = 0, err = 0;
-          for (size_t k = 0; k < x.size(); ++k) {
-            scale = std::max(scale, static_cast<double>(std::fabs(x[k])));
-            err = std::max(err, static_cast<double>(std::fabs(x[k] - y[k])));
-          }
-          out.max_rel_err = scale > 0 ? err / scale : 0;
+          out.max_rel_err = MaxRelativeDifference(a.ToFloats(), b.ToFloats());
           const std::vector<int32_t> ta = ArgmaxToHost(plain_logits), tb = ArgmaxToHost(tbo_logits);
           int same = 0;
           for (size_t k = 0; k < ta.size(); ++k) same += ta[k] == tb[k];

@@ -104,20 +104,25 @@ PinnedBuffer::~PinnedBuffer() {
   if (data_ != nullptr) cudaFreeHost(data_);
 }
 
-absl::Status UploadAsync(void* dst, Device device, const void* pinned_src, size_t bytes, const CudaStream& stream) {
+namespace {
+
+// One copy between pinned host memory and `device`, enqueued on `stream`.
+absl::Status CopyOnStream(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, Device device,
+                          const CudaStream& stream) {
   if (bytes == 0) return absl::OkStatus();
   SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
-  SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, pinned_src, bytes, cudaMemcpyHostToDevice,
-                                            static_cast<cudaStream_t>(stream.handle())));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream.handle())));
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status UploadAsync(void* dst, Device device, const void* pinned_src, size_t bytes, const CudaStream& stream) {
+  return CopyOnStream(dst, pinned_src, bytes, cudaMemcpyHostToDevice, device, stream);
+}
+
 absl::Status DownloadAsync(void* pinned_dst, const void* src, Device device, size_t bytes, const CudaStream& stream) {
-  if (bytes == 0) return absl::OkStatus();
-  SEAM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
-  SEAM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pinned_dst, src, bytes, cudaMemcpyDeviceToHost,
-                                            static_cast<cudaStream_t>(stream.handle())));
-  return absl::OkStatus();
+  return CopyOnStream(pinned_dst, src, bytes, cudaMemcpyDeviceToHost, device, stream);
 }
 
 absl::StatusOr<CudaEvent> CudaEvent::Create(Device device) {

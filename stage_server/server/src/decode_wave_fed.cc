@@ -74,7 +74,7 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
       member.failed = true;
       return AnswerError(d, tokens.status(), answer);
     }
-    if (metrics_) RecordStep(absl::ToDoubleSeconds(absl::Now() - e.at));
+    RecordStep(e.at);
     last_tokens = *tokens;
     v1::MicrobatchResult result;
     result.set_microbatch_id(d.microbatch_id());

@@ -181,7 +181,7 @@ absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32
   const absl::Time step_start = absl::Now();
   SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out,
                         group_->StepPiece(steps, all_logits, in, choose ? &choices : nullptr));
-  if (metrics_) RecordStep(SecondsSince(step_start));
+  RecordStep(step_start);
   if (!group_->is_last_piece()) {
     SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
     framed.header.set_decode_step(step);
@@ -237,8 +237,9 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
   }
 }
 
-void MicrobatchRunner::RecordStep(double seconds) {
-  metrics_->step.Observe(seconds);
+void MicrobatchRunner::RecordStep(absl::Time started) {
+  if (!metrics_) return;
+  metrics_->step.Observe(SecondsSince(started));
   const std::vector<double> waits = group_->LastSynchronizeSeconds();
   for (size_t r = 0; r < waits.size() && r < metrics_->collective.size(); ++r) metrics_->collective[r]->Observe(waits[r]);
   const runtime::GraphDecodeStats stats = group_->GraphStats();

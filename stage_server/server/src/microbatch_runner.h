@@ -123,8 +123,9 @@ class MicrobatchRunner {
   absl::Status SendTokens(const v1::MicrobatchDescriptor& d, uint32_t step, const std::vector<int32_t>& tokens);
   // Answers for whole-microbatch failures and the last stage's step results.
   void AnswerError(const v1::MicrobatchDescriptor& d, const absl::Status& why, const Answer& answer) const;
-  // After a step: its time, each rank's Synchronize wait, graph or eager.
-  void RecordStep(double seconds);
+  // After a step begun at `started` (nothing without metrics): its time, each
+  // rank's Synchronize wait, graph or eager.
+  void RecordStep(absl::Time started);
 
   v1::StageConfig config_;
   std::unique_ptr<runtime::StageGroup> group_;
