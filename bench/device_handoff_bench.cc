@@ -10,19 +10,22 @@
 // (UCX ping-pong, kernel alone, kernel ping-pong: what any cross-process
 // design with a kernel per side and a message per hop pays).
 // Each device interval covers what a stage pays: the producer's copy +
-// checksum into its slot, the header over UCX, the consumer's peer copy +
-// checksum into its own tensors, and the checksum comparisons.
+// checksum into its slot (enqueued; the producer's host does not wait for
+// it), the header over UCX, the consumer's peer copy + checksum into its
+// own tensors after the producer's event, and the consumer's one host wait
+// for both sums.
 // Where a hop goes, timed by the bench around the library's public calls
 // (per round trip, its two hops averaged; medians over round trips, so the
 // three need not add up to device_us exactly):
 //   send_us   DeviceHandoffSender::Send, call to return: the wait for the
-//             slot's release, the copy + checksum kernel and the host's wait
-//             for its ticket, sealing and sending the header
+//             slot's release, enqueueing the copy + checksum kernel and the
+//             slot's event, sealing and sending the header
 //   take_us   the consumer's PayloadSource::Take (the device link's
 //             receiver, wrapped by the bench): from a header accepted to
 //             its payloads verified (tensor allocation, the wait on the
-//             slot's IPC event, peer copy + checksum kernel, ticket wait,
-//             the slot's release reply, checksum comparison)
+//             slot's IPC event, the producer's kernel still running, peer
+//             copy + checksum kernel, ticket wait, the slot's release
+//             reply, checksum comparison)
 //   other_us  one-way minus the two: the header's trip over UCX and the
 //             receiver's wake-up, HandoffReceiver's header receive, MAC and
 //             checks, and the bench's own loop

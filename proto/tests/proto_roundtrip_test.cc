@@ -58,7 +58,6 @@ StreamState FullStreamState() {
   slot->set_slot(1);
   slot->set_index(42);
   slot->set_checksum_seed(0xFEDCBA9876543210ull);
-  slot->add_lane_checksums(7);
   DeviceLinkOffer* offer = s.mutable_device_offer();
   offer->set_link_id(0x1234567890ABCDEFull);
   offer->set_host_id("boot-id/host");

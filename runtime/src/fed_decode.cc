@@ -1,7 +1,10 @@
 // StageGroup's decode steps fed on the device: a graph replay whose chosen
 // tokens stay on the GPU for the next step and reach the host through a
 // pinned buffer and an event, so that the caller enqueues step k + 1 before
-// it waits for step k's tokens.
+// it waits for step k's tokens. In a TP group (one attention-DP group) TP
+// rank 0, which holds the logits, chooses, and a broadcast over the TP
+// communicator, enqueued on every rank's stream after its replay, gives
+// every rank the tokens its next replay embeds; nothing waits on the host.
 #include <algorithm>
 #include <memory>
 
@@ -51,8 +54,11 @@ absl::Status ChooseOnDevice(const Tensor& logits, const std::vector<TokenChoice>
   return absl::OkStatus();
 }
 
-// The rank thread's part of a fed step: replay, choose, copy the tokens out.
-absl::Status RunFedStep(RankState& rank, Device device, int64_t most_rows, absl::Duration timeout, FedJob& job) {
+// The rank thread's part of a fed step: replay, choose (TP rank 0), hand the
+// tokens to every rank (TP > 1), copy them out (TP rank 0). Every rank keeps
+// the same slot sequence, so the step's slot and generation agree.
+absl::Status RunFedStep(RankState& rank, int r, int tp, Device device, int64_t most_rows, absl::Duration timeout,
+                        FedJob& job) {
   SEAM_RETURN_IF_ERROR(UseDevice(device));
   if (rank.fed == nullptr) {
     SEAM_ASSIGN_OR_RETURN(rank.fed, FedSlots::Create(device, most_rows));
@@ -67,12 +73,15 @@ absl::Status RunFedStep(RankState& rank, Device device, int64_t most_rows, absl:
   SEAM_ASSIGN_OR_RETURN(DecodeGraphOutput o, rank.graphs.at(job.bucket)->Replay(job.input, nullptr,
                                                                                  job.feed ? &fed_ids : nullptr));
   const Tensor out = f.DeviceTokens(slot, n);
-  SEAM_RETURN_IF_ERROR(ChooseOnDevice(o.logits, job.choices, f, slot, rank.stream, out));
-  SEAM_RETURN_IF_ERROR(DownloadAsync(f.HostTokens(slot), out.raw_data(), device, n * sizeof(int32_t), rank.stream));
+  if (r == 0) SEAM_RETURN_IF_ERROR(ChooseOnDevice(o.logits, job.choices, f, slot, rank.stream, out));
+  if (tp > 1) SEAM_RETURN_IF_ERROR(rank.groups->tp().Broadcast(out, 0));
+  if (r == 0) {
+    SEAM_RETURN_IF_ERROR(DownloadAsync(f.HostTokens(slot), out.raw_data(), device, n * sizeof(int32_t), rank.stream));
+  }
   SEAM_RETURN_IF_ERROR(f.done[slot].Record(rank.stream));
   f.sequences[slot] = job.ids;
   f.generation[slot] = ++f.next;
-  job.step = FedStep{slot, f.generation[slot], n};
+  if (r == 0) job.step = FedStep{slot, f.generation[slot], n};
   return absl::OkStatus();
 }
 
@@ -80,7 +89,8 @@ absl::Status RunFedStep(RankState& rank, Device device, int64_t most_rows, absl:
 
 bool StageGroup::CanStepFed(const std::vector<models::SequenceStep>& sequences) const {
   const Impl& g = *impl_;
-  if (!g.broken.ok() || !on_gpu() || g.tp != 1 || !is_first_piece() || !is_last_piece() || sequences.empty()) {
+  if (!g.broken.ok() || !on_gpu() || g.attn_dp != 1 || attn_cp() != 1 || !is_first_piece() || !is_last_piece() ||
+      sequences.empty()) {
     return false;
   }
   for (const models::SequenceStep& s : sequences) {
@@ -97,8 +107,8 @@ absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceSt
   }
   if (!CanStepFed(sequences)) {
     return absl::FailedPreconditionError(
-        "this step cannot be fed on the device (a whole-model CUDA group of TP 1 with graph decode runs decode steps "
-        "of placed sequences that a graph bucket holds)");
+        "this step cannot be fed on the device (a whole-model CUDA group of one attention-DP group without CP, with "
+        "graph decode, runs decode steps of placed sequences that a graph bucket holds)");
   }
   const int64_t n = static_cast<int64_t>(sequences.size());
   if (static_cast<int64_t>(choices.size()) != n) {
@@ -146,11 +156,13 @@ absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceSt
   const int64_t most_rows = *std::max_element(g.options.graph_buckets.begin(), g.options.graph_buckets.end());
   Impl* self = &g;
   const absl::Duration timeout = g.options.comm_timeout;
-  const absl::Status run = g.RunOnAll([self, job, most_rows, timeout](int r) {
-    return RunFedStep(*self->ranks[r], self->RankDevice(r), most_rows, timeout, *job);
+  const int tp = g.tp;
+  const absl::Status run = g.RunOnAll([self, job, most_rows, timeout, tp](int r) {
+    return RunFedStep(*self->ranks[r], r, tp, self->RankDevice(r), most_rows, timeout, *job);
   });
   if (!run.ok()) {
     g.broken = run;
+    g.AbortCollectives();
     return run;
   }
   ++g.graph_stats.replays[job->bucket];
@@ -168,6 +180,7 @@ absl::StatusOr<std::vector<int32_t>> StageGroup::FedTokens(const FedStep& step) 
   const absl::Status done = f->done[step.slot].Wait(absl::Now() + g.options.comm_timeout);
   if (!done.ok()) {
     g.broken = Annotate(done, "waiting for a fed decode step");
+    g.AbortCollectives();
     return g.broken;
   }
   const int32_t* tokens = f->HostTokens(step.slot);

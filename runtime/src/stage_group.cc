@@ -3,9 +3,9 @@
 // on every rank, with every wait bounded by a deadline.
 #include "seam/runtime/stage_group.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -173,6 +173,22 @@ absl::Status StageGroup::Impl::RunOnAll(const std::function<absl::Status(int)>& 
   absl::Status failed = Annotate(statuses[worst], RankName(worst));
   failed.SetPayload(kTpRankPayload, absl::Cord(absl::StrCat(worst)));
   return failed;
+}
+
+void StageGroup::Impl::AbortCollectives() {
+  RunOnAll([this](int r) -> absl::Status {
+    internal::RankState* rank = ranks[r].get();
+    if (rank == nullptr || rank->groups == nullptr) return absl::OkStatus();
+    SEAM_RETURN_IF_ERROR(UseDevice(RankDevice(r)));
+    const comm::ProcessGroups& g = *rank->groups;
+    std::vector<comm::Communicator*> seen;
+    for (comm::Communicator* c : {&g.tp(), &g.attn_tp(), &g.attn_dp(), &g.attn_cp()}) {
+      if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+      seen.push_back(c);
+      c->Synchronize(absl::Now()).IgnoreError();  // aborts a communicator whose stream is not done
+    }
+    return absl::OkStatus();
+  }).IgnoreError();
 }
 
 std::optional<int> FailedTpRank(const absl::Status& status) {

@@ -93,6 +93,11 @@ struct StageGroup::Impl {
   // (its collectives have deadlines too); fn must therefore own what it uses,
   // apart from this Impl, whose destructor joins the rank threads.
   absl::Status RunOnAll(const std::function<absl::Status(int)>& fn);
+  // After a failed step nobody waited for on the host (a fed step): each
+  // rank's communicators whose streams have not finished are aborted (a
+  // Synchronize with no time left), so no rank stays blocked in a
+  // collective a failed peer never joins. The group is broken already.
+  void AbortCollectives();
   // Whether graphs run at all, and their context limit (after the caches exist).
   void SetUpGraphs(const weights::ModelConfig& config);
   // The bucket a step replays, 0 to run it eagerly.

@@ -2,10 +2,13 @@
 // enqueued before the previous one's tokens are read and fed its tokens on
 // the GPU, chooses exactly the tokens of StepPiece steps fed through the
 // host, greedy and sampled, at a bucket's full size and padded; a stale or
-// mismatched feed is refused; groups that cannot feed (on the host) say so.
-// GPU tests skip without a GPU.
+// mismatched feed is refused; groups that cannot feed (on the host, or
+// with attention-DP groups) say so. The same at TP 2 (TP rank 0 chooses and
+// broadcasts). GPU tests skip without enough GPUs.
+#include <map>
 #include <memory>
 #include <ostream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -117,21 +120,32 @@ class FedDecode : public ::testing::TestWithParam<FedCase> {
   }
 };
 
-TEST_P(FedDecode, ChoosesTheTokensOfStepsFedThroughTheHost) {
-  const FedCase c = GetParam();
-  auto host = StageGroup::Create(TinyCheckpointDir(false), 1, 1, boundary::ReductionPolicy::kAuto,
-                                 CudaOptions(c.dtype));
-  auto device = StageGroup::Create(TinyCheckpointDir(false), 1, 1, boundary::ReductionPolicy::kAuto,
+// The tokens of steps through the host, then of the same steps fed on the
+// device, each on a fresh group of `tp` ranks (one at a time: both use the same GPUs).
+void ExpectFedEqualsHost(const FedCase& c, int tp) {
+  std::vector<std::vector<int32_t>> want, got;
+  {
+    auto host = StageGroup::Create(TinyCheckpointDir(false), tp, 1, boundary::ReductionPolicy::kAuto,
                                    CudaOptions(c.dtype));
-  ASSERT_TRUE(host.ok()) << host.status();
+    ASSERT_TRUE(host.ok()) << host.status();
+    want = ThroughTheHost(**host, c.sequences, c.sampled);
+  }
+  auto device = StageGroup::Create(TinyCheckpointDir(false), tp, 1, boundary::ReductionPolicy::kAuto,
+                                   CudaOptions(c.dtype));
   ASSERT_TRUE(device.ok()) << device.status();
-  const std::vector<std::vector<int32_t>> want = ThroughTheHost(**host, c.sequences, c.sampled);
-  const std::vector<std::vector<int32_t>> got = OnTheDevice(**device, c.sequences, c.sampled);
+  got = OnTheDevice(**device, c.sequences, c.sampled);
   ASSERT_EQ(want.size(), size_t{kSteps + 1});
   EXPECT_EQ(got, want);
   const GraphDecodeStats stats = (*device)->GraphStats();
   const int64_t bucket = c.sequences == 8 ? 8 : 4;
   EXPECT_EQ(stats.replays, (std::map<int64_t, int64_t>{{bucket, kSteps}})) << stats.ToString();
+}
+
+TEST_P(FedDecode, ChoosesTheTokensOfStepsFedThroughTheHost) { ExpectFedEqualsHost(GetParam(), 1); }
+
+TEST_P(FedDecode, ChoosesTheTokensOfStepsFedThroughTheHost_Tp2) {
+  if (CudaDeviceCount() < 2) GTEST_SKIP() << "TP 2 needs two GPUs (one NCCL rank per GPU)";
+  ExpectFedEqualsHost(GetParam(), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FedDecode,
@@ -164,6 +178,19 @@ TEST(FedDecodeErrors, StaleAndMismatchedFeedsAreRefused) {
   absl::StatusOr<std::vector<int32_t>> read = (*group)->FedTokens(*first);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->size(), 2u);
+}
+
+// With two attention-DP groups each group's tokens would have their own
+// chooser: such groups do not feed, and their steps run as before.
+TEST(FedDecodeErrors, AttentionDpGroupsDoNotFeed) {
+  if (CudaDeviceCount() < 2) GTEST_SKIP() << "attention DP 2 needs two GPUs";
+  auto group = StageGroup::Create(TinyCheckpointDir(false), 2, 2, boundary::ReductionPolicy::kAuto,
+                                  CudaOptions(DType::kF32));
+  ASSERT_TRUE(group.ok()) << group.status();
+  const std::vector<int32_t> tokens = Prefill(**group, 2, false);
+  EXPECT_FALSE((*group)->CanStepFed(DecodeStep(tokens, 0)));
+  absl::StatusOr<FedStep> fed = (*group)->StepFed(DecodeStep(tokens, 0), Choices(2, 1, false), nullptr);
+  EXPECT_EQ(fed.status().code(), absl::StatusCode::kFailedPrecondition) << fed.status();
 }
 
 // On the host nothing is fed: StepFed refuses and StepPiece runs as before.

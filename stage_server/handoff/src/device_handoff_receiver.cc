@@ -63,6 +63,7 @@ class DeviceHandoffReceiverImpl final : public DeviceHandoffReceiver {
   }
 
   const ConsumerFacts& facts() const override { return facts_; }
+  const std::vector<uint64_t>& last_checksums() const override { return last_checksums_; }
   v1::HandoffTransport transport() const override {
     return link_id_ != 0 ? v1::HANDOFF_TRANSPORT_CUDA_IPC : v1::HANDOFF_TRANSPORT_HOST_UCX;
   }
@@ -117,7 +118,7 @@ class DeviceHandoffReceiverImpl final : public DeviceHandoffReceiver {
                                             desc.byte_size(), desc.offset() / 4});
       out.push_back(*std::move(t));
     }
-    std::vector<uint64_t> sums(lanes, 0);
+    std::vector<device::CopyChecksumResult> sums(lanes, device::CopyChecksumResult{0, 0, 0});
     absl::Status copied = Copy(spans, ds.slot(), ds.checksum_seed(), deadline, sums);
     if (!copied.ok()) {
       // The kernels may still write into `out` (and read the slot): keep both, and the link, as they are.
@@ -127,11 +128,14 @@ class DeviceHandoffReceiverImpl final : public DeviceHandoffReceiver {
     }
     last_index_ = ds.index();
     SEAM_RETURN_IF_ERROR(Release(ds, deadline));
+    last_checksums_.assign(lanes, 0);
     for (int l = 0; l < lanes; ++l) {
-      if (sums[l] != ds.lane_checksums(l)) {
-        return absl::DataLossError(absl::StrFormat("lane %d: device checksum 0x%016x != header 0x%016x", l, sums[l],
-                                                   ds.lane_checksums(l)));
+      if (spans[l].empty()) continue;
+      if (sums[l].checksum != sums[l].expected) {
+        return absl::DataLossError(absl::StrFormat("lane %d: device checksum 0x%016x != the producer's 0x%016x", l,
+                                                   sums[l].checksum, sums[l].expected));
       }
+      last_checksums_[l] = sums[l].checksum;
     }
     return out;
   }
@@ -165,14 +169,18 @@ class DeviceHandoffReceiverImpl final : public DeviceHandoffReceiver {
     return absl::OkStatus();
   }
 
+  // Copies each lane's spans out of `slot` once the producer's event fired,
+  // reading the producer's checksum from the slot's trailer beside the sum.
   absl::Status Copy(const std::vector<std::vector<CopySpan>>& spans, uint32_t slot, uint64_t seed,
-                    absl::Time deadline, std::vector<uint64_t>& sums) {
+                    absl::Time deadline, std::vector<device::CopyChecksumResult>& sums) {
     for (size_t l = 0; l < lanes_.size(); ++l) {
       if (spans[l].empty()) continue;
       DeviceScope scope(lanes_[l]->device());
       SEAM_RETURN_IF_ERROR(scope.status());
+      const char* trailer = static_cast<const char*>(peer_slots_[l][slot]) + slot_bytes_;
       SEAM_RETURN_IF_ERROR(lanes_[l]->Launch(spans[l].data(), static_cast<int>(spans[l].size()), seed,
-                                             peer_events_[l][slot]));
+                                             peer_events_[l][slot], nullptr,
+                                             reinterpret_cast<const uint64_t*>(trailer)));
     }
     for (size_t l = 0; l < lanes_.size(); ++l) {
       if (spans[l].empty()) continue;
@@ -249,6 +257,7 @@ class DeviceHandoffReceiverImpl final : public DeviceHandoffReceiver {
   std::vector<std::vector<void*>> peer_slots_;   // [lane][slot], opened IPC memory
   std::vector<std::vector<void*>> peer_events_;  // [lane][slot], opened IPC events
   absl::Status broken_;
+  std::vector<uint64_t> last_checksums_;        // per lane, of the last handoff taken whole
   std::vector<std::vector<Tensor>> stranded_;  // outputs of copies that missed their deadline
 };
 

@@ -53,6 +53,7 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
     offer_.set_slot_bytes(options_.slot_bytes);
     SEAM_ASSIGN_OR_RETURN(reply_key_, ReplyKey(options_.key));
     outstanding_.assign(slots, 0);
+    held_.assign(slots, {});
     for (int device : options_.devices) {
       const std::string ctx = absl::StrCat("device link lane on GPU ", device);
       Lane& lane = lanes_.emplace_back();
@@ -65,7 +66,8 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
       wire->set_pci_bus_id(bus);
       for (size_t s = 0; s < slots; ++s) {
         void* p = nullptr;
-        SEAM_RETURN_IF_ERROR(Annotate(SEAM_CUDA_STATUS(cudaMalloc(&p, options_.slot_bytes)), ctx));
+        SEAM_RETURN_IF_ERROR(
+            Annotate(SEAM_CUDA_STATUS(cudaMalloc(&p, options_.slot_bytes + kSlotTrailerBytes)), ctx));
         lane.slots.push_back(p);
         cudaEvent_t e = nullptr;
         SEAM_RETURN_IF_ERROR(Annotate(
@@ -122,11 +124,19 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
     const uint64_t index = next_index_;
     const int slot = static_cast<int>((index - 1) % outstanding_.size());
     SEAM_RETURN_IF_ERROR(Annotate(WaitForRelease(slot, deadline), where));
+    // A fault of an earlier copy, which nobody waited for, breaks the link here.
+    for (Lane& lane : lanes_) {
+      if (absl::Status e = lane.engine->StreamError(); !e.ok()) return Broken(Annotate(e, where));
+    }
+    SEAM_RETURN_IF_ERROR(Annotate(LetGoOf(slot, deadline), where));
     const uint64_t seed = Mix(seed_base_ + index);
     ++next_index_;
     // From the first launch on, a failure leaves the slot in an unknown state.
-    absl::StatusOr<std::vector<uint64_t>> sums = CopyIntoSlot(tensors, placed, slot, seed, index == 1, deadline);
-    if (!sums.ok()) return Broken(Annotate(sums.status(), where));
+    const absl::Status copying = CopyIntoSlot(tensors, placed, slot, seed, index == 1);
+    if (!copying.ok()) return Broken(Annotate(copying, where));
+    // The copy reads `tensors` after Send returns: their memory stays
+    // referenced until the slot's next use, when the copy is known done.
+    for (const auto& [name, t] : tensors) held_[slot].push_back(t);
 
     v1::StreamState full = header;
     full.set_transport(v1::HANDOFF_TRANSPORT_CUDA_IPC);
@@ -136,7 +146,6 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
     ds->set_slot(static_cast<uint32_t>(slot));
     ds->set_index(index);
     ds->set_checksum_seed(seed);
-    for (uint64_t sum : *sums) ds->add_lane_checksums(sum);
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i].second;
       v1::TensorDesc* d = full.add_tensors();
@@ -215,11 +224,33 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
     return absl::OkStatus();
   }
 
-  // Copies each lane's tensors into `slot` and returns each lane's checksum
-  // (`first`: the link's first handoff, which the test hook may corrupt).
-  absl::StatusOr<std::vector<uint64_t>> CopyIntoSlot(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                                     const std::vector<Placement>& placed, int slot, uint64_t seed,
-                                                     bool first, absl::Time deadline) {
+  // Lets go of the tensors `slot`'s previous use copied, once that copy is
+  // done: at once after a release (the consumer's copy followed it), within
+  // the deadline after a discard (the consumer never waited for it).
+  absl::Status LetGoOf(int slot, absl::Time deadline) {
+    if (held_[slot].empty()) return absl::OkStatus();
+    for (Lane& lane : lanes_) {
+      DeviceScope scope(lane.engine->device());
+      SEAM_RETURN_IF_ERROR(scope.status());
+      for (;;) {
+        const cudaError_t e = cudaEventQuery(lane.events[slot]);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) return Broken(Annotate(SEAM_CUDA_STATUS(e), "the slot's previous copy"));
+        if (absl::Now() >= deadline) {
+          return absl::DeadlineExceededError(absl::StrCat("slot ", slot, "'s previous copy did not finish"));
+        }
+      }
+    }
+    held_[slot].clear();
+    return absl::OkStatus();
+  }
+
+  // Enqueues, on each lane's stream, the copy of its tensors into `slot`,
+  // with their checksum stored in the slot's trailer, then records the
+  // slot's event (`first`: the link's first handoff, which the test hook
+  // may corrupt). Nothing waits: the consumer's kernel waits for the event.
+  absl::Status CopyIntoSlot(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                            const std::vector<Placement>& placed, int slot, uint64_t seed, bool first) {
     std::vector<std::vector<CopySpan>> spans(lanes_.size());
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i].second;
@@ -233,22 +264,18 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
       Lane& lane = lanes_[l];
       DeviceScope scope(lane.engine->device());
       SEAM_RETURN_IF_ERROR(scope.status());
-      SEAM_RETURN_IF_ERROR(lane.engine->Launch(spans[l].data(), static_cast<int>(spans[l].size()), seed, nullptr));
+      char* base = static_cast<char*>(lane.slots[slot]);
+      SEAM_RETURN_IF_ERROR(lane.engine->Launch(spans[l].data(), static_cast<int>(spans[l].size()), seed, nullptr,
+                                               reinterpret_cast<uint64_t*>(base + options_.slot_bytes)));
       if (l == 0 && first && options_.flip_byte_after_checksum >= 0 &&
           static_cast<uint64_t>(options_.flip_byte_after_checksum) < options_.slot_bytes) {
-        SEAM_RETURN_IF_ERROR(device::LaunchFlipByte(static_cast<char*>(lane.slots[slot]) +
-                                                        options_.flip_byte_after_checksum,
-                                                    lane.engine->stream()));
+        SEAM_RETURN_IF_ERROR(
+            device::LaunchFlipByte(base + options_.flip_byte_after_checksum, lane.engine->stream()));
       }
       SEAM_CUDA_RETURN_IF_ERROR(
           cudaEventRecord(lane.events[slot], static_cast<cudaStream_t>(lane.engine->stream())));
     }
-    std::vector<uint64_t> sums(lanes_.size(), 0);
-    for (size_t l = 0; l < lanes_.size(); ++l) {
-      if (spans[l].empty()) continue;
-      SEAM_ASSIGN_OR_RETURN(sums[l], lanes_[l].engine->Wait(deadline));
-    }
-    return sums;
+    return absl::OkStatus();
   }
 
   UcxWorker& worker_;
@@ -260,6 +287,7 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
   Answer answer_ = Answer::kPending;
   std::string reason_;
   std::vector<uint64_t> outstanding_;  // per slot: the handoff index using it, 0 when free
+  std::vector<std::vector<Tensor>> held_;  // per slot: the tensors its last copy read
   uint64_t next_index_ = 1;
   uint64_t seed_base_ = 0;
   absl::Status broken_;

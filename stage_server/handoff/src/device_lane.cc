@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<DeviceLane>> DeviceLane::Create(int device) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&lane->result_), sizeof(CopyChecksumResult),
                                           cudaHostAllocMapped | cudaHostAllocPortable));
   lane->result_->checksum = 0;
+  lane->result_->expected = 0;
   lane->result_->ticket = 0;
   SEAM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return lane;
@@ -47,7 +48,8 @@ DeviceLane::~DeviceLane() {
   if (result_ != nullptr) cudaFreeHost(result_);
 }
 
-absl::Status DeviceLane::Launch(const CopySpan* spans, int count, uint64_t seed, void* wait_event) {
+absl::Status DeviceLane::Launch(const CopySpan* spans, int count, uint64_t seed, void* wait_event, uint64_t* store,
+                                const uint64_t* expected) {
   if (count > kMaxCopySpans) {
     return absl::InvalidArgumentError(absl::StrCat("lane on GPU ", device_, ": ", count, " spans, at most ",
                                                    kMaxCopySpans));
@@ -64,21 +66,30 @@ absl::Status DeviceLane::Launch(const CopySpan* spans, int count, uint64_t seed,
   p.arrivals = arrivals_;
   SEAM_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.result), result_, 0));
   p.ticket = ++ticket_;
+  p.store = store;
+  p.expected = expected;
   return LaunchCopyChecksum(p, stream_);
 }
 
-absl::StatusOr<uint64_t> DeviceLane::Wait(absl::Time deadline) {
+absl::Status DeviceLane::StreamError() const {
+  const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream_));
+  if (e == cudaSuccess || e == cudaErrorNotReady) return absl::OkStatus();
+  return Annotate(SEAM_CUDA_STATUS(e), absl::StrCat("copy + checksum on GPU ", device_));
+}
+
+absl::StatusOr<CopyChecksumResult> DeviceLane::Wait(absl::Time deadline) {
   for (uint64_t spins = 0;; ++spins) {
-    // The kernel writes the checksum, fences system-wide, then the ticket.
+    // The kernel writes the checksum and expected word, fences system-wide, then the ticket.
     if (__atomic_load_n(&result_->ticket, __ATOMIC_ACQUIRE) == ticket_) {
-      return __atomic_load_n(&result_->checksum, __ATOMIC_RELAXED);
+      CopyChecksumResult r;
+      r.checksum = __atomic_load_n(&result_->checksum, __ATOMIC_RELAXED);
+      r.expected = __atomic_load_n(&result_->expected, __ATOMIC_RELAXED);
+      r.ticket = ticket_;
+      return r;
     }
     if (spins % 256 == 255) {
       // A fault in the kernel shows up here rather than as a missing ticket.
-      const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream_));
-      if (e != cudaSuccess && e != cudaErrorNotReady) {
-        return Annotate(SEAM_CUDA_STATUS(e), absl::StrCat("copy + checksum on GPU ", device_));
-      }
+      SEAM_RETURN_IF_ERROR(StreamError());
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(
             absl::StrCat("copy + checksum on GPU ", device_, " did not finish by its deadline"));

@@ -42,11 +42,17 @@ class DeviceLane {
 
   // Enqueues on this lane's stream (the caller's device must be this lane's):
   // a wait for `wait_event` (a cudaEvent_t, may be null), then the kernel
-  // over `spans`. Each launch takes the next ticket.
-  absl::Status Launch(const CopySpan* spans, int count, uint64_t seed, void* wait_event);
-  // The checksum of the last launch, once the kernel wrote it. DEADLINE_EXCEEDED
-  // past `deadline` (the kernel may still run); a CUDA error of the stream.
-  absl::StatusOr<uint64_t> Wait(absl::Time deadline);
+  // over `spans`, storing its checksum at `store` and reading `expected`
+  // (device words, each may be null). Each launch takes the next ticket.
+  absl::Status Launch(const CopySpan* spans, int count, uint64_t seed, void* wait_event, uint64_t* store = nullptr,
+                      const uint64_t* expected = nullptr);
+  // The checksum (and expected word) of the last launch, once the kernel
+  // wrote them. DEADLINE_EXCEEDED past `deadline` (the kernel may still
+  // run); a CUDA error of the stream.
+  absl::StatusOr<CopyChecksumResult> Wait(absl::Time deadline);
+  // A CUDA error the lane's stream reported (a fault of an earlier launch
+  // nobody waited for), OK while it runs or idles.
+  absl::Status StreamError() const;
 
  private:
   explicit DeviceLane(int device) : device_(device) {}

@@ -18,6 +18,10 @@ namespace seam::handoff {
 
 inline constexpr uint64_t kSlotAlignment = 256;
 inline constexpr int kMaxTensorsPerLane = 8;  // the kernel's spans per launch
+// Each slot's allocation is slot_bytes plus this trailer, whose first word
+// holds the producer's checksum of the slot's last handoff (written on the
+// device, read by the consumer's kernel). Tensors never reach it.
+inline constexpr uint64_t kSlotTrailerBytes = 256;
 
 struct Placement {
   int lane = 0;
@@ -33,7 +37,7 @@ absl::StatusOr<std::vector<Placement>> PlaceInSlots(const std::vector<std::pair<
 
 // Checks the placement a CUDA_IPC header claims: each tensor's lane below
 // `lanes`, offset aligned, bytes within `slot_bytes`, at most
-// kMaxTensorsPerLane a lane; the slot below `slots`; one checksum per lane.
+// kMaxTensorsPerLane a lane; the slot below `slots`.
 // INVALID_ARGUMENT naming the field.
 absl::Status CheckSlotPlacement(const v1::StreamState& header, int lanes, int slots, uint64_t slot_bytes);
 

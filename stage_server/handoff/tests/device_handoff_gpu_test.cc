@@ -111,8 +111,8 @@ absl::Status Produce(UcxWorker& worker, UcxEndpoint& endpoint, int gpu, int64_t 
   return absl::OkStatus();
 }
 
-// Equal bytes, and the header's checksum equal to the CPU reference's.
-absl::Status CheckArrived(const ReceivedHandoff& got, uint64_t m, int gpu) {
+// Equal bytes, and the checksum both kernels agreed on equal to the CPU reference's.
+absl::Status CheckArrived(const ReceivedHandoff& got, uint64_t m, int gpu, const std::vector<uint64_t>& checksums) {
   const Tensors want = Payload(m);
   std::vector<Tensor> host;
   std::vector<ChecksumSpan> spans;
@@ -128,7 +128,7 @@ absl::Status CheckArrived(const ReceivedHandoff& got, uint64_t m, int gpu) {
     host.push_back(std::move(h));
   }
   const v1::DeviceSlot& slot = got.header.device_slot();
-  if (DeviceChecksum(slot.checksum_seed(), spans) != slot.lane_checksums(0)) {
+  if (checksums.size() != 1 || DeviceChecksum(slot.checksum_seed(), spans) != checksums[0]) {
     return absl::InternalError(absl::StrCat("microbatch ", m, ": kernel checksum differs from the reference"));
   }
   return absl::OkStatus();
@@ -160,7 +160,7 @@ absl::Status Consume(UcxWorker& worker, UcxEndpoint& endpoint, const UcxEndpoint
     }
     if (!got.ok()) return got.status();
     if (got->header.transport() != v1::HANDOFF_TRANSPORT_CUDA_IPC) return absl::InternalError("not a device handoff");
-    SEAM_RETURN_IF_ERROR(CheckArrived(*got, m, gpu));
+    SEAM_RETURN_IF_ERROR(CheckArrived(*got, m, gpu, link->last_checksums()));
   }
   if (receiver.drops().total() != 0) return absl::InternalError("the receiver dropped messages");
   return absl::OkStatus();

@@ -169,8 +169,6 @@ v1::StreamState DeviceHeader() {
   v1::StreamState h;
   h.set_transport(v1::HANDOFF_TRANSPORT_CUDA_IPC);
   h.mutable_device_slot()->set_slot(1);
-  h.mutable_device_slot()->add_lane_checksums(7);
-  h.mutable_device_slot()->add_lane_checksums(9);
   for (int lane = 0; lane < 2; ++lane) {
     for (uint64_t offset : {uint64_t{0}, uint64_t{512}}) {
       v1::TensorDesc* t = h.add_tensors();
@@ -196,7 +194,6 @@ TEST(SlotPlacementTest, HeaderClaimsAreCheckedBeforeAnyRead) {
       {[](auto& h) { h.mutable_tensors(1)->set_offset(~uint64_t{0} << 8); }, "pass the slot's 1024"},
       {[](auto& h) { h.mutable_tensors(1)->set_byte_size(~uint64_t{0}); }, "pass the slot's 1024"},
       {[](auto& h) { h.mutable_device_slot()->set_slot(2); }, "device_slot.slot: 2 of 2"},
-      {[](auto& h) { h.mutable_device_slot()->mutable_lane_checksums()->RemoveLast(); }, "1 for 2 lanes"},
       {[](auto& h) {
          for (int i = 0; i < kMaxTensorsPerLane; ++i) *h.add_tensors() = h.tensors(0);
        },

@@ -186,12 +186,15 @@ class StageGroup {
                                         const std::vector<boundary::PipelineTensors>& in,
                                         const std::vector<TokenChoice>* choices = nullptr);
   // Decode steps fed on the device (fed_decode.cc): a whole-model CUDA
-  // group of TP 1 with graph decode runs a decode step as a graph replay
-  // whose tokens are chosen on the device and stay there, so that the next
-  // step of the same sequences takes them as its input without a round trip
-  // through the host, and returns once the step is enqueued: the host's
-  // work for the next step overlaps this one's on the GPU. The tokens equal
-  // StepPiece's with the same choices.
+  // group with graph decode, one attention-DP group and no CP ranks, runs a
+  // decode step as a graph replay whose tokens are chosen on the device
+  // (by TP rank 0, then broadcast over the TP communicator to every rank)
+  // and stay there, so that the next step of the same sequences takes them
+  // as its input without a round trip through the host, and returns once
+  // the step is enqueued: the host's work for the next step overlaps this
+  // one's on the GPU. The tokens equal StepPiece's with the same choices.
+  // A failed step, or a wait for its tokens past comm_timeout, breaks the
+  // group and aborts the communicators whose streams had not finished.
   // Whether `sequences` can run as a fed step: this group can, each
   // sequence is placed and has one token, and a graph bucket holds them.
   bool CanStepFed(const std::vector<models::SequenceStep>& sequences) const;

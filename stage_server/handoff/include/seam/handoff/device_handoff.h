@@ -4,17 +4,19 @@
 // handoff), naming the slot that holds the payloads and their checksums.
 //
 // Producer (DeviceHandoffSender): owns a ring of `slots` (≥ 2) buffers of
-// slot_bytes on each lane's GPU (lane = TP rank), allocated with cudaMalloc,
-// and one interprocess event per slot; it exports their IPC handles once, in
-// the DeviceLinkOffer that its host headers carry until the consumer
-// answers. Per handoff it takes the next slot (waiting, bounded, for the
-// consumer's release of its previous use), runs on each lane's own stream
-// one kernel that copies the lane's tensors into the slot and sums their
-// device checksum (device_checksum.h; a fresh seed per handoff), records the
-// slot's event, reads the checksums from mapped host memory (bounded wait),
-// then sends the sealed header (transport CUDA_IPC, DeviceSlot, each
-// tensor's lane and offset). When Send returns, the tensors were read: their
-// memory may be reused.
+// slot_bytes (plus a 256-byte trailer) on each lane's GPU (lane = TP rank),
+// allocated with cudaMalloc, and one interprocess event per slot; it
+// exports their IPC handles once, in the DeviceLinkOffer that its host
+// headers carry until the consumer answers. Per handoff it takes the next
+// slot (waiting, bounded, for the consumer's release of its previous use),
+// enqueues on each lane's own stream one kernel that copies the lane's
+// tensors into the slot and sums their device checksum (device_checksum.h;
+// a fresh seed per handoff) into the slot's trailer, records the slot's
+// event, and sends the sealed header (transport CUDA_IPC, DeviceSlot, each
+// tensor's lane and offset) without waiting for the kernel: the producer's
+// host never waits on a handoff. The tensors stay referenced (their memory
+// is not reused) until the slot's next use, when the copy is known done; a
+// fault of a copy breaks the link at the next Send.
 //
 // Consumer (DeviceHandoffReceiver, a HandoffReceiver's PayloadSource for
 // CUDA_IPC): weighs an offer with the transport table (handoff_transport.h),
@@ -22,11 +24,15 @@
 // and answers. Per header it checks the link, slot and placement, makes its
 // lane streams wait for the slot's event, runs the same kernel from the
 // producer's slot (peer-to-peer over UVA) into tensors of its own on each
-// lane's GPU, waits (bounded) for the checksums, compares them, and releases
-// the slot with a DeviceLinkReply, also for a header it rejects or that
-// came late. A forged or stale reply is dropped and counted, never frees a
-// slot. A copy that misses its deadline leaves the link broken (its memory
-// may still be written): later device headers fail with FAILED_PRECONDITION.
+// lane's GPU, reading the producer's checksum from the trailer as it ends,
+// waits (bounded) for both sums — the hop's one host wait — compares them
+// (DATA_LOSS when they differ), and releases the slot with a
+// DeviceLinkReply, also for a header it rejects or that came late. A
+// forged or stale reply is dropped and counted, never frees a slot. A copy
+// that misses its deadline leaves the link broken (its memory may still be
+// written): later device headers fail with FAILED_PRECONDITION. The
+// checksum detects corruption in flight; who may write the slots at all is
+// bounded by the IPC handles, which travel only in sealed headers.
 //
 // Threading: each object is used from one thread (the worker's). Both ends
 // need the CUDA path; without it Create returns FAILED_PRECONDITION and the
@@ -91,8 +97,9 @@ class DeviceHandoffSender {
   virtual absl::Status Fits(const std::vector<std::pair<std::string, Tensor>>& tensors) const = 0;
   // Sends one handoff through the next slot (see above). `header` lists no
   // tensors. FAILED_PRECONDITION before the link is accepted or for tensors
-  // that do not fit; DEADLINE_EXCEEDED when the slot's release, the copy
-  // or the header send misses `deadline`; UNAVAILABLE from the transport.
+  // that do not fit; DEADLINE_EXCEEDED when the slot's release (or, after
+  // a discard, its previous copy) or the header send misses `deadline`;
+  // UNAVAILABLE from the transport; a CUDA error of an earlier copy.
   virtual absl::Status Send(const v1::StreamState& header,
                             const std::vector<std::pair<std::string, Tensor>>& tensors, absl::Time deadline) = 0;
   virtual DeviceLinkDrops drops() const = 0;
@@ -114,6 +121,9 @@ class DeviceHandoffReceiver : public PayloadSource {
   virtual absl::StatusOr<TransportChoice> Answer(const v1::DeviceLinkOffer& offer, absl::Time deadline) = 0;
   // CUDA_IPC once a link was accepted, HOST_UCX before.
   virtual v1::HandoffTransport transport() const = 0;
+  // Per lane, the verified checksum of the last handoff Take returned (0 for
+  // a lane it did not use); empty before one.
+  virtual const std::vector<uint64_t>& last_checksums() const = 0;
 };
 
 // Sends a sealed reply (a decline from a consumer without a
