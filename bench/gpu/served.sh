@@ -71,10 +71,13 @@ if want serve; then
   # A layout is ppP_tpT, with _sK for --decode-steps K on the coordinator
   # (default: the coordinator's own, 8); pp1_tp1_s1 is one step per
   # microbatch, the round trip a step that multi-step decode removes.
-  for layout in ${SERVE_LAYOUTS:-pp1_tp1_s1 pp1_tp1 pp1_tp2 pp2_tp1}; do
+  # _fed (before any _sK) lets a TP group feed its decode steps on the
+  # device (seam-stage --fed-decode-max-tp T).
+  for layout in ${SERVE_LAYOUTS:-pp1_tp1_s1 pp1_tp1 pp1_tp2 pp1_tp2_fed pp2_tp1}; do
     steps=()
     case $layout in *_s*) steps=(--coordinator-arg=--decode-steps=${layout##*_s}) ;; esac
     base=${layout%_s*}
+    case $base in *_fed) base=${base%_fed}; steps+=(--stage-arg=--fed-decode-max-tp=${base##*tp}) ;; esac
     pp=${base#pp}; pp=${pp%%_*}; tp=${base##*tp}
     [ $((pp * tp)) -le "$N" ] || { echo "bench serve $layout: skipped, $N GPU" >> "$SUMMARY"; continue; }
     serve "$layout" --pp "$pp" --tp "$tp" "${steps[@]}"
@@ -101,15 +104,18 @@ if want tokens; then
   S="$WORK/small"
   [ -f "$S/config.json" ] || $R seam model init --layers 4 --hidden 1024 --heads 16 --kv-heads 8 --intermediate 3072 \
     --vocab 8192 --seed 3 --out "$S" > /dev/null 2>&1
-  for layout in "1 1" "2 1" "1 2" "2 2"; do
+  # "1 2 fed": TP 2 with its decode steps fed on the device (--fed-decode-max-tp 2).
+  for layout in "1 1" "2 1" "1 2" "1 2 fed" "2 2"; do
     set -- $layout
     [ "$2" -le "$N" ] || { echo "seam run pp$1 tp$2: skipped, $N GPU" >> "$SUMMARY"; continue; }
+    fed=(); name="pp$1_tp$2"
+    [ "${3:-}" = fed ] && { fed=(--stage-arg=--fed-decode-max-tp=$2); name="${name}_fed"; }
     for dt in f32 bf16; do
-      log="$OUT_DIR/run_pp$1_tp$2_$dt.log"
+      log="$OUT_DIR/run_${name}_$dt.log"
       timeout 240 $R seam run --device cuda --model "$S" --pp $1 --tp $2 --dtype $dt --prompts 8 \
-        --max-new-tokens 32 > "$log" 2>&1
+        --max-new-tokens 32 "${fed[@]}" > "$log" 2>&1
       rc=$?
-      echo "seam run pp$1 tp$2 $dt rc=$rc $(grep -o 'tokens match the single-process run' "$log" | head -1) $(grep -o 'throughput: .*' "$log")" >> "$SUMMARY"
+      echo "seam run $name $dt rc=$rc $(grep -o 'tokens match the single-process run' "$log" | head -1) $(grep -o 'throughput: .*' "$log")" >> "$SUMMARY"
     done
   done
 fi

@@ -89,8 +89,8 @@ absl::Status RunFedStep(RankState& rank, int r, int tp, Device device, int64_t m
 
 bool StageGroup::CanStepFed(const std::vector<models::SequenceStep>& sequences) const {
   const Impl& g = *impl_;
-  if (!g.broken.ok() || !on_gpu() || g.attn_dp != 1 || attn_cp() != 1 || !is_first_piece() || !is_last_piece() ||
-      sequences.empty()) {
+  if (!g.broken.ok() || !on_gpu() || g.tp > g.options.fed_decode_max_tp || g.attn_dp != 1 || attn_cp() != 1 ||
+      !is_first_piece() || !is_last_piece() || sequences.empty()) {
     return false;
   }
   for (const models::SequenceStep& s : sequences) {
@@ -107,8 +107,9 @@ absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceSt
   }
   if (!CanStepFed(sequences)) {
     return absl::FailedPreconditionError(
-        "this step cannot be fed on the device (a whole-model CUDA group of one attention-DP group without CP, with "
-        "graph decode, runs decode steps of placed sequences that a graph bucket holds)");
+        "this step cannot be fed on the device (a whole-model CUDA group of one attention-DP group without CP, of "
+        "at most fed_decode_max_tp ranks, with graph decode, runs decode steps of placed sequences that a graph "
+        "bucket holds)");
   }
   const int64_t n = static_cast<int64_t>(sequences.size());
   if (static_cast<int64_t>(choices.size()) != n) {

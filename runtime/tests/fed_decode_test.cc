@@ -123,15 +123,15 @@ class FedDecode : public ::testing::TestWithParam<FedCase> {
 // The tokens of steps through the host, then of the same steps fed on the
 // device, each on a fresh group of `tp` ranks (one at a time: both use the same GPUs).
 void ExpectFedEqualsHost(const FedCase& c, int tp) {
+  StageGroupOptions o = CudaOptions(c.dtype);
+  o.fed_decode_max_tp = tp;
   std::vector<std::vector<int32_t>> want, got;
   {
-    auto host = StageGroup::Create(TinyCheckpointDir(false), tp, 1, boundary::ReductionPolicy::kAuto,
-                                   CudaOptions(c.dtype));
+    auto host = StageGroup::Create(TinyCheckpointDir(false), tp, 1, boundary::ReductionPolicy::kAuto, o);
     ASSERT_TRUE(host.ok()) << host.status();
     want = ThroughTheHost(**host, c.sequences, c.sampled);
   }
-  auto device = StageGroup::Create(TinyCheckpointDir(false), tp, 1, boundary::ReductionPolicy::kAuto,
-                                   CudaOptions(c.dtype));
+  auto device = StageGroup::Create(TinyCheckpointDir(false), tp, 1, boundary::ReductionPolicy::kAuto, o);
   ASSERT_TRUE(device.ok()) << device.status();
   got = OnTheDevice(**device, c.sequences, c.sampled);
   ASSERT_EQ(want.size(), size_t{kSteps + 1});
@@ -184,13 +184,24 @@ TEST(FedDecodeErrors, StaleAndMismatchedFeedsAreRefused) {
 // chooser: such groups do not feed, and their steps run as before.
 TEST(FedDecodeErrors, AttentionDpGroupsDoNotFeed) {
   if (CudaDeviceCount() < 2) GTEST_SKIP() << "attention DP 2 needs two GPUs";
-  auto group = StageGroup::Create(TinyCheckpointDir(false), 2, 2, boundary::ReductionPolicy::kAuto,
-                                  CudaOptions(DType::kF32));
+  StageGroupOptions o = CudaOptions(DType::kF32);
+  o.fed_decode_max_tp = 2;
+  auto group = StageGroup::Create(TinyCheckpointDir(false), 2, 2, boundary::ReductionPolicy::kAuto, o);
   ASSERT_TRUE(group.ok()) << group.status();
   const std::vector<int32_t> tokens = Prefill(**group, 2, false);
   EXPECT_FALSE((*group)->CanStepFed(DecodeStep(tokens, 0)));
   absl::StatusOr<FedStep> fed = (*group)->StepFed(DecodeStep(tokens, 0), Choices(2, 1, false), nullptr);
   EXPECT_EQ(fed.status().code(), absl::StatusCode::kFailedPrecondition) << fed.status();
+}
+
+// At the default fed_decode_max_tp a TP 2 group does not feed.
+TEST(FedDecodeErrors, TpGroupsFeedOnlyWhenAllowed) {
+  if (CudaDeviceCount() < 2) GTEST_SKIP() << "TP 2 needs two GPUs";
+  auto group = StageGroup::Create(TinyCheckpointDir(false), 2, 1, boundary::ReductionPolicy::kAuto,
+                                  CudaOptions(DType::kF32));
+  ASSERT_TRUE(group.ok()) << group.status();
+  const std::vector<int32_t> tokens = Prefill(**group, 2, false);
+  EXPECT_FALSE((*group)->CanStepFed(DecodeStep(tokens, 0)));
 }
 
 // On the host nothing is fed: StepFed refuses and StepPiece runs as before.

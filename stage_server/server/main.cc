@@ -147,6 +147,12 @@ int main(int argc, char** argv) {
                  "bench/results/2026-12-01-h200-multistep)")
       ->check(CLI::IsMember({"auto", "host"}))
       ->capture_default_str();
+  int fed_decode_max_tp = 1;
+  app.add_option("--fed-decode-max-tp", fed_decode_max_tp,
+                 "CUDA: the largest TP size whose decode waves feed each step's tokens to the next on the device "
+                 "(TP rank 0 chooses and broadcasts); larger groups send each step's tokens through the host")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   std::string run_ahead = "on";
   app.add_option("--run-ahead", run_ahead,
                  "CUDA, whole model on one GPU: at the end of a multi-step decode wave, run the step after it on "
@@ -246,6 +252,7 @@ int main(int argc, char** argv) {
   group.graph_capture_at_start = true;
   // Handoffs stay on the GPUs for a device link; the link copies them to the host when it has none.
   group.handoff_on_device = cuda && handoff_transport == "auto";
+  group.fed_decode_max_tp = fed_decode_max_tp;
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

@@ -82,6 +82,10 @@ struct StageGroupOptions {
   // block-table width); capped by the model's max_position_embeddings and by
   // what one DP group's cache holds.
   int64_t graph_max_context = 8192;
+  // CUDA: the largest TP size at which decode steps are fed on the device
+  // (CanStepFed). 1 until fed steps in TP groups have been run on GPUs of
+  // this tree; tests and benchmarks raise it.
+  int fed_decode_max_tp = 1;
   // CUDA: a non-last piece's handoffs stay on each rank's GPU (for a device
   // transport between stages, stage_server/handoff/device_handoff.h) instead
   // of being copied to the host. Ignored on the host.
