@@ -72,12 +72,14 @@ if want serve; then
   # (default: the coordinator's own, 8); pp1_tp1_s1 is one step per
   # microbatch, the round trip a step that multi-step decode removes.
   # _fed (before any _sK) lets a TP group feed its decode steps on the
-  # device (seam-stage --fed-decode-max-tp T).
-  for layout in ${SERVE_LAYOUTS:-pp1_tp1_s1 pp1_tp1 pp1_tp2 pp1_tp2_fed pp2_tp1}; do
+  # device (seam-stage --fed-decode-max-tp T); _dev sends handoffs between
+  # stages GPU to GPU (seam-stage --handoff-transport auto).
+  for layout in ${SERVE_LAYOUTS:-pp1_tp1_s1 pp1_tp1 pp1_tp2 pp1_tp2_fed pp2_tp1 pp2_tp1_dev}; do
     steps=()
     case $layout in *_s*) steps=(--coordinator-arg=--decode-steps=${layout##*_s}) ;; esac
     base=${layout%_s*}
     case $base in *_fed) base=${base%_fed}; steps+=(--stage-arg=--fed-decode-max-tp=${base##*tp}) ;; esac
+    case $base in *_dev) base=${base%_dev}; steps+=(--stage-arg=--handoff-transport=auto) ;; esac
     pp=${base#pp}; pp=${pp%%_*}; tp=${base##*tp}
     [ $((pp * tp)) -le "$N" ] || { echo "bench serve $layout: skipped, $N GPU" >> "$SUMMARY"; continue; }
     serve "$layout" --pp "$pp" --tp "$tp" "${steps[@]}"
