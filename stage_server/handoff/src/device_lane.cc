@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<DeviceLane>> DeviceLane::Create(int device) {
   SEAM_CUDA_RETURN_IF_ERROR(cudaMemset(lane->arrivals_, 0, sizeof(unsigned int)));
   SEAM_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&lane->result_), sizeof(CopyChecksumResult),
                                           cudaHostAllocMapped | cudaHostAllocPortable));
+  SEAM_CUDA_RETURN_IF_ERROR(
+      cudaHostGetDevicePointer(reinterpret_cast<void**>(&lane->device_result_), lane->result_, 0));
   lane->result_->checksum = 0;
   lane->result_->expected = 0;
   lane->result_->ticket = 0;
@@ -64,7 +66,7 @@ absl::Status DeviceLane::Launch(const CopySpan* spans, int count, uint64_t seed,
   p.seed = seed;
   p.partials = partials_;
   p.arrivals = arrivals_;
-  SEAM_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.result), result_, 0));
+  p.result = device_result_;
   p.ticket = ++ticket_;
   p.store = store;
   p.expected = expected;

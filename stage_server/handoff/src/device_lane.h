@@ -61,7 +61,8 @@ class DeviceLane {
   void* stream_ = nullptr;
   uint64_t* partials_ = nullptr;
   unsigned int* arrivals_ = nullptr;
-  CopyChecksumResult* result_ = nullptr;  // mapped host memory
+  CopyChecksumResult* result_ = nullptr;         // mapped host memory
+  CopyChecksumResult* device_result_ = nullptr;  // its device-visible pointer
   uint64_t ticket_ = 0;
 };
 
