@@ -19,6 +19,16 @@
 #           goes (send_us, take_us, other_us) and the floors of the same two
 #           processes (ucx_pingpong_us, kernel_alone_us, kernel_pingpong_us);
 #           JSON per UCX mode (bench/README.md, "Device handoff latency")
+#   moe     Qwen3-MoE with its experts grouped on the device: the kernel
+#           tests of the grouped experts, the MoE graph-vs-eager model tests,
+#           seam run's tokens at PP 1 and 2, f32 and bf16; then, on a random
+#           Qwen3-MoE checkpoint of Qwen3-30B-A3B's layer shape (4 layers,
+#           hidden 2048, 32 heads, 4 KV heads of 128, 128 experts, top 8,
+#           moe_intermediate 768, vocab 32000, bf16), seam-bench-gpu decode
+#           with the experts grouped (graph and eager) and per expert (eager,
+#           the routes read on the host), and seam bench serve with the
+#           stages' default (grouped, graphs) and with --moe-experts
+#           per-expert, batch 1, 8 and 32
 #   mamba   Nemotron-H on CUDA: the Mamba2 / squared-ReLU kernel tests, the
 #           device column-block copy, the tiny hybrid model against the CPU
 #           (f32, bf16) and graph vs eager decode, then seam-bench-gpu
@@ -131,6 +141,51 @@ if want handoff; then
       > "$OUT_DIR/device_handoff_$mode.log" 2>&1
     echo "seam-bench-handoff device $mode rc=$?" >> "$SUMMARY"
     grep -E '^ +(tokens|8|32|128) ' "$OUT_DIR/device_handoff_$mode.log" | sed "s/^/  $mode /" >> "$SUMMARY"
+  done
+fi
+
+if want moe; then
+  $R cuda_kernels_test --gtest_filter='*Expert*:*SortRoutes*:*MoeFinalize*:*MoeRoute*:*Matmul*' \
+    > "$OUT_DIR/moe_kernels_test.log" 2>&1
+  result moe_kernels_test $? "$OUT_DIR/moe_kernels_test.log"
+  $R runtime_test --gtest_filter='*CudaModel.*:*GraphDecode*' > "$OUT_DIR/moe_runtime_test.log" 2>&1
+  result moe_runtime_test $? "$OUT_DIR/moe_runtime_test.log"
+  T="$WORK/moe-small"
+  [ -f "$T/config.json" ] || $R seam model init --arch qwen3_moe --layers 4 --hidden 1024 --heads 16 --kv-heads 8 \
+    --head-dim 64 --intermediate 3072 --experts 16 --top-k 4 --moe-intermediate 256 --vocab 8192 --seed 3 \
+    --out "$T" > /dev/null 2>&1
+  for pp in 1 2; do
+    for dt in f32 bf16; do
+      log="$OUT_DIR/moe_run_pp${pp}_$dt.log"
+      timeout 200 $R seam run --device cuda --model "$T" --pp $pp --tp 1 --dtype $dt --prompts 8 \
+        --max-new-tokens 32 > "$log" 2>&1
+      echo "seam run moe pp$pp $dt rc=$? $(grep -o 'tokens match the single-process run' "$log" | head -1)" >> "$SUMMARY"
+    done
+  done
+  M="$WORK/qwen3-moe-4l-2048"
+  [ -f "$M/config.json" ] || $R seam model init --arch qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 \
+    --head-dim 128 --intermediate 6144 --experts 128 --top-k 8 --moe-intermediate 768 --vocab 32000 --dtype bf16 \
+    --seed 5 --out "$M" > "$OUT_DIR/moe_model_init.log" 2>&1
+  for experts in auto per-expert; do
+    timeout 150 $R seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches 1,8,32 --prompt-len 128 --steps 64 \
+      --moe-experts $experts --json "$OUT_DIR/moe_decode_$experts.json" > "$OUT_DIR/moe_decode_$experts.log" 2>&1
+    echo "seam-bench-gpu decode moe $experts rc=$?" >> "$SUMMARY"
+  done
+  python3 - "$OUT_DIR"/moe_decode_auto.json "$OUT_DIR"/moe_decode_per-expert.json >> "$SUMMARY" 2>&1 <<'PY'
+import json, sys
+g, p = (json.load(open(f))["results"] for f in sys.argv[1:3])
+for a, b in zip(g, p):
+    print(f"  decode batch {a['batch']}: grouped graph {a.get('graph_ms_per_step', 0):.3f} ms, grouped eager "
+          f"{a['eager_ms_per_step']:.3f} ms, per-expert eager {b['eager_ms_per_step']:.3f} ms "
+          f"(graph / per-expert {a.get('graph_ms_per_step', 0) / b['eager_ms_per_step']:.3f}x), "
+          f"floor {a['floor_ms']:.3f} ms, graph tokens = eager {a.get('graph_tokens_equal_eager')}")
+PY
+  for experts in auto per-expert; do
+    timeout 240 $R seam bench serve --model "$M" --device cuda --dtype bf16 --batch 1,8,32 --prompt-len 128 \
+      --new-tokens 64 --stage-arg=--moe-experts=$experts --json "$OUT_DIR/moe_serve_$experts.json" \
+      > "$OUT_DIR/moe_serve_$experts.log" 2>&1
+    echo "bench serve moe $experts rc=$?" >> "$SUMMARY"
+    grep -E '^ +(1|8|32) ' "$OUT_DIR/moe_serve_$experts.log" | sed "s/^/  moe $experts /" >> "$SUMMARY"
   done
 fi
 

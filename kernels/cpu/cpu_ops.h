@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 
 namespace seam::kernels::cpu {
@@ -38,6 +39,10 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
                       const Tensor& ids);
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
 absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
+absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids);  // moe_experts
+absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
+absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
+absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out);
 absl::Status ReluSquared(const Tensor& x, const Tensor& out);                                      // activation
 absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,   // mamba_conv
                           const Tensor& conv_state, const SequenceStates& seqs, const Tensor& out);

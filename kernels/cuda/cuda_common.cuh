@@ -120,6 +120,36 @@ inline bool VecAligned(const void* p, int n) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * static_cast<size_t>(n)) == 0;
 }
 
+// Widens the V elements of one 16-byte vector to fp32.
+template <typename T>
+__device__ __forceinline__ void WidenVec(const uint4& raw, float (&f)[16 / sizeof(T)]);
+template <>
+__device__ __forceinline__ void WidenVec<float>(const uint4& raw, float (&f)[4]) {
+  f[0] = __uint_as_float(raw.x), f[1] = __uint_as_float(raw.y);
+  f[2] = __uint_as_float(raw.z), f[3] = __uint_as_float(raw.w);
+}
+template <>
+__device__ __forceinline__ void WidenVec<__nv_bfloat16>(const uint4& raw, float (&f)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // element 2j is the low half (little endian)
+    f[2 * j] = __uint_as_float(words[j] << 16);
+    f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+  }
+}
+template <>
+__device__ __forceinline__ void WidenVec<__half>(const uint4& raw, float (&f)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    __half2 h;
+    memcpy(&h, &words[j], sizeof(h));
+    const float2 v = __half22float2(h);
+    f[2 * j] = v.x;
+    f[2 * j + 1] = v.y;
+  }
+}
+
 // ---- launch context -------------------------------------------------------------
 
 inline cudaStream_t Stream() { return static_cast<cudaStream_t>(CurrentStream()); }

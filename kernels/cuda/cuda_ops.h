@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 
 namespace seam::kernels::cuda {
@@ -52,6 +53,10 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
                       const Tensor& ids);
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
 absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
+absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids);  // moe_experts.cu
+absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
+absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
+absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out);
 
 // activation.cu, mamba_conv.cu, mamba_scan.cu, gated_norm.cu (Mamba2 and the squared-ReLU MLP)
 absl::Status ReluSquared(const Tensor& x, const Tensor& out);

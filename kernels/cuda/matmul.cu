@@ -135,36 +135,6 @@ constexpr int kGemvWideMaxRows = 4;     // ... only M up to this takes the GEMV
 constexpr int kGemvAnyWeightRows = 2;   // beyond this M ...
 constexpr int64_t kGemvLargeWeightBytes = int64_t{16} << 20;  // ... weights this large go to cuBLASLt
 
-// Widens the V elements of one 16-byte vector to fp32.
-template <typename T>
-__device__ __forceinline__ void WidenVec(const uint4& raw, float (&f)[16 / sizeof(T)]);
-template <>
-__device__ __forceinline__ void WidenVec<float>(const uint4& raw, float (&f)[4]) {
-  f[0] = __uint_as_float(raw.x), f[1] = __uint_as_float(raw.y);
-  f[2] = __uint_as_float(raw.z), f[3] = __uint_as_float(raw.w);
-}
-template <>
-__device__ __forceinline__ void WidenVec<__nv_bfloat16>(const uint4& raw, float (&f)[8]) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {  // element 2j is the low half (little endian)
-    f[2 * j] = __uint_as_float(words[j] << 16);
-    f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
-  }
-}
-template <>
-__device__ __forceinline__ void WidenVec<__half>(const uint4& raw, float (&f)[8]) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    __half2 h;
-    memcpy(&h, &words[j], sizeof(h));
-    const float2 v = __half22float2(h);
-    f[2 * j] = v.x;
-    f[2 * j + 1] = v.y;
-  }
-}
-
 // acc[r][m] += w_r[vector i] · x_m[vector i] for the vectors `wv` of the warp's features.
 template <typename T, int M, int R>
 __device__ __forceinline__ void GemvStep(const uint4 (&wv)[R], const uint4* __restrict__ x, int64_t kv, int64_t i,

@@ -17,6 +17,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
   ${CMAKE_CURRENT_LIST_DIR}/mhc.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu
+  ${CMAKE_CURRENT_LIST_DIR}/moe_experts.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_finalize_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention.cu

@@ -23,6 +23,7 @@ struct LoadContext {
   AttentionShard shard;
   DType dtype;
   Device device;
+  MoeExperts moe_experts = MoeExperts::kAuto;
 
   absl::StatusOr<Tensor> Load(const std::string& name, const Shape& shape) const;
   absl::StatusOr<Tensor> LoadRows(const std::string& name, const Shape& shape, int part, int parts) const;

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,11 @@ class DenseMlp {
  public:
   // `prefix` names the module ("model.layers.3.mlp", "...mlp.experts.5").
   static absl::StatusOr<DenseMlp> Load(const LoadContext& ctx, const std::string& prefix, int64_t intermediate);
+  // This rank's [gate | up] rows [2·I/tp, H] and down columns [H, I/tp], read
+  // on the host (Load places them).
+  static absl::StatusOr<std::pair<Tensor, Tensor>> LoadHost(const LoadContext& ctx, const std::string& prefix,
+                                                            int64_t intermediate);
+  static DenseMlp Of(Tensor gate_up, Tensor down);
   // x [N, H] → partial [N, H] (N may be 0).
   absl::StatusOr<Tensor> Forward(const Tensor& x) const;
 
@@ -61,9 +67,13 @@ class DenseMlp {
   Tensor down_;     // [H, I/tp]
 };
 
-// Router (replicated) + experts (each sharded over TP). Routing runs on the
-// tensors' device; the per-expert row lists are built on the host from the
-// routed ids (one small device-to-host copy per call).
+// Router (replicated) + experts (each sharded over TP), in one of two ways
+// (ModelOptions::moe_experts): grouped on the device (seam/kernels/
+// moe_experts.h: routes, grouping and every expert's matmul on the
+// tensors' device, no host round trip) or per expert (the routed ids read
+// on the host, each expert's rows gathered and run as its own matmuls).
+// The experts' weights are stacked [E, ...] for the grouped path; the
+// per-expert path runs views of them.
 class MoeBlock {
  public:
   static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);
@@ -74,6 +84,8 @@ class MoeBlock {
   // Forward adds them in) and their routing weights [N, K]. The handle's
   // unfused completion is Forward's finalize (bit for bit its output).
   absl::StatusOr<std::shared_ptr<const boundary::DeferredFinalize>> ForwardDeferred(const Tensor& x) const;
+  // The most rows a batch may have to run grouped (0: never grouped).
+  int64_t grouped_max_rows() const;
 
  private:
   struct Routed {
@@ -82,11 +94,19 @@ class MoeBlock {
     std::vector<std::vector<int32_t>> slot_of;    // their slot in the row's ascending expert order
   };
   absl::StatusOr<Routed> Route(const Tensor& x) const;
+  // Grouped: expert outputs [N, K, H] by ascending expert id and their routing weights [N, K].
+  struct Slots {
+    Tensor expert_out, scales;
+  };
+  absl::StatusOr<Slots> RunGrouped(const Tensor& x) const;
+  bool Grouped(const Tensor& x) const { return x.rows() <= grouped_max_rows(); }
 
-  Tensor router_;  // [E, H]
-  std::vector<DenseMlp> experts_;
+  Tensor router_;           // [E, H]
+  Tensor gate_up_, down_;   // stacked: [E, 2·I/tp, H], [E, H, I/tp]
+  std::vector<DenseMlp> experts_;  // views of expert e's slices
   int64_t top_k_ = 0;
   bool norm_topk_prob_ = true;
+  bool groupable_ = false;  // the grouped path may run (the choice and the kernel's shapes allow it)
 };
 
 struct DecoderLayer {

@@ -1,5 +1,7 @@
 // The dense Qwen3 MLP on one TP rank (gate/up rows and down columns of this
 // rank's intermediate slice).
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
@@ -11,7 +13,8 @@ std::string LayerName(int64_t layer, const std::string& suffix) {
   return absl::StrCat("model.layers.", layer, ".", suffix);
 }
 
-absl::StatusOr<DenseMlp> DenseMlp::Load(const LoadContext& ctx, const std::string& prefix, int64_t intermediate) {
+absl::StatusOr<std::pair<Tensor, Tensor>> DenseMlp::LoadHost(const LoadContext& ctx, const std::string& prefix,
+                                                              int64_t intermediate) {
   const int64_t h = ctx.config.hidden_size;
   const int r = ctx.topology.tp_rank, tp = ctx.topology.tp;
   if (intermediate % tp != 0) {
@@ -21,9 +24,21 @@ absl::StatusOr<DenseMlp> DenseMlp::Load(const LoadContext& ctx, const std::strin
   const weights::Checkpoint& ck = ctx.checkpoint;
   SEAM_ASSIGN_OR_RETURN(Tensor gate, ck.LoadRows(prefix + ".gate_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
   SEAM_ASSIGN_OR_RETURN(Tensor up, ck.LoadRows(prefix + ".up_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor down, ck.LoadCols(prefix + ".down_proj.weight", {h, intermediate}, r, tp, ctx.dtype));
+  return std::pair{ConcatRows(gate, up), std::move(down)};
+}
+
+absl::StatusOr<DenseMlp> DenseMlp::Load(const LoadContext& ctx, const std::string& prefix, int64_t intermediate) {
+  SEAM_ASSIGN_OR_RETURN(auto host, LoadHost(ctx, prefix, intermediate));
+  SEAM_ASSIGN_OR_RETURN(Tensor gate_up, ctx.Place(host.first));
+  SEAM_ASSIGN_OR_RETURN(Tensor down, ctx.Place(host.second));
+  return Of(std::move(gate_up), std::move(down));
+}
+
+DenseMlp DenseMlp::Of(Tensor gate_up, Tensor down) {
   DenseMlp mlp;
-  SEAM_ASSIGN_OR_RETURN(mlp.gate_up_, ctx.Place(ConcatRows(gate, up)));
-  SEAM_ASSIGN_OR_RETURN(mlp.down_, ctx.LoadCols(prefix + ".down_proj.weight", {h, intermediate}, r, tp));
+  mlp.gate_up_ = std::move(gate_up);
+  mlp.down_ = std::move(down);
   return mlp;
 }
 

@@ -4,6 +4,8 @@
 // boundaries and leaves through the final norm and lm_head or a handoff.
 #include "seam/models/qwen3_model.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/layer_stack.h"
 #include "seam/boundary/stream_ops.h"
@@ -59,6 +61,14 @@ int64_t Qwen3Model::layers() const { return static_cast<int64_t>(impl_->layers.s
 bool Qwen3Model::is_first_piece() const { return impl_->options.first_layer == 0; }
 bool Qwen3Model::is_last_piece() const { return impl_->options.end_layer == impl_->config.num_hidden_layers; }
 
+int64_t Qwen3Model::graph_max_rows() const {
+  int64_t most = kUnboundedGraphRows;
+  for (const auto& layer : impl_->layers) {
+    if (layer->moe != nullptr) most = std::min(most, layer->moe->grouped_max_rows());
+  }
+  return most;
+}
+
 absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Checkpoint& checkpoint,
                                                              const ModelOptions& options) {
   auto impl = std::make_unique<Impl>();
@@ -81,7 +91,8 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
     return absl::InvalidArgumentError("reduction policy must be resolved (ResolveReductionPolicy) before loading");
   }
   SEAM_ASSIGN_OR_RETURN(impl->shard, AttentionShard::Of(c, topo.attn_tp(), topo.attn_tp_rank()));
-  const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype, options.device};
+  const internal::LoadContext ctx{checkpoint,    c, topo, impl->shard, options.dtype, options.device,
+                                  options.moe_experts};
 
   const bool first_piece = first == 0, last_piece = end == total;
   if (first_piece || (last_piece && c.tie_word_embeddings)) {

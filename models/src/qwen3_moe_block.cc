@@ -1,18 +1,35 @@
 // The Qwen3-MoE sparse block on one TP rank: a replicated router (fp32
 // softmax, top-k, optional renormalisation as Hugging Face does: MoeRoute)
-// and every expert's intermediate slice. Routed rows are gathered per expert
-// (GatherRows), run through the expert's shard, scaled by their routing
-// weight and added back (ScatterAddRows, in expert order); the result is this
-// rank's partial sum of the MoE output. The same code runs on host and CUDA
-// tensors: only the routed ids come to the host to build the row lists.
+// and every expert's intermediate slice, stacked [E, ...]. Two ways to run
+// the experts (ModelOptions::moe_experts):
+// - grouped: the routes ordered by expert id, the (row, expert) pairs
+//   grouped by expert and every expert's matmul run over its pairs on the
+//   tensors' device (seam/kernels/moe_experts.h), then the weighted sum per
+//   row (MoeFinalize); nothing comes to the host, so a decode step holding
+//   the block can be a CUDA graph;
+// - per expert: only the routed ids come to the host to build the row
+//   lists; each expert's rows are gathered (GatherRows), run through its
+//   shard, scaled by their routing weight and added back (ScatterAddRows,
+//   in expert order).
+// Either way the result is this rank's partial sum of the MoE output.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
+#include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 #include "src/qwen3_layers.h"
 
 namespace seam::models::internal {
+
+namespace {
+
+// Expert e's [rows, cols] matrix of a stacked [E, rows, cols] weight, as a view.
+absl::StatusOr<Tensor> ExpertSlice(const Tensor& stacked, int64_t e) {
+  return stacked.Rows(e, 1).Reshape({stacked.dim(1), stacked.dim(2)});
+}
+
+}  // namespace
 
 absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
   const weights::ModelConfig& c = ctx.config;
@@ -25,14 +42,51 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
   moe.top_k_ = c.num_experts_per_tok;
   moe.norm_topk_prob_ = c.norm_topk_prob;
   SEAM_ASSIGN_OR_RETURN(moe.router_, ctx.Load(LayerName(layer, "mlp.gate.weight"), {c.num_experts, c.hidden_size}));
-  moe.experts_.reserve(c.num_experts);
-  for (int64_t e = 0; e < c.num_experts; ++e) {
-    SEAM_ASSIGN_OR_RETURN(DenseMlp expert,
-                          DenseMlp::Load(ctx, LayerName(layer, absl::StrCat("mlp.experts.", e)),
-                                         c.moe_intermediate_size));
-    moe.experts_.push_back(std::move(expert));
+  const int64_t experts = c.num_experts;
+  for (int64_t e = 0; e < experts; ++e) {
+    SEAM_ASSIGN_OR_RETURN(auto host, DenseMlp::LoadHost(ctx, LayerName(layer, absl::StrCat("mlp.experts.", e)),
+                                                        c.moe_intermediate_size));
+    if (e == 0) {
+      SEAM_ASSIGN_OR_RETURN(moe.gate_up_, Tensor::TryEmpty({experts, host.first.dim(0), host.first.dim(1)},
+                                                           host.first.dtype(), ctx.device));
+      SEAM_ASSIGN_OR_RETURN(moe.down_, Tensor::TryEmpty({experts, host.second.dim(0), host.second.dim(1)},
+                                                        host.second.dtype(), ctx.device));
+    }
+    SEAM_ASSIGN_OR_RETURN(Tensor gate_up, ExpertSlice(moe.gate_up_, e));
+    SEAM_ASSIGN_OR_RETURN(Tensor down, ExpertSlice(moe.down_, e));
+    SEAM_RETURN_IF_ERROR(CopyInto(host.first, gate_up));
+    SEAM_RETURN_IF_ERROR(CopyInto(host.second, down));
+    moe.experts_.push_back(DenseMlp::Of(std::move(gate_up), std::move(down)));
   }
+  const bool asked = ctx.moe_experts == MoeExperts::kGrouped ||
+                     (ctx.moe_experts == MoeExperts::kAuto && ctx.device.is_cuda());
+  moe.groupable_ = asked && experts <= kernels::kMaxGroupedExperts && moe.top_k_ <= kernels::kMaxRoutesPerRow &&
+                   kernels::ExpertMatmulTakes(ctx.dtype, moe.gate_up_.dim(2)) &&
+                   kernels::ExpertMatmulTakes(ctx.dtype, moe.down_.dim(2));
   return moe;
+}
+
+int64_t MoeBlock::grouped_max_rows() const { return groupable_ ? kernels::kMaxExpertPairs / top_k_ : 0; }
+
+absl::StatusOr<MoeBlock::Slots> MoeBlock::RunGrouped(const Tensor& x) const {
+  const Device dev = x.device();
+  const int64_t n = x.rows(), h = x.dim(1), experts = router_.dim(0), k = top_k_, pairs = n * k;
+  const int64_t inner = down_.dim(2);
+  Slots s{Tensor::Empty({pairs, h}, x.dtype(), dev), Tensor::Empty({n, k}, DType::kF32, dev)};
+  Tensor logits = Tensor::Empty({n, experts}, DType::kF32, dev);
+  Tensor ids = Tensor::Empty({n, k}, DType::kI32, dev);
+  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, router_, logits));
+  SEAM_RETURN_IF_ERROR(kernels::MoeRoute(logits, k, norm_topk_prob_, s.scales, ids));
+  SEAM_RETURN_IF_ERROR(kernels::SortRoutesByExpert(s.scales, ids));
+  SEAM_ASSIGN_OR_RETURN(kernels::ExpertGroups groups, kernels::ExpertGroups::Empty(experts, pairs, dev));
+  SEAM_RETURN_IF_ERROR(kernels::GroupByExpert(ids, groups));
+  Tensor gate_up = Tensor::Empty({pairs, 2 * inner}, x.dtype(), dev);
+  Tensor act = Tensor::Empty({pairs, inner}, x.dtype(), dev);
+  SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(x, gate_up_, groups, gate_up));
+  SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
+  SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(act, down_, groups, s.expert_out));
+  SEAM_ASSIGN_OR_RETURN(s.expert_out, s.expert_out.Reshape({n, k, h}));
+  return s;
 }
 
 absl::StatusOr<MoeBlock::Routed> MoeBlock::Route(const Tensor& x) const {
@@ -67,6 +121,12 @@ absl::StatusOr<MoeBlock::Routed> MoeBlock::Route(const Tensor& x) const {
 absl::StatusOr<Tensor> MoeBlock::Forward(const Tensor& x) const {
   const Device dev = x.device();
   const int64_t n = x.rows(), h = x.dim(1), experts = router_.dim(0);
+  if (n > 0 && Grouped(x)) {
+    SEAM_ASSIGN_OR_RETURN(Slots s, RunGrouped(x));
+    Tensor out = Tensor::Empty({n, h}, x.dtype(), dev);
+    SEAM_RETURN_IF_ERROR(kernels::MoeFinalize(s.expert_out, s.scales, out));
+    return out;
+  }
   Tensor out = Tensor::Zeros({n, h}, x.dtype(), dev);
   if (n == 0) return out;
   SEAM_ASSIGN_OR_RETURN(Routed routed, Route(x));
@@ -85,6 +145,15 @@ absl::StatusOr<Tensor> MoeBlock::Forward(const Tensor& x) const {
 absl::StatusOr<std::shared_ptr<const boundary::DeferredFinalize>> MoeBlock::ForwardDeferred(const Tensor& x) const {
   const Device dev = x.device();
   const int64_t n = x.rows(), h = x.dim(1), experts = router_.dim(0), k = top_k_;
+  if (n > 0 && Grouped(x)) {
+    SEAM_ASSIGN_OR_RETURN(Slots s, RunGrouped(x));
+    auto complete = [s, n, h, dev]() -> absl::StatusOr<Tensor> {
+      Tensor out = Tensor::Empty({n, h}, s.expert_out.dtype(), dev);
+      SEAM_RETURN_IF_ERROR(kernels::MoeFinalize(s.expert_out, s.scales, out));
+      return out;
+    };
+    return std::make_shared<const boundary::DeferredFinalize>(s.expert_out, s.scales, std::move(complete));
+  }
   // [N·K, H] viewed as [N, K, H]: row r·K + slot holds that slot's expert output.
   Tensor slots = Tensor::Zeros({n * k, h}, x.dtype(), dev);
   std::vector<float> scales(n * k, 0.0f);

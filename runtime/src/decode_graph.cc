@@ -62,12 +62,6 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
     return absl::FailedPreconditionError(absl::StrCat("DecodeGraph: a rank of TP ", topology.tp, " (attention DP ",
                                                       topology.attn_dp, ") needs its process groups"));
   }
-  for (int l = model.options().first_layer; l < model.options().end_layer; ++l) {
-    if (config.IsSparseLayer(l)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "DecodeGraph: layer ", l, " is a MoE layer, whose routing reads the routed ids on the host"));
-    }
-  }
   if (!model.is_first_piece() && !RowsInOrder(options.in_rows, topology)) {
     return absl::FailedPreconditionError(absl::StrCat("DecodeGraph: a handoff on ",
                                                       boundary::RowFormName(options.in_rows),
@@ -77,6 +71,12 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
     return absl::InvalidArgumentError(absl::StrCat("DecodeGraph: batch size (", options.batch_size,
                                                    ") and max context (", options.max_context,
                                                    ") must be positive"));
+  }
+  if (options.batch_size * topology.attn_dp > model.graph_max_rows()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DecodeGraph: a step of ", options.batch_size, " sequences per DP group (", options.batch_size * topology.attn_dp,
+        " token rows) is more than this piece records (", model.graph_max_rows(),
+        " rows: its MoE layers group their experts on the device up to that, or not at all at 0)"));
   }
   auto g = std::unique_ptr<DecodeGraph>(new DecodeGraph(model, cache));
   const int64_t b = options.batch_size;

@@ -61,13 +61,25 @@ void StageGroup::Impl::SetUpGraphs(const weights::ModelConfig& config) {
     st.off_reason = "the group computes on the host";
   } else if (options.graph_buckets.empty()) {
     st.off_reason = "no graph buckets were asked for";
-  } else if (!ranks.empty() && !ranks[0]->model->graph_capturable()) {
-    st.off_reason = absl::StrCat(config.architecture, " decode steps are not captured as CUDA graphs yet");
-  }
-  for (int l = options.first_layer; st.off_reason.empty() && l < options.end_layer; ++l) {
-    if (config.IsSparseLayer(l)) {
-      st.off_reason = absl::StrCat("layer ", l, " is a MoE layer, whose router's expert ids are read on the host");
+  } else if (!ranks.empty()) {
+    // A bucket's step carries up to bucket rows in each DP group; the
+    // model bounds the rows a recorded step may carry (MoE layers group
+    // their experts on the device up to a size).
+    const int64_t most = ranks[0]->model->graph_max_rows();
+    std::vector<int64_t>& buckets = options.graph_buckets;
+    const size_t asked = buckets.size();
+    buckets.erase(std::remove_if(buckets.begin(), buckets.end(), [&](int64_t b) { return b * attn_dp > most; }),
+                  buckets.end());
+    if (buckets.empty()) {
+      st.off_reason = absl::StrCat(config.architecture, " decode steps of this piece are not recorded as CUDA graphs",
+                                   most == 0 ? ": its MoE layers run their experts one by one from routes read on "
+                                               "the host"
+                                             : absl::StrCat(" above ", most, " token rows"));
       SEAM_LOG_INFO("decode steps of this piece run eagerly, without CUDA graphs: {}", st.off_reason);
+    } else if (buckets.size() < asked) {
+      SEAM_LOG_INFO("decode graphs up to {} sequences per DP group: this piece records at most {} token rows "
+                    "(its MoE layers group their experts on the device up to that)",
+                    buckets.back(), most);
     }
   }
   const int64_t cache_tokens = kv_blocks * options.cache.block_size;
@@ -307,6 +319,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
     models::ModelOptions model_options{rank.topology, resolved, o.dtype, o.first_layer,
                                        o.end_layer, self->RankDevice(r), rank.fusions};
     model_options.defer_moe_finalize = o.defer_moe_finalize;
+    model_options.moe_experts = o.moe_experts;
     SEAM_ASSIGN_OR_RETURN(rank.model, models::LoadDecoderModel(*self->checkpoint, model_options));
     DeviceMemoryInfo after;
     int64_t used = 0;

@@ -2,9 +2,10 @@
 // replay per-bucket graphs gives the eager group's logits bit for bit (same
 // kernels in the same order; padding rows write no KV slot and their outputs
 // are dropped), for the whole model at TP 1 and TP 2 and for a two-piece
-// pipeline. GraphStats says which bucket each step replayed. Prefill and MoE
-// pieces stay eager. GPU tests skip without a GPU (TP 2: without two GPUs,
-// since NCCL refuses two ranks of one communicator on one GPU).
+// pipeline, dense or MoE (whose experts run grouped on the device). GraphStats
+// says which bucket each step replayed. Prefill, and MoE pieces running their
+// experts one by one, stay eager. GPU tests skip without a GPU (TP 2: without
+// two GPUs, since NCCL refuses two ranks of one communicator on one GPU).
 //
 // Bit equality against an unpadded eager step needs the kernels' shape
 // choices to agree: the tests keep every context inside two 16-token blocks,
@@ -41,6 +42,7 @@ struct GraphSetup {
   int tp = 1;
   DType dtype = DType::kF32;
   boundary::AllReduceFusionMode fusion = boundary::AllReduceFusionMode::kOff;
+  models::MoeExperts moe_experts = models::MoeExperts::kAuto;
 };
 
 StageGroupOptions Options(const GraphSetup& s, int first_layer, int end_layer) {
@@ -52,6 +54,7 @@ StageGroupOptions Options(const GraphSetup& s, int first_layer, int end_layer) {
   o.first_layer = first_layer;
   o.end_layer = end_layer;
   o.allreduce_fusion.mode = s.fusion;
+  o.moe_experts = s.moe_experts;
   if (s.graphs) {
     o.graph_buckets = {1, 2, 4, 8};
     o.graph_capture_at_start = s.at_start;
@@ -197,14 +200,30 @@ TEST_P(GraphDecode, LazyCaptureTakesOnlyTheBucketsStepsNeed) {
   }
 }
 
-TEST_P(GraphDecode, MoePiecesStayEager) {
+// Grouped experts: each (row, expert) pair's matmul and each row's finalize
+// depend on that row alone, so the padding rows a graph adds (routed like
+// any row) change no bit of the real rows.
+TEST_P(GraphDecode, MoeModelReplaysTheEagerStep) { Compare(TinyCheckpointDir(true), GraphSetup{}, {0, 2}); }
+
+TEST_P(GraphDecode, MoePipelineReplaysTheEagerStep) { Compare(FourLayerCheckpointDir(true), GraphSetup{}, {0, 2, 4}); }
+
+TEST_P(GraphDecode, MoeAtTp2ReplaysTheEagerStep) {
+  if (CudaDeviceCount() < 2) GTEST_SKIP() << "TP 2 needs two GPUs (one NCCL rank per GPU)";
+  GraphSetup s;
+  s.tp = 2;
+  Compare(TinyCheckpointDir(true), s, {0, 2});
+}
+
+TEST_P(GraphDecode, MoePiecesRunningExpertsOneByOneStayEager) {
   GraphSetup s;
   s.dtype = GetParam();
   s.graphs = true;
+  s.moe_experts = models::MoeExperts::kPerExpert;
   auto p = Pieces::Make(TinyCheckpointDir(true), s, {0, 2});
   ASSERT_TRUE(p != nullptr);
   const GraphDecodeStats before = p->pieces[0]->GraphStats();
-  EXPECT_NE(before.off_reason.find("MoE layer"), std::string::npos) << before.off_reason;
+  EXPECT_NE(before.off_reason.find("MoE layers run their experts one by one"), std::string::npos)
+      << before.off_reason;
   EXPECT_TRUE(before.captured.empty());
   auto out = p->Step({models::SequenceStep{1, {5, 6, 7}, 0}});
   ASSERT_TRUE(out.ok()) << out.status();

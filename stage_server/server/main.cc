@@ -139,6 +139,14 @@ int main(int argc, char** argv) {
                  "CUDA: decode steps replay CUDA graphs captured at start-up for these sequence counts per "
                  "attention-DP group (ascending, comma-separated; a step pads up to the next one); empty: eager")
       ->capture_default_str();
+  std::string moe_experts = "auto";
+  app.add_option("--moe-experts", moe_experts,
+                 "MoE models: auto (on GPUs, decode-sized batches group their experts on the device, so their "
+                 "decode steps replay CUDA graphs; larger ones and the host run each expert alone), grouped (on "
+                 "every device, where a batch fits) or per-expert (always each expert alone, routes read on the "
+                 "host)")
+      ->check(CLI::IsMember({"auto", "grouped", "per-expert"}))
+      ->capture_default_str();
   std::string handoff_transport = "host";
   app.add_option("--handoff-transport", handoff_transport,
                  "CUDA: how handoffs reach the next stage: auto (GPU to GPU through CUDA IPC when the next stage "
@@ -253,6 +261,9 @@ int main(int argc, char** argv) {
   // Handoffs stay on the GPUs for a device link; the link copies them to the host when it has none.
   group.handoff_on_device = cuda && handoff_transport == "auto";
   group.fed_decode_max_tp = fed_decode_max_tp;
+  group.moe_experts = moe_experts == "grouped"      ? seam::models::MoeExperts::kGrouped
+                      : moe_experts == "per-expert" ? seam::models::MoeExperts::kPerExpert
+                                                    : seam::models::MoeExperts::kAuto;
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

@@ -25,6 +25,20 @@
 
 namespace seam::models {
 
+// How a Qwen3-MoE block runs its experts.
+enum class MoeExperts {
+  // Grouped on CUDA for batches of at most kernels::kMaxExpertPairs routes
+  // (decode: no host round trip, so the step can be a CUDA graph); per
+  // expert otherwise, and on the host.
+  kAuto,
+  // Grouped whenever the batch fits, on any device (the host runs the ops'
+  // CPU reference): tests of the grouped path without a GPU.
+  kGrouped,
+  // Always per expert: the routed ids read on the host, each expert's rows
+  // gathered and run as its own matmuls (the same for every batch size).
+  kPerExpert,
+};
+
 struct ModelOptions {
   boundary::Topology topology;
   boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAr;  // resolved (never kAuto)
@@ -40,6 +54,7 @@ struct ModelOptions {
   // residual add and norm as one operation (the built-in FinalizeNormService).
   // Off: the MoE finalizes and the exit completes its sum first.
   bool defer_moe_finalize = true;
+  MoeExperts moe_experts = MoeExperts::kAuto;
 };
 
 // One sequence's part of a step.
@@ -96,8 +111,12 @@ class DecoderModel {
   virtual int64_t layers() const = 0;  // layers this rank built
   virtual bool is_first_piece() const = 0;
   virtual bool is_last_piece() const = 0;
-  // Whether a decode step may be recorded as a CUDA graph (runtime::DecodeGraph).
-  virtual bool graph_capturable() const { return true; }
+  // The most token rows (over every attention-DP group) a decode step
+  // recorded as a CUDA graph (runtime::DecodeGraph) may carry; 0: none can
+  // be recorded. Unbounded unless a layer's work needs the host for some
+  // batches (a MoE block running its experts per expert).
+  static constexpr int64_t kUnboundedGraphRows = int64_t{1} << 40;
+  virtual int64_t graph_max_rows() const { return kUnboundedGraphRows; }
   virtual absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const = 0;
   // The whole stack (first and last piece) through ForwardPiece;
   // FAILED_PRECONDITION on a rank holding only a pipeline piece.

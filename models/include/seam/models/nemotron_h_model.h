@@ -34,10 +34,10 @@ class NemotronHModel final : public DecoderModel {
   int64_t layers() const override;
   bool is_first_piece() const override;
   bool is_last_piece() const override;
-  // The Mamba kernels run on CUDA and runtime::DecodeGraph carries the state
-  // slots among its fixed inputs; a replayed step equals an eager one on an
-  // H200 (runtime_test CudaModelNemotronH.GraphDecodeEqualsEagerDecode).
-  bool graph_capturable() const override { return true; }
+  // Decode steps may be CUDA graphs of any size (graph_max_rows: the
+  // default): the Mamba kernels run on CUDA and runtime::DecodeGraph carries
+  // the state slots among its fixed inputs; a replayed step equals an eager
+  // one on an H200 (runtime_test CudaModelNemotronH.GraphDecodeEqualsEagerDecode).
   // KV blocks for this rank's attention layers and state slots for its Mamba layers.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
   absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,

@@ -93,6 +93,10 @@ struct StageGroupOptions {
   // Qwen3-MoE with a sparse last layer: its MoE hands the finalize to the
   // final norm, which runs it fused (models::ModelOptions::defer_moe_finalize).
   bool defer_moe_finalize = true;
+  // Qwen3-MoE: how the experts run (models::ModelOptions::moe_experts). The
+  // default groups them on CUDA for decode-sized batches, so MoE decode
+  // steps replay CUDA graphs up to the model's graph_max_rows().
+  models::MoeExperts moe_experts = models::MoeExperts::kAuto;
 };
 
 // How a CUDA group's decode steps ran (StageGroup::GraphStats).

@@ -1,0 +1,134 @@
+// The device-side expert ops of seam/kernels/moe_experts.h: argument
+// validation, then dispatch by device (dispatch.h).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
+#include "seam/kernels/moe_experts.h"
+#include "src/dispatch.h"
+
+namespace seam::kernels {
+
+using internal::CommonDevice;
+using internal::ExpectDimSize;
+using internal::ExpectFloatTensor;
+using internal::ExpectIndexTensor;
+
+namespace {
+
+absl::Status ExpectF32(const Tensor& t, const char* what) {
+  SEAM_RETURN_IF_ERROR(ExpectDType(t, DType::kF32, what));
+  return ExpectContiguous(t, what);
+}
+
+// The groups' three buffers: i32, contiguous, sized for E experts and P pairs.
+absl::Status ExpectGroups(const ExpertGroups& g) {
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(g.offsets, "groups.offsets"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(g.order, "groups.order"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(g.active, "groups.active"));
+  const int64_t experts = g.experts(), pairs = g.pairs();
+  if (experts < 1 || experts > kMaxGroupedExperts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("groups: expected 1 to ", kMaxGroupedExperts, " experts, got ", experts));
+  }
+  if (pairs > kMaxExpertPairs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("groups: at most ", kMaxExpertPairs, " pairs are grouped on the device, got ", pairs));
+  }
+  if (g.active.numel() != 1 + std::min(experts, pairs)) {
+    return absl::InvalidArgumentError(absl::StrCat("groups.active: expected ", 1 + std::min(experts, pairs),
+                                                   " values, got ", g.active.numel()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ExpertGroups> ExpertGroups::Empty(int64_t experts, int64_t pairs, Device device) {
+  if (experts < 1 || pairs < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExpertGroups: expected experts ≥ 1 and pairs ≥ 0, got ", experts, " and ", pairs));
+  }
+  ExpertGroups g;
+  SEAM_ASSIGN_OR_RETURN(g.offsets, Tensor::TryEmpty({experts + 1}, DType::kI32, device));
+  SEAM_ASSIGN_OR_RETURN(g.order, Tensor::TryEmpty({pairs}, DType::kI32, device));
+  SEAM_ASSIGN_OR_RETURN(g.active, Tensor::TryEmpty({1 + std::min(experts, pairs)}, DType::kI32, device));
+  return g;
+}
+
+absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids) {
+  SEAM_RETURN_IF_ERROR(ExpectF32(weights, "weights"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(weights, 2, "weights"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(ids, "ids"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(ids, weights.shape(), "ids"));
+  if (ids.dim(1) > kMaxRoutesPerRow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ids: at most ", kMaxRoutesPerRow, " routes per row, got ", ids.dim(1)));
+  }
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&weights, "weights"}, {&ids, "ids"}}));
+  SEAM_KERNELS_DISPATCH(device, SortRoutesByExpert, weights, ids);
+}
+
+absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups) {
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(ids, "ids"));
+  SEAM_RETURN_IF_ERROR(ExpectGroups(groups));
+  if (ids.numel() != groups.pairs()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ids: expected the groups' ", groups.pairs(), " pairs, got ", ids.numel()));
+  }
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&ids, "ids"}, {&groups.offsets, "groups.offsets"},
+                                                     {&groups.order, "groups.order"},
+                                                     {&groups.active, "groups.active"}}));
+  SEAM_KERNELS_DISPATCH(device, GroupByExpert, ids, groups);
+}
+
+absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(x, "x"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(x, 2, "x"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(w, "w"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(w, 3, "w"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, "out"));
+  SEAM_RETURN_IF_ERROR(ExpectGroups(groups));
+  for (const auto& [t, what] : {std::pair<const Tensor*, const char*>{&w, "w"}, {&out, "out"}}) {
+    if (t->dtype() != x.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected the dtype of x (", DTypeName(x.dtype()),
+                                                     "), got ", DTypeName(t->dtype())));
+    }
+  }
+  SEAM_RETURN_IF_ERROR(ExpectDimSize(w, 0, groups.experts(), "w"));
+  SEAM_RETURN_IF_ERROR(ExpectDimSize(w, 2, x.dim(1), "w"));
+  const int64_t pairs = groups.pairs();
+  SEAM_RETURN_IF_ERROR(ExpectShape(out, {pairs, w.dim(1)}, "out"));
+  if (pairs > 0 && (x.dim(0) == 0 || pairs % x.dim(0) != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("x: its ", x.dim(0), " rows do not divide the ", pairs, " pairs"));
+  }
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&w, "w"}, {&out, "out"},
+                                                     {&groups.offsets, "groups.offsets"}}));
+  SEAM_KERNELS_DISPATCH(device, ExpertMatmul, x, w, groups, out);
+}
+
+bool ExpertMatmulTakes(DType dtype, int64_t k) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) return false;
+  return k > 0 && (k * static_cast<int64_t>(DTypeSize(dtype))) % 16 == 0;
+}
+
+absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(expert_out, "expert_out"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(expert_out, 3, "expert_out"));
+  SEAM_RETURN_IF_ERROR(ExpectF32(scales, "scales"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(scales, {expert_out.dim(0), expert_out.dim(1)}, "scales"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, "out"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(out, {expert_out.dim(0), expert_out.dim(2)}, "out"));
+  if (out.dtype() != expert_out.dtype() && out.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat("out: expected the dtype of expert_out (",
+                                                   DTypeName(expert_out.dtype()), ") or f32, got ",
+                                                   DTypeName(out.dtype())));
+  }
+  SEAM_ASSIGN_OR_RETURN(Device device,
+                        CommonDevice({{&expert_out, "expert_out"}, {&scales, "scales"}, {&out, "out"}}));
+  SEAM_KERNELS_DISPATCH(device, MoeFinalize, expert_out, scales, out);
+}
+
+}  // namespace seam::kernels

@@ -1,0 +1,147 @@
+// The device-side expert ops (seam/kernels/moe_experts.h) on the CPU: routes
+// ordered by expert, pairs grouped by expert, each pair's matmul against its
+// expert's slice of the stacked weight, the finalize, and the argument checks.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "seam/kernels/moe_experts.h"
+#include "seam/kernels/ops.h"
+#include "tests/reference.h"
+
+namespace seam::kernels {
+namespace {
+
+using testing::DTypeParamName;
+using testing::Ints;
+using testing::RandomTensor;
+using testing::Values;
+
+ExpertGroups Grouped(const std::vector<int32_t>& ids, int64_t experts) {
+  const int64_t pairs = static_cast<int64_t>(ids.size());
+  absl::StatusOr<ExpertGroups> g = ExpertGroups::Empty(experts, pairs, Device::CPU());
+  EXPECT_TRUE(g.ok()) << g.status();
+  const absl::Status s = GroupByExpert(Tensor::FromInts(ids, {pairs}), *g);
+  EXPECT_TRUE(s.ok()) << s;
+  return *g;
+}
+
+TEST(SortRoutesByExpert, OrdersEachRowByIdCarryingItsWeight) {
+  const Tensor ids = Tensor::FromInts({5, 1, 3, 0, 7, 2}, {2, 3});
+  const Tensor weights = Tensor::FromFloats({0.5f, 0.3f, 0.2f, 0.6f, 0.25f, 0.15f}, {2, 3});
+  ASSERT_TRUE(SortRoutesByExpert(weights, ids).ok());
+  EXPECT_EQ(Ints(ids), (std::vector<int32_t>{1, 3, 5, 0, 2, 7}));
+  EXPECT_EQ(Values(weights), (std::vector<double>{0.3f, 0.2f, 0.5f, 0.6f, 0.15f, 0.25f}));
+}
+
+TEST(GroupByExpert, OffsetsOrderAndActiveExperts) {
+  // Pairs 0..7 of a [4, 2] routing; expert 2 has none, 9 is outside [0, 6).
+  const ExpertGroups g = Grouped({4, 0, 0, 3, 4, 1, 9, 4}, 6);
+  EXPECT_EQ(Ints(g.offsets), (std::vector<int32_t>{0, 2, 3, 3, 4, 7, 7}));
+  // The invalid pair is in no group: only the first 7 of the 8 places are filled.
+  const std::vector<int32_t> order = Ints(g.order), active = Ints(g.active);
+  EXPECT_EQ(std::vector<int32_t>(order.begin(), order.begin() + 7), (std::vector<int32_t>{1, 2, 5, 3, 0, 4, 7}));
+  ASSERT_EQ(active.size(), 7u);  // 1 + min(experts, pairs)
+  EXPECT_EQ(std::vector<int32_t>(active.begin(), active.begin() + 5), (std::vector<int32_t>{4, 0, 1, 3, 4}));
+}
+
+TEST(GroupByExpert, NoPairs) {
+  const ExpertGroups g = Grouped({}, 3);
+  EXPECT_EQ(Ints(g.offsets), (std::vector<int32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(Ints(g.active), (std::vector<int32_t>{0}));
+}
+
+class ExpertMatmulTest : public ::testing::TestWithParam<DType> {};
+
+// Each pair's row equals the matmul of its x row with its expert's [N, K]
+// slice; small integers keep every sum exact in fp32 whatever the order.
+TEST_P(ExpertMatmulTest, EachPairIsItsExpertsMatmul) {
+  const DType dtype = GetParam();
+  constexpr int64_t kRows = 3, kPerRow = 2, kExperts = 4, kN = 5, kK = 16;
+  std::vector<float> xv(kRows * kK), wv(kExperts * kN * kK);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(static_cast<int>(i * 7 % 9) - 4);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(static_cast<int>(i * 5 % 7) - 3) * 0.5f;
+  const Tensor x = Tensor::FromFloats(xv, {kRows, kK}, dtype);
+  const Tensor w = Tensor::FromFloats(wv, {kExperts, kN, kK}, dtype);
+  const std::vector<int32_t> ids = {3, 0, 1, 3, 2, 0};
+  const ExpertGroups g = Grouped(ids, kExperts);
+  const Tensor out = Tensor::Zeros({kRows * kPerRow, kN}, dtype);
+  ASSERT_TRUE(ExpertMatmul(x, w, g, out).ok());
+  for (int64_t p = 0; p < kRows * kPerRow; ++p) {
+    absl::StatusOr<Tensor> slice = w.Rows(ids[p], 1).Reshape({kN, kK});
+    ASSERT_TRUE(slice.ok());
+    const Tensor want = Tensor::Empty({1, kN}, dtype);
+    ASSERT_TRUE(Matmul(x.Rows(p / kPerRow, 1), *slice, want).ok());
+    EXPECT_EQ(Values(out.Rows(p, 1)), Values(want)) << "pair " << p;
+  }
+}
+
+TEST_P(ExpertMatmulTest, PairsOfNoExpertAreLeftAlone) {
+  const DType dtype = GetParam();
+  const Tensor x = RandomTensor({2, 8}, dtype, 3);
+  const Tensor w = RandomTensor({2, 4, 8}, dtype, 4);
+  const ExpertGroups g = Grouped({1, -1}, 2);
+  const Tensor out = Tensor::FromFloats(std::vector<float>(8, 2.5f), {2, 4}, dtype);
+  ASSERT_TRUE(ExpertMatmul(x, w, g, out).ok());
+  EXPECT_EQ(Values(out.Rows(1, 1)), std::vector<double>(4, 2.5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ExpertMatmulTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         DTypeParamName);
+
+TEST(ExpertMatmul, RejectsBadShapes) {
+  const Tensor x = Tensor::Zeros({3, 8}, DType::kF32);
+  const Tensor w = Tensor::Zeros({2, 4, 8}, DType::kF32);
+  const ExpertGroups g = Grouped({0, 1, 0, 1}, 2);  // 4 pairs do not spread over 3 rows
+  absl::Status s = ExpertMatmul(x, w, g, Tensor::Zeros({4, 4}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("do not divide"), std::string::npos) << s;
+  s = ExpertMatmul(x.Rows(0, 2), Tensor::Zeros({3, 4, 8}, DType::kF32), g, Tensor::Zeros({4, 4}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("w: expected dim 0 of size 2"), std::string::npos) << s;
+  s = ExpertMatmul(x.Rows(0, 2), w, g, Tensor::Zeros({4, 4}, DType::kBF16));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("out: expected the dtype of x"), std::string::npos) << s;
+}
+
+TEST(GroupByExpert, RejectsTooManyPairs) {
+  EXPECT_EQ(ExpertGroups::Empty(0, 4, Device::CPU()).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<ExpertGroups> g = ExpertGroups::Empty(8, kMaxExpertPairs + 1, Device::CPU());
+  ASSERT_TRUE(g.ok());
+  const absl::Status s = GroupByExpert(Tensor::Zeros({kMaxExpertPairs + 1}, DType::kI32), *g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("at most 4096 pairs"), std::string::npos) << s;
+}
+
+TEST(ExpertMatmulTakes, SixteenByteRows) {
+  EXPECT_TRUE(ExpertMatmulTakes(DType::kBF16, 2048));
+  EXPECT_TRUE(ExpertMatmulTakes(DType::kF32, 4));
+  EXPECT_FALSE(ExpertMatmulTakes(DType::kBF16, 12));
+  EXPECT_FALSE(ExpertMatmulTakes(DType::kI32, 16));
+}
+
+TEST(MoeFinalize, SumsEachRowsWeightedExpertsInOrder) {
+  // Row 0: 0.5·[1, 2] + 0.25·[4, -8]; row 1: 1·[3, 3] + 0·[9, 9].
+  const Tensor y = Tensor::FromFloats({1, 2, 4, -8, 3, 3, 9, 9}, {2, 2, 2});
+  const Tensor scales = Tensor::FromFloats({0.5f, 0.25f, 1.0f, 0.0f}, {2, 2});
+  const Tensor out = Tensor::Empty({2, 2}, DType::kF32);
+  ASSERT_TRUE(MoeFinalize(y, scales, out).ok());
+  EXPECT_EQ(Values(out), (std::vector<double>{1.5, -1.0, 3.0, 3.0}));
+}
+
+// The finalize MoeFinalizeAddRmsNorm fuses: with a zero residual, its
+// residual output is the fp32 finalize, bit for bit.
+TEST(MoeFinalize, IsTheFusedFinalizeBitForBit) {
+  const Tensor y = RandomTensor({3, 4, 32}, DType::kF32, 9);
+  const Tensor scales = RandomTensor({3, 4}, DType::kF32, 10);
+  const Tensor out = Tensor::Empty({3, 32}, DType::kF32);
+  ASSERT_TRUE(MoeFinalize(y, scales, out).ok());
+  const Tensor residual = Tensor::Zeros({3, 32}, DType::kF32);
+  const Tensor normed = Tensor::Empty({3, 32}, DType::kF32);
+  ASSERT_TRUE(MoeFinalizeAddRmsNorm(y, scales, residual, Tensor::FromFloats(std::vector<float>(32, 1.0f), {32}),
+                                    1e-6f, normed)
+                  .ok());
+  EXPECT_EQ(Values(out), Values(residual));
+}
+
+}  // namespace
+}  // namespace seam::kernels
