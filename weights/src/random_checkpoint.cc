@@ -3,9 +3,12 @@
 #include "seam/weights/random_checkpoint.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/progress.h"
@@ -90,14 +93,26 @@ absl::Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckp
   const std::vector<TensorSpec> layout = HfTensorLayout(*reparsed);
   int64_t bytes = 0;
   for (const TensorSpec& spec : layout) bytes += NumElements(spec.shape) * DTypeSize(config.dtype);
-  std::vector<std::pair<std::string, Tensor>> tensors;
+  // Each tensor draws from its own stream, so the tensors are drawn on every
+  // core at once with the same values as one after another.
+  std::vector<std::pair<std::string, Tensor>> tensors(layout.size());
   {
     Progress progress(absl::StrCat("drawing random weights (", layout.size(), " tensors)"), bytes,
                       ProgressUnit::kBytes);
-    for (const TensorSpec& spec : layout) {
-      tensors.emplace_back(spec.name, RandomTensor(spec, options, *reparsed));
-      progress.Advance(tensors.back().second.nbytes(), spec.name);
-    }
+    std::atomic<size_t> next{0};
+    std::mutex progress_mu;
+    auto draw = [&] {
+      for (size_t i = next++; i < layout.size(); i = next++) {
+        tensors[i] = {layout[i].name, RandomTensor(layout[i], options, *reparsed)};
+        std::lock_guard<std::mutex> lock(progress_mu);
+        progress.Advance(tensors[i].second.nbytes(), layout[i].name);
+      }
+    };
+    const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), layout.size()));
+    std::vector<std::thread> workers;
+    for (size_t t = 1; t < threads; ++t) workers.emplace_back(draw);
+    draw();
+    for (std::thread& w : workers) w.join();
   }
   const std::string weights_path = out_dir + "/model.safetensors";
   Progress progress(absl::StrCat("writing ", weights_path), bytes, ProgressUnit::kBytes);
