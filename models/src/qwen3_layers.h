@@ -106,7 +106,7 @@ class MoeBlock {
   std::vector<DenseMlp> experts_;  // views of expert e's slices
   int64_t top_k_ = 0;
   bool norm_topk_prob_ = true;
-  bool groupable_ = false;  // the grouped path may run (the choice and the kernel's shapes allow it)
+  int64_t grouped_pairs_ = 0;  // batches of at most this many routes run grouped (0: none)
 };
 
 struct DecoderLayer {

@@ -24,6 +24,12 @@ namespace seam::models::internal {
 
 namespace {
 
+// MoeExperts::kAuto groups a batch's experts on CUDA up to this many routes
+// (rows × top-k): decode batches and short prefill chunks. Larger batches
+// run per expert, where cuBLASLt's kernels use each expert's weight for
+// many rows at once (the grouped GEMV re-reads it every 8 rows).
+constexpr int64_t kAutoGroupedPairs = 4096;
+
 // Expert e's [rows, cols] matrix of a stacked [E, rows, cols] weight, as a view.
 absl::StatusOr<Tensor> ExpertSlice(const Tensor& stacked, int64_t e) {
   return stacked.Rows(e, 1).Reshape({stacked.dim(1), stacked.dim(2)});
@@ -58,15 +64,18 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
     SEAM_RETURN_IF_ERROR(CopyInto(host.second, down));
     moe.experts_.push_back(DenseMlp::Of(std::move(gate_up), std::move(down)));
   }
-  const bool asked = ctx.moe_experts == MoeExperts::kGrouped ||
-                     (ctx.moe_experts == MoeExperts::kAuto && ctx.device.is_cuda());
-  moe.groupable_ = asked && experts <= kernels::kMaxGroupedExperts && moe.top_k_ <= kernels::kMaxRoutesPerRow &&
-                   kernels::ExpertMatmulTakes(ctx.dtype, moe.gate_up_.dim(2)) &&
-                   kernels::ExpertMatmulTakes(ctx.dtype, moe.down_.dim(2));
+  const bool fits = experts <= kernels::kMaxGroupedExperts && moe.top_k_ <= kernels::kMaxRoutesPerRow &&
+                    kernels::ExpertMatmulTakes(ctx.dtype, moe.gate_up_.dim(2)) &&
+                    kernels::ExpertMatmulTakes(ctx.dtype, moe.down_.dim(2));
+  if (fits && ctx.moe_experts == MoeExperts::kGrouped) {
+    moe.grouped_pairs_ = kernels::kMaxExpertPairs;
+  } else if (fits && ctx.moe_experts == MoeExperts::kAuto && ctx.device.is_cuda()) {
+    moe.grouped_pairs_ = kAutoGroupedPairs;
+  }
   return moe;
 }
 
-int64_t MoeBlock::grouped_max_rows() const { return groupable_ ? kernels::kMaxExpertPairs / top_k_ : 0; }
+int64_t MoeBlock::grouped_max_rows() const { return grouped_pairs_ / top_k_; }
 
 absl::StatusOr<MoeBlock::Slots> MoeBlock::RunGrouped(const Tensor& x) const {
   const Device dev = x.device();

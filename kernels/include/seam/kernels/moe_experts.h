@@ -4,8 +4,10 @@
 // routed (row, expert) pairs by expert (GroupByExpert), run every expert's
 // matmul once over all of its pairs (ExpertMatmul: each expert weight is read
 // once per call), then sum each row's weighted expert outputs
-// (MoeFinalize). Sized for decode: at most kMaxExpertPairs pairs per call;
-// larger batches read the routed ids on the host and run each expert alone.
+// (MoeFinalize). At most kMaxExpertPairs pairs per call. The matmul is a
+// GEMV per expert, made for decode: an expert's weight is streamed once per
+// 8 of its pairs, so a large batch re-reads it (a MoE block chooses when to
+// run its experts one by one instead: models/src/qwen3_moe_block.cc).
 //
 // The experts' weights are one stacked tensor [E, N, K] (expert e's matrix
 // [N, K] is w[e]). Pair p of a routing ids [M, G] is (row p / G, slot
@@ -23,7 +25,7 @@
 
 namespace seam::kernels {
 
-inline constexpr int64_t kMaxExpertPairs = 4096;  // routed pairs per call
+inline constexpr int64_t kMaxExpertPairs = 65536;  // routed pairs per call
 inline constexpr int64_t kMaxRoutesPerRow = 64;   // G (top-k) per row
 inline constexpr int64_t kMaxGroupedExperts = 4096;
 

@@ -27,12 +27,12 @@ namespace seam::models {
 
 // How a Qwen3-MoE block runs its experts.
 enum class MoeExperts {
-  // Grouped on CUDA for batches of at most kernels::kMaxExpertPairs routes
-  // (decode: no host round trip, so the step can be a CUDA graph); per
-  // expert otherwise, and on the host.
+  // Grouped on CUDA for batches of at most 4096 routes (rows × top-k:
+  // decode, with no host round trip, so the step can be a CUDA graph, and
+  // short prefill chunks); per expert otherwise, and on the host.
   kAuto,
-  // Grouped whenever the batch fits, on any device (the host runs the ops'
-  // CPU reference): tests of the grouped path without a GPU.
+  // Grouped whenever the batch fits the ops (kernels::kMaxExpertPairs
+  // routes), on any device (the host runs the ops' CPU reference).
   kGrouped,
   // Always per expert: the routed ids read on the host, each expert's rows
   // gathered and run as its own matmuls (the same for every batch size).

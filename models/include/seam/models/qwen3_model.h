@@ -42,8 +42,8 @@ class Qwen3Model final : public DecoderModel {
   int64_t layers() const override;  // decoder layers this rank built
   bool is_first_piece() const override;  // first_layer == 0: enters through the embedding
   bool is_last_piece() const override;   // end_layer == num_hidden_layers: leaves through the lm_head
-  // A MoE layer's experts run grouped on the device up to
-  // kernels::kMaxExpertPairs routes: that many rows over top-k.
+  // A MoE layer's experts run grouped on the device up to a number of
+  // routes (ModelOptions::moe_experts): that many rows over top-k.
   int64_t graph_max_rows() const override;
 
   // A KV cache shaped for this rank's layers and KV heads.
