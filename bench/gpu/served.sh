@@ -25,9 +25,11 @@
 #           Qwen3-MoE checkpoint of Qwen3-30B-A3B's layer shape (4 layers,
 #           hidden 2048, 32 heads, 4 KV heads of 128, 128 experts, top 8,
 #           moe_intermediate 768, vocab 32000, bf16), seam-bench-gpu decode
-#           with the experts grouped (graph and eager) and per expert (eager,
-#           the routes read on the host), and seam bench serve with the
-#           stages' default (grouped, graphs) and with --moe-experts
+#           with the experts grouped (graph and eager) and one by one
+#           (--moe-experts per-expert: eager, the group offsets read on the
+#           host), batch 1, 8 and 32
+#   moe-serve  seam bench serve on that checkpoint with the stages' default
+#           (experts grouped, decode graphs) and with --moe-experts
 #           per-expert, batch 1, 8 and 32
 #   mamba   Nemotron-H on CUDA: the Mamba2 / squared-ReLU kernel tests, the
 #           device column-block copy, the tiny hybrid model against the CPU
@@ -180,6 +182,14 @@ for a, b in zip(g, p):
           f"(graph / per-expert {a.get('graph_ms_per_step', 0) / b['eager_ms_per_step']:.3f}x), "
           f"floor {a['floor_ms']:.3f} ms, graph tokens = eager {a.get('graph_tokens_equal_eager')}")
 PY
+fi
+
+# The MoE checkpoint of part moe (made there when missing), served.
+if want moe-serve; then
+  M="$WORK/qwen3-moe-4l-2048"
+  [ -f "$M/config.json" ] || $R seam model init --arch qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 \
+    --head-dim 128 --intermediate 6144 --experts 128 --top-k 8 --moe-intermediate 768 --vocab 32000 --dtype bf16 \
+    --seed 5 --out "$M" > "$OUT_DIR/moe_model_init.log" 2>&1
   for experts in auto per-expert; do
     timeout 240 $R seam bench serve --model "$M" --device cuda --dtype bf16 --batch 1,8,32 --prompt-len 128 \
       --new-tokens 64 --stage-arg=--moe-experts=$experts --json "$OUT_DIR/moe_serve_$experts.json" \

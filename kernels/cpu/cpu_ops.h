@@ -43,6 +43,8 @@ absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids);  // m
 absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
 absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out);
+absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out);
+absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out);
 absl::Status ReluSquared(const Tensor& x, const Tensor& out);                                      // activation
 absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,   // mamba_conv
                           const Tensor& conv_state, const SequenceStates& seqs, const Tensor& out);

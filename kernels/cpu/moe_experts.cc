@@ -1,6 +1,7 @@
 // The device-side expert ops of seam/kernels/moe_experts.h on the CPU: the
 // reference the CUDA kernels are tested against (sums in index order, fp32).
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -68,6 +69,30 @@ absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& 
       }
       StoreFloats(acc.data(), n, out.raw_data(), out.dtype(), p * n);
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out) {
+  const int64_t grouped = groups.offsets.data<int32_t>()[groups.experts()];
+  if (grouped == 0) return absl::OkStatus();
+  const int64_t per_row = groups.pairs() / x.dim(0);
+  const size_t row_bytes = static_cast<size_t>(x.dim(1)) * DTypeSize(x.dtype());
+  const int32_t* order = groups.order.data<int32_t>();
+  for (int64_t i = 0; i < grouped; ++i) {
+    std::memcpy(static_cast<char*>(out.raw_data()) + i * row_bytes,
+                static_cast<const char*>(x.raw_data()) + (order[i] / per_row) * row_bytes, row_bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out) {
+  const int64_t grouped = groups.offsets.data<int32_t>()[groups.experts()];
+  const size_t row_bytes = static_cast<size_t>(src.dim(1)) * DTypeSize(src.dtype());
+  const int32_t* order = groups.order.data<int32_t>();
+  for (int64_t i = 0; i < grouped; ++i) {
+    std::memcpy(static_cast<char*>(out.raw_data()) + order[i] * row_bytes,
+                static_cast<const char*>(src.raw_data()) + i * row_bytes, row_bytes);
   }
   return absl::OkStatus();
 }

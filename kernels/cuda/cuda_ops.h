@@ -57,6 +57,8 @@ absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids);  // m
 absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
 absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out);
+absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out);
+absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out);
 
 // activation.cu, mamba_conv.cu, mamba_scan.cu, gated_norm.cu (Mamba2 and the squared-ReLU MLP)
 absl::Status ReluSquared(const Tensor& x, const Tensor& out);

@@ -18,6 +18,9 @@
 //   chunk size holds it, so the result does not depend on how pairs group.
 //   An expert with more than kChunk pairs re-reads its weight rows per pass
 //   (from L2, mostly): decode batches give a few pairs per expert.
+// - GatherPairs / ScatterPairs: grid-stride row copies in 16-byte units
+//   where rows and addresses allow, up to the grouped count read on the
+//   device.
 // - MoeFinalize: grid-stride over [T, H], one fmaf per expert in g order.
 #include <algorithm>
 
@@ -233,6 +236,56 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 static_assert(kChunk == 8, "ExpertMatmulKernel's switch covers 1..8 pairs a pass");
 
+// ---- GatherPairs / ScatterPairs -------------------------------------------------
+
+// Row i of the grouped pairs (i < offsets[E]): gather copies x row order[i] /
+// per_row to out row i, scatter copies src row i to out row order[i]; rows in
+// units of U.
+template <typename U, bool kGather>
+__global__ void PairRowsKernel(const U* __restrict__ in, U* __restrict__ out, const int32_t* __restrict__ order,
+                               const int32_t* __restrict__ grouped_end, int per_row, int64_t units_per_row,
+                               int64_t pairs) {
+  const int64_t grouped = *grouped_end;
+  const int64_t total = grouped * units_per_row;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e / units_per_row, c = e - i * units_per_row;
+    const int64_t p = order[i];
+    if (p < 0 || p >= pairs) continue;
+    if constexpr (kGather) {
+      out[e] = in[(p / per_row) * units_per_row + c];
+    } else {
+      out[p * units_per_row + c] = in[e];
+    }
+  }
+}
+
+template <bool kGather>
+absl::Status LaunchPairRows(const Tensor& in, const ExpertGroups& groups, const Tensor& out, int per_row) {
+  const int64_t row_bytes = out.dim(1) * static_cast<int64_t>(DTypeSize(out.dtype()));
+  const int64_t pairs = groups.pairs();
+  if (pairs == 0 || row_bytes == 0) return absl::OkStatus();
+  SEAM_RETURN_IF_ERROR(CheckCurrentDevice(out, kGather ? "GatherPairs" : "ScatterPairs"));
+  const cudaStream_t stream = Stream();
+  auto launch = [&](auto unit) -> absl::Status {
+    using U = decltype(unit);
+    const int64_t units = row_bytes / static_cast<int64_t>(sizeof(U));
+    constexpr int kThreads = 256;
+    PairRowsKernel<U, kGather><<<GridFor(pairs * units, kThreads), kThreads, 0, stream>>>(
+        static_cast<const U*>(in.raw_data()), static_cast<U*>(out.raw_data()), groups.order.data<int32_t>(),
+        groups.offsets.data<int32_t>() + groups.experts(), per_row, units, pairs);
+    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  };
+  auto fits = [&](int64_t unit) {
+    return row_bytes % unit == 0 && reinterpret_cast<uintptr_t>(in.raw_data()) % unit == 0 &&
+           reinterpret_cast<uintptr_t>(out.raw_data()) % unit == 0;
+  };
+  if (fits(16)) return launch(uint4{});
+  if (fits(4)) return launch(uint32_t{});
+  return launch(uint16_t{});  // every floating dtype's rows are whole 2-byte units
+}
+
 // ---- MoeFinalize ---------------------------------------------------------------
 
 template <typename T, typename O>
@@ -294,6 +347,14 @@ absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& 
     SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
+}
+
+absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out) {
+  return LaunchPairRows<true>(x, groups, out, x.dim(0) > 0 ? static_cast<int>(groups.pairs() / x.dim(0)) : 1);
+}
+
+absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out) {
+  return LaunchPairRows<false>(src, groups, out, 1);
 }
 
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out) {

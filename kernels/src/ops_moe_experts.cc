@@ -109,6 +109,44 @@ absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& 
   SEAM_KERNELS_DISPATCH(device, ExpertMatmul, x, w, groups, out);
 }
 
+namespace {
+
+// x [M, H] and out [P, H] of one dtype, P = the groups' pairs, a multiple of M.
+absl::Status ExpectPairRows(const Tensor& x, const char* x_name, const Tensor& out, const char* out_name,
+                            const ExpertGroups& groups, bool x_per_row) {
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(x, x_name));
+  SEAM_RETURN_IF_ERROR(ExpectRank(x, 2, x_name));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, out_name));
+  SEAM_RETURN_IF_ERROR(ExpectGroups(groups));
+  const int64_t pairs = groups.pairs();
+  SEAM_RETURN_IF_ERROR(ExpectShape(out, {pairs, x.dim(1)}, out_name));
+  if (out.dtype() != x.dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat(out_name, ": expected the dtype of ", x_name, " (",
+                                                   DTypeName(x.dtype()), "), got ", DTypeName(out.dtype())));
+  }
+  if (!x_per_row) return ExpectShape(x, {pairs, out.dim(1)}, x_name);
+  if (pairs > 0 && (x.dim(0) == 0 || pairs % x.dim(0) != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(x_name, ": its ", x.dim(0), " rows do not divide the ", pairs, " pairs"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectPairRows(x, "x", out, "out", groups, /*x_per_row=*/true));
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&out, "out"}, {&groups.offsets, "groups.offsets"}}));
+  SEAM_KERNELS_DISPATCH(device, GatherPairs, x, groups, out);
+}
+
+absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectPairRows(src, "src", out, "out", groups, /*x_per_row=*/false));
+  SEAM_ASSIGN_OR_RETURN(Device device,
+                        CommonDevice({{&src, "src"}, {&out, "out"}, {&groups.offsets, "groups.offsets"}}));
+  SEAM_KERNELS_DISPATCH(device, ScatterPairs, src, groups, out);
+}
+
 bool ExpertMatmulTakes(DType dtype, int64_t k) {
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) return false;
   return k > 0 && (k * static_cast<int64_t>(DTypeSize(dtype))) % 16 == 0;

@@ -112,6 +112,30 @@ TEST(GroupByExpert, RejectsTooManyPairs) {
   EXPECT_NE(s.message().find("at most 65536 pairs"), std::string::npos) << s;
 }
 
+TEST(GatherPairs, RowsOfThePairsInGroupOrderAndBack) {
+  // Pairs of a [3, 2] routing over 3 experts: expert 0 has pairs 1 and 4,
+  // expert 1 pair 0, expert 2 pairs 2 and 5; pair 3 is in no group.
+  const ExpertGroups g = Grouped({1, 0, 2, -1, 0, 2}, 3);
+  const Tensor x = Tensor::FromFloats({10, 11, 20, 21, 30, 31}, {3, 2});
+  const Tensor rows = Tensor::FromFloats(std::vector<float>(12, -1.0f), {6, 2});
+  ASSERT_TRUE(GatherPairs(x, g, rows).ok());
+  // Group order 1, 4 | 0 | 2, 5: x rows 0, 2 | 0 | 1, 2; the sixth place is unused.
+  EXPECT_EQ(Values(rows), (std::vector<double>{10, 11, 30, 31, 10, 11, 20, 21, 30, 31, -1, -1}));
+  const Tensor back = Tensor::FromFloats(std::vector<float>(12, -1.0f), {6, 2});
+  ASSERT_TRUE(ScatterPairs(rows, g, back).ok());
+  EXPECT_EQ(Values(back), (std::vector<double>{10, 11, 10, 11, 20, 21, -1, -1, 30, 31, 30, 31}));
+}
+
+TEST(GatherPairs, RejectsMismatchedShapes) {
+  const ExpertGroups g = Grouped({0, 1, 0, 1}, 2);
+  absl::Status s = GatherPairs(Tensor::Zeros({3, 2}, DType::kF32), g, Tensor::Zeros({4, 2}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("do not divide"), std::string::npos) << s;
+  s = ScatterPairs(Tensor::Zeros({2, 2}, DType::kF32), g, Tensor::Zeros({4, 2}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("src: expected shape [4, 2]"), std::string::npos) << s;
+}
+
 TEST(ExpertMatmulTakes, SixteenByteRows) {
   EXPECT_TRUE(ExpertMatmulTakes(DType::kBF16, 2048));
   EXPECT_TRUE(ExpertMatmulTakes(DType::kF32, 4));

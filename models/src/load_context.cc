@@ -1,5 +1,5 @@
 // LoadContext's loads (read on the host, placed on the rank's device) and
-// the row helpers.
+// the row helper.
 #include "src/load_context.h"
 
 #include "seam/core/status.h"
@@ -22,16 +22,6 @@ absl::StatusOr<Tensor> LoadContext::LoadRows(const std::string& name, const Shap
 absl::StatusOr<Tensor> LoadContext::LoadCols(const std::string& name, const Shape& shape, int part, int parts) const {
   SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadCols(name, shape, part, parts, dtype));
   return Place(t);
-}
-
-absl::StatusOr<Tensor> GatherRows(const Tensor& x, const std::vector<int32_t>& rows) {
-  const int64_t n = static_cast<int64_t>(rows.size());
-  Tensor out = Tensor::Empty({n, x.row_numel()}, x.dtype(), x.device());
-  if (n == 0) return out;
-  SEAM_ASSIGN_OR_RETURN(Tensor index, Tensor::FromInts(rows, {n}).On(x.device()));
-  SEAM_ASSIGN_OR_RETURN(Tensor x2, x.Reshape({x.rows(), x.row_numel()}));
-  SEAM_RETURN_IF_ERROR(kernels::GatherRows(x2, index, out));
-  return out;
 }
 
 Tensor ConcatRows(const Tensor& a, const Tensor& b) {

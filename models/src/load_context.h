@@ -1,5 +1,5 @@
 // The loading context every model's modules share (the checkpoint, the
-// rank's place, dtype and device) and the row helpers they use. Private to
+// rank's place, dtype and device) and the row helper they use. Private to
 // the models library.
 #pragma once
 
@@ -32,9 +32,6 @@ struct LoadContext {
 };
 
 
-// The rows of `x` listed in `rows`, in that order, as a new contiguous tensor
-// on x's device.
-absl::StatusOr<Tensor> GatherRows(const Tensor& x, const std::vector<int32_t>& rows);
 // The rows of `a` followed by the rows of `b` (same columns and dtype).
 Tensor ConcatRows(const Tensor& a, const Tensor& b);
 

@@ -67,13 +67,9 @@ class DenseMlp {
   Tensor down_;     // [H, I/tp]
 };
 
-// Router (replicated) + experts (each sharded over TP), in one of two ways
-// (ModelOptions::moe_experts): grouped on the device (seam/kernels/
-// moe_experts.h: routes, grouping and every expert's matmul on the
-// tensors' device, no host round trip) or per expert (the routed ids read
-// on the host, each expert's rows gathered and run as its own matmuls).
-// The experts' weights are stacked [E, ...] for the grouped path; the
-// per-expert path runs views of them.
+// Router (replicated) + experts (each sharded over TP, stacked [E, ...]),
+// routed and grouped by expert on the device, then run grouped or one by one
+// (ModelOptions::moe_experts; qwen3_moe_block.cc).
 class MoeBlock {
  public:
   static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);
@@ -88,22 +84,15 @@ class MoeBlock {
   int64_t grouped_max_rows() const;
 
  private:
-  struct Routed {
-    std::vector<std::vector<int32_t>> rows_of;    // rows routed to each expert, in row order
-    std::vector<std::vector<float>> weight_of;    // their routing weights
-    std::vector<std::vector<int32_t>> slot_of;    // their slot in the row's ascending expert order
-  };
-  absl::StatusOr<Routed> Route(const Tensor& x) const;
-  // Grouped: expert outputs [N, K, H] by ascending expert id and their routing weights [N, K].
+  // Expert outputs [N, K, H] by ascending expert id and their routing weights [N, K].
   struct Slots {
     Tensor expert_out, scales;
   };
-  absl::StatusOr<Slots> RunGrouped(const Tensor& x) const;
+  absl::StatusOr<Slots> Run(const Tensor& x) const;
   bool Grouped(const Tensor& x) const { return x.rows() <= grouped_max_rows(); }
 
-  Tensor router_;           // [E, H]
-  Tensor gate_up_, down_;   // stacked: [E, 2·I/tp, H], [E, H, I/tp]
-  std::vector<DenseMlp> experts_;  // views of expert e's slices
+  Tensor router_;          // [E, H]
+  Tensor gate_up_, down_;  // stacked: [E, 2·I/tp, H], [E, H, I/tp]
   int64_t top_k_ = 0;
   bool norm_topk_prob_ = true;
   int64_t grouped_pairs_ = 0;  // batches of at most this many routes run grouped (0: none)

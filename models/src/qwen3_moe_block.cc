@@ -1,17 +1,19 @@
 // The Qwen3-MoE sparse block on one TP rank: a replicated router (fp32
 // softmax, top-k, optional renormalisation as Hugging Face does: MoeRoute)
-// and every expert's intermediate slice, stacked [E, ...]. Two ways to run
-// the experts (ModelOptions::moe_experts):
-// - grouped: the routes ordered by expert id, the (row, expert) pairs
-//   grouped by expert and every expert's matmul run over its pairs on the
-//   tensors' device (seam/kernels/moe_experts.h), then the weighted sum per
-//   row (MoeFinalize); nothing comes to the host, so a decode step holding
-//   the block can be a CUDA graph;
-// - per expert: only the routed ids come to the host to build the row
-//   lists; each expert's rows are gathered (GatherRows), run through its
-//   shard, scaled by their routing weight and added back (ScatterAddRows,
-//   in expert order).
-// Either way the result is this rank's partial sum of the MoE output.
+// and every expert's intermediate slice, stacked [E, ...]. The routes are
+// sorted by expert id and the (row, expert) pairs grouped by expert on the
+// tensors' device (seam/kernels/moe_experts.h); then, as
+// ModelOptions::moe_experts and the batch's size choose, either
+// - grouped: every expert's matmul over its pairs in one launch
+//   (ExpertMatmul); nothing comes to the host, so a decode step holding the
+//   block can be a CUDA graph; or
+// - one by one: the group offsets read on the host, the pairs' rows
+//   gathered in group order and each expert's slice of them run through its
+//   own matmuls (cuBLASLt's kernels use an expert's weight for all its rows
+//   at once), scattered back in pair order.
+// Either way each row's expert outputs are summed in ascending expert order
+// in fp32 (MoeFinalize, or fused into the final norm: ForwardDeferred), and
+// the result is this rank's partial sum of the MoE output.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,10 +27,14 @@ namespace seam::models::internal {
 namespace {
 
 // MoeExperts::kAuto groups a batch's experts on CUDA up to this many routes
-// (rows × top-k): decode batches and short prefill chunks. Larger batches
-// run per expert, where cuBLASLt's kernels use each expert's weight for
-// many rows at once (the grouped GEMV re-reads it every 8 rows).
-constexpr int64_t kAutoGroupedPairs = 4096;
+// (rows × top-k): decode batches and prefill chunks of up to 1024 tokens at
+// top-8. Measured on an H200 (bench/results/2026-12-01-h200-moe-grouped/
+// run3-prefill-sweep: 4 layers of Qwen3-30B-A3B's shape, bf16, one
+// prompt): grouped took 0.20x / 0.54x / 0.93x the time of one by one at
+// 1024 / 4096 / 8192 routes and 1.3x at 16384. Larger batches run one by
+// one, where cuBLASLt's kernels use each expert's weight for many rows at
+// once (the grouped GEMV re-reads it every 8 rows).
+constexpr int64_t kAutoGroupedPairs = 8192;
 
 // Expert e's [rows, cols] matrix of a stacked [E, rows, cols] weight, as a view.
 absl::StatusOr<Tensor> ExpertSlice(const Tensor& stacked, int64_t e) {
@@ -62,7 +68,6 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
     SEAM_ASSIGN_OR_RETURN(Tensor down, ExpertSlice(moe.down_, e));
     SEAM_RETURN_IF_ERROR(CopyInto(host.first, gate_up));
     SEAM_RETURN_IF_ERROR(CopyInto(host.second, down));
-    moe.experts_.push_back(DenseMlp::Of(std::move(gate_up), std::move(down)));
   }
   const bool fits = experts <= kernels::kMaxGroupedExperts && moe.top_k_ <= kernels::kMaxRoutesPerRow &&
                     kernels::ExpertMatmulTakes(ctx.dtype, moe.gate_up_.dim(2)) &&
@@ -77,11 +82,15 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
 
 int64_t MoeBlock::grouped_max_rows() const { return grouped_pairs_ / top_k_; }
 
-absl::StatusOr<MoeBlock::Slots> MoeBlock::RunGrouped(const Tensor& x) const {
+absl::StatusOr<MoeBlock::Slots> MoeBlock::Run(const Tensor& x) const {
   const Device dev = x.device();
   const int64_t n = x.rows(), h = x.dim(1), experts = router_.dim(0), k = top_k_, pairs = n * k;
   const int64_t inner = down_.dim(2);
   Slots s{Tensor::Empty({pairs, h}, x.dtype(), dev), Tensor::Empty({n, k}, DType::kF32, dev)};
+  if (n == 0) {
+    SEAM_ASSIGN_OR_RETURN(s.expert_out, s.expert_out.Reshape({n, k, h}));
+    return s;
+  }
   Tensor logits = Tensor::Empty({n, experts}, DType::kF32, dev);
   Tensor ids = Tensor::Empty({n, k}, DType::kI32, dev);
   SEAM_RETURN_IF_ERROR(kernels::Matmul(x, router_, logits));
@@ -91,123 +100,53 @@ absl::StatusOr<MoeBlock::Slots> MoeBlock::RunGrouped(const Tensor& x) const {
   SEAM_RETURN_IF_ERROR(kernels::GroupByExpert(ids, groups));
   Tensor gate_up = Tensor::Empty({pairs, 2 * inner}, x.dtype(), dev);
   Tensor act = Tensor::Empty({pairs, inner}, x.dtype(), dev);
-  SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(x, gate_up_, groups, gate_up));
-  SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
-  SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(act, down_, groups, s.expert_out));
+  if (Grouped(x)) {
+    SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(x, gate_up_, groups, gate_up));
+    SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
+    SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(act, down_, groups, s.expert_out));
+  } else {
+    // One by one: the pairs' rows in group order, each expert's slice of
+    // them through its own matmuls (the offsets read on the host), back in
+    // pair order.
+    SEAM_ASSIGN_OR_RETURN(Tensor offsets, groups.offsets.On(Device::CPU()));
+    const int32_t* at = offsets.data<int32_t>();
+    Tensor rows = Tensor::Empty({pairs, h}, x.dtype(), dev);
+    Tensor out = Tensor::Empty({pairs, h}, x.dtype(), dev);
+    SEAM_RETURN_IF_ERROR(kernels::GatherPairs(x, groups, rows));
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t m = at[e + 1] - at[e];
+      if (m == 0) continue;
+      SEAM_ASSIGN_OR_RETURN(Tensor w, ExpertSlice(gate_up_, e));
+      SEAM_RETURN_IF_ERROR(kernels::Matmul(rows.Rows(at[e], m), w, gate_up.Rows(at[e], m)));
+    }
+    SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t m = at[e + 1] - at[e];
+      if (m == 0) continue;
+      SEAM_ASSIGN_OR_RETURN(Tensor w, ExpertSlice(down_, e));
+      SEAM_RETURN_IF_ERROR(kernels::Matmul(act.Rows(at[e], m), w, out.Rows(at[e], m)));
+    }
+    SEAM_RETURN_IF_ERROR(kernels::ScatterPairs(out, groups, s.expert_out));
+  }
   SEAM_ASSIGN_OR_RETURN(s.expert_out, s.expert_out.Reshape({n, k, h}));
   return s;
 }
 
-absl::StatusOr<MoeBlock::Routed> MoeBlock::Route(const Tensor& x) const {
-  const Device dev = x.device();
-  const int64_t n = x.rows(), experts = router_.dim(0);
-  Routed routed;
-  routed.rows_of.resize(experts);
-  routed.weight_of.resize(experts);
-  routed.slot_of.resize(experts);
-  Tensor logits = Tensor::Empty({n, experts}, DType::kF32, dev);
-  Tensor top_w = Tensor::Empty({n, top_k_}, DType::kF32, dev);
-  Tensor top_e = Tensor::Empty({n, top_k_}, DType::kI32, dev);
-  SEAM_RETURN_IF_ERROR(kernels::Matmul(x, router_, logits));
-  SEAM_RETURN_IF_ERROR(kernels::MoeRoute(logits, top_k_, norm_topk_prob_, top_w, top_e));
-  SEAM_ASSIGN_OR_RETURN(Tensor host_w, top_w.On(Device::CPU()));
-  SEAM_ASSIGN_OR_RETURN(Tensor host_e, top_e.On(Device::CPU()));
-  const float* w = host_w.data<float>();
-  const int32_t* ids = host_e.data<int32_t>();
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < top_k_; ++j) {
-      const int32_t e = ids[r * top_k_ + j];
-      int32_t slot = 0;  // experts of this row with a smaller id come first
-      for (int64_t i = 0; i < top_k_; ++i) slot += ids[r * top_k_ + i] < e;
-      routed.rows_of[e].push_back(static_cast<int32_t>(r));
-      routed.weight_of[e].push_back(w[r * top_k_ + j]);
-      routed.slot_of[e].push_back(slot);
-    }
-  }
-  return routed;
-}
-
 absl::StatusOr<Tensor> MoeBlock::Forward(const Tensor& x) const {
-  const Device dev = x.device();
-  const int64_t n = x.rows(), h = x.dim(1), experts = router_.dim(0);
-  if (n > 0 && Grouped(x)) {
-    SEAM_ASSIGN_OR_RETURN(Slots s, RunGrouped(x));
-    Tensor out = Tensor::Empty({n, h}, x.dtype(), dev);
-    SEAM_RETURN_IF_ERROR(kernels::MoeFinalize(s.expert_out, s.scales, out));
-    return out;
-  }
-  Tensor out = Tensor::Zeros({n, h}, x.dtype(), dev);
-  if (n == 0) return out;
-  SEAM_ASSIGN_OR_RETURN(Routed routed, Route(x));
-  for (int64_t e = 0; e < experts; ++e) {
-    if (routed.rows_of[e].empty()) continue;
-    const int64_t m = static_cast<int64_t>(routed.rows_of[e].size());
-    SEAM_ASSIGN_OR_RETURN(Tensor in, GatherRows(x, routed.rows_of[e]));
-    SEAM_ASSIGN_OR_RETURN(Tensor y, experts_[e].Forward(in));
-    SEAM_ASSIGN_OR_RETURN(Tensor rows, Tensor::FromInts(routed.rows_of[e], {m}).On(dev));
-    SEAM_ASSIGN_OR_RETURN(Tensor weights, Tensor::FromFloats(routed.weight_of[e], {m}).On(dev));
-    SEAM_RETURN_IF_ERROR(kernels::ScatterAddRows(out, y, rows, weights));
-  }
+  SEAM_ASSIGN_OR_RETURN(Slots s, Run(x));
+  Tensor out = Tensor::Empty({x.rows(), x.dim(1)}, x.dtype(), x.device());
+  SEAM_RETURN_IF_ERROR(kernels::MoeFinalize(s.expert_out, s.scales, out));
   return out;  // partial over TP: never reduced here
 }
 
 absl::StatusOr<std::shared_ptr<const boundary::DeferredFinalize>> MoeBlock::ForwardDeferred(const Tensor& x) const {
-  const Device dev = x.device();
-  const int64_t n = x.rows(), h = x.dim(1), experts = router_.dim(0), k = top_k_;
-  if (n > 0 && Grouped(x)) {
-    SEAM_ASSIGN_OR_RETURN(Slots s, RunGrouped(x));
-    auto complete = [s, n, h, dev]() -> absl::StatusOr<Tensor> {
-      Tensor out = Tensor::Empty({n, h}, s.expert_out.dtype(), dev);
-      SEAM_RETURN_IF_ERROR(kernels::MoeFinalize(s.expert_out, s.scales, out));
-      return out;
-    };
-    return std::make_shared<const boundary::DeferredFinalize>(s.expert_out, s.scales, std::move(complete));
-  }
-  // [N·K, H] viewed as [N, K, H]: row r·K + slot holds that slot's expert output.
-  Tensor slots = Tensor::Zeros({n * k, h}, x.dtype(), dev);
-  std::vector<float> scales(n * k, 0.0f);
-  if (n > 0) {
-    SEAM_ASSIGN_OR_RETURN(Routed routed, Route(x));
-    for (int64_t e = 0; e < experts; ++e) {
-      if (routed.rows_of[e].empty()) continue;
-      const int64_t m = static_cast<int64_t>(routed.rows_of[e].size());
-      std::vector<int32_t> at(m);
-      for (int64_t i = 0; i < m; ++i) {
-        at[i] = static_cast<int32_t>(routed.rows_of[e][i] * k + routed.slot_of[e][i]);
-        scales[at[i]] = routed.weight_of[e][i];
-      }
-      SEAM_ASSIGN_OR_RETURN(Tensor in, GatherRows(x, routed.rows_of[e]));
-      SEAM_ASSIGN_OR_RETURN(Tensor y, experts_[e].Forward(in));
-      SEAM_ASSIGN_OR_RETURN(Tensor rows, Tensor::FromInts(at, {m}).On(dev));
-      SEAM_ASSIGN_OR_RETURN(Tensor ones, Tensor::FromFloats(std::vector<float>(m, 1.0f), {m}).On(dev));
-      SEAM_RETURN_IF_ERROR(kernels::ScatterAddRows(slots, y, rows, ones));  // 0 + 1·y: a copy
-    }
-  }
-  SEAM_ASSIGN_OR_RETURN(Tensor expert_out, slots.Reshape({n, k, h}));
-  SEAM_ASSIGN_OR_RETURN(Tensor scale_t, Tensor::FromFloats(scales, {n, k}).On(dev));
-  // Forward's finalize: each row adds its experts' weighted outputs in ascending id order.
-  auto complete = [slots, scales, n, k, h, dev]() -> absl::StatusOr<Tensor> {
-    Tensor out = Tensor::Zeros({n, h}, slots.dtype(), dev);
-    if (n == 0) return out;
-    std::vector<int32_t> all(n);
-    for (int64_t r = 0; r < n; ++r) all[r] = static_cast<int32_t>(r);
-    SEAM_ASSIGN_OR_RETURN(Tensor rows, Tensor::FromInts(all, {n}).On(dev));
-    for (int64_t slot = 0; slot < k; ++slot) {
-      std::vector<int32_t> at(n);
-      std::vector<float> w(n);
-      for (int64_t r = 0; r < n; ++r) {
-        at[r] = static_cast<int32_t>(r * k + slot);
-        w[r] = scales[r * k + slot];
-      }
-      SEAM_ASSIGN_OR_RETURN(Tensor at_t, Tensor::FromInts(at, {n}).On(dev));
-      SEAM_ASSIGN_OR_RETURN(Tensor w_t, Tensor::FromFloats(w, {n}).On(dev));
-      Tensor y = Tensor::Empty({n, h}, slots.dtype(), dev);
-      SEAM_RETURN_IF_ERROR(kernels::GatherRows(slots, at_t, y));
-      SEAM_RETURN_IF_ERROR(kernels::ScatterAddRows(out, y, rows, w_t));
-    }
+  SEAM_ASSIGN_OR_RETURN(Slots s, Run(x));
+  auto complete = [s, n = x.rows(), h = x.dim(1), dev = x.device()]() -> absl::StatusOr<Tensor> {
+    Tensor out = Tensor::Empty({n, h}, s.expert_out.dtype(), dev);
+    SEAM_RETURN_IF_ERROR(kernels::MoeFinalize(s.expert_out, s.scales, out));
     return out;
   };
-  return std::make_shared<const boundary::DeferredFinalize>(expert_out, scale_t, std::move(complete));
+  return std::make_shared<const boundary::DeferredFinalize>(s.expert_out, s.scales, std::move(complete));
 }
 
 }  // namespace seam::models::internal

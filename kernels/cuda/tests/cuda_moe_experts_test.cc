@@ -3,8 +3,9 @@
 // exactly (the order of an expert's pairs is unspecified on CUDA: compared
 // as a set), ExpertMatmul within the matmul tolerance (both sum in fp32, in
 // other orders: cuda_matmul_test.cc's reasoning), MoeFinalize within one
-// fp32 rounding per term (CUDA fuses each multiply-add). Outputs are
-// poisoned so that unwritten elements show.
+// fp32 rounding per term (CUDA fuses each multiply-add), the pairs' rows
+// gathered and scattered exactly. Outputs are poisoned so that unwritten
+// elements show.
 #include <algorithm>
 #include <random>
 #include <string>
@@ -158,6 +159,34 @@ INSTANTIATE_TEST_SUITE_P(
                       MatmulParam{DType::kF32, 300, 2, 8, 130, 256, false},
                       MatmulParam{DType::kBF16, 300, 8, 64, 64, 1032, true}),
     MatmulName);
+
+TEST_F(CudaKernelsTest, GatherAndScatterPairsMatchCpu) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t width : {64, 13}) {  // 16-byte units, and rows of odd length
+      std::vector<int32_t> ids = RandomRoutes(40, 4, 16, true, 11);
+      ids[7] = -1;
+      const Tensor x = Random({40, width}, dtype, 12);
+      const Tensor rows = PoisonedHost({160, width}, dtype);
+      ASSERT_TRUE(GatherPairs(x, GroupsOn(Device::CPU(), ids, 16), rows).ok());
+      const ExpertGroups g = GroupsOn(Gpu(), ids, 16);
+      const Tensor grows = PoisonedGpu({160, width}, dtype);
+      ASSERT_TRUE(GatherPairs(OnGpu(x), g, grows).ok());
+      // The order inside an expert differs on CUDA: compare after scattering back.
+      const Tensor back = PoisonedHost({160, width}, dtype);
+      ASSERT_TRUE(ScatterPairs(rows, GroupsOn(Device::CPU(), ids, 16), back).ok());
+      const Tensor gback = PoisonedGpu({160, width}, dtype);
+      ASSERT_TRUE(ScatterPairs(grows, g, gback).ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      absl::StatusOr<Tensor> got = gback.To(Device::CPU());
+      ASSERT_TRUE(got.ok());
+      const std::vector<float> a = got->ToFloats(), b = back.ToFloats();
+      for (size_t i = 0; i < a.size(); ++i) {
+        const bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);  // pair 7's row: written by neither
+        EXPECT_TRUE(both_nan || a[i] == b[i]) << DTypeName(dtype) << " width " << width << " element " << i;
+      }
+    }
+  }
+}
 
 TEST_F(CudaKernelsTest, MoeFinalizeMatchesCpu) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {

@@ -63,6 +63,16 @@ absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
 absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
 bool ExpertMatmulTakes(DType dtype, int64_t k);
 
+// The rows of the grouped pairs in group order, for experts run one by one
+// on slices of them: out[i] = x[order[i] / G] for i < offsets[E] (G = P / M;
+// x [M, H]; out [P, H] of x's dtype); rows past the grouped pairs are left
+// as they are.
+absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out);
+
+// GatherPairs's inverse for the experts' outputs: out[order[i]] = src[i] for
+// i < offsets[E]. src, out: [P, H] of one dtype.
+absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out);
+
 // out[t] = Σ_g scales[t, g] · expert_out[t, g] in fp32, g ascending, rounded
 // once to out's dtype: the finalize MoeFinalizeAddRmsNorm fuses, alone, in
 // the same arithmetic on each device (on CUDA each term a fused

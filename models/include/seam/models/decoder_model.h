@@ -25,17 +25,19 @@
 
 namespace seam::models {
 
-// How a Qwen3-MoE block runs its experts.
+// How a Qwen3-MoE block runs its experts, once its routes are grouped by
+// expert on the device.
 enum class MoeExperts {
-  // Grouped on CUDA for batches of at most 4096 routes (rows × top-k:
+  // Grouped on CUDA for batches of at most 8192 routes (rows × top-k:
   // decode, with no host round trip, so the step can be a CUDA graph, and
-  // short prefill chunks); per expert otherwise, and on the host.
+  // prefill chunks of up to 1024 tokens at top-8); one by one otherwise,
+  // and on the host.
   kAuto,
   // Grouped whenever the batch fits the ops (kernels::kMaxExpertPairs
   // routes), on any device (the host runs the ops' CPU reference).
   kGrouped,
-  // Always per expert: the routed ids read on the host, each expert's rows
-  // gathered and run as its own matmuls (the same for every batch size).
+  // Always one by one: the group offsets read on the host, each expert's
+  // rows run through its own matmuls.
   kPerExpert,
 };
 
