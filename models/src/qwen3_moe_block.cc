@@ -27,14 +27,14 @@ namespace seam::models::internal {
 namespace {
 
 // MoeExperts::kAuto groups a batch's experts on CUDA up to this many routes
-// (rows × top-k): decode batches and prefill chunks of up to 1024 tokens at
-// top-8. Measured on an H200 (bench/results/2026-12-01-h200-moe-grouped/
-// run3-prefill-sweep: 4 layers of Qwen3-30B-A3B's shape, bf16, one
-// prompt): grouped took 0.20x / 0.54x / 0.93x the time of one by one at
-// 1024 / 4096 / 8192 routes and 1.3x at 16384. Larger batches run one by
-// one, where cuBLASLt's kernels use each expert's weight for many rows at
-// once (the grouped GEMV re-reads it every 8 rows).
-constexpr int64_t kAutoGroupedPairs = 8192;
+// (rows × top-k): decode batches up to the largest default graph bucket
+// (128 sequences at top-8). Measured on an H200 (bench/results/
+// 2026-12-01-h200-moe-grouped/run4-one-by-one: 4 layers of Qwen3-30B-A3B's
+// shape, bf16, a prefill of one prompt): grouped took 0.60x the time of one
+// by one at 1024 routes, 1.36x at 2048 and 6.4x at 65536. Larger batches run
+// one by one, where cuBLASLt's kernels use each expert's weight for all of
+// its rows at once (the grouped GEMV re-reads it every 8 rows).
+constexpr int64_t kAutoGroupedPairs = 1024;
 
 // Expert e's [rows, cols] matrix of a stacked [E, rows, cols] weight, as a view.
 absl::StatusOr<Tensor> ExpertSlice(const Tensor& stacked, int64_t e) {

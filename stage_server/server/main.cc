@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string moe_experts = "auto";
   app.add_option("--moe-experts", moe_experts,
-                 "MoE models: auto (on GPUs, batches of up to 8192 routes group their experts on the device, so "
+                 "MoE models: auto (on GPUs, batches of up to 1024 routes group their experts on the device, so "
                  "decode steps replay CUDA graphs; larger ones, and the host, run each expert's rows through its "
                  "own matmuls), grouped (on every device, where a batch fits) or per-expert (always one by one)")
       ->check(CLI::IsMember({"auto", "grouped", "per-expert"}))

@@ -28,10 +28,9 @@ namespace seam::models {
 // How a Qwen3-MoE block runs its experts, once its routes are grouped by
 // expert on the device.
 enum class MoeExperts {
-  // Grouped on CUDA for batches of at most 8192 routes (rows × top-k:
-  // decode, with no host round trip, so the step can be a CUDA graph, and
-  // prefill chunks of up to 1024 tokens at top-8); one by one otherwise,
-  // and on the host.
+  // Grouped on CUDA for batches of at most 1024 routes (rows × top-k:
+  // decode steps of up to 128 sequences at top-8, with no host round trip,
+  // so the step can be a CUDA graph); one by one otherwise, and on the host.
   kAuto,
   // Grouped whenever the batch fits the ops (kernels::kMaxExpertPairs
   // routes), on any device (the host runs the ops' CPU reference).
