@@ -48,6 +48,7 @@
 #include "seam/core/cuda_graph.h"
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
+#include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
 #include "seam/runtime/decode_graph.h"
@@ -311,7 +312,7 @@ int Profile(const Flags& flags) {
     int per_layer;  // calls per decoder layer (0: once per step)
     std::function<void()> body;
   };
-  const std::vector<Op> ops{
+  std::vector<Op> ops{
       {"embedding", 0, [&] { Check(kernels::Embedding(token_ids, head, 0, hn), "embedding"); }},
       {"fused_add_rmsnorm", 2, [&] { Check(kernels::FusedAddRmsNorm(x, res, wn, 1e-6f, hn), "norm"); }},
       {"matmul_qkv", 1, [&] { Check(kernels::Matmul(x, wqkv, qkv), "qkv"); }},
@@ -319,13 +320,47 @@ int Profile(const Flags& flags) {
        [&] { Check(kernels::QkvNormRopeCache(qkv, dn, dn, 1e-6f, positions, 1e6f, slot, kc, vc, q), "qkv input"); }},
       {"attention", 1, [&] { Check(kernels::PagedAttention(q, kc, vc, batch, 0.088f, attn), "attention"); }},
       {"matmul_o", 1, [&] { Check(kernels::Matmul(attn.Reshape({t, qh * d}).value(), wo, hn), "o"); }},
-      {"matmul_gate_up", 1, [&] { Check(kernels::Matmul(x, wgu, gu), "gate_up"); }},
-      {"silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu, act), "silu"); }},
-      {"matmul_down", 1, [&] { Check(kernels::Matmul(act, wd, hn), "down"); }},
       {"final_rmsnorm", 0, [&] { Check(kernels::RmsNorm(x, wn, 1e-6f, hn), "final"); }},
       {"lm_head_f32", 0, [&] { Check(kernels::Matmul(last, head, logits), "lm_head"); }},
       {"argmax", 0, [&] { Check(kernels::Argmax(logits, ids), "argmax"); }},
   };
+  std::vector<Op> ffn{
+      {"matmul_gate_up", 1, [&] { Check(kernels::Matmul(x, wgu, gu), "gate_up"); }},
+      {"silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu, act), "silu"); }},
+      {"matmul_down", 1, [&] { Check(kernels::Matmul(act, wd, hn), "down"); }},
+  };
+  // A MoE model (every layer sparse): its experts grouped on the device, as
+  // decode runs them (expert weights zero: only their bytes matter here).
+  const int64_t experts = c.num_experts, k = c.num_experts_per_tok, mi = c.moe_intermediate_size, pairs = t * k;
+  Tensor router, route_w, route_e, router_logits, wgu_e, wd_e, gu_e, act_e, y_e;
+  kernels::ExpertGroups groups;
+  if (experts > 0) {
+    router = RandomGpu({experts, h}, dt, 17, 0.02f);
+    router_logits = Tensor::Empty({t, experts}, DType::kF32, kGpu);
+    route_w = Tensor::Empty({t, k}, DType::kF32, kGpu);
+    route_e = Tensor::Empty({t, k}, DType::kI32, kGpu);
+    wgu_e = Tensor::Zeros({experts, 2 * mi, h}, dt, kGpu);
+    wd_e = Tensor::Zeros({experts, h, mi}, dt, kGpu);
+    gu_e = Tensor::Empty({pairs, 2 * mi}, dt, kGpu);
+    act_e = Tensor::Empty({pairs, mi}, dt, kGpu);
+    y_e = Tensor::Empty({pairs, h}, dt, kGpu);
+    groups = Value(kernels::ExpertGroups::Empty(experts, pairs, kGpu), "groups");
+    Check(kernels::Matmul(x, router, router_logits), "router");
+    Check(kernels::MoeRoute(router_logits, k, true, route_w, route_e), "route");
+    Check(kernels::GroupByExpert(route_e, groups), "group");
+    ffn = {
+        {"moe_router_matmul", 1, [&] { Check(kernels::Matmul(x, router, router_logits), "router"); }},
+        {"moe_route", 1, [&] { Check(kernels::MoeRoute(router_logits, k, true, route_w, route_e), "route"); }},
+        {"moe_sort_routes", 1, [&] { Check(kernels::SortRoutesByExpert(route_w, route_e), "sort"); }},
+        {"moe_group_by_expert", 1, [&] { Check(kernels::GroupByExpert(route_e, groups), "group"); }},
+        {"moe_expert_gate_up", 1, [&] { Check(kernels::ExpertMatmul(x, wgu_e, groups, gu_e), "gate_up"); }},
+        {"moe_silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu_e, act_e), "silu"); }},
+        {"moe_expert_down", 1, [&] { Check(kernels::ExpertMatmul(act_e, wd_e, groups, y_e), "down"); }},
+        {"moe_finalize", 1,
+         [&] { Check(kernels::MoeFinalize(y_e.Reshape({t, k, h}).value(), route_w, hn), "finalize"); }},
+    };
+  }
+  ops.insert(ops.begin() + 6, ffn.begin(), ffn.end());
   json rows = json::array();
   double eager_step = 0, graph_step = 0;
   for (const Op& op : ops) {
