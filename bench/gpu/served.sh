@@ -146,6 +146,14 @@ if want handoff; then
   done
 fi
 
+# The MoE checkpoint of parts moe and moe-serve (Qwen3-30B-A3B's layer shape), made once.
+MOE="$WORK/qwen3-moe-4l-2048"
+moe_model() {
+  [ -f "$MOE/config.json" ] || $R seam model init --arch qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 \
+    --head-dim 128 --intermediate 6144 --experts 128 --top-k 8 --moe-intermediate 768 --vocab 32000 --dtype bf16 \
+    --seed 5 --out "$MOE" > "$OUT_DIR/moe_model_init.log" 2>&1
+}
+
 if want moe; then
   $R cuda_kernels_test --gtest_filter='*Expert*:*SortRoutes*:*MoeFinalize*:*MoeRoute*:*Matmul*' \
     > "$OUT_DIR/moe_kernels_test.log" 2>&1
@@ -164,12 +172,9 @@ if want moe; then
       echo "seam run moe pp$pp $dt rc=$? $(grep -o 'tokens match the single-process run' "$log" | head -1)" >> "$SUMMARY"
     done
   done
-  M="$WORK/qwen3-moe-4l-2048"
-  [ -f "$M/config.json" ] || $R seam model init --arch qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 \
-    --head-dim 128 --intermediate 6144 --experts 128 --top-k 8 --moe-intermediate 768 --vocab 32000 --dtype bf16 \
-    --seed 5 --out "$M" > "$OUT_DIR/moe_model_init.log" 2>&1
+  moe_model
   for experts in auto per-expert; do
-    timeout 150 $R seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches 1,8,32 --prompt-len 128 --steps 64 \
+    timeout 150 $R seam-bench-gpu decode --checkpoint "$MOE" --dtype bf16 --batches 1,8,32 --prompt-len 128 --steps 64 \
       --moe-experts $experts --json "$OUT_DIR/moe_decode_$experts.json" > "$OUT_DIR/moe_decode_$experts.log" 2>&1
     echo "seam-bench-gpu decode moe $experts rc=$?" >> "$SUMMARY"
   done
@@ -184,14 +189,10 @@ for a, b in zip(g, p):
 PY
 fi
 
-# The MoE checkpoint of part moe (made there when missing), served.
 if want moe-serve; then
-  M="$WORK/qwen3-moe-4l-2048"
-  [ -f "$M/config.json" ] || $R seam model init --arch qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 \
-    --head-dim 128 --intermediate 6144 --experts 128 --top-k 8 --moe-intermediate 768 --vocab 32000 --dtype bf16 \
-    --seed 5 --out "$M" > "$OUT_DIR/moe_model_init.log" 2>&1
+  moe_model
   for experts in auto per-expert; do
-    timeout 240 $R seam bench serve --model "$M" --device cuda --dtype bf16 --batch 1,8,32 --prompt-len 128 \
+    timeout 240 $R seam bench serve --model "$MOE" --device cuda --dtype bf16 --batch 1,8,32 --prompt-len 128 \
       --new-tokens 64 --stage-arg=--moe-experts=$experts --json "$OUT_DIR/moe_serve_$experts.json" \
       > "$OUT_DIR/moe_serve_$experts.log" 2>&1
     echo "bench serve moe $experts rc=$?" >> "$SUMMARY"

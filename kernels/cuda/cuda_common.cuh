@@ -150,6 +150,18 @@ __device__ __forceinline__ void WidenVec<__half>(const uint4& raw, float (&f)[8]
   }
 }
 
+// The widest of 16, 8, 4, 2 and 1 bytes dividing `row_bytes` and both
+// addresses: the unit a copy of whole rows between them may move.
+inline int RowCopyUnit(int64_t row_bytes, const void* a, const void* b) {
+  for (int unit : {16, 8, 4, 2}) {
+    if (row_bytes % unit == 0 && reinterpret_cast<uintptr_t>(a) % unit == 0 &&
+        reinterpret_cast<uintptr_t>(b) % unit == 0) {
+      return unit;
+    }
+  }
+  return 1;
+}
+
 // ---- launch context -------------------------------------------------------------
 
 inline cudaStream_t Stream() { return static_cast<cudaStream_t>(CurrentStream()); }

@@ -46,6 +46,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "warp_sum_store.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -217,24 +218,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     for (int r = 0; r < R; ++r) wv[r] = __ldcs(wrow[r] + i);
     GemvStep<T, M, R>(wv, xv, kv, i, acc);
   }
+  int64_t out_row[M];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float v = acc[r][m];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      acc[r][m] = v;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (first + r >= n) continue;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      if (lane == r * M + m) out[m * n + first + r] = FromFloat<O>(acc[r][m]);
-    }
-  }
+  for (int m = 0; m < M; ++m) out_row[m] = m;
+  WarpSumAndStore<O, M, R>(acc, out_row, first, n, lane, out);
 }
 
 // True when Matmul takes the GEMV kernel; see the header.
@@ -281,7 +268,6 @@ absl::Status LaunchGemv(const Tensor& x, const Tensor& w, const Tensor& out, cud
     });
   });
 }
-static_assert(kGemvRowsPerWarp * kGemvMaxRows <= 32, "one lane writes each (feature, row) output");
 
 // ---- cuBLASLt state -------------------------------------------------------------------
 

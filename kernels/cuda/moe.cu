@@ -153,16 +153,13 @@ absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) 
   if (rows.dim(0) == 0 || row_bytes == 0) return absl::OkStatus();
   SEAM_RETURN_IF_ERROR(CheckCurrentDevice(x, "GatherRows"));
   const cudaStream_t stream = Stream();
-  // The widest unit that divides the row and both base addresses.
-  auto fits = [&](int64_t unit) {
-    return row_bytes % unit == 0 && reinterpret_cast<uintptr_t>(x.raw_data()) % unit == 0 &&
-           reinterpret_cast<uintptr_t>(out.raw_data()) % unit == 0;
-  };
-  if (fits(16)) return LaunchGather<uint4>(x, rows, out, row_bytes, stream);
-  if (fits(8)) return LaunchGather<uint2>(x, rows, out, row_bytes, stream);
-  if (fits(4)) return LaunchGather<uint32_t>(x, rows, out, row_bytes, stream);
-  if (fits(2)) return LaunchGather<uint16_t>(x, rows, out, row_bytes, stream);
-  return LaunchGather<uint8_t>(x, rows, out, row_bytes, stream);
+  switch (RowCopyUnit(row_bytes, x.raw_data(), out.raw_data())) {
+    case 16: return LaunchGather<uint4>(x, rows, out, row_bytes, stream);
+    case 8: return LaunchGather<uint2>(x, rows, out, row_bytes, stream);
+    case 4: return LaunchGather<uint32_t>(x, rows, out, row_bytes, stream);
+    case 2: return LaunchGather<uint16_t>(x, rows, out, row_bytes, stream);
+    default: return LaunchGather<uint8_t>(x, rows, out, row_bytes, stream);
+  }
 }
 
 absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights) {

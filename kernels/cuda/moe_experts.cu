@@ -26,6 +26,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "warp_sum_store.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -121,7 +122,6 @@ constexpr int kWarps = 4;        // warps per block
 constexpr int kRowsPerWarp = 2;  // output features per warp
 constexpr int kChunk = 8;        // pairs multiplied per pass over the weight rows
 constexpr int kUnroll = 4;       // 16-byte weight loads in flight per lane and feature
-static_assert(kRowsPerWarp * kChunk <= 32, "one lane writes each (feature, pair) output");
 
 // acc[r][m] += w_r[vector i] · x_m[vector i].
 template <typename T, int M, int R>
@@ -179,24 +179,10 @@ __device__ __forceinline__ void ExpertPass(const uint4* const (&wrow)[kRowsPerWa
     for (int r = 0; r < R; ++r) wv[r] = __ldg(wrow[r] + i);
     ExpertStep<T, M, R>(wv, xrow, i, acc);
   }
+  int64_t out_row[M];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float v = acc[r][m];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      acc[r][m] = v;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (first + r >= n) continue;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      if (lane == r * M + m) out[static_cast<int64_t>(p[m]) * n + first + r] = FromFloat<T>(acc[r][m]);
-    }
-  }
+  for (int m = 0; m < M; ++m) out_row[m] = p[m];
+  WarpSumAndStore<T, M, R>(acc, out_row, first, n, lane, out);
 }
 
 template <typename T>
@@ -277,13 +263,12 @@ absl::Status LaunchPairRows(const Tensor& in, const ExpertGroups& groups, const 
     SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   };
-  auto fits = [&](int64_t unit) {
-    return row_bytes % unit == 0 && reinterpret_cast<uintptr_t>(in.raw_data()) % unit == 0 &&
-           reinterpret_cast<uintptr_t>(out.raw_data()) % unit == 0;
-  };
-  if (fits(16)) return launch(uint4{});
-  if (fits(4)) return launch(uint32_t{});
-  return launch(uint16_t{});  // every floating dtype's rows are whole 2-byte units
+  switch (RowCopyUnit(row_bytes, in.raw_data(), out.raw_data())) {
+    case 16: return launch(uint4{});
+    case 8: return launch(uint2{});
+    case 4: return launch(uint32_t{});
+    default: return launch(uint16_t{});  // every floating dtype's rows are whole 2-byte units
+  }
 }
 
 // ---- MoeFinalize ---------------------------------------------------------------

@@ -109,7 +109,7 @@ TEST(GroupByExpert, RejectsTooManyPairs) {
   ASSERT_TRUE(g.ok());
   const absl::Status s = GroupByExpert(Tensor::Zeros({kMaxExpertPairs + 1}, DType::kI32), *g);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("at most 65536 pairs"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("at most 16777216 pairs"), std::string::npos) << s;
 }
 
 TEST(GatherPairs, RowsOfThePairsInGroupOrderAndBack) {
@@ -134,6 +134,18 @@ TEST(GatherPairs, RejectsMismatchedShapes) {
   s = ScatterPairs(Tensor::Zeros({2, 2}, DType::kF32), g, Tensor::Zeros({4, 2}, DType::kF32));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("src: expected shape [4, 2]"), std::string::npos) << s;
+}
+
+// A long prefill's routes: more pairs than any decode step (131072: 16384
+// tokens at top-8), grouped all the same.
+TEST(GroupByExpert, ALongPrefillsRoutes) {
+  std::vector<int32_t> ids(131072);
+  for (size_t p = 0; p < ids.size(); ++p) ids[p] = static_cast<int32_t>(p * 7 % 128);
+  const ExpertGroups g = Grouped(ids, 128);
+  const std::vector<int32_t> offsets = Ints(g.offsets);
+  EXPECT_EQ(offsets[128], 131072);
+  EXPECT_EQ(offsets[1] - offsets[0], 1024);
+  EXPECT_EQ(Ints(g.active)[0], 128);
 }
 
 TEST(ExpertMatmulTakes, SixteenByteRows) {

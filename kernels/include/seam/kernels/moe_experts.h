@@ -4,7 +4,8 @@
 // routed (row, expert) pairs by expert (GroupByExpert), run every expert's
 // matmul once over all of its pairs (ExpertMatmul: each expert weight is read
 // once per call), then sum each row's weighted expert outputs
-// (MoeFinalize). At most kMaxExpertPairs pairs per call. The matmul is a
+// (MoeFinalize). At most kMaxExpertPairs pairs per call (GroupByExpert is
+// one block of threads: a step's routes, not a dataset's). The matmul is a
 // GEMV per expert, made for decode: an expert's weight is streamed once per
 // 8 of its pairs, so a large batch re-reads it (a MoE block chooses when to
 // run its experts one by one instead: models/src/qwen3_moe_block.cc).
@@ -25,7 +26,7 @@
 
 namespace seam::kernels {
 
-inline constexpr int64_t kMaxExpertPairs = 65536;  // routed pairs per call
+inline constexpr int64_t kMaxExpertPairs = int64_t{1} << 24;  // routed pairs per call
 inline constexpr int64_t kMaxRoutesPerRow = 64;   // G (top-k) per row
 inline constexpr int64_t kMaxGroupedExperts = 4096;
 
