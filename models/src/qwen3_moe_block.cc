@@ -14,8 +14,6 @@
 // Either way each row's expert outputs are summed in ascending expert order
 // in fp32 (MoeFinalize, or fused into the final norm: ForwardDeferred), and
 // the result is this rank's partial sum of the MoE output.
-#include <vector>
-
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
 #include "seam/kernels/moe_experts.h"

@@ -72,9 +72,10 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
                                                    ") and max context (", options.max_context,
                                                    ") must be positive"));
   }
-  if (options.batch_size * topology.attn_dp > model.graph_max_rows()) {
+  const int64_t step_rows = options.batch_size * topology.attn_dp;
+  if (step_rows > model.graph_max_rows()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "DecodeGraph: a step of ", options.batch_size, " sequences per DP group (", options.batch_size * topology.attn_dp,
+        "DecodeGraph: a step of ", options.batch_size, " sequences per DP group (", step_rows,
         " token rows) is more than this piece records (", model.graph_max_rows(),
         " rows: its MoE layers group their experts on the device up to that, or not at all at 0)"));
   }

@@ -72,8 +72,8 @@ void StageGroup::Impl::SetUpGraphs(const weights::ModelConfig& config) {
                   buckets.end());
     if (buckets.empty()) {
       st.off_reason = absl::StrCat(config.architecture, " decode steps of this piece are not recorded as CUDA graphs",
-                                   most == 0 ? ": its MoE layers run their experts one by one from routes read on "
-                                               "the host"
+                                   most == 0 ? ": its MoE layers run their experts one by one (the group offsets "
+                                               "read on the host)"
                                              : absl::StrCat(" above ", most, " token rows"));
       SEAM_LOG_INFO("decode steps of this piece run eagerly, without CUDA graphs: {}", st.off_reason);
     } else if (buckets.size() < asked) {
