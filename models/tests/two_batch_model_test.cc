@@ -18,6 +18,7 @@
 #include "seam/core/status.h"
 #include "seam/kernels/stream.h"
 #include "seam/models/qwen3_model.h"
+#include "seam/testing/rank_rendezvous.h"
 #include "seam/testing/temp_dir.h"
 #include "seam/testing/tiny_checkpoint.h"
 
@@ -67,10 +68,13 @@ absl::Status RunCase(const Case& c) {
   }
   std::vector<absl::Status> results(c.tp);
   std::vector<std::thread> threads;
+  seam::testing::RankRendezvous teardown(c.tp);
   for (int r = 0; r < c.tp; ++r) {
     threads.emplace_back([&, r] {
+      std::unique_ptr<comm::ProcessGroups> groups;  // torn down once every rank is done
+      seam::testing::ArriveOnExit done(teardown);
       results[r] = [&]() -> absl::Status {
-        SEAM_ASSIGN_OR_RETURN(auto groups, comm::ProcessGroups::Create(comm::Topology{c.tp, c.attn_dp, 1}, r, factory));
+        SEAM_ASSIGN_OR_RETURN(groups, comm::ProcessGroups::Create(comm::Topology{c.tp, c.attn_dp, 1}, r, factory));
         SEAM_ASSIGN_OR_RETURN(boundary::Topology topology, boundary::Topology::Make(c.tp, c.attn_dp, r));
         ModelOptions options{topology, boundary::ReductionPolicy::kAr, DType::kF32};
         options.defer_moe_finalize = false;
