@@ -121,7 +121,7 @@ double WeightBytes(const weights::ModelConfig& c, DType dt, int64_t batch = 1) {
     params += h * d * (2 * q + 2 * kv) + 2 * h + 2 * d;
     if (c.IsSparseLayer(l)) {
       const double e = c.num_experts, k = c.num_experts_per_tok;
-      const double read = batch == 1 ? k : e * (1 - std::pow(1 - k / e, static_cast<double>(batch)));
+      const double read = e * (1 - std::pow(1 - k / e, static_cast<double>(batch)));
       params += read * 3.0 * h * c.moe_intermediate_size + e * h;
     } else {
       params += 3.0 * h * c.intermediate_size;

@@ -43,6 +43,15 @@ absl::Status ExpectGroups(const ExpertGroups& g) {
   return absl::OkStatus();
 }
 
+// P pairs spread evenly over the rows of x (pair p reads row p / (P / M)).
+absl::Status ExpectRowsDividePairs(const Tensor& x, const char* x_name, int64_t pairs) {
+  if (pairs > 0 && (x.dim(0) == 0 || pairs % x.dim(0) != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(x_name, ": its ", x.dim(0), " rows do not divide the ", pairs, " pairs"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ExpertGroups> ExpertGroups::Empty(int64_t experts, int64_t pairs, Device device) {
@@ -100,10 +109,7 @@ absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& 
   SEAM_RETURN_IF_ERROR(ExpectDimSize(w, 2, x.dim(1), "w"));
   const int64_t pairs = groups.pairs();
   SEAM_RETURN_IF_ERROR(ExpectShape(out, {pairs, w.dim(1)}, "out"));
-  if (pairs > 0 && (x.dim(0) == 0 || pairs % x.dim(0) != 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("x: its ", x.dim(0), " rows do not divide the ", pairs, " pairs"));
-  }
+  SEAM_RETURN_IF_ERROR(ExpectRowsDividePairs(x, "x", pairs));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&w, "w"}, {&out, "out"},
                                                      {&groups.offsets, "groups.offsets"}}));
   SEAM_KERNELS_DISPATCH(device, ExpertMatmul, x, w, groups, out);
@@ -125,11 +131,7 @@ absl::Status ExpectPairRows(const Tensor& x, const char* x_name, const Tensor& o
                                                    DTypeName(x.dtype()), "), got ", DTypeName(out.dtype())));
   }
   if (!x_per_row) return ExpectShape(x, {pairs, out.dim(1)}, x_name);
-  if (pairs > 0 && (x.dim(0) == 0 || pairs % x.dim(0) != 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(x_name, ": its ", x.dim(0), " rows do not divide the ", pairs, " pairs"));
-  }
-  return absl::OkStatus();
+  return ExpectRowsDividePairs(x, x_name, pairs);
 }
 
 }  // namespace

@@ -58,7 +58,6 @@ class DenseMlp {
   // on the host (Load places them).
   static absl::StatusOr<std::pair<Tensor, Tensor>> LoadHost(const LoadContext& ctx, const std::string& prefix,
                                                             int64_t intermediate);
-  static DenseMlp Of(Tensor gate_up, Tensor down);
   // x [N, H] → partial [N, H] (N may be 0).
   absl::StatusOr<Tensor> Forward(const Tensor& x) const;
 

@@ -30,15 +30,9 @@ absl::StatusOr<std::pair<Tensor, Tensor>> DenseMlp::LoadHost(const LoadContext& 
 
 absl::StatusOr<DenseMlp> DenseMlp::Load(const LoadContext& ctx, const std::string& prefix, int64_t intermediate) {
   SEAM_ASSIGN_OR_RETURN(auto host, LoadHost(ctx, prefix, intermediate));
-  SEAM_ASSIGN_OR_RETURN(Tensor gate_up, ctx.Place(host.first));
-  SEAM_ASSIGN_OR_RETURN(Tensor down, ctx.Place(host.second));
-  return Of(std::move(gate_up), std::move(down));
-}
-
-DenseMlp DenseMlp::Of(Tensor gate_up, Tensor down) {
   DenseMlp mlp;
-  mlp.gate_up_ = std::move(gate_up);
-  mlp.down_ = std::move(down);
+  SEAM_ASSIGN_OR_RETURN(mlp.gate_up_, ctx.Place(host.first));
+  SEAM_ASSIGN_OR_RETURN(mlp.down_, ctx.Place(host.second));
   return mlp;
 }
 
