@@ -64,15 +64,19 @@ class Pipeline {
     const std::vector<int> cuts = Cuts(pp, layers);
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
       runtime::StageGroupOptions options;
-      options.first_layer = cuts[i];
-      options.end_layer = cuts[i + 1];
+      options.model.first_layer = cuts[i];
+      options.model.end_layer = cuts[i + 1];
       auto group = runtime::StageGroup::Create(dir, tp, attn_dp, boundary::ReductionPolicy::kAuto, options);
       if (!group.ok()) return group.status();
       pieces_.push_back(std::move(*group));
     }
     return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& sequences, bool all_logits) {
+  // Sequence i lives on attention-DP group i mod attn_dp, as a coordinator would spread them.
+  absl::StatusOr<std::vector<Tensor>> Step(std::vector<models::SequenceStep> sequences, bool all_logits) {
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      sequences[i].dp_group = static_cast<int>(i % static_cast<size_t>(pieces_.front()->attn_dp()));
+    }
     std::vector<boundary::PipelineTensors> handoff;
     for (auto& piece : pieces_) {
       SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out, piece->StepPiece(sequences, all_logits, handoff));

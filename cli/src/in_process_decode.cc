@@ -36,7 +36,8 @@ std::vector<SequenceStep> Prompts(int batch, uint64_t first_id, uint64_t round, 
                                   int64_t vocab) {
   std::vector<SequenceStep> steps;
   for (int s = 0; s < batch; ++s) {
-    SequenceStep step{first_id + s, {}, 0};
+    // Prompt s on attention-DP group s mod attn_dp, as the coordinator spreads a burst.
+    SequenceStep step{first_id + s, {}, 0, s % o.attn_dp};
     for (int t = 0; t < o.prompt_len; ++t) step.tokens.push_back(BenchPromptToken(s, t, round, vocab));
     steps.push_back(std::move(step));
   }
@@ -192,8 +193,10 @@ absl::StatusOr<std::unique_ptr<InProcessDecode>> InProcessDecode::Create(const I
   SEAM_ASSIGN_OR_RETURN(weights::ModelConfig config, weights::LoadModelConfig(o.model_dir));
   runtime::StageGroupOptions options;
   options.device = o.device;
-  options.dtype = options.cache.dtype = o.dtype;
+  options.model.dtype = options.cache.dtype = o.dtype;
   options.cache.budget_bytes = CacheBudget(config, o);
+  // A round's prefill of the largest batch is one step.
+  options.kv.max_step_tokens = std::max<int64_t>(options.kv.max_step_tokens, int64_t{o.max_batch} * o.prompt_len);
   // As seam-stage's default: the fused all-reduce where it measures no slower.
   options.allreduce_fusion.mode = boundary::AllReduceFusionMode::kAuto;
   SEAM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::StageGroup> group,

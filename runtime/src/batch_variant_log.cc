@@ -5,13 +5,6 @@
 
 namespace seam::runtime {
 
-bool IsPrefill(const std::vector<models::SequenceStep>& sequences) {
-  for (const models::SequenceStep& s : sequences) {
-    if (s.tokens.size() > 1) return true;
-  }
-  return false;
-}
-
 void BatchVariantLog::Note(uint64_t microbatch, boundary::BatchVariant variant,
                            const boundary::VariantChoiceOptions& choice, const std::vector<int64_t>& dp_rows,
                            bool graph) {

@@ -13,9 +13,6 @@
 
 namespace seam::runtime {
 
-// Whether a step prefills: some sequence brings more than one token.
-bool IsPrefill(const std::vector<models::SequenceStep>& sequences);
-
 class BatchVariantLog {
  public:
   void Note(uint64_t microbatch, boundary::BatchVariant variant, const boundary::VariantChoiceOptions& choice,

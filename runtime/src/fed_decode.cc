@@ -96,7 +96,13 @@ bool StageGroup::CanStepFed(const std::vector<models::SequenceStep>& sequences) 
   for (const models::SequenceStep& s : sequences) {
     if (s.tokens.size() != 1 || DpGroupOf(s.sequence) != 0 || (s.dp_group >= 0 && s.dp_group != 0)) return false;
   }
-  return g.BucketFor({models::StepInput{sequences, false}}, {static_cast<int64_t>(sequences.size())}, {}) > 0;
+  // How the step would run; the fed step itself checks the cache.
+  StepRequest request;
+  request.sequences = &sequences;
+  StepPlanState state = g.PlanState();
+  state.bounded_by_caches = false;
+  const absl::StatusOr<StepPlan> plan = PlanStep(request, g.PlanFacts(), state);
+  return plan.ok() && plan->execution == StepExecution::kGraph;
 }
 
 absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceStep>& sequences,
@@ -120,11 +126,7 @@ absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceSt
   job->input.sequences = sequences;
   job->choices = choices;
   job->rows = n;
-  std::vector<models::CacheSpan> spans;
-  for (const models::SequenceStep& s : sequences) {
-    job->ids.push_back(s.sequence);
-    spans.push_back(models::CacheSpan{s.sequence, s.start, 1});
-  }
+  for (const models::SequenceStep& s : sequences) job->ids.push_back(s.sequence);
   std::vector<uint64_t> sorted = job->ids;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
@@ -140,20 +142,10 @@ absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceSt
     }
     job->feed = *feed;
   }
-  const int64_t needed = rank.cache->BlocksNeeded(spans);
-  if (needed > rank.cache->free_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat("KV cache full on DP group 0: the step needs ", needed,
-                                                     " more blocks, ", rank.cache->free_blocks(), " of ",
-                                                     rank.cache->num_blocks(), " are free"));
-  }
-  job->bucket = g.BucketFor({job->input}, {n}, {});
-  if (rank.graphs.count(job->bucket) == 0) {
-    SEAM_RETURN_IF_ERROR(g.CaptureGraphs(g.options.graph_capture_at_start ? g.options.graph_buckets
-                                                                          : std::vector<int64_t>{job->bucket}));
-    if (!g.graph_stats.off_reason.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat("decode graphs turned off: ", g.graph_stats.off_reason));
-    }
-  }
+  StepRequest request;
+  request.sequences = &sequences;
+  SEAM_ASSIGN_OR_RETURN(const StepPlan plan, PlanStep(request, g.PlanFacts(), g.PlanState()));  // the cache's room
+  job->bucket = plan.bucket;
   const int64_t most_rows = *std::max_element(g.options.graph_buckets.begin(), g.options.graph_buckets.end());
   Impl* self = &g;
   const absl::Duration timeout = g.options.comm_timeout;
@@ -162,10 +154,12 @@ absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceSt
     return RunFedStep(*self->ranks[r], r, tp, self->RankDevice(r), most_rows, timeout, *job);
   });
   if (!run.ok()) {
+    ++g.version;
     g.broken = run;
     g.AbortCollectives();
     return run;
   }
+  ++g.version;
   ++g.graph_stats.replays[job->bucket];
   return job->step;
 }

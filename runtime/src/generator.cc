@@ -15,6 +15,7 @@ struct Running {
   uint64_t sequence;     // id on the stage group
   int64_t length;        // tokens in the cache after this step
   int32_t last;          // the token the next decode step feeds
+  int dp_group;          // the attention-DP group it lives on (prompts in turn)
   bool started = false;  // the group has seen it (holds blocks)
 };
 
@@ -61,7 +62,8 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<std::vect
 
   std::vector<Running> running;
   for (size_t p = 0; p < prompts.size(); ++p) {
-    running.push_back(Running{p, next_sequence_++, static_cast<int64_t>(prompts[p].size()), 0});
+    running.push_back(Running{p, next_sequence_++, static_cast<int64_t>(prompts[p].size()), 0,
+                              static_cast<int>(p % static_cast<size_t>(group_->attn_dp()))});
   }
   auto free_all = [&] {
     for (const Running& r : running) {
@@ -73,9 +75,9 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<std::vect
     std::vector<models::SequenceStep> batch;
     for (const Running& r : running) {
       if (step == 0) {
-        batch.push_back(models::SequenceStep{r.sequence, prompts[r.prompt], 0});
+        batch.push_back(models::SequenceStep{r.sequence, prompts[r.prompt], 0, r.dp_group});
       } else {
-        batch.push_back(models::SequenceStep{r.sequence, {r.last}, r.length - 1});
+        batch.push_back(models::SequenceStep{r.sequence, {r.last}, r.length - 1, r.dp_group});
       }
     }
     absl::StatusOr<std::vector<Tensor>> logits = StepInGroups(batch, step == 0 ? 1 : options.decode_groups);

@@ -1,6 +1,7 @@
 // The state behind StageGroup, shared by its source files (stage_group.cc:
-// creation, placement and steps; fed_decode.cc: decode steps fed on the
-// device). Internal to seam_runtime.
+// creation and the group's facts; stage_group_graphs.cc: decode graphs set
+// up at start; stage_group_run.cc: planning and running steps;
+// fed_decode.cc: decode steps fed on the device). Internal to seam_runtime.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "seam/comm/process_groups.h"
+#include "seam/comm/store.h"
 #include "seam/core/cuda_graph.h"
 #include "seam/runtime/decode_graph.h"
 #include "seam/runtime/stage_group.h"
+#include "seam/runtime/step_plan.h"
 #include "seam/weights/checkpoint.h"
 #include "src/batch_variant_log.h"
 #include "src/fed_slots.h"
@@ -53,18 +56,20 @@ struct StageGroup::Impl {
   int tp = 1, attn_dp = 1;
   StageGroupOptions options;
   std::vector<std::unique_ptr<internal::RankState>> ranks;
-  std::map<uint64_t, int> dp_of;
+  std::map<uint64_t, int> dp_of;  // the DP group each sequence lives on
   boundary::ReductionPolicy policy = boundary::ReductionPolicy::kAuto;  // resolved at Create
   int64_t kv_blocks = 0;                                                // per rank (all alike)
-  int next_dp = 0;
   uint64_t next_microbatch = 1;
+  // Counts the changes of placement and caches (steps, frees): a plan made
+  // at another count is stale.
+  uint64_t version = 0;
   absl::Status broken;
   // CUDA graph decode (StageGroupOptions::graph_buckets).
   GraphDecodeStats graph_stats;  // off_reason "" while graphs are on
   BatchVariantLog variant_log;
   int64_t graph_max_context = 0;
-  // A non-first piece: the handoff form its graphs take (learned at its first decode step).
-  std::optional<std::pair<boundary::StreamState, boundary::RowForm>> graph_in_form;
+  // A non-first piece: the handoff form its graphs take (from its producer's declaration).
+  std::optional<HandoffForm> graph_in_form;
   std::vector<std::unique_ptr<internal::RankWorker>> workers;  // declared last: joined first
 
   ~Impl() {
@@ -98,13 +103,24 @@ struct StageGroup::Impl {
   // Synchronize with no time left), so no rank stays blocked in a
   // collective a failed peer never joins. The group is broken already.
   void AbortCollectives();
-  // Whether graphs run at all, and their context limit (after the caches exist).
-  void SetUpGraphs(const weights::ModelConfig& config);
-  // The bucket a step replays, 0 to run it eagerly.
-  int64_t BucketFor(const std::vector<models::StepInput>& inputs, const std::vector<int64_t>& dp_rows,
-                    const std::vector<boundary::PipelineTensors>& in) const;
+  // Loads every rank (its stream, groups, model shards, then its cache)
+  // and sets up the decode graphs (stage_group.cc).
+  absl::Status Start(const comm::CommunicatorFactory& factory, const std::shared_ptr<comm::Store>& store);
+  // Rank r's stream, groups and model; returns its KV budget in bytes.
+  absl::StatusOr<int64_t> LoadRank(int r, const comm::CommunicatorFactory& factory,
+                                   const std::shared_ptr<comm::Store>& store);
+  // Whether graphs run at all, their context limit and, on a non-first
+  // piece, the handoff form they take (after the caches exist); then every
+  // bucket captured on every rank.
+  absl::Status SetUpGraphs(const weights::ModelConfig& config);
   // Every rank captures `buckets` (those it lacks), in order, on its stream.
   absl::Status CaptureGraphs(const std::vector<int64_t>& buckets);
+  // What a plan reads (step_plan.h).
+  StepPlanFacts PlanFacts() const;
+  StepPlanState PlanState() const;
+  // One rank's part of a planned step (stage_group_run.cc).
+  struct RankJob;
+  absl::Status RunRank(int r, const RankJob& job);
 };
 
 }  // namespace seam::runtime

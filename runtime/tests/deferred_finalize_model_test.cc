@@ -35,16 +35,16 @@ Outcome RunOn(int tp, int attn_dp, boundary::ReductionPolicy policy, bool defer,
               models::MoeExperts experts = models::MoeExperts::kAuto) {
   Outcome run;
   StageGroupOptions options;
-  options.defer_moe_finalize = defer;
-  options.moe_experts = experts;
-  options.dtype = dtype;
+  options.model.defer_moe_finalize = defer;
+  options.model.moe_experts = experts;
+  options.model.dtype = dtype;
   auto group = StageGroup::Create(TinyCheckpointDir(true), tp, attn_dp, policy, options);
   EXPECT_TRUE(group.ok()) << group.status();
   if (!group.ok()) return run;
   const std::vector<std::vector<int32_t>> prompts = {PromptTokens(1, 5, 128), PromptTokens(2, 9, 128),
                                                      PromptTokens(3, 3, 128)};
   std::vector<models::SequenceStep> batch;
-  for (size_t i = 0; i < prompts.size(); ++i) batch.push_back(models::SequenceStep{100 + i, prompts[i], 0});
+  for (size_t i = 0; i < prompts.size(); ++i) batch.push_back(models::SequenceStep{100 + i, prompts[i], 0, static_cast<int>(i) % attn_dp});
   auto logits = (*group)->Step(batch, /*all_logits=*/true);
   EXPECT_TRUE(logits.ok()) << logits.status();
   if (!logits.ok()) return run;

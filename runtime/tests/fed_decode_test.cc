@@ -27,7 +27,7 @@ constexpr int kSteps = 12;
 StageGroupOptions CudaOptions(DType dtype) {
   StageGroupOptions o;
   o.device = Device::Kind::kCUDA;
-  o.dtype = dtype;
+  o.model.dtype = dtype;
   o.cache.dtype = dtype;
   o.kv.cache_bytes = int64_t{64} << 20;
   o.graph_buckets = {1, 2, 4, 8};

@@ -38,7 +38,6 @@ bool BitEqual(const Tensor& a, const Tensor& b) {
 
 struct GraphSetup {
   bool graphs = false;
-  bool at_start = true;
   int tp = 1;
   DType dtype = DType::kF32;
   boundary::AllReduceFusionMode fusion = boundary::AllReduceFusionMode::kOff;
@@ -48,16 +47,15 @@ struct GraphSetup {
 StageGroupOptions Options(const GraphSetup& s, int first_layer, int end_layer) {
   StageGroupOptions o;
   o.device = Device::Kind::kCUDA;
-  o.dtype = s.dtype;
+  o.model.dtype = s.dtype;
   o.cache.dtype = s.dtype;
   o.kv.cache_bytes = int64_t{64} << 20;
-  o.first_layer = first_layer;
-  o.end_layer = end_layer;
+  o.model.first_layer = first_layer;
+  o.model.end_layer = end_layer;
   o.allreduce_fusion.mode = s.fusion;
-  o.moe_experts = s.moe_experts;
+  o.model.moe_experts = s.moe_experts;
   if (s.graphs) {
     o.graph_buckets = {1, 2, 4, 8};
-    o.graph_capture_at_start = s.at_start;
     o.graph_max_context = 32;
   }
   return o;
@@ -184,18 +182,21 @@ TEST_P(GraphDecode, TwoPiecePipelineHandsOffThroughFixedBuffers) {
   Compare(FourLayerCheckpointDir(false), GraphSetup{}, {0, 2, 4});
 }
 
-TEST_P(GraphDecode, LazyCaptureTakesOnlyTheBucketsStepsNeed) {
+// Every piece, the non-first one too (its handoff form comes from its
+// producer's declaration), holds every bucket before its first step.
+TEST_P(GraphDecode, EveryPieceCapturesEveryBucketAtStart) {
   GraphSetup s;
   s.dtype = GetParam();
   s.graphs = true;
-  s.at_start = false;
   auto p = Pieces::Make(FourLayerCheckpointDir(false), s, {0, 2, 4});
   ASSERT_TRUE(p != nullptr);
-  for (const auto& piece : p->pieces) EXPECT_TRUE(piece->GraphStats().captured.empty());
+  for (const auto& piece : p->pieces) {
+    EXPECT_EQ(piece->GraphStats().captured, (std::vector<int64_t>{1, 2, 4, 8})) << piece->GraphStats().ToString();
+  }
   RunSteps(*p);
   for (const auto& piece : p->pieces) {
     const GraphDecodeStats stats = piece->GraphStats();
-    EXPECT_EQ(stats.captured, (std::vector<int64_t>{1, 4, 8})) << stats.ToString();
+    EXPECT_EQ(stats.captured, (std::vector<int64_t>{1, 2, 4, 8})) << stats.ToString();
     EXPECT_EQ(stats.replays, (std::map<int64_t, int64_t>{{1, 2}, {4, 2}, {8, 2}})) << stats.ToString();
   }
 }
@@ -260,7 +261,6 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GraphDecode, ::testing::Values(DType::kF32, DTy
 TEST(GraphDecodeOnHost, CpuGroupsIgnoreGraphBuckets) {
   StageGroupOptions o;
   o.graph_buckets = {1, 2, 4};
-  o.graph_capture_at_start = true;
   o.kv.cache_bytes = int64_t{16} << 20;
   auto group = StageGroup::Create(TinyCheckpointDir(false), 1, 1, boundary::ReductionPolicy::kAuto, o);
   ASSERT_TRUE(group.ok()) << group.status();

@@ -50,12 +50,12 @@ TEST_P(KvDecode, MixedLengthBatchEqualsEachSequenceAlone) {
   const std::vector<int> lengths{7, 1, 18, 4};
   std::vector<models::SequenceStep> batch;
   for (size_t i = 0; i < lengths.size(); ++i) {
-    batch.push_back(models::SequenceStep{10 + i, PromptTokens(20 + i, lengths[i], 128), 0});
+    batch.push_back(models::SequenceStep{10 + i, PromptTokens(20 + i, lengths[i], 128), 0, static_cast<int>(i % 2)});
   }
   auto together = group->Step(batch, true);
   ASSERT_TRUE(together.ok()) << together.status();
   for (size_t i = 0; i < lengths.size(); ++i) {
-    auto alone = group->Step({models::SequenceStep{50 + i, batch[i].tokens, 0}}, true);
+    auto alone = group->Step({models::SequenceStep{50 + i, batch[i].tokens, 0, static_cast<int>(i % 2)}}, true);
     ASSERT_TRUE(alone.ok()) << alone.status();
     ASSERT_EQ((*together)[i].shape(), (Shape{lengths[i], 128}));
     EXPECT_LE(MaxRelativeError((*together)[i], (*alone)[0]), kTolerance) << "sequence " << i;
@@ -69,16 +69,20 @@ TEST_P(KvDecode, DecodeWithFewerSequencesThanDpGroups) {
   ASSERT_NE(group, nullptr);
   const std::vector<int32_t> a = PromptTokens(31, 6, 128), b = PromptTokens(32, 11, 128);
   // Two sequences on four DP groups: groups 2 and 3 run every step with 0 rows.
-  for (StageGroup* g : {reference.get(), group.get()}) {
-    ASSERT_TRUE(g->Step({models::SequenceStep{1, a, 0}, models::SequenceStep{2, b, 0}}, false).ok());
-  }
+  const auto placed = [](std::vector<models::SequenceStep> steps) {  // sequence 1 on DP group 0, 2 on 1
+    for (models::SequenceStep& s : steps) s.dp_group = static_cast<int>(s.sequence) - 1;
+    return steps;
+  };
+  const std::vector<models::SequenceStep> prefill{models::SequenceStep{1, a, 0}, models::SequenceStep{2, b, 0}};
+  ASSERT_TRUE(reference->Step(prefill, false).ok());
+  ASSERT_TRUE(group->Step(placed(prefill), false).ok());
   EXPECT_EQ(group->DpGroupOf(1), 0);
   EXPECT_EQ(group->DpGroupOf(2), 1);
   for (int i = 0; i < 4; ++i) {
     std::vector<models::SequenceStep> step{models::SequenceStep{1, {static_cast<int32_t>(40 + i)}, 6 + i}};
     if (i % 2 == 0) step.push_back(models::SequenceStep{2, {static_cast<int32_t>(60 + i)}, 11 + i / 2});
     auto want = reference->Step(step, false);
-    auto got = group->Step(step, false);
+    auto got = group->Step(placed(step), false);
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_TRUE(got.ok()) << got.status();
     for (size_t s = 0; s < step.size(); ++s) {

@@ -16,8 +16,8 @@ using testing::PromptTokens;
 
 std::unique_ptr<StageGroup> Piece(int tp, int first, int end) {
   StageGroupOptions options;
-  options.first_layer = first;
-  options.end_layer = end;
+  options.model.first_layer = first;
+  options.model.end_layer = end;
   auto group =
       StageGroup::Create(FourLayerCheckpointDir(true), tp, 1, boundary::ReductionPolicy::kAuto, options);
   EXPECT_TRUE(group.ok()) << group.status();

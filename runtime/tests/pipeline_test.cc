@@ -43,8 +43,8 @@ class Pipeline {
     auto p = std::make_unique<Pipeline>();
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
       StageGroupOptions options;
-      options.first_layer = cuts[i];
-      options.end_layer = cuts[i + 1];
+      options.model.first_layer = cuts[i];
+      options.model.end_layer = cuts[i + 1];
       auto group = StageGroup::Create(FourLayerCheckpointDir(moe), tp, attn_dp, boundary::ReductionPolicy::kAuto,
                                       options);
       EXPECT_TRUE(group.ok()) << group.status();
@@ -84,7 +84,7 @@ Outcome RunPipeline(bool moe, int tp, int attn_dp, const std::vector<int>& cuts)
   const std::vector<std::vector<int32_t>> prompts{PromptTokens(1, 5, 128), PromptTokens(2, 9, 128),
                                                   PromptTokens(3, 3, 128)};
   std::vector<models::SequenceStep> step;
-  for (size_t i = 0; i < prompts.size(); ++i) step.push_back(models::SequenceStep{100 + i, prompts[i], 0});
+  for (size_t i = 0; i < prompts.size(); ++i) step.push_back(models::SequenceStep{100 + i, prompts[i], 0, static_cast<int>(i) % attn_dp});
   run.greedy.resize(prompts.size());
   for (int s = 0; s <= kDecodeSteps; ++s) {
     auto logits = pipeline->Step(step, /*all_logits=*/s == 0);

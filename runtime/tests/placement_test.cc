@@ -52,6 +52,51 @@ TEST(StagePlacement, AStepThatMovesASequenceIsRefusedBeforeAnyRankRuns) {
   EXPECT_TRUE(group->Step({next}, false).ok());  // the group is still usable
 }
 
+// The coordinator places; a stage of several DP groups never does.
+TEST(StagePlacement, AStepThatNamesNoDpGroupIsRefusedWhereThereAreSeveral) {
+  auto group = MakeGroup(2, 2);
+  ASSERT_NE(group, nullptr);
+  auto unnamed = group->Step({On(1, 4, 0), On(2, 4, -1)}, false);
+  ASSERT_EQ(unnamed.status().code(), absl::StatusCode::kInvalidArgument) << unnamed.status();
+  EXPECT_NE(unnamed.status().message().find("sequence 2 names no DP group"), std::string::npos) << unnamed.status();
+  EXPECT_EQ(group->DpGroupOf(1), -1);  // nothing was placed
+  EXPECT_TRUE(group->Step({On(1, 4, 0), On(2, 4, 1)}, false).ok());
+}
+
+// A plan is data: it says what the step does before it runs, and runs only
+// against the state it was made in.
+TEST(StagePlan, APlanRunsOnceAndOnlyAgainstTheStateItSaw) {
+  auto group = MakeGroup(2, 2);
+  ASSERT_NE(group, nullptr);
+  const std::vector<models::SequenceStep> step{On(1, 5, 1), On(2, 3, 0)};
+  auto plan = group->Plan(step, false, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->ToString(),
+            "2 sequences; dp 0: 3 rows [2*@0+3], 1 blocks, 0 state slots; dp 1: 5 rows [1*@0+5], 1 blocks, 0 state "
+            "slots; eager (graphs off: the group computes on the host), ORDINARY; in none; out logits");
+  EXPECT_EQ(group->DpGroupOf(1), -1);  // planning changes nothing
+  auto out = group->Run(*plan, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->logits.size(), 2u);
+  EXPECT_EQ(group->DpGroupOf(1), 1);
+  auto again = group->Run(*plan, {});
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
+}
+
+// A step of more token rows than the stage's max step tokens is refused.
+TEST(StagePlan, AStepLargerThanTheStageTakesIsRefused) {
+  StageGroupOptions options;
+  options.kv.max_step_tokens = 8;
+  auto group = MakeGroup(1, 1, options);
+  ASSERT_NE(group, nullptr);
+  auto big = group->Step({On(1, 6, 0), On(2, 3, 0)}, false);
+  ASSERT_EQ(big.status().code(), absl::StatusCode::kInvalidArgument) << big.status();
+  EXPECT_EQ(big.status().message(), "the step carries 9 token rows, more than this stage's 8 (its max step tokens)");
+  EXPECT_EQ(group->Limits().max_step_tokens, 8);
+  EXPECT_EQ(group->Limits().state_slots_per_dp_group, 0);
+  EXPECT_TRUE(group->Step({On(1, 6, 0)}, false).ok());
+}
+
 TEST(StageKvCapacity, HostCachesComeFromTheByteBudget) {
   StageGroupOptions options;
   // TP 2, attention DP 1: each rank holds 1 KV head x 16 dims x 2 layers, k and v, f32 = 256 bytes a token.

@@ -38,7 +38,7 @@ Outcome RunOn(bool moe, int tp, int attn_dp, boundary::ReductionPolicy policy) {
   if (!group.ok()) return run;
   std::vector<models::SequenceStep> batch;
   const auto prompts = Prompts();
-  for (size_t i = 0; i < prompts.size(); ++i) batch.push_back(models::SequenceStep{1000 + i, prompts[i], 0});
+  for (size_t i = 0; i < prompts.size(); ++i) batch.push_back(models::SequenceStep{1000 + i, prompts[i], 0, static_cast<int>(i) % attn_dp});
   auto logits = (*group)->Step(batch, /*all_logits=*/true);
   EXPECT_TRUE(logits.ok()) << logits.status();
   if (!logits.ok()) return run;

@@ -2,7 +2,9 @@
 // in one batch, then decodes one token per unfinished sequence per step,
 // choosing tokens greedily or by seeded sampling; a sequence stops at
 // max_new_tokens or at EOS and its KV blocks are freed when it stops (and on
-// any error). Uses the group from the calling thread; not thread-safe.
+// any error). It places prompt p on attention-DP group p mod attn_dp (the
+// group places nothing itself). Uses the group from the calling thread; not
+// thread-safe.
 #pragma once
 
 #include <cstdint>

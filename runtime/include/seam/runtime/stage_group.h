@@ -1,21 +1,24 @@
-// StageGroup: one stage's TP group on the CPU. Each of the tp ranks is a
-// thread with its own Gloo groups (found through a FileStore in a fresh
-// temporary directory), its model shards (models::DecoderModel) and its models::KvCache
-// (sized from memory: kv_sizing.h). A sequence lives on the attention-DP
-// group its first step names (SequenceStep::dp_group, chosen by the
-// coordinator), or on the next one round-robin when the step names none, and
-// stays there (its KV cache lives there); a step runs one forward on every
-// rank, and a DP group with no sequence in the step still joins every
-// collective.
-// A group may run one pipeline piece, a layer range (StageGroupOptions):
-// StepPiece then takes and returns one handoff per TP rank. Given the same
-// steps, every piece places a sequence on the same DP group, so TP rank r of
-// one piece feeds TP rank r of the next.
-// On CUDA each rank computes on a stream of its own (its NCCL communicators
-// enqueue there too), and decode steps may replay per-bucket CUDA graphs
-// (runtime::DecodeGraph; StageGroupOptions::graph_buckets) whose tokens equal
-// the eager step's.
-// Driven by one thread: Create, Step, StepPiece and Free must not run concurrently.
+// StageGroup: one pipeline stage's TP group, as rank threads. Each of the
+// tp ranks is a thread with its model shards (models::DecoderModel) and its
+// models::KvCache (sized from memory: kv_sizing.h); the ranks join over
+// Gloo on the host, or over NCCL on CUDA, where TP rank r computes on GPU
+// first_gpu + r on a stream of its own (its NCCL communicators enqueue
+// there too). A group may hold one pipeline piece, a layer range: a step
+// then takes and returns one handoff per TP rank.
+// A step is planned, then run (step_plan.h): Plan decides, from the step
+// and the group's state alone, where each sequence lives (the attention-DP
+// group the step names: the coordinator's decision; a sequence stays there,
+// with its KV cache), the rows, the cache blocks and state slots it takes,
+// the batch variant, whether a CUDA graph replays it and what it returns;
+// Run executes that plan on every rank (a DP group with no sequence in the
+// step still joins every collective). StepPiece is the two together.
+// Decode graphs (runtime::DecodeGraph, one per bucket of
+// StageGroupOptions::graph_buckets) are captured when the group starts, on
+// every piece, and only replayed by steps; their tokens equal the eager
+// step's. Given the same steps every piece plans alike, so TP rank r of one
+// piece feeds TP rank r of the next.
+// Driven by one thread: Create, Plan, Run, StepPiece, StepFed and Free must
+// not run concurrently.
 #pragma once
 
 #include <cstdint>
@@ -33,21 +36,25 @@
 #include "seam/boundary/variant_choice.h"
 #include "seam/models/kv_cache.h"
 #include "seam/core/device.h"
+#include "seam/core/step_limits.h"
 #include "seam/models/decoder_model.h"
 #include "seam/runtime/kv_sizing.h"
+#include "seam/runtime/step_plan.h"
 #include "seam/runtime/token_sampler.h"
 #include "seam/weights/model_config.h"
 
 namespace seam::runtime {
 
 struct StageGroupOptions {
-  DType dtype = DType::kF32;                       // compute dtype
+  // What every rank's model takes, whole: its dtype, its layers
+  // ([first_layer, end_layer): the piece; end_layer -1: to the last layer)
+  // and its MoE choices (defer_moe_finalize, moe_experts). The group sets
+  // each rank's topology, device and fusions, and the policy Create resolves.
+  models::ModelOptions model;
   models::KvCacheOptions cache;  // each rank's cache: block size and dtype (its size comes from `kv`)
   KvSizing kv;                   // how many bytes each rank's cache takes
   absl::Duration comm_timeout = absl::Seconds(30);  // longest any collective waits for peers
   absl::Duration rank_deadline = absl::Seconds(120);  // longest Create or Step waits for a rank
-  int first_layer = 0;  // the piece's layers: [first_layer, end_layer) of the model
-  int end_layer = -1;   // -1: to the last layer
   // Where the ranks compute: the host (ranks joined over Gloo), or CUDA, where
   // TP rank r uses GPU first_gpu + r and the ranks join over NCCL. Handoffs and logits
   // cross the group's boundary as host tensors either way (but see handoff_on_device).
@@ -70,18 +77,17 @@ struct StageGroupOptions {
   int attn_cp = 1;
   // CUDA: decode steps (one token per sequence) replay CUDA graphs captured
   // per bucket: the step's largest DP group's sequence count rounded up to
-  // the next bucket (ascending, positive); every DP group pads to it. Prefill
-  // steps, steps past the largest bucket or past graph_max_context, and MoE
-  // pieces run eagerly. Empty: every step eager. Ignored on the host.
+  // the next bucket (ascending, positive); every DP group pads to it. Every
+  // bucket is captured when the group starts (a non-first piece takes the
+  // handoff form its producer's declaration names). Prefill steps, steps
+  // past the largest bucket or past graph_max_context, MoE pieces running
+  // experts one by one and non-first pieces at attention TP > 1 run
+  // eagerly. Empty: every step eager. Ignored on the host.
   std::vector<int64_t> graph_buckets;
-  // Capture every bucket when the group starts (a non-first piece: at its
-  // first decode step, when it learns the handoff's form) rather than each
-  // bucket at the first step that needs it.
-  bool graph_capture_at_start = false;
   // The longest context a graph-replayed sequence may reach (the graphs'
   // block-table width); capped by the model's max_position_embeddings and by
   // what one DP group's cache holds.
-  int64_t graph_max_context = 8192;
+  int64_t graph_max_context = kDefaultGraphMaxContext;
   // CUDA: the largest TP size at which decode steps are fed on the device
   // (CanStepFed). 1 until fed steps in TP groups have been run on GPUs of
   // this tree; tests and benchmarks raise it.
@@ -90,13 +96,6 @@ struct StageGroupOptions {
   // transport between stages, stage_server/handoff/device_handoff.h) instead
   // of being copied to the host. Ignored on the host.
   bool handoff_on_device = false;
-  // Qwen3-MoE with a sparse last layer: its MoE hands the finalize to the
-  // final norm, which runs it fused (models::ModelOptions::defer_moe_finalize).
-  bool defer_moe_finalize = true;
-  // Qwen3-MoE: how the experts run (models::ModelOptions::moe_experts). The
-  // default groups them on CUDA for decode-sized batches, so MoE decode
-  // steps replay CUDA graphs up to the model's graph_max_rows().
-  models::MoeExperts moe_experts = models::MoeExperts::kAuto;
 };
 
 // How a CUDA group's decode steps ran (StageGroup::GraphStats).
@@ -108,6 +107,18 @@ struct GraphDecodeStats {
   int64_t captured_bytes = 0;          // GPU memory rank 0 lost over its captures (driver's free bytes)
   std::string off_reason;              // why graphs are off ("" when on)
   std::string ToString() const;
+};
+
+// What bounds one step of a group, as it sized itself (reported in
+// StageStatus.limits; defaults in seam/core/step_limits.h).
+struct StepLimits {
+  int64_t max_step_tokens = 0;           // token rows of one step over all DP groups (kv.max_step_tokens)
+  int64_t kv_block_size = 0;
+  int64_t kv_blocks_per_dp_group = 0;    // every rank of every DP group holds as many
+  int64_t state_slots_per_dp_group = 0;  // Mamba sequences at once; 0: no state
+  std::vector<int64_t> graph_buckets;    // captured decode graphs (sequences per DP group)
+  int64_t graph_max_context = 0;         // 0 without graphs
+  int64_t max_context = 0;               // max_position_embeddings, at most one DP group's cache
 };
 
 // What one piece returns for a step.
@@ -161,6 +172,8 @@ class StageGroup {
   // Blocks of each DP group's cache (every rank holds as many) and tokens per block.
   int64_t KvBlocksPerDpGroup() const;
   int64_t KvBlockSize() const;
+  // What bounds a step of this group: the figures a stage reports.
+  StepLimits Limits() const;
   // What rank 0 measured and chose for the all-reduce fusion, and how many
   // sums it has fused so far ("" when there is no fusion).
   std::string FusionReport() const;
@@ -172,27 +185,36 @@ class StageGroup {
   // this is near zero there).
   std::vector<double> LastSynchronizeSeconds() const;
 
-  // One forward of `sequences` (each at most once) on every rank. Returns fp32
-  // logits per sequence, in input order: [tokens, vocab] with all_logits,
-  // [1, vocab] otherwise. INVALID_ARGUMENT (nothing run) when a step names a
-  // DP group out of range or another than the one a sequence lives on.
-  // RESOURCE_EXHAUSTED (nothing run) when a DP group's
-  // cache cannot hold its sequences; a failing rank fails the step with its
+  // Plans one pipeline piece of a step (step_plan.h's PlanStep against the
+  // group's present state): the same `sequences` (same order) that every
+  // piece of the pipeline runs; `in`: the previous piece's handoff, one per
+  // TP rank (empty on the first piece, tp() entries otherwise); `choices`
+  // (last piece, without all_logits; one per sequence, input order): the
+  // step returns tokens chosen where the logits are (token_sampler.h)
+  // instead of logits. Runs nothing and changes nothing. Errors as
+  // PlanStep's (INVALID_ARGUMENT for a malformed step, a DP group out of
+  // range, unnamed where there are several or other than the sequence's;
+  // RESOURCE_EXHAUSTED when a DP group's cache cannot take the step), and
+  // FAILED_PRECONDITION once the group has failed.
+  absl::StatusOr<StepPlan> Plan(const std::vector<models::SequenceStep>& sequences, bool all_logits,
+                                const std::vector<boundary::PipelineTensors>& in,
+                                const std::vector<TokenChoice>* choices = nullptr) const;
+  // Runs `plan` with the `in` and `choices` it was made with: handoffs on a
+  // non-last piece; on the last, fp32 logits per sequence in input order
+  // ([tokens, vocab] with all_logits, [1, vocab] otherwise) or the chosen
+  // tokens. FAILED_PRECONDITION for a plan made before the group's last
+  // step or Free (nothing run). A failing rank fails the step with its
   // status prefixed by "rank r (dp d, attn_tp a)", and the group refuses
   // later steps with FAILED_PRECONDITION.
-  // The whole model only; FAILED_PRECONDITION on a group built for a layer range.
-  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& sequences, bool all_logits);
-  // One pipeline piece of a step: the same `sequences` (same order) that every
-  // piece of the pipeline runs. `in`: the previous piece's handoff, one per TP
-  // rank (empty on the first piece, tp() entries otherwise). Returns handoffs
-  // on a non-last piece, logits on the last; errors as Step, and
-  // INVALID_ARGUMENT (nothing placed) when `in` has the wrong count or a
-  // rank's handoff does not fit its rows. `choices` (last piece, without
-  // all_logits; one per sequence, input order): choose each sequence's token
-  // where its logits are (token_sampler.h) and return tokens instead.
+  absl::StatusOr<PieceOutput> Run(const StepPlan& plan, const std::vector<boundary::PipelineTensors>& in,
+                                  const std::vector<TokenChoice>* choices = nullptr);
+  // Plan, then Run.
   absl::StatusOr<PieceOutput> StepPiece(const std::vector<models::SequenceStep>& sequences, bool all_logits,
                                         const std::vector<boundary::PipelineTensors>& in,
                                         const std::vector<TokenChoice>* choices = nullptr);
+  // StepPiece of the whole model (no handoffs); its logits.
+  // FAILED_PRECONDITION on a group built for a layer range.
+  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& sequences, bool all_logits);
   // Decode steps fed on the device (fed_decode.cc): a whole-model CUDA
   // group with graph decode, one attention-DP group and no CP ranks, runs a
   // decode step as a graph replay whose tokens are chosen on the device
