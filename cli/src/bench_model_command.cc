@@ -26,6 +26,8 @@ struct Throughput {
 absl::StatusOr<Throughput> Measure(const std::string& dir, int tp, const BenchModelOptions& o, int64_t vocab) {
   runtime::StageGroupOptions options;
   options.kv.cache_bytes = int64_t{1} << 30;
+  // The whole batch's prefill is one step.
+  options.kv.max_step_tokens = std::max<int64_t>(options.kv.max_step_tokens, int64_t{o.batch} * o.prompt_len);
   auto group = runtime::StageGroup::Create(dir, tp, 1, boundary::ReductionPolicy::kAuto, options);
   if (!group.ok()) return group.status();
   Throughput best;

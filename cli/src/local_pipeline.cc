@@ -17,6 +17,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "seam/core/device_memory.h"
+#include "seam/core/step_limits.h"
+#include "seam/core/status.h"
 #include "seam/core/temp_dir.h"
 #include "seam/kernels/cpu_threads.h"
 #include "seam/security/local_credentials.h"
@@ -31,14 +33,14 @@ int FirstGpuOfStage(int k, int tp, int pp) { return CudaDeviceCount() >= pp * tp
 namespace {
 
 // Stages that share their GPUs (fewer GPUs than pp x tp: every stage starts
-// at GPU 0) split the memory their KV caches may fill: 0.9 / pp each, unless
-// the caller sizes the caches itself.
+// at GPU 0) split the memory their KV caches may fill: the default fraction
+// over pp each, unless the caller sizes the caches itself.
 std::string SharedGpuKvFraction(const LocalPipelineOptions& o) {
   if (o.device == "cpu" || o.pp < 2 || CudaDeviceCount() >= o.pp * o.tp) return "";
   for (const std::string& a : o.extra_stage_args) {
     if (absl::StartsWith(a, "--kv-memory-fraction") || absl::StartsWith(a, "--kv-cache-bytes")) return "";
   }
-  return absl::StrFormat("%.3f", 0.9 / o.pp);
+  return absl::StrFormat("%.3f", kDefaultKvMemoryFraction / o.pp);
 }
 
 // A port on 127.0.0.1 free now (bound to port 0, then released), for
@@ -62,28 +64,9 @@ absl::StatusOr<int> FreeLoopbackPort() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalPipelineOptions& o) {
-  std::unique_ptr<LocalPipeline> p(new LocalPipeline());
-  p->work_dir_ = o.work_dir;
-  if (p->work_dir_.empty()) {
-    absl::StatusOr<std::string> made = MakeTempDir("seam-run-");
-    if (!made.ok()) return made.status();
-    p->work_dir_ = *made;
-  }
-  const std::string bin = o.bin_dir.empty() ? ExecutableDir() : o.bin_dir;
-  const auto annotate = [&](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat(s.message(), "\n", p->LogTails(15)));
-  };
-  // Every stage process runs tp CPU ranks on this host: split the cores among
-  // all of them (children inherit the environment; an operator's choice stands).
-  static const bool operator_chose = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
-  if (!operator_chose) {
-    const std::string blas_threads = std::to_string(kernels::CpuMathThreadsPerRank(o.pp * o.tp));
-    setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 1);
-  }
-  std::vector<std::string> stage_security, coordinator_security;
+absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::vector<std::string>* stage_flags) {
   if (!o.insecure) {
-    const std::string tls_dir = p->work_dir_ + "/tls";
+    const std::string tls_dir = work_dir_ + "/tls";
     if (mkdir(tls_dir.c_str(), 0700) != 0 && errno != EEXIST) {
       return absl::ErrnoToStatus(errno, absl::StrCat("cannot make ", tls_dir));
     }
@@ -93,33 +76,37 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
                           absl::StrCat("TLS setup of the local pipeline: ", files.status().message(),
                                        " (--insecure runs it without TLS)"));
     }
-    stage_security = {"--tls-cert", files->server_cert, "--tls-key", files->server_key,
-                      "--tls-client-ca", files->ca_cert};
-    coordinator_security = {"--tls-cert",        files->server_cert, "--tls-key",        files->server_key,
-                            "--auth-token-file", files->token,       "--tls-ca",         files->ca_cert,
-                            "--tls-client-cert", files->client_cert, "--tls-client-key", files->client_key};
-    p->client_security_ = files->Client();
-    p->stage_client_security_ = files->CoordinatorToStages();
+    *stage_flags = {"--tls-cert", files->server_cert, "--tls-key", files->server_key,
+                    "--tls-client-ca", files->ca_cert};
+    coordinator_security_args_ = {"--tls-cert",        files->server_cert, "--tls-key",        files->server_key,
+                                  "--auth-token-file", files->token,       "--tls-ca",         files->ca_cert,
+                                  "--tls-client-cert", files->client_cert, "--tls-client-key", files->client_key};
+    client_security_ = files->Client();
+    stage_client_security_ = files->CoordinatorToStages();
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      security::MakeChannelCredentials(p->client_security_, "127.0.0.1:0");
+      security::MakeChannelCredentials(client_security_, "127.0.0.1:0");
   if (!credentials.ok()) return credentials.status();
-  p->client_credentials_ = *credentials;
-  std::vector<std::string> addresses;
+  client_credentials_ = *credentials;
+  return absl::OkStatus();
+}
+
+absl::Status LocalPipeline::StartStages(const LocalPipelineOptions& o, const std::string& bin,
+                                        const std::vector<std::string>& security_flags) {
   std::vector<std::string> port_files;
   for (int k = 0; k < o.pp; ++k) {
-    const std::string port_file = absl::StrCat(p->work_dir_, "/stage", k, ".port");
-    const std::string log = absl::StrCat(p->work_dir_, "/stage", k, ".log");
-    p->logs_.push_back(log);
+    const std::string port_file = absl::StrCat(work_dir_, "/stage", k, ".port");
+    const std::string log = absl::StrCat(work_dir_, "/stage", k, ".log");
+    logs_.push_back(log);
     std::vector<std::string> stage = {bin + "/seam-stage", "--listen",  "127.0.0.1:0",
                                       "--port-file",       port_file,   "--ucx-mode",
                                       o.ucx_mode,          "--device",  o.device,
                                       "--first-gpu",       absl::StrCat(FirstGpuOfStage(k, o.tp, o.pp))};
-    stage.insert(stage.end(), stage_security.begin(), stage_security.end());
+    stage.insert(stage.end(), security_flags.begin(), security_flags.end());
     if (o.metrics_port >= 0) {
       absl::StatusOr<int> metrics_port = FreeLoopbackPort();
       if (!metrics_port.ok()) return metrics_port.status();
-      p->stage_metrics_ports_.push_back(*metrics_port);
+      stage_metrics_ports_.push_back(*metrics_port);
       stage.insert(stage.end(), {"--metrics-listen", absl::StrCat("127.0.0.1:", *metrics_port)});
     }
     if (const std::string share = SharedGpuKvFraction(o); !share.empty()) {
@@ -128,49 +115,78 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     stage.insert(stage.end(), o.extra_stage_args.begin(), o.extra_stage_args.end());
     auto child = ChildProcess::Spawn(stage, log);
     if (!child.ok()) return child.status();
-    p->stages_.push_back(std::move(*child));
+    stages_.push_back(std::move(*child));
     port_files.push_back(port_file);
   }
   for (int k = 0; k < o.pp; ++k) {
-    auto port = p->stages_[k]->WaitForPortFile(port_files[k], o.startup_timeout);
-    if (!port.ok()) return annotate(port.status());
-    addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+    auto port = stages_[k]->WaitForPortFile(port_files[k], o.startup_timeout);
+    if (!port.ok()) return port.status();
+    stage_addresses_.push_back(absl::StrCat("127.0.0.1:", *port));
   }
-  p->stage_addresses_ = addresses;
-  const std::string port_file = p->work_dir_ + "/coordinator.port";
-  const std::string log = p->work_dir_ + "/coordinator.log";
-  p->logs_.push_back(log);
+  return absl::OkStatus();
+}
+
+absl::Status LocalPipeline::StartCoordinator(const LocalPipelineOptions& o, const std::string& bin) {
+  const std::string port_file = work_dir_ + "/coordinator.port";
+  const std::string log = work_dir_ + "/coordinator.log";
+  logs_.push_back(log);
   std::vector<std::string> argv = {bin + "/seam-coordinator", "--listen", o.coordinator_listen, "--port-file",
-                                   port_file, "--stages", absl::StrJoin(addresses, ","), "--model", o.model_dir,
-                                   "--tp", std::to_string(o.tp), "--attn-dp", std::to_string(o.attn_dp),
+                                   port_file, "--stages", absl::StrJoin(stage_addresses_, ","), "--model",
+                                   o.model_dir, "--tp", std::to_string(o.tp), "--attn-dp", std::to_string(o.attn_dp),
                                    "--stage-timeout", o.stage_timeout};
-  p->coordinator_security_args_ = coordinator_security;
-  argv.insert(argv.end(), coordinator_security.begin(), coordinator_security.end());
-  const std::string http_port_file = p->work_dir_ + "/coordinator.http.port";
+  argv.insert(argv.end(), coordinator_security_args_.begin(), coordinator_security_args_.end());
+  const std::string http_port_file = work_dir_ + "/coordinator.http.port";
   if (!o.http_listen.empty()) {
     argv.insert(argv.end(), {"--http-listen", o.http_listen, "--http-port-file", http_port_file});
   }
   if (o.metrics_port >= 0) {
-    p->coordinator_metrics_port_ = o.metrics_port;
-    if (p->coordinator_metrics_port_ == 0) {
+    coordinator_metrics_port_ = o.metrics_port;
+    if (coordinator_metrics_port_ == 0) {
       absl::StatusOr<int> metrics_port = FreeLoopbackPort();
       if (!metrics_port.ok()) return metrics_port.status();
-      p->coordinator_metrics_port_ = *metrics_port;
+      coordinator_metrics_port_ = *metrics_port;
     }
-    argv.insert(argv.end(), {"--metrics-listen", absl::StrCat("127.0.0.1:", p->coordinator_metrics_port_)});
+    argv.insert(argv.end(), {"--metrics-listen", absl::StrCat("127.0.0.1:", coordinator_metrics_port_)});
   }
   argv.insert(argv.end(), o.extra_coordinator_args.begin(), o.extra_coordinator_args.end());
   auto child = ChildProcess::Spawn(argv, log);
   if (!child.ok()) return child.status();
-  p->coordinator_ = std::move(*child);
-  auto port = p->coordinator_->WaitForPortFile(port_file, o.startup_timeout);
-  if (!port.ok()) return annotate(port.status());
-  p->coordinator_port_ = *port;
+  coordinator_ = std::move(*child);
+  auto port = coordinator_->WaitForPortFile(port_file, o.startup_timeout);
+  if (!port.ok()) return port.status();
+  coordinator_port_ = *port;
   if (!o.http_listen.empty()) {  // written before the gRPC port file
-    auto http_port = p->coordinator_->WaitForPortFile(http_port_file, std::chrono::seconds(5));
-    if (!http_port.ok()) return annotate(http_port.status());
-    p->http_port_ = *http_port;
+    auto http_port = coordinator_->WaitForPortFile(http_port_file, std::chrono::seconds(5));
+    if (!http_port.ok()) return http_port.status();
+    http_port_ = *http_port;
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalPipelineOptions& o) {
+  std::unique_ptr<LocalPipeline> p(new LocalPipeline());
+  p->work_dir_ = o.work_dir;
+  if (p->work_dir_.empty()) {
+    absl::StatusOr<std::string> made = MakeTempDir("seam-run-");
+    if (!made.ok()) return made.status();
+    p->work_dir_ = *made;
+  }
+  const std::string bin = o.bin_dir.empty() ? ExecutableDir() : o.bin_dir;
+  // Every stage process runs tp CPU ranks on this host: split the cores among
+  // all of them (children inherit the environment; an operator's choice stands).
+  static const bool operator_chose = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
+  if (!operator_chose) {
+    const std::string blas_threads = std::to_string(kernels::CpuMathThreadsPerRank(o.pp * o.tp));
+    setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 1);
+  }
+  std::vector<std::string> stage_security;
+  SEAM_RETURN_IF_ERROR(p->SetUpSecurity(o, &stage_security));
+  // A process that does not come up: its error with every log's last lines.
+  const auto annotate = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), "\n", p->LogTails(15)));
+  };
+  if (absl::Status s = p->StartStages(o, bin, stage_security); !s.ok()) return annotate(s);
+  if (absl::Status s = p->StartCoordinator(o, bin); !s.ok()) return annotate(s);
   return p;
 }
 
@@ -257,6 +273,15 @@ absl::Status WriteDefaultModel(const std::string& dir) {
   weights::RandomCheckpointOptions rc;
   rc.seed = 1;
   return weights::WriteRandomCheckpoint(c, rc, dir);
+}
+
+absl::StatusOr<std::string> ModelDirOrDefault(const std::string& model_dir, const std::string& work,
+                                              std::ostream& out) {
+  if (!model_dir.empty()) return model_dir;
+  const std::string dir = work + "/model";
+  SEAM_RETURN_IF_ERROR(WriteDefaultModel(dir));
+  out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << dir << "\n";
+  return dir;
 }
 
 }  // namespace seam::cli

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,12 @@ class LocalPipeline {
 
  private:
   LocalPipeline() = default;
+  // Start's parts: the TLS files and each side's flags (none with
+  // o.insecure), the stage processes with their ports, the coordinator.
+  absl::Status SetUpSecurity(const LocalPipelineOptions& o, std::vector<std::string>* stage_flags);
+  absl::Status StartStages(const LocalPipelineOptions& o, const std::string& bin,
+                           const std::vector<std::string>& security_flags);
+  absl::Status StartCoordinator(const LocalPipelineOptions& o, const std::string& bin);
   std::string work_dir_;
   std::vector<std::string> logs_;
   std::vector<std::unique_ptr<ChildProcess>> stages_;
@@ -109,5 +116,9 @@ class LocalPipeline {
 // Writes the small random qwen3 checkpoint (4 layers, hidden 64, vocab 256)
 // that `seam run` and `seam serve` use without --model.
 absl::Status WriteDefaultModel(const std::string& dir);
+// `model_dir`, or when it is empty that checkpoint written to `work`/model
+// (and said so on `out`).
+absl::StatusOr<std::string> ModelDirOrDefault(const std::string& model_dir, const std::string& work,
+                                              std::ostream& out);
 
 }  // namespace seam::cli

@@ -201,8 +201,12 @@ void SchedulerImpl::AddPrefillChunks(Draft& draft) {
 
 void SchedulerImpl::AdmitFromQueue(Draft& draft) {
   std::vector<bool> eligible(options_.dp_groups);
+  const int most = options_.max_sequences_per_dp_group;
   for (int g = 0; g < options_.dp_groups; ++g) eligible[g] = !draft.group_waiting[g];
   while (!queue_.empty() && HasRoomForSequence(draft)) {
+    for (int g = 0; g < options_.dp_groups; ++g) {
+      if (most > 0 && sequences_on_group_[g] >= most) eligible[g] = false;  // its state slots are taken
+    }
     const std::string id = queue_.front();
     RequestState& state = requests_.at(id);
     const int chunk = ChunkFor(state, draft);

@@ -24,6 +24,7 @@ absl::Status CheckOptions(const SchedulerOptions& o) {
       CheckAtLeast("max_tokens_per_microbatch", o.max_tokens_per_microbatch, 1));
   SEAM_RETURN_IF_ERROR(
       CheckAtLeast("max_sequences_per_microbatch", o.max_sequences_per_microbatch, 1));
+  SEAM_RETURN_IF_ERROR(CheckAtLeast("max_sequences_per_dp_group", o.max_sequences_per_dp_group, 0));
   SEAM_RETURN_IF_ERROR(
       CheckAtLeast("max_inflight_microbatches", o.max_inflight_microbatches, 0));
   SEAM_RETURN_IF_ERROR(CheckAtLeast("max_queue", o.max_queue, 0));

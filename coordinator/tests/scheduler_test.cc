@@ -141,6 +141,23 @@ TEST(SchedulerTest, KvBudgetBoundsAdmissionAndEveryBlockComesBack) {
   EXPECT_EQ(d.scheduler->QueueDepth(), 0);
 }
 
+// Stages that keep Mamba state hold a slot per sequence of a DP group: a
+// request waits for a slot as it waits for blocks.
+TEST(SchedulerTest, StateSlotsBoundTheSequencesOfADpGroup) {
+  SchedulerOptions o = Small();
+  o.max_sequences_per_dp_group = 2;
+  SchedulerDriver d(o);
+  for (const char* id : {"a", "b", "c"}) d.Submit(id, 4, 1);
+  Microbatch m = d.MustNext();
+  EXPECT_THAT(IdsOf(m), ElementsAre("a", "b"));
+  EXPECT_EQ(d.scheduler->QueueDepth(), 1);
+  d.Complete(m);  // a and b finish: their slots are free again
+  Microbatch next = d.MustNext();
+  EXPECT_THAT(IdsOf(next), ElementsAre("c"));
+  o.max_sequences_per_dp_group = -1;
+  EXPECT_THAT(Scheduler::Create(o).status().message(), HasSubstr("max_sequences_per_dp_group = -1"));
+}
+
 TEST(SchedulerTest, DecodeStepsAndNewPrefillsShareAMicrobatch) {
   SchedulerOptions o = Small();
   o.max_tokens_per_microbatch = 8;

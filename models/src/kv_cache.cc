@@ -19,6 +19,13 @@ absl::StatusOr<Tensor> OnDevice(const std::vector<int32_t>& values, const Shape&
 
 }  // namespace
 
+int64_t StateSequencesFor(const KvCacheOptions& options, int64_t bytes_per_sequence) {
+  if (options.max_state_sequences > 0) return options.max_state_sequences;
+  const double share = kDefaultStateShare * static_cast<double>(options.budget_bytes);
+  const int64_t fits = static_cast<int64_t>(share) / std::max<int64_t>(bytes_per_sequence, 1);
+  return std::clamp<int64_t>(fits, 1, kDefaultMaxStateSequences);
+}
+
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t local_kv_heads, int64_t head_dim,
                                                          const KvCacheOptions& options,
                                                          const MambaStateShape& state) {
@@ -33,9 +40,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t
   int64_t budget = options.budget_bytes;
   if (state.layers > 0) {
     const int64_t each = state.BytesPerSequence();
-    const int64_t slots = options.max_state_sequences > 0
-                              ? options.max_state_sequences
-                              : std::clamp<int64_t>(options.budget_bytes / 4 / std::max<int64_t>(each, 1), 1, 256);
+    const int64_t slots = StateSequencesFor(options, each);
     SEAM_ASSIGN_OR_RETURN(cache->states_, MambaStateCache::Create(state, slots, options.device));
     budget -= slots * each;
   }

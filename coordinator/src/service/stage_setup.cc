@@ -179,23 +179,4 @@ absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineL
   return absl::OkStatus();
 }
 
-absl::StatusOr<KvCapacity> PipelineKvCapacity(const std::vector<StageEndpoint>& stages) {
-  KvCapacity least;
-  for (const StageEndpoint& e : stages) {
-    const v1::StageStatus& s = e.status;
-    if (s.kv_blocks_per_dp_group() == 0 || s.kv_block_size() == 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("stage ", e.address, " reports no KV cache (state ", v1::StageState_Name(s.state()), ")"));
-    }
-    if (least.block_size != 0 && static_cast<int>(s.kv_block_size()) != least.block_size) {
-      return absl::FailedPreconditionError(absl::StrCat("stage ", e.address, " has KV blocks of ", s.kv_block_size(),
-                                                        " tokens, an earlier stage of ", least.block_size));
-    }
-    least.block_size = static_cast<int>(s.kv_block_size());
-    const int64_t blocks = static_cast<int64_t>(s.kv_blocks_per_dp_group());
-    if (least.blocks_per_dp_group == 0 || blocks < least.blocks_per_dp_group) least.blocks_per_dp_group = blocks;
-  }
-  return least;
-}
-
 }  // namespace seam::coordinator

@@ -59,14 +59,4 @@ absl::StatusOr<std::string> NewHandoffKey();
 absl::Status ConfigureStages(std::vector<StageEndpoint>& stages, const PipelineLayout& layout,
                              std::chrono::milliseconds wait);
 
-// The KV capacity the pipeline can admit against: the least blocks per
-// attention-DP group over the READY `stages` (each holds the KV of its own
-// layers for every sequence), and their common block size.
-// FAILED_PRECONDITION when a stage reports no capacity or the block sizes differ.
-struct KvCapacity {
-  int64_t blocks_per_dp_group = 0;
-  int block_size = 0;
-};
-absl::StatusOr<KvCapacity> PipelineKvCapacity(const std::vector<StageEndpoint>& stages);
-
 }  // namespace seam::coordinator

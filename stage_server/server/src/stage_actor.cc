@@ -126,8 +126,7 @@ v1::StageStatus StageActor::StatusLocked() const {
   s.set_microbatches_in_flight(in_flight_);
   s.set_last_sequence_number(last_sequence_number_);
   s.set_error(error_);
-  s.set_kv_blocks_per_dp_group(kv_blocks_);
-  s.set_kv_block_size(kv_block_size_);
+  if (limits_.kv_blocks_per_dp_group() > 0) *s.mutable_limits() = limits_;
   for (uint64_t free : kv_free_blocks_) s.add_kv_free_blocks(free);
   v1::HandoffDrops* drops = s.mutable_handoff_drops();
   drops->set_bad_mac(drops_before_.bad_mac + drops_.bad_mac);
@@ -137,7 +136,7 @@ v1::StageStatus StageActor::StatusLocked() const {
   s.set_handoff_in(handoff_in_);
   s.set_handoff_out(handoff_out_);
   s.set_max_descriptor_bytes(MaxDescriptorBytes(options_.group.kv.max_step_tokens));
-  s.set_dtype(options_.group.dtype == DType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_F32);  // --dtype f32|bf16
+  s.set_dtype(options_.group.model.dtype == DType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_F32);  // --dtype f32|bf16
   return s;
 }
 

@@ -104,6 +104,93 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
   done(refused, now);
 }
 
+namespace {
+
+// The endpoints of the stage's data-plane neighbours named in `config`.
+struct Neighbours {
+  handoff::UcxEndpoint previous, next;
+  handoff::UcxEndpoint first;  // the last stage's way to the first, for multi-step decode
+};
+
+absl::StatusOr<Neighbours> ConnectNeighbours(handoff::UcxWorker& worker, const v1::StageConfig& config) {
+  Neighbours n;
+  const std::pair<const v1::WorkerAddress*, handoff::UcxEndpoint*> links[] = {
+      {&config.previous_stage(), &n.previous}, {&config.next_stage(), &n.next}, {&config.first_stage(), &n.first}};
+  const char* names[] = {"previous_stage", "next_stage", "first_stage"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (links[i].first->ucx_address().empty()) continue;
+    absl::StatusOr<handoff::UcxEndpoint> ep = worker.Connect(links[i].first->ucx_address());
+    if (!ep.ok()) return Annotate(ep.status(), absl::StrCat("connecting to ", names[i]));
+    *links[i].second = std::move(*ep);
+  }
+  return n;
+}
+
+v1::StageLimits ReportedLimits(const runtime::StepLimits& l) {
+  v1::StageLimits r;
+  r.set_max_step_tokens(static_cast<uint64_t>(l.max_step_tokens));
+  r.set_kv_blocks_per_dp_group(static_cast<uint64_t>(l.kv_blocks_per_dp_group));
+  r.set_kv_block_size(static_cast<uint32_t>(l.kv_block_size));
+  r.set_state_slots_per_dp_group(static_cast<uint64_t>(l.state_slots_per_dp_group));
+  for (int64_t b : l.graph_buckets) r.add_graph_buckets(static_cast<uint64_t>(b));
+  r.set_graph_max_context(static_cast<uint64_t>(l.graph_max_context));
+  r.set_max_context(static_cast<uint64_t>(l.max_context));
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<runtime::StageGroup>> StageActor::LoadGroup(const v1::StageConfig& config,
+                                                                           const weights::ModelConfig& model) {
+  SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {}, context-parallel ranks {}), reduction "
+                "policy {}, batch variants {}",
+                config.first_layer(), config.last_layer(), config.model_dir(), config.tp_size(),
+                config.attn_dp_size(), options_.group.attn_cp,
+                boundary::ReductionPolicyName(boundary::ResolveReductionPolicy(options_.policy, model.architecture)),
+                boundary::VariantChoiceName(options_.group.variants));
+  runtime::StageGroupOptions group_options = options_.group;
+  group_options.model.first_layer = static_cast<int>(config.first_layer());
+  group_options.model.end_layer = static_cast<int>(config.last_layer()) + 1;
+  group_options.cache.dtype = group_options.model.dtype;
+  absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group =
+      runtime::StageGroup::Create(config.model_dir(), static_cast<int>(config.tp_size()),
+                                  static_cast<int>(config.attn_dp_size()), options_.policy, group_options);
+  if (!group.ok()) return Annotate(group.status(), "loading the stage");
+  if (const std::string report = (*group)->FusionReport(); !report.empty()) SEAM_LOG_INFO("{}", report);
+  const runtime::StepLimits l = (*group)->Limits();
+  SEAM_LOG_INFO("step limits: {} token rows; KV cache: {} blocks of {} tokens per attention-DP group; {} Mamba "
+                "state slots per attention-DP group; contexts up to {} tokens",
+                l.max_step_tokens, l.kv_blocks_per_dp_group, l.kv_block_size, l.state_slots_per_dp_group,
+                l.max_context);
+  SEAM_LOG_INFO("{}", (*group)->GraphStats().ToString());
+  return group;
+}
+
+absl::StatusOr<std::unique_ptr<MicrobatchRunner>> StageActor::MakeRunner(const v1::StageConfig& config,
+                                                                          const weights::ModelConfig& model,
+                                                                          std::unique_ptr<runtime::StageGroup> group) {
+  SEAM_ASSIGN_OR_RETURN(Neighbours n, ConnectNeighbours(*worker_, config));
+  const uint64_t max_payload =
+      MaxHandoffPayloadBytes(model, static_cast<int>(config.tp_size()), static_cast<int>(config.attn_dp_size()),
+                             options_.group.model.dtype, options_.group.kv.max_step_tokens);
+  // Device links: a CUDA stage whose handoffs stay on its GPUs; each lane's
+  // slot holds one TP rank's share of the handoff bound, at most 256 MiB
+  // (a larger handoff takes the host path).
+  HandoffLinkOptions links;
+  links.device = options_.group.handoff_on_device && group->on_gpu();
+  for (uint32_t r = 0; r < config.tp_size(); ++r) links.devices.push_back(options_.group.first_gpu + static_cast<int>(r));
+  links.slot_bytes = std::min<uint64_t>(max_payload / std::max<uint32_t>(config.tp_size(), 1), uint64_t{256} << 20);
+  auto runner = std::make_unique<MicrobatchRunner>(config, std::move(group), *worker_, std::move(n.previous),
+                                                   std::move(n.next), std::move(n.first), options_.handoff_timeout,
+                                                   max_payload, options_.metrics, links);
+  runner->set_run_ahead(options_.run_ahead);
+  runner->set_interrupted([this]() -> absl::Status {
+    if (!interrupt_) return absl::OkStatus();
+    return absl::UnavailableError("the wait was cut short: the stage reloads for a new epoch or stops");
+  });
+  return runner;
+}
+
 void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   auto failed = [&](const absl::Status& why) {
     SEAM_LOG_ERROR("configure failed: {}", why.ToString());
@@ -117,7 +204,10 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
     changed_.notify_all();
     done(absl::OkStatus(), s);
   };
-  auto invalid = [&](const absl::Status& why) {  // a config check: nothing was loaded
+  absl::StatusOr<weights::ModelConfig> model = weights::LoadModelConfig(config.model_dir());
+  absl::Status fits = model.ok() ? CheckStageConfigAgainstModel(config, *model)
+                                 : absl::InvalidArgumentError(absl::StrCat("model_dir: ", model.status().message()));
+  if (!fits.ok()) {  // a config check: nothing was loaded
     v1::StageStatus s;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -125,80 +215,22 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
       state_ = accepting_ ? v1::STAGE_STATE_UNCONFIGURED : v1::STAGE_STATE_DRAINING;
       s = StatusLocked();
     }
-    done(why, s);
-  };
-  absl::StatusOr<weights::ModelConfig> model = weights::LoadModelConfig(config.model_dir());
-  if (!model.ok()) {
-    return invalid(absl::InvalidArgumentError(absl::StrCat("model_dir: ", model.status().message())));
+    return done(fits, s);
   }
-  absl::Status fits = CheckStageConfigAgainstModel(config, *model);
-  if (!fits.ok()) return invalid(fits);
-
-  SEAM_LOG_INFO("loading layers {}..{} of {} over TP {} (attention DP {}, context-parallel ranks {}), reduction "
-                "policy {}, batch variants {}",
-                config.first_layer(), config.last_layer(), config.model_dir(), config.tp_size(),
-                config.attn_dp_size(), options_.group.attn_cp,
-                boundary::ReductionPolicyName(boundary::ResolveReductionPolicy(options_.policy, model->architecture)),
-                boundary::VariantChoiceName(options_.group.variants));
-  runtime::StageGroupOptions group_options = options_.group;
-  group_options.first_layer = static_cast<int>(config.first_layer());
-  group_options.end_layer = static_cast<int>(config.last_layer()) + 1;
-  group_options.cache.dtype = group_options.dtype;
-  absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group =
-      runtime::StageGroup::Create(config.model_dir(), static_cast<int>(config.tp_size()),
-                                  static_cast<int>(config.attn_dp_size()), options_.policy,
-                                  group_options);
-  if (!group.ok()) return failed(Annotate(group.status(), "loading the stage"));
-  if (const std::string report = (*group)->FusionReport(); !report.empty()) SEAM_LOG_INFO("{}", report);
-  SEAM_LOG_INFO("KV cache: {} blocks of {} tokens per attention-DP group", (*group)->KvBlocksPerDpGroup(),
-                (*group)->KvBlockSize());
-  SEAM_LOG_INFO("{}", (*group)->GraphStats().ToString());
-  handoff::UcxEndpoint previous, next;
-  if (!config.previous_stage().ucx_address().empty()) {
-    absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.previous_stage().ucx_address());
-    if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to previous_stage"));
-    previous = std::move(*ep);
-  }
-  if (!config.next_stage().ucx_address().empty()) {
-    absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.next_stage().ucx_address());
-    if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to next_stage"));
-    next = std::move(*ep);
-  }
-  handoff::UcxEndpoint first;  // the last stage's way to the first, for multi-step decode
-  if (!config.first_stage().ucx_address().empty()) {
-    absl::StatusOr<handoff::UcxEndpoint> ep = worker_->Connect(config.first_stage().ucx_address());
-    if (!ep.ok()) return failed(Annotate(ep.status(), "connecting to first_stage"));
-    first = std::move(*ep);
-  }
-  const uint64_t kv_blocks = static_cast<uint64_t>((*group)->KvBlocksPerDpGroup());
-  const uint32_t kv_block_size = static_cast<uint32_t>((*group)->KvBlockSize());
-  const uint64_t max_payload =
-      MaxHandoffPayloadBytes(*model, static_cast<int>(config.tp_size()), static_cast<int>(config.attn_dp_size()),
-                             options_.group.dtype, options_.group.kv.max_step_tokens);
-  // Device links: a CUDA stage whose handoffs stay on its GPUs; each lane's
-  // slot holds one TP rank's share of the handoff bound, at most 256 MiB
-  // (a larger handoff takes the host path).
-  HandoffLinkOptions links;
-  links.device = options_.group.handoff_on_device && (*group)->on_gpu();
-  for (uint32_t r = 0; r < config.tp_size(); ++r) links.devices.push_back(options_.group.first_gpu + static_cast<int>(r));
-  links.slot_bytes = std::min<uint64_t>(max_payload / std::max<uint32_t>(config.tp_size(), 1), uint64_t{256} << 20);
-  runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
-                                               std::move(next), std::move(first), options_.handoff_timeout,
-                                               max_payload, options_.metrics, links);
-  runner_->set_run_ahead(options_.run_ahead);
-  runner_->set_interrupted([this]() -> absl::Status {
-    if (!interrupt_) return absl::OkStatus();
-    return absl::UnavailableError("the wait was cut short: the stage reloads for a new epoch or stops");
-  });
+  absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group = LoadGroup(config, *model);
+  if (!group.ok()) return failed(group.status());
+  const v1::StageLimits limits = ReportedLimits((*group)->Limits());
+  absl::StatusOr<std::unique_ptr<MicrobatchRunner>> runner = MakeRunner(config, *model, std::move(*group));
+  if (!runner.ok()) return failed(runner.status());
+  runner_ = std::move(*runner);
   v1::StageStatus s;
   bool serving = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     serving = accepting_;
     state_ = accepting_ ? v1::STAGE_STATE_READY : v1::STAGE_STATE_DRAINING;
-    kv_blocks_ = kv_blocks;
-    kv_block_size_ = kv_block_size;
-    kv_free_blocks_.assign(config.attn_dp_size(), kv_blocks);
+    limits_ = limits;
+    kv_free_blocks_.assign(config.attn_dp_size(), limits.kv_blocks_per_dp_group());
     s = StatusLocked();
   }
   changed_.notify_all();

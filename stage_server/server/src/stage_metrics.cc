@@ -71,7 +71,7 @@ std::vector<prometheus::MetricFamily> StageMetrics::Collect() const {
   using prometheus::MetricType;
   std::vector<std::pair<metrics::Labels, double>> usage;
   for (int dp = 0; dp < s.kv_free_blocks_size(); ++dp) {
-    const double total = static_cast<double>(s.kv_blocks_per_dp_group());
+    const double total = static_cast<double>(s.limits().kv_blocks_per_dp_group());
     const double used = total > 0 ? (total - static_cast<double>(s.kv_free_blocks(dp))) / total : 0.0;
     usage.push_back({{{"pp_rank", pp}, {"dp_group", std::to_string(dp)}}, used});
   }

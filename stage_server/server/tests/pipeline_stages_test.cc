@@ -183,9 +183,9 @@ TEST(PipelineStages, ADeadPreviousStageFailsTheWaitingMicrobatchInsteadOfHanging
 TEST(PipelineStages, TheDescriptorsDpGroupPlacesEachSequenceOnEveryStage) {
   StageProcess first, second;
   ConfigurePipeline(first, second, /*tp=*/2, /*attn_dp=*/2);
-  const uint64_t blocks = GetStatus(first).kv_blocks_per_dp_group();
+  const uint64_t blocks = GetStatus(first).limits().kv_blocks_per_dp_group();
   ASSERT_GT(blocks, 4u);
-  ASSERT_EQ(GetStatus(second).kv_blocks_per_dp_group(), blocks);
+  ASSERT_EQ(GetStatus(second).limits().kv_blocks_per_dp_group(), blocks);
   // Uneven prompts; round-robin would put sequence 1 on DP group 0 and 2 on group 1.
   v1::MicrobatchDescriptor d = Descriptor(10, 1);
   AddSequence(d, 1, std::vector<int32_t>(20, 5), 0, true);  // 2 blocks of 16

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "seam/core/step_limits.h"
 
 namespace seam::coordinator {
 
@@ -27,12 +28,16 @@ struct SchedulerOptions {
   // the KV of its own layers for every sequence of the group).
   int kv_blocks_per_dp_group = 1024;
   // Tokens of KV per block.
-  int block_size = 16;
+  int block_size = static_cast<int>(kDefaultKvBlockSize);
   // Token rows of one microbatch, summed over all DP groups (prefill chunks
-  // plus one row per decode step).
-  int max_tokens_per_microbatch = 2048;
+  // plus one row per decode step). A served coordinator sets the least the
+  // stages take (PipelineLimits::max_step_tokens); the default is theirs.
+  int max_tokens_per_microbatch = static_cast<int>(kDefaultMaxStepTokens);
   // Sequences of one microbatch, summed over all DP groups.
   int max_sequences_per_microbatch = 256;
+  // Sequences one DP group holds at once (admitted and not yet finished):
+  // the stages' Mamba state slots, where they keep state. 0: unbounded.
+  int max_sequences_per_dp_group = 0;
   // Microbatches handed out by Next() and not yet completed or failed.
   // 0 means pipeline_stages, so that all stages work at once.
   int max_inflight_microbatches = 0;

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "seam/core/device.h"
 #include "seam/core/dtype.h"
+#include "seam/core/step_limits.h"
 #include "seam/core/tensor.h"
 #include "seam/kernels/ops.h"
 #include "seam/models/mamba_state_cache.h"
@@ -24,16 +25,23 @@ namespace seam::models {
 
 struct KvCacheOptions {
   int64_t budget_bytes = int64_t{64} << 20;  // bytes for all layers' k and v together
-  int64_t block_size = 16;                   // tokens per block
+  int64_t block_size = kDefaultKvBlockSize;  // tokens per block
   DType dtype = DType::kF32;
   Device device = Device::CPU();
   // Show the allocation as a Progress (seam/core/progress.h) over its bytes;
   // one rank of a group sets it.
   bool report_progress = false;
   // Sequences the Mamba state holds at once (ranks with Mamba layers only).
-  // 0: as many as a quarter of the budget holds, between 1 and 256.
+  // 0: StateSequencesFor's share of the budget (kDefaultStateShare).
   int64_t max_state_sequences = 0;
 };
+
+// The Mamba state slots a cache of `options` holds when each sequence's
+// state takes `bytes_per_sequence`: max_state_sequences when given, else as
+// many as kDefaultStateShare of the budget holds, between 1 and
+// kDefaultMaxStateSequences (seam/core/step_limits.h). The KV blocks get
+// the rest of the budget.
+int64_t StateSequencesFor(const KvCacheOptions& options, int64_t bytes_per_sequence);
 
 // The part of one sequence a step runs: tokens [start, start + count).
 struct CacheSpan {

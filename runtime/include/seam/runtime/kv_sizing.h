@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "seam/core/device.h"
 #include "seam/core/dtype.h"
+#include "seam/core/step_limits.h"
 #include "seam/weights/model_config.h"
 
 namespace seam::runtime {
@@ -19,14 +20,15 @@ namespace seam::runtime {
 struct KvSizing {
   // Bytes of each rank's cache (all its layers' k and v): always on the
   // host, and on GPUs unless from_gpu_memory.
-  int64_t cache_bytes = int64_t{1} << 30;
+  int64_t cache_bytes = kDefaultHostKvCacheBytes;
   // GPU ranks: size the cache from memory_fraction instead (the stage
   // server's default; in-process groups default to the byte budget).
   bool from_gpu_memory = false;
   // The share of the GPU's memory this process may fill in all.
-  double memory_fraction = 0.9;
-  // The largest step (tokens) a stage runs; sizes the activation reserve.
-  int64_t max_step_tokens = 8192;
+  double memory_fraction = kDefaultKvMemoryFraction;
+  // The largest step (token rows over all DP groups) a stage runs: sizes
+  // the activation reserve, and a larger step is refused (StepPlan).
+  int64_t max_step_tokens = kDefaultMaxStepTokens;
 };
 
 // An upper bound of the activation memory of one step of `tokens` tokens on

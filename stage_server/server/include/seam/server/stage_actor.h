@@ -81,6 +81,13 @@ class StageActor {
   void Post(std::function<void()> task);
   void Loop(std::promise<absl::Status>* started);
   void Load(v1::StageConfig config, StatusCallback done);
+  // Load's parts: the stage group of `config`'s layers, and the runner
+  // around it with the neighbours' endpoints.
+  absl::StatusOr<std::unique_ptr<runtime::StageGroup>> LoadGroup(const v1::StageConfig& config,
+                                                                 const weights::ModelConfig& model);
+  absl::StatusOr<std::unique_ptr<MicrobatchRunner>> MakeRunner(const v1::StageConfig& config,
+                                                               const weights::ModelConfig& model,
+                                                               std::unique_ptr<runtime::StageGroup> group);
   void SetServing(bool serving);
   v1::StageStatus StatusLocked() const;
 
@@ -108,8 +115,7 @@ class StageActor {
   // How the current runner's handoffs travel, after its last microbatch.
   v1::HandoffTransport handoff_in_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
   v1::HandoffTransport handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
-  uint64_t kv_blocks_ = 0;     // of the loaded stage (0 until READY)
-  uint32_t kv_block_size_ = 0;
+  v1::StageLimits limits_;  // of the loaded stage (unset until READY)
   std::vector<uint64_t> kv_free_blocks_;  // per DP group, after the last microbatch
 
   // Actor thread only.

@@ -1,0 +1,60 @@
+// PipelineLimits: what bounds the coordinator's batching and its requests,
+// derived once at start-up from the limits every stage reports
+// (StageStatus.limits): the least over the stages, then lowered, never
+// raised, by the operator's flags. The one source of the coordinator's
+// limits: the scheduler's options, request validation, the HTTP API's
+// advertised limits (max_model_len is max_context) and any later limit
+// flag read these figures. Pure: a test drives it with statuses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "seam/v1/stage_service.pb.h"
+#include "service/request_validation.h"
+
+namespace seam::coordinator {
+
+// The longest prompt a coordinator takes unless its flag says otherwise (and
+// never more than one microbatch's token rows).
+inline constexpr int64_t kDefaultMaxPromptTokens = 2048;
+
+// The operator's caps (coordinator flags); 0: none. A cap above what the
+// stages report is lowered to theirs, with a warning naming both.
+struct LimitCaps {
+  int64_t max_batch_tokens = 0;  // --max-batch-tokens: token rows of one microbatch
+  int64_t kv_blocks = 0;         // --kv-blocks: KV blocks per attention-DP group to admit against
+  int64_t max_prompt_tokens = kDefaultMaxPromptTokens;  // --max-prompt-tokens
+};
+
+struct PipelineLimits {
+  int64_t max_step_tokens = 0;         // token rows of one microbatch (over all DP groups)
+  int64_t kv_blocks_per_dp_group = 0;  // what the scheduler admits against
+  int64_t kv_block_size = 0;
+  // Sequences one attention-DP group holds at once where a stage keeps
+  // Mamba state for each (the least over such stages); 0: no such bound.
+  int64_t max_sequences_per_dp_group = 0;
+  int64_t max_context = 0;        // prompt + generated tokens of one sequence
+  int64_t max_prompt_tokens = 0;  // a prompt is prefilled in one microbatch
+  // Decode graph sizes every stage replays (sequences per DP group); the
+  // batches a microbatch of decode steps runs fastest at.
+  std::vector<int64_t> graph_buckets;
+
+  // "max step tokens 8192, KV 512 blocks x 16 tokens per DP group, ..."
+  std::string ToString() const;
+};
+
+// The limits of a pipeline of `stages` (each READY, in pipeline order;
+// `addresses` name them in errors) under `caps`. FAILED_PRECONDITION when a
+// stage reports no limits (not loaded) or the stages' KV block sizes differ.
+absl::StatusOr<PipelineLimits> DerivePipelineLimits(const std::vector<v1::StageStatus>& stages,
+                                                    const std::vector<std::string>& addresses,
+                                                    const LimitCaps& caps);
+
+// What a request may ask of a pipeline with `limits` (its positions are
+// max_context) for a model of `vocab_size` tokens.
+RequestLimits RequestLimitsOf(const PipelineLimits& limits, int64_t vocab_size);
+
+}  // namespace seam::coordinator
