@@ -15,6 +15,7 @@
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/variant_choice.h"
+#include "seam/core/status.h"
 #include "seam/runtime/stage_group.h"
 
 namespace seam::cli {
@@ -70,8 +71,8 @@ int32_t ArgmaxLast(const Tensor& logits) {
 runtime::StageGroupOptions GroupOptions(const CheckCommandOptions& o) {
   runtime::StageGroupOptions so;
   so.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
-  so.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  so.cache.dtype = so.dtype;
+  so.model.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  so.cache.dtype = so.model.dtype;
   so.allreduce_fusion.mode = boundary::ParseAllReduceFusionMode(o.allreduce_fusion).value_or(
       boundary::AllReduceFusionMode::kOff);
   so.variants = boundary::ParseVariantChoice(o.variant).value_or(boundary::VariantChoiceOptions{});
@@ -86,21 +87,23 @@ class Pieces {
     for (int k = 0; k < o.pp; ++k) {
       runtime::StageGroupOptions so = GroupOptions(o);
       so.first_gpu = o.device == "cuda" ? FirstGpuOfStage(k, o.tp, o.pp) : 0;
-      so.first_layer = k * layers / o.pp;
-      so.end_layer = (k + 1) * layers / o.pp;
+      so.model.first_layer = k * layers / o.pp;
+      so.model.end_layer = (k + 1) * layers / o.pp;
       so.attn_cp = o.cp;
       // With CP ranks, auto checks what they are for: every prefill context-parallel.
       if (o.cp > 1 && o.variant == "auto") so.variants.mode = boundary::VariantMode::kContextParallel;
       auto g = runtime::StageGroup::Create(o.model_dir, o.tp, o.attn_dp, policy, so);
       if (!g.ok()) return g.status();
-      ranges_ += absl::StrCat(k ? " " : "", "[", so.first_layer, ",", so.end_layer, ")");
+      ranges_ += absl::StrCat(k ? " " : "", "[", so.model.first_layer, ",", so.model.end_layer, ")");
       groups_.push_back(std::move(*g));
     }
     return absl::OkStatus();
   }
   // The first piece's all-reduce fusion report ("" without one).
   std::string FusionReport() const { return groups_.empty() ? "" : groups_[0]->FusionReport(); }
-  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& batch, bool all_logits) {
+  absl::StatusOr<std::vector<Tensor>> Step(std::vector<models::SequenceStep> batch, bool all_logits) {
+    // The check places sequence i on attention-DP group i mod attn_dp, as a coordinator would spread them.
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].dp_group = static_cast<int>(i % groups_[0]->attn_dp());
     if (groups_.size() == 1) return groups_[0]->Step(batch, all_logits);
     std::vector<boundary::PipelineTensors> in;
     for (size_t k = 0; k < groups_.size(); ++k) {
@@ -120,11 +123,8 @@ class Pieces {
   std::string ranges_;
 };
 
-}  // namespace
-
-absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
-  auto policy = boundary::ParseReductionPolicy(o.policy);
-  if (!policy.ok()) return absl::InvalidArgumentError(policy.status().message());
+// The flags' own faults, before anything is loaded. INVALID_ARGUMENT.
+absl::Status CheckFlags(const CheckCommandOptions& o) {
   if (o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--attn-dp ", o.attn_dp, " does not divide --tp ", o.tp));
   }
@@ -145,6 +145,106 @@ absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
   if (auto mode = boundary::ParseAllReduceFusionMode(o.allreduce_fusion); !mode.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--allreduce-fusion: ", mode.status().message()));
   }
+  return absl::OkStatus();
+}
+
+// The prompts: `prompts` random ones of 2..max_len tokens from the seed.
+std::vector<models::SequenceStep> Prompts(const CheckCommandOptions& o, int64_t vocab) {
+  std::mt19937_64 rng(o.seed);
+  std::vector<models::SequenceStep> batch;
+  for (int p = 0; p < o.prompts; ++p) {
+    models::SequenceStep s;
+    s.sequence = p + 1;
+    const int len = 2 + static_cast<int>((p * 7 + 3) % (o.max_len - 1));
+    for (int t = 0; t < len; ++t) s.tokens.push_back(static_cast<int32_t>(rng() % vocab));
+    batch.push_back(s);
+  }
+  return batch;
+}
+
+// The errors of every step and the greedy choices that differ.
+struct Comparison {
+  explicit Comparison(double tolerance) : prefill(tolerance), decode(tolerance) {}
+  Error prefill, decode;
+  int token_mismatches = 0, near_ties = 0;
+};
+
+// Whether `got`'s greedy token differs from `want`'s beyond a bf16 near-tie,
+// counted into `c`; returns the reference's token.
+int32_t CompareChoice(const Tensor& got, const Tensor& want, const CheckCommandOptions& o, Comparison& c) {
+  const int32_t reference = ArgmaxLast(want);
+  const int32_t chose = ArgmaxLast(got);
+  if (chose == reference) return reference;
+  // In bf16 a choice between two logits closer than the rounding of
+  // either side (2 · tolerance · max |logit|) is a tie, not a mismatch.
+  const std::vector<float> w = want.ToFloats();
+  const int64_t vocab = want.dim(-1), row = (want.rows() - 1) * vocab;
+  double scale = 0;
+  for (int64_t v = 0; v < vocab; ++v) scale = std::max(scale, std::fabs(static_cast<double>(w[row + v])));
+  const double gap = static_cast<double>(w[row + reference]) - w[row + chose];
+  if (o.dtype == "bf16" && gap <= 2 * o.tolerance * scale) {
+    ++c.near_ties;
+  } else {
+    ++c.token_mismatches;
+  }
+  return reference;
+}
+
+// Prefill, then decode steps teacher-forced with the single rank's greedy tokens.
+absl::StatusOr<Comparison> Compare(const CheckCommandOptions& o, runtime::StageGroup& ref, Pieces& dist,
+                                   std::vector<models::SequenceStep> batch) {
+  Comparison c(o.tolerance);
+  std::vector<int32_t> next(batch.size());
+  for (int step = 0; step <= o.decode_steps; ++step) {
+    auto want = ref.Step(batch, step == 0);
+    auto got = dist.Step(batch, step == 0);
+    if (!want.ok() || !got.ok()) {
+      return Failed(absl::StrCat("step ", step, " failed: "), want.ok() ? got.status() : want.status());
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      (step == 0 ? c.prefill : c.decode).Add((*got)[i], (*want)[i]);
+      next[i] = CompareChoice((*got)[i], (*want)[i], o, c);
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i].start += static_cast<int64_t>(batch[i].tokens.size());
+      batch[i].tokens = {next[i]};
+    }
+  }
+  return c;
+}
+
+absl::Status Report(const CheckCommandOptions& o, const Comparison& c, const std::string& fusion_report,
+                    std::ostream& out) {
+  const bool bitwise = c.prefill.bitwise && c.decode.bitwise;
+  // One rank per piece runs the single rank's arithmetic in the same order.
+  const bool ok = c.prefill.rel <= o.tolerance && c.decode.rel <= o.tolerance && c.token_mismatches == 0 &&
+                  (bitwise || o.tp > 1);
+  out << "prefill logits: max abs err " << c.prefill.abs << ", rel err " << c.prefill.rel << c.prefill.RowsText()
+      << "\n";
+  out << "decode logits:  max abs err " << c.decode.abs << ", rel err " << c.decode.rel << c.decode.RowsText()
+      << "\n";
+  out << "greedy tokens:  "
+      << (c.token_mismatches == 0 ? "identical" : std::to_string(c.token_mismatches) + " differ");
+  if (c.near_ties > 0) out << " (" << c.near_ties << " more differ within a bf16 near-tie of the reference)";
+  out << "\n";
+  out << "bitwise identical: " << (bitwise ? "yes" : "no") << (o.tp == 1 ? " (required at tp 1)" : "") << "\n";
+  out << "tolerance: rel err <= " << o.tolerance
+      << (o.dtype == "bf16" ? " (bf16: each side rounds its own fp32 values at every op; greedy choices between "
+                              "logits within 2x that of each other count as ties)\n"
+                            : " (fp32 arithmetic; a TP split only reorders fp32 sums)\n");
+  if (!fusion_report.empty()) out << fusion_report << "\n";
+  out << (ok ? "OK" : "MISMATCH") << "\n";
+  if (ok) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("MISMATCH: tp ", o.tp, " pp ", o.pp,
+                                          " differs from one rank beyond the report's tolerance"));
+}
+
+}  // namespace
+
+absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
+  auto policy = boundary::ParseReductionPolicy(o.policy);
+  if (!policy.ok()) return absl::InvalidArgumentError(policy.status().message());
+  SEAM_RETURN_IF_ERROR(CheckFlags(o));
   // Creating the groups reads --model: INVALID_ARGUMENT there (a config that
   // does not divide over --tp) is the flags' fault and keeps its code.
   auto ref = runtime::StageGroup::Create(o.model_dir, 1, 1, *policy, GroupOptions(o));
@@ -158,73 +258,14 @@ absl::Status RunCheckCommand(const CheckCommandOptions& o, std::ostream& out) {
     return Described(absl::StrCat("tp ", o.tp, " pp ", o.pp, " group: "), s);
   }
   const int64_t vocab = (*ref)->config().vocab_size;
-  std::mt19937_64 rng(o.seed);
-  std::vector<models::SequenceStep> batch;
-  for (int p = 0; p < o.prompts; ++p) {
-    models::SequenceStep s;
-    s.sequence = p + 1;
-    const int len = 2 + static_cast<int>((p * 7 + 3) % (o.max_len - 1));
-    for (int t = 0; t < len; ++t) s.tokens.push_back(static_cast<int32_t>(rng() % vocab));
-    batch.push_back(s);
-  }
   out << "seam check: " << o.model_dir << " (" << (*ref)->config().architecture << ", " << vocab
       << " vocab) tp " << o.tp << " attn_dp " << o.attn_dp << " pp " << o.pp << " (layers " << dist.ranges()
       << ") policy " << o.policy << " variant "
       << (o.cp > 1 && o.variant == "auto" ? "context-parallel" : o.variant) << (o.cp > 1 ? " cp " : "")
       << (o.cp > 1 ? std::to_string(o.cp) : "") << " vs 1 rank; "
       << o.prompts << " prompts, " << o.decode_steps << " decode steps\n";
-
-  Error prefill(o.tolerance), decode(o.tolerance);
-  int token_mismatches = 0, near_ties = 0;
-  std::vector<int32_t> next(batch.size());
-  for (int step = 0; step <= o.decode_steps; ++step) {
-    auto want = (*ref)->Step(batch, step == 0);
-    auto got = dist.Step(batch, step == 0);
-    if (!want.ok() || !got.ok()) {
-      return Failed(absl::StrCat("step ", step, " failed: "), want.ok() ? got.status() : want.status());
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      (step == 0 ? prefill : decode).Add((*got)[i], (*want)[i]);
-      next[i] = ArgmaxLast((*want)[i]);
-      const int32_t chose = ArgmaxLast((*got)[i]);
-      if (chose == next[i]) continue;
-      // In bf16 a choice between two logits closer than the rounding of
-      // either side (2 · tolerance · max |logit|) is a tie, not a mismatch.
-      const std::vector<float> w = (*want)[i].ToFloats();
-      const int64_t vocab = (*want)[i].dim(-1), row = ((*want)[i].rows() - 1) * vocab;
-      double scale = 0;
-      for (int64_t v = 0; v < vocab; ++v) scale = std::max(scale, std::fabs(static_cast<double>(w[row + v])));
-      const double gap = static_cast<double>(w[row + next[i]]) - w[row + chose];
-      if (o.dtype == "bf16" && gap <= 2 * o.tolerance * scale) {
-        ++near_ties;
-      } else {
-        ++token_mismatches;
-      }
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {  // teacher-force the single rank's greedy token
-      batch[i].start += static_cast<int64_t>(batch[i].tokens.size());
-      batch[i].tokens = {next[i]};
-    }
-  }
-  const bool bitwise = prefill.bitwise && decode.bitwise;
-  // One rank per piece runs the single rank's arithmetic in the same order.
-  const bool ok = prefill.rel <= o.tolerance && decode.rel <= o.tolerance && token_mismatches == 0 &&
-                  (bitwise || o.tp > 1);
-  out << "prefill logits: max abs err " << prefill.abs << ", rel err " << prefill.rel << prefill.RowsText() << "\n";
-  out << "decode logits:  max abs err " << decode.abs << ", rel err " << decode.rel << decode.RowsText() << "\n";
-  out << "greedy tokens:  " << (token_mismatches == 0 ? "identical" : std::to_string(token_mismatches) + " differ");
-  if (near_ties > 0) out << " (" << near_ties << " more differ within a bf16 near-tie of the reference)";
-  out << "\n";
-  out << "bitwise identical: " << (bitwise ? "yes" : "no") << (o.tp == 1 ? " (required at tp 1)" : "") << "\n";
-  out << "tolerance: rel err <= " << o.tolerance
-      << (o.dtype == "bf16" ? " (bf16: each side rounds its own fp32 values at every op; greedy choices between "
-                              "logits within 2x that of each other count as ties)\n"
-                            : " (fp32 arithmetic; a TP split only reorders fp32 sums)\n");
-  if (const std::string report = dist.FusionReport(); !report.empty()) out << report << "\n";
-  out << (ok ? "OK" : "MISMATCH") << "\n";
-  if (ok) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("MISMATCH: tp ", o.tp, " pp ", o.pp,
-                                          " differs from one rank beyond the report's tolerance"));
+  SEAM_ASSIGN_OR_RETURN(const Comparison c, Compare(o, **ref, dist, Prompts(o, vocab)));
+  return Report(o, c, dist.FusionReport(), out);
 }
 
 }  // namespace seam::cli

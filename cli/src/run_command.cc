@@ -16,6 +16,7 @@
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/variant_choice.h"
+#include "seam/core/status.h"
 #include "seam/core/temp_dir.h"
 #include "seam/runtime/generator.h"
 #include "seam/runtime/stage_group.h"
@@ -36,9 +37,7 @@ std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab) {
   return out;
 }
 
-}  // namespace
-
-absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
+absl::Status CheckFlags(const RunCommandOptions& o) {
   if (auto p = boundary::ParseReductionPolicy(o.policy); !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--reduction-policy: ", p.status().message()));
   }
@@ -52,19 +51,11 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   if (o.cp < 1 || (o.tp / o.attn_dp) % o.cp != 0 || (o.cp > 1 && o.attn_dp > 1) || o.cp_min_rows < 1) {
     return absl::InvalidArgumentError("--cp must divide --tp and runs without attention DP; --cp-min-rows >= 1");
   }
-  absl::StatusOr<std::string> made = MakeTempDir("seam-run-");
-  if (!made.ok()) return Failed("", made.status());
-  const std::string work = *made;
-  std::string model_dir = o.model_dir;
-  if (model_dir.empty()) {
-    model_dir = work + "/model";
-    if (absl::Status s = WriteDefaultModel(model_dir); !s.ok()) return Failed("", s);
-    out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << model_dir << "\n";
-  }
-  absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
-  if (!config.ok()) return absl::InvalidArgumentError(config.status().ToString());  // --model
-  const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size);
+  return absl::OkStatus();
+}
 
+absl::StatusOr<std::unique_ptr<LocalPipeline>> StartPipeline(const RunCommandOptions& o, const std::string& model_dir,
+                                                             const std::string& work, std::ostream& out) {
   LocalPipelineOptions lp;
   lp.model_dir = model_dir;
   lp.work_dir = work;
@@ -84,8 +75,14 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   out << "pipeline: " << o.pp << " seam-stage x TP " << o.tp << " behind seam-coordinator at "
       << (*pipeline)->coordinator_address() << (o.insecure ? " without TLS" : " over TLS with a token")
       << " (logs in " << work << ")\n";
+  return pipeline;
+}
 
-  auto stub = v1::Coordinator::NewStub((*pipeline)->ClientChannel());
+// The served tokens of `prompts`: one GenerateAll, greedy; prints them and the throughput.
+absl::StatusOr<std::vector<std::vector<int32_t>>> ServedTokens(LocalPipeline& pipeline, const RunCommandOptions& o,
+                                                               const std::vector<std::vector<int32_t>>& prompts,
+                                                               std::ostream& out) {
+  auto stub = v1::Coordinator::NewStub(pipeline.ClientChannel());
   v1::GenerateRequest request;
   request.set_request_id("seam-run");
   for (const auto& p : prompts) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
@@ -99,7 +96,7 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
     return CallFailed(absl::StrCat("GenerateAll failed (grpc code ", static_cast<int>(s.error_code()),
-                                   "): ", s.error_message(), "\n", (*pipeline)->LogTails(15)),
+                                   "): ", s.error_message(), "\n", pipeline.LogTails(15)),
                       s);
   }
   std::vector<std::vector<int32_t>> got;
@@ -113,20 +110,28 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   out << "throughput: " << generated << " generated tokens in " << absl::StrFormat("%.3f", seconds) << " s ("
       << absl::StrFormat("%.1f", seconds > 0 ? generated / seconds : 0.0)
       << " tokens/s; GenerateAll wall time, " << prompts.size() << " prompts in one batch)\n";
-  // The stages log each batch variant the first time they run one.
-  for (const std::string& line : (*pipeline)->LogLines("batch variant ")) {
+  return got;
+}
+
+// What the stages logged about their choices: each batch variant the first
+// time they ran it, and the transport each handoff link settled on.
+void PrintStageChoices(const LocalPipeline& pipeline, std::ostream& out) {
+  for (const std::string& line : pipeline.LogLines("batch variant ")) {
     const size_t at = line.find("batch variant ");
     if (line.find("first used", at) != std::string::npos) out << "stage: " << line.substr(at) << "\n";
   }
-  // And the transport each handoff link settled on (host_ucx, or cuda_ipc with --handoff-transport auto).
-  for (const std::string& line : (*pipeline)->LogLines("handoff link from pipeline rank ")) {
+  for (const std::string& line : pipeline.LogLines("handoff link from pipeline rank ")) {
     out << "stage: " << line.substr(line.find("handoff link from pipeline rank ")) << "\n";
   }
-  (*pipeline)->Stop();
+}
 
+// The single-process group's greedy tokens of `prompts`, ordinary batches.
+absl::StatusOr<std::vector<std::vector<int32_t>>> ReferenceTokens(const RunCommandOptions& o,
+                                                                  const std::string& model_dir,
+                                                                  const std::vector<std::vector<int32_t>>& prompts) {
   runtime::StageGroupOptions reference;
   reference.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
-  reference.dtype = reference.cache.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  reference.model.dtype = reference.cache.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   reference.allreduce_fusion.mode = *boundary::ParseAllReduceFusionMode(o.allreduce_fusion);
   reference.variants = *boundary::ParseVariantChoice("ordinary");
   auto group = runtime::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto, reference);
@@ -138,11 +143,32 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   g.decode_groups = o.pp;  // the coordinator spreads decode over pp microbatches in flight
   auto want = generator.Generate(prompts, g);
   if (!want.ok()) return Failed("single-process run: ", want.status());
+  return want->tokens;
+}
+
+}  // namespace
+
+absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
+  SEAM_RETURN_IF_ERROR(CheckFlags(o));
+  absl::StatusOr<std::string> made = MakeTempDir("seam-run-");
+  if (!made.ok()) return Failed("", made.status());
+  const std::string work = *made;
+  absl::StatusOr<std::string> model = ModelDirOrDefault(o.model_dir, work, out);
+  if (!model.ok()) return Failed("", model.status());
+  const std::string model_dir = *model;
+  absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
+  if (!config.ok()) return absl::InvalidArgumentError(config.status().ToString());  // --model
+  const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size);
+  SEAM_ASSIGN_OR_RETURN(std::unique_ptr<LocalPipeline> pipeline, StartPipeline(o, model_dir, work, out));
+  SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> got, ServedTokens(*pipeline, o, prompts, out));
+  PrintStageChoices(*pipeline, out);
+  pipeline->Stop();
+  SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> want, ReferenceTokens(o, model_dir, prompts));
   bool match = true;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    if (want->tokens[i] != got[i]) {
+    if (want[i] != got[i]) {
       match = false;
-      out << "prompt " << i << " single-process: [" << absl::StrJoin(want->tokens[i], " ") << "]\n";
+      out << "prompt " << i << " single-process: [" << absl::StrJoin(want[i], " ") << "]\n";
     }
   }
   out << (match ? "tokens match the single-process run" : "MISMATCH: tokens differ from the single-process run")

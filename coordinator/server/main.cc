@@ -1,5 +1,6 @@
-// seam-coordinator: the executable's flags (its only CLI11 translation unit);
-// everything else is RunCoordinatorServer.
+// seam-coordinator: the executable's flags (its only CLI11 translation unit),
+// parsed into CoordinatorServerOptions; everything else is
+// RunCoordinatorServer.
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -9,20 +10,22 @@
 #include "seam/core/logging.h"
 #include "service/coordinator_server.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"seam-coordinator: drives a pipeline of seam-stage servers and serves the client API"};
-  seam::coordinator::CoordinatorServerOptions o;
+namespace {
+
+using seam::coordinator::CoordinatorServerOptions;
+
+// The flags that are text until ParseFlags turns them into the options.
+struct CoordinatorFlags {
   std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
-  app.add_option("--listen", o.listen, "client API address")->capture_default_str();
-  app.add_option("--port-file", o.port_file, "write the bound port here once serving");
-  app.add_option("--stages", stages, "stage addresses in rank order, comma separated")->required();
+  std::string log_level = "info", log_format = "text";
+};
+
+void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {
+  app.add_option("--stages", f.stages, "stage addresses in rank order, comma separated")->required();
   app.add_option("--model", o.model_dir, "Hugging Face model directory")->required();
   app.add_option("--tp", o.tp, "tensor-parallel ranks per stage")->capture_default_str();
   app.add_option("--attn-dp", o.attn_dp, "attention data-parallel groups")->capture_default_str();
   app.add_option("--layers", o.layers, "layer range per stage, e.g. 0-13,14-27 (default: even split)");
-  app.add_option("--kv-blocks", o.kv_blocks,
-                 "KV blocks per attention-DP group to admit against (default: the least the stages report; "
-                 "a larger value is lowered to it)");
   app.add_option("--max-queue", o.max_queue, "sequences waiting for admission")->capture_default_str();
   app.add_option("--decode-steps", o.decode_steps,
                  "decode steps the stages may run per microbatch without a round trip to the coordinator, each "
@@ -36,32 +39,35 @@ int main(int argc, char** argv) {
                  "later arrivals join early)")
       ->check(CLI::Range(0, seam::coordinator::kMaxDecodeSteps))
       ->capture_default_str();
-  app.add_option("--max-batch-tokens", o.max_batch_tokens,
-                 "token rows of one microbatch (prefill tokens plus one per decode step); keep it within the "
-                 "stages' --max-step-tokens")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--max-prompt-tokens", o.max_prompt_tokens,
-                 "longest prompt accepted (at most --max-batch-tokens)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--stage-timeout", stage_timeout,
+  app.add_option("--stage-timeout", f.stage_timeout,
                  "longest a stage may take to answer a microbatch: the floor, to which "
                  "--stage-timeout-per-token adds per token owed")
       ->capture_default_str();
-  app.add_option("--stage-timeout-per-token", stage_timeout_per_token,
+  app.add_option("--stage-timeout-per-token", f.stage_timeout_per_token,
                  "added to --stage-timeout for each token of the microbatch and of those in flight ahead of it "
                  "(0: none); a dead or stopped stage is found by GetStatus probes within about 4 s regardless")
       ->capture_default_str();
-  app.add_option("--startup-timeout", startup_timeout, "longest stage bring-up may take")->capture_default_str();
-  seam::security::ServerSecurityOptions& server = o.server_security;
-  app.add_option("--tls-cert", server.tls_cert_file, "PEM certificate chain: serve the client API over TLS");
-  app.add_option("--tls-key", server.tls_key_file, "PEM private key of --tls-cert");
-  app.add_option("--auth-token-file", server.auth_token_file,
-                 "file holding the bearer token every client call must send (authorization: Bearer <token>); "
-                 "grpc.health.v1 stays open");
-  app.add_flag("--insecure", server.insecure,
-               "allow plaintext on a non-loopback --listen and to non-loopback stages");
+  app.add_option("--startup-timeout", f.startup_timeout, "longest stage bring-up may take")->capture_default_str();
+}
+
+// What bounds a microbatch and a request comes from the stages; these only lower it.
+void AddLimitFlags(CLI::App& app, CoordinatorServerOptions& o) {
+  app.add_option("--kv-blocks", o.caps.kv_blocks,
+                 "KV blocks per attention-DP group to admit against (default: the least the stages report; "
+                 "a larger value is lowered to it)");
+  app.add_option("--max-batch-tokens", o.caps.max_batch_tokens,
+                 "token rows of one microbatch (prefill tokens plus one per decode step; default: the least "
+                 "--max-step-tokens the stages report; a larger value is lowered to it)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-prompt-tokens", o.caps.max_prompt_tokens,
+                 "longest prompt accepted (at most a microbatch's token rows and the stages' longest context)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+}
+
+void AddApiFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {
+  app.add_option("--listen", o.listen, "client API address")->capture_default_str();
+  app.add_option("--port-file", o.port_file, "write the bound port here once serving");
   app.add_option("--health-listen", o.health_listen,
                  "host:port of a plaintext port serving only grpc.health.v1 (for probes that cannot speak TLS)");
   app.add_option("--http-listen", o.http_listen,
@@ -73,16 +79,56 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", o.metrics_listen,
                  "host:port of a Prometheus /metrics endpoint: HTTPS with --tls-cert/--tls-key, else plain HTTP on "
                  "loopback only unless --insecure");
-  std::string log_level = "info", log_format = "text";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")->capture_default_str();
-  app.add_option("--log-format", log_format, "text or json (one JSON object per line)")
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn or error")->capture_default_str();
+  app.add_option("--log-format", f.log_format, "text or json (one JSON object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+}
+
+void AddSecurityFlags(CLI::App& app, CoordinatorServerOptions& o) {
+  seam::security::ServerSecurityOptions& server = o.server_security;
+  app.add_option("--tls-cert", server.tls_cert_file, "PEM certificate chain: serve the client API over TLS");
+  app.add_option("--tls-key", server.tls_key_file, "PEM private key of --tls-cert");
+  app.add_option("--auth-token-file", server.auth_token_file,
+                 "file holding the bearer token every client call must send (authorization: Bearer <token>); "
+                 "grpc.health.v1 stays open");
+  app.add_flag("--insecure", server.insecure,
+               "allow plaintext on a non-loopback --listen and to non-loopback stages");
   seam::security::ClientSecurityOptions& stage = o.stage_security;
   app.add_option("--tls-ca", stage.tls_ca_file, "PEM CA of the stages' certificates: reach the stages over TLS");
   app.add_option("--tls-client-cert", stage.tls_client_cert_file,
                  "PEM certificate presented to the stages (their --tls-client-ca signed it)");
   app.add_option("--tls-client-key", stage.tls_client_key_file, "PEM private key of --tls-client-cert");
+}
+
+// The text flags into the options; false (the message written) when one does not parse.
+bool ParseFlags(const CoordinatorFlags& f, CoordinatorServerOptions& o) {
+  o.stages = absl::StrSplit(f.stages, ',', absl::SkipEmpty());
+  if (f.stage_timeout_per_token == "0") o.stage_timeout_per_token = std::chrono::milliseconds(0);
+  if (!seam::coordinator::ParseDuration(f.stage_timeout, &o.stage_timeout) ||
+      !seam::coordinator::ParseDuration(f.startup_timeout, &o.startup_timeout) ||
+      (f.stage_timeout_per_token != "0" &&
+       !seam::coordinator::ParseDuration(f.stage_timeout_per_token, &o.stage_timeout_per_token))) {
+    std::cerr << "seam-coordinator: durations look like 10s, 500ms or 2m\n";
+    return false;
+  }
+  if (o.stages.empty()) {
+    std::cerr << "seam-coordinator: --stages names no stage\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"seam-coordinator: drives a pipeline of seam-stage servers and serves the client API"};
+  CoordinatorFlags flags;
+  CoordinatorServerOptions o;
+  AddApiFlags(app, flags, o);
+  AddPipelineFlags(app, flags, o);
+  AddLimitFlags(app, o);
+  AddSecurityFlags(app, o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,20 +136,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   seam::LogFormat format = seam::LogFormat::kText;
-  seam::ParseLogFormat(log_format, &format);
-  seam::InitLogging(log_level, "coordinator", format);
-  o.stages = absl::StrSplit(stages, ',', absl::SkipEmpty());
-  if (stage_timeout_per_token == "0") o.stage_timeout_per_token = std::chrono::milliseconds(0);
-  if (!seam::coordinator::ParseDuration(stage_timeout, &o.stage_timeout) ||
-      !seam::coordinator::ParseDuration(startup_timeout, &o.startup_timeout) ||
-      (stage_timeout_per_token != "0" &&
-       !seam::coordinator::ParseDuration(stage_timeout_per_token, &o.stage_timeout_per_token))) {
-    std::cerr << "seam-coordinator: durations look like 10s, 500ms or 2m\n";
-    return 2;
-  }
-  if (o.stages.empty()) {
-    std::cerr << "seam-coordinator: --stages names no stage\n";
-    return 2;
-  }
+  seam::ParseLogFormat(flags.log_format, &format);
+  seam::InitLogging(flags.log_level, "coordinator", format);
+  if (!ParseFlags(flags, o)) return 2;
   return seam::coordinator::RunCoordinatorServer(o, std::cerr);
 }

@@ -7,21 +7,35 @@
 
 namespace seam::models::internal {
 
-absl::StatusOr<Tensor> LoadContext::Place(const Tensor& host) const { return host.On(device); }
+absl::StatusOr<Tensor> LoadContext::Place(const Tensor& host) const { return host.On(options.device); }
 
 absl::StatusOr<Tensor> LoadContext::Load(const std::string& name, const Shape& shape) const {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.Load(name, shape, dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.Load(name, shape, options.dtype));
   return Place(t);
 }
 
 absl::StatusOr<Tensor> LoadContext::LoadRows(const std::string& name, const Shape& shape, int part, int parts) const {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadRows(name, shape, part, parts, dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadRows(name, shape, part, parts, options.dtype));
   return Place(t);
 }
 
 absl::StatusOr<Tensor> LoadContext::LoadCols(const std::string& name, const Shape& shape, int part, int parts) const {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadCols(name, shape, part, parts, dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor t, checkpoint.LoadCols(name, shape, part, parts, options.dtype));
   return Place(t);
+}
+
+absl::StatusOr<AttentionWeights> LoadAttentionWeights(const LoadContext& ctx, const std::string (&names)[4]) {
+  const weights::ModelConfig& c = ctx.config;
+  const int64_t d = c.head_dim, h = c.hidden_size, heads = c.num_attention_heads, kv = c.num_key_value_heads;
+  const int a = ctx.options.topology.attn_tp_rank(), atp = ctx.options.topology.attn_tp();
+  const weights::Checkpoint& ck = ctx.checkpoint;
+  const DType dt = ctx.options.dtype;
+  AttentionWeights w;
+  SEAM_ASSIGN_OR_RETURN(w.wq, ck.LoadRows(names[0], {heads * d, h}, a, atp, dt));
+  SEAM_ASSIGN_OR_RETURN(w.wk, ck.LoadRows(names[1], {kv * d, h}, ctx.shard.kv_part, ctx.shard.kv_parts, dt));
+  SEAM_ASSIGN_OR_RETURN(w.wv, ck.LoadRows(names[2], {kv * d, h}, ctx.shard.kv_part, ctx.shard.kv_parts, dt));
+  SEAM_ASSIGN_OR_RETURN(w.wo, ck.LoadCols(names[3], {h, heads * d}, a, atp, dt));
+  return w;
 }
 
 Tensor ConcatRows(const Tensor& a, const Tensor& b) {

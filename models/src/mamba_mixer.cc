@@ -35,7 +35,7 @@ std::string NemotronHNames::Layer(int64_t layer, const std::string& suffix) cons
 
 absl::StatusOr<MambaMixer> MambaMixer::Load(const LoadContext& ctx, const NemotronHNames& names, int64_t layer) {
   const weights::ModelConfig& c = ctx.config;
-  const int a = ctx.topology.attn_tp_rank(), atp = ctx.topology.attn_tp();
+  const int a = ctx.options.topology.attn_tp_rank(), atp = ctx.options.topology.attn_tp();
   const int64_t hidden = c.hidden_size, inner = c.mamba_intermediate(), heads = c.mamba_num_heads;
   const int64_t gn = c.n_groups * c.ssm_state_size, conv = c.mamba_conv_dim();
   if (heads % atp != 0 || c.n_groups % atp != 0) {
@@ -55,7 +55,7 @@ absl::StatusOr<MambaMixer> MambaMixer::Load(const LoadContext& ctx, const Nemotr
   const int64_t il = inner / atp, gnl = gn / atp, hl = m.heads_;
   const weights::Checkpoint& ck = ctx.checkpoint;
   SEAM_ASSIGN_OR_RETURN(Tensor in, ck.Load(names.Layer(layer, "mixer.in_proj.weight"), {inner + conv + heads, hidden},
-                                           ctx.dtype));
+                                           ctx.options.dtype));
   // Blocks of in_proj's rows: z [0, I), x [I, 2I), B [2I, 2I + GN), C [2I + GN, 2I + 2GN), dt after.
   SEAM_ASSIGN_OR_RETURN(m.w_z_, ctx.Place(RowSlice(in, a * il, il)));
   const Tensor xbc = ConcatRows(ConcatRows(RowSlice(in, inner + a * il, il), RowSlice(in, 2 * inner + a * gnl, gnl)),
@@ -70,22 +70,22 @@ absl::StatusOr<MambaMixer> MambaMixer::Load(const LoadContext& ctx, const Nemotr
     return ConcatRows(ConcatRows(RowSlice(t, a * il, il), RowSlice(t, inner + a * gnl, gnl)),
                       RowSlice(t, inner + gn + a * gnl, gnl));
   };
-  SEAM_ASSIGN_OR_RETURN(m.conv_w_, channels(conv_w).On(ctx.device));
+  SEAM_ASSIGN_OR_RETURN(m.conv_w_, channels(conv_w).On(ctx.options.device));
   if (c.use_conv_bias) {
     SEAM_ASSIGN_OR_RETURN(Tensor bias, ck.Load(names.Layer(layer, "mixer.conv1d.bias"), {conv}, DType::kF32));
     SEAM_ASSIGN_OR_RETURN(bias, bias.Reshape({conv, 1}));
     SEAM_ASSIGN_OR_RETURN(Tensor local, channels(bias).Reshape({il + 2 * gnl}));
-    SEAM_ASSIGN_OR_RETURN(m.conv_b_, local.On(ctx.device));
+    SEAM_ASSIGN_OR_RETURN(m.conv_b_, local.On(ctx.options.device));
   }
   // Per-head parameters stay fp32 whatever the compute dtype.
   SEAM_ASSIGN_OR_RETURN(m.dt_bias_, ck.LoadRows(names.Layer(layer, "mixer.dt_bias"), {heads}, a, atp, DType::kF32));
-  SEAM_ASSIGN_OR_RETURN(m.dt_bias_, m.dt_bias_.Clone().On(ctx.device));
+  SEAM_ASSIGN_OR_RETURN(m.dt_bias_, m.dt_bias_.Clone().On(ctx.options.device));
   SEAM_ASSIGN_OR_RETURN(Tensor a_log, ck.LoadRows(names.Layer(layer, "mixer.A_log"), {heads}, a, atp, DType::kF32));
   std::vector<float> a_values = a_log.ToFloats();
   for (float& v : a_values) v = -std::exp(v);
-  SEAM_ASSIGN_OR_RETURN(m.a_, Tensor::FromFloats(a_values, {hl}).On(ctx.device));
+  SEAM_ASSIGN_OR_RETURN(m.a_, Tensor::FromFloats(a_values, {hl}).On(ctx.options.device));
   SEAM_ASSIGN_OR_RETURN(m.d_, ck.LoadRows(names.Layer(layer, "mixer.D"), {heads}, a, atp, DType::kF32));
-  SEAM_ASSIGN_OR_RETURN(m.d_, m.d_.Clone().On(ctx.device));
+  SEAM_ASSIGN_OR_RETURN(m.d_, m.d_.Clone().On(ctx.options.device));
   SEAM_ASSIGN_OR_RETURN(m.norm_, ctx.LoadRows(names.Layer(layer, "mixer.norm.weight"), {inner}, a, atp));
   SEAM_ASSIGN_OR_RETURN(m.w_out_, ctx.LoadCols(names.Layer(layer, "mixer.out_proj.weight"), {hidden, inner}, a, atp));
   return m;

@@ -16,15 +16,15 @@ std::string LayerName(int64_t layer, const std::string& suffix) {
 absl::StatusOr<std::pair<Tensor, Tensor>> DenseMlp::LoadHost(const LoadContext& ctx, const std::string& prefix,
                                                               int64_t intermediate) {
   const int64_t h = ctx.config.hidden_size;
-  const int r = ctx.topology.tp_rank, tp = ctx.topology.tp;
+  const int r = ctx.options.topology.tp_rank, tp = ctx.options.topology.tp;
   if (intermediate % tp != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, ": intermediate size ", intermediate, " does not divide over TP ", tp));
   }
   const weights::Checkpoint& ck = ctx.checkpoint;
-  SEAM_ASSIGN_OR_RETURN(Tensor gate, ck.LoadRows(prefix + ".gate_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(Tensor up, ck.LoadRows(prefix + ".up_proj.weight", {intermediate, h}, r, tp, ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(Tensor down, ck.LoadCols(prefix + ".down_proj.weight", {h, intermediate}, r, tp, ctx.dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor gate, ck.LoadRows(prefix + ".gate_proj.weight", {intermediate, h}, r, tp, ctx.options.dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor up, ck.LoadRows(prefix + ".up_proj.weight", {intermediate, h}, r, tp, ctx.options.dtype));
+  SEAM_ASSIGN_OR_RETURN(Tensor down, ck.LoadCols(prefix + ".down_proj.weight", {h, intermediate}, r, tp, ctx.options.dtype));
   return std::pair{ConcatRows(gate, up), std::move(down)};
 }
 

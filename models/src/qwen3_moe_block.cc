@@ -58,9 +58,9 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
                                                         c.moe_intermediate_size));
     if (e == 0) {
       SEAM_ASSIGN_OR_RETURN(moe.gate_up_, Tensor::TryEmpty({experts, host.first.dim(0), host.first.dim(1)},
-                                                           host.first.dtype(), ctx.device));
+                                                           host.first.dtype(), ctx.options.device));
       SEAM_ASSIGN_OR_RETURN(moe.down_, Tensor::TryEmpty({experts, host.second.dim(0), host.second.dim(1)},
-                                                        host.second.dtype(), ctx.device));
+                                                        host.second.dtype(), ctx.options.device));
     }
     SEAM_ASSIGN_OR_RETURN(Tensor gate_up, ExpertSlice(moe.gate_up_, e));
     SEAM_ASSIGN_OR_RETURN(Tensor down, ExpertSlice(moe.down_, e));
@@ -68,11 +68,11 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
     SEAM_RETURN_IF_ERROR(CopyInto(host.second, down));
   }
   const bool fits = experts <= kernels::kMaxGroupedExperts && moe.top_k_ <= kernels::kMaxRoutesPerRow &&
-                    kernels::ExpertMatmulTakes(ctx.dtype, moe.gate_up_.dim(2)) &&
-                    kernels::ExpertMatmulTakes(ctx.dtype, moe.down_.dim(2));
-  if (fits && ctx.moe_experts == MoeExperts::kGrouped) {
+                    kernels::ExpertMatmulTakes(ctx.options.dtype, moe.gate_up_.dim(2)) &&
+                    kernels::ExpertMatmulTakes(ctx.options.dtype, moe.down_.dim(2));
+  if (fits && ctx.options.moe_experts == MoeExperts::kGrouped) {
     moe.grouped_pairs_ = kernels::kMaxExpertPairs;
-  } else if (fits && ctx.moe_experts == MoeExperts::kAuto && ctx.device.is_cuda()) {
+  } else if (fits && ctx.options.moe_experts == MoeExperts::kAuto && ctx.options.device.is_cuda()) {
     moe.grouped_pairs_ = kAutoGroupedPairs;
   }
   return moe;

@@ -14,17 +14,20 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "http/openai_server.h"
 #include "seam/core/logging.h"
+#include "seam/core/status.h"
 #include "seam/security/bearer_token.h"
 #include "seam/security/health_port.h"
 #include "seam/security/listen_address.h"
 #include "seam/weights/model_config.h"
 #include "service/coordinator_service.h"
 #include "service/grpc_stage_link.h"
+#include "service/pipeline_limits.h"
 #include "service/request_metrics.h"
 #include "service/stage_setup.h"
 
@@ -140,69 +143,133 @@ std::string ServedModelName(const CoordinatorServerOptions& o) {
   return dir.substr(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/') + 1);
 }
 
-int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
-  // Signals are taken by sigwait below; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+namespace {
 
-  absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(o.model_dir);
-  if (!config.ok()) return err << "seam-coordinator: " << config.status() << "\n", 2;
-  if (absl::Status s = weights::ValidateParallel(*config, o.tp, o.attn_dp); !s.ok()) {
-    return err << "seam-coordinator: " << s << "\n", 2;
-  }
-  auto layers = SplitLayers(config->num_hidden_layers, o.stages.size(), o.layers);
-  if (!layers.ok()) return err << "seam-coordinator: " << layers.status() << "\n", 2;
+// The exit code a failed phase of the process ends with (coordinator_server.h):
+// 2 for what the operator must fix in the arguments, 1 otherwise.
+constexpr char kExitCodePayload[] = "type.seam.dev/exit_code";
+
+absl::Status OperatorError(absl::Status s) {
+  s.SetPayload(kExitCodePayload, absl::Cord("2"));
+  return s;
+}
+
+int ExitCodeOf(const absl::Status& s) { return s.GetPayload(kExitCodePayload).has_value() ? 2 : 1; }
+
+// `s`, marked as the operator's to fix when `operator_error`.
+absl::Status Failure(const absl::Status& s, bool operator_error) { return operator_error ? OperatorError(s) : s; }
+
+// seam-coordinator's parts, brought up in order and torn down in reverse.
+class CoordinatorProcess {
+ public:
+  explicit CoordinatorProcess(const CoordinatorServerOptions& o) : o_(o) {}
+  ~CoordinatorProcess() { Stop(); }
+  CoordinatorProcess(const CoordinatorProcess&) = delete;
+  CoordinatorProcess& operator=(const CoordinatorProcess&) = delete;
+
+  // The model, the layer split, text, listeners' and stages' credentials:
+  // every error is the arguments' (exit 2).
+  absl::Status CheckArguments();
+  // Stages connected, configured and READY; their limits; the driver.
+  absl::Status BringUpPipeline();
+  // Metrics, the gRPC server, the health port, the HTTP API, the port file.
+  absl::Status StartServing();
+  // Health NOT_SERVING, the driver down (every live call answered), then the
+  // listeners; once.
+  void Stop();
+
+  int port() const { return port_; }
+
+ private:
+  PipelineDriverOptions DriverOptions(uint64_t epoch) const;
+  absl::Status StartMetrics();
+  absl::Status StartGrpc();
+  absl::Status StartHttp();
+
+  const CoordinatorServerOptions& o_;
+  weights::ModelConfig config_;
+  std::vector<std::pair<int, int>> layers_;
+  std::unique_ptr<ModelText> text_;
+  http::OpenAiServerOptions http_options_;
+  std::shared_ptr<grpc::ServerCredentials> server_credentials_;
+  std::shared_ptr<grpc::ChannelCredentials> stage_credentials_;
+  std::vector<StageEndpoint> stages_;
+  PipelineLayout layout_;
+  PipelineLimits limits_;
+  RequestLimits request_limits_;
+  std::shared_ptr<HealthGate> health_ = std::make_shared<HealthGate>();
+  std::unique_ptr<PipelineDriver> driver_;
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<security::HealthPort> health_port_;
+  std::unique_ptr<http::OpenAiServer> http_server_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+absl::Status CoordinatorProcess::CheckArguments() {
+  absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(o_.model_dir);
+  if (!config.ok()) return OperatorError(config.status());
+  config_ = *config;
+  if (absl::Status s = weights::ValidateParallel(config_, o_.tp, o_.attn_dp); !s.ok()) return OperatorError(s);
+  auto layers = SplitLayers(config_.num_hidden_layers, o_.stages.size(), o_.layers);
+  if (!layers.ok()) return OperatorError(layers.status());
+  layers_ = *layers;
   // Text prompts and completions: the checkpoint's tokenizer, if it has one.
-  absl::StatusOr<std::unique_ptr<ModelText>> text = ModelText::Load(o.model_dir);
-  if (!text.ok()) return err << "seam-coordinator: " << text.status() << "\n", 2;
-  if (*text == nullptr) SEAM_LOG_INFO("{} has no tokenizer.json: prompts are token ids only", o.model_dir);
-  http::OpenAiServerOptions http_options;
-  http_options.listen = o.http_listen;
-  http_options.security = o.server_security;
-  http_options.model_name = ServedModelName(o);
-  if (!o.http_listen.empty()) {
-    if (absl::Status s = http::OpenAiServer::CheckOptions(http_options); !s.ok()) {
-      return err << "seam-coordinator: " << s.message() << "\n", 2;
-    }
+  absl::StatusOr<std::unique_ptr<ModelText>> text = ModelText::Load(o_.model_dir);
+  if (!text.ok()) return OperatorError(text.status());
+  text_ = std::move(*text);
+  if (text_ == nullptr) SEAM_LOG_INFO("{} has no tokenizer.json: prompts are token ids only", o_.model_dir);
+  http_options_.listen = o_.http_listen;
+  http_options_.security = o_.server_security;
+  http_options_.model_name = ServedModelName(o_);
+  if (!o_.http_listen.empty()) {
+    if (absl::Status s = http::OpenAiServer::CheckOptions(http_options_); !s.ok()) return OperatorError(s);
   }
-  security::ServerSecurityOptions server_security = o.server_security;
+  security::ServerSecurityOptions server_security = o_.server_security;
   server_security.open_path_prefixes = {security::kHealthPathPrefix};  // probes; reflection needs the token
-  auto server_credentials = security::MakeServerCredentials(server_security, o.listen);
-  if (!server_credentials.ok()) return err << "seam-coordinator: " << server_credentials.status().message() << "\n", 2;
-  for (const std::string& stage : o.stages) {
-    if (!o.stage_security.tls() && !security::IsLoopbackAddress(stage) && !o.server_security.insecure) {
-      return err << "seam-coordinator: refusing to reach stage " << stage
-                 << " without TLS: pass --tls-ca (and --tls-client-cert/--tls-client-key for mutual TLS), "
-                    "or --insecure\n",
-             2;
+  auto server_credentials = security::MakeServerCredentials(server_security, o_.listen);
+  if (!server_credentials.ok()) return OperatorError(server_credentials.status());
+  server_credentials_ = *server_credentials;
+  for (const std::string& stage : o_.stages) {
+    if (!o_.stage_security.tls() && !security::IsLoopbackAddress(stage) && !o_.server_security.insecure) {
+      return OperatorError(absl::FailedPreconditionError(absl::StrCat(
+          "refusing to reach stage ", stage,
+          " without TLS: pass --tls-ca (and --tls-client-cert/--tls-client-key for mutual TLS), or --insecure")));
     }
   }
-  auto stage_credentials = security::MakeChannelCredentials(o.stage_security, o.stages.front());
-  if (!stage_credentials.ok()) return err << "seam-coordinator: " << stage_credentials.status().message() << "\n", 2;
+  auto stage_credentials = security::MakeChannelCredentials(o_.stage_security, o_.stages.front());
+  if (!stage_credentials.ok()) return OperatorError(stage_credentials.status());
+  stage_credentials_ = *stage_credentials;
+  return absl::OkStatus();
+}
 
-  auto stages = ConnectStages(o.stages, o.startup_timeout, *stage_credentials);
-  if (!stages.ok()) return err << "seam-coordinator: " << stages.status() << "\n", 1;
-  PipelineDriverOptions driver_options;
-  driver_options.scheduler.pipeline_stages = o.stages.size();
-  driver_options.scheduler.dp_groups = o.attn_dp;
-  driver_options.scheduler.max_queue = o.max_queue;
-  driver_options.scheduler.max_decode_steps = o.decode_steps;
-  driver_options.scheduler.first_decode_steps = o.decode_ramp_start > 0 ? o.decode_ramp_start : o.decode_steps;
-  driver_options.scheduler.max_tokens_per_microbatch = o.max_batch_tokens;
-  driver_options.stage_timeout = o.stage_timeout;
-  driver_options.stage_timeout_per_token = o.stage_timeout_per_token;
-  // Stages already configured (by a coordinator that exited or died) are
-  // adopted: the pipeline starts at an epoch past theirs, so they reload and
-  // drop whatever the old coordinator left in flight.
-  const uint64_t epoch = AdoptionEpoch(*stages);
-  driver_options.scheduler.first_epoch = epoch;
-  PipelineLayout layout{o.model_dir, o.tp, o.attn_dp, epoch, *layers};
+PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
+  PipelineDriverOptions d;
+  d.scheduler.pipeline_stages = o_.stages.size();
+  d.scheduler.dp_groups = o_.attn_dp;
+  d.scheduler.max_queue = o_.max_queue;
+  d.scheduler.max_decode_steps = o_.decode_steps;
+  d.scheduler.first_decode_steps = o_.decode_ramp_start > 0 ? o_.decode_ramp_start : o_.decode_steps;
+  d.scheduler.first_epoch = epoch;
+  const auto narrow = [](int64_t v) { return static_cast<int>(std::min<int64_t>(v, std::numeric_limits<int>::max())); };
+  d.scheduler.max_tokens_per_microbatch = narrow(limits_.max_step_tokens);
+  d.scheduler.kv_blocks_per_dp_group = narrow(limits_.kv_blocks_per_dp_group);
+  d.scheduler.block_size = narrow(limits_.kv_block_size);
+  d.scheduler.max_sequences_per_dp_group = narrow(limits_.max_sequences_per_dp_group);
+  d.stage_timeout = o_.stage_timeout;
+  d.stage_timeout_per_token = o_.stage_timeout_per_token;
+  // The stages own their descriptor limit (their gRPC receive limit); the
+  // driver never sends a descriptor over the least of them.
+  for (const StageEndpoint& e : stages_) {
+    const uint64_t l = e.status.max_descriptor_bytes();
+    if (l > 0 && (d.max_descriptor_bytes == 0 || l < d.max_descriptor_bytes)) d.max_descriptor_bytes = l;
+  }
   // After a stage failure: reach every stage again (an unreachable one fails
   // the attempt within a few seconds) and reload it for the new epoch.
-  driver_options.reconnect = [o, layout, credentials = *stage_credentials](uint64_t next_epoch)
+  d.reconnect = [o = o_, layout = layout_, credentials = stage_credentials_](uint64_t next_epoch)
       -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
     auto stages = ConnectStages(o.stages, std::chrono::milliseconds(3000), credentials);
     if (!stages.ok()) return stages.status();
@@ -216,125 +283,135 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   // Health follows the pipeline: NOT_SERVING while it is down (between a
   // stage failure and a successful reconnect). The driver may report before
   // the server exists; the last value is applied once it does.
-  auto health = std::make_shared<HealthGate>();
-  driver_options.on_pipeline_up = [health](bool up) { health->Set(up); };
-  if (absl::Status s = ConfigureStages(*stages, layout, o.startup_timeout); !s.ok()) {
-    return err << "seam-coordinator: " << s << "\n", 1;
-  }
-  // Admission follows the KV the stages hold; --kv-blocks may only lower it.
-  absl::StatusOr<KvCapacity> kv = PipelineKvCapacity(*stages);
-  if (!kv.ok()) return err << "seam-coordinator: " << kv.status() << "\n", 1;
-  int64_t kv_blocks = kv->blocks_per_dp_group;
-  if (o.kv_blocks > 0 && o.kv_blocks < kv_blocks) kv_blocks = o.kv_blocks;
-  if (o.kv_blocks > kv->blocks_per_dp_group) {
-    SEAM_LOG_WARN("--kv-blocks {} exceeds the {} blocks per DP group the stages hold; admitting against theirs",
-                  o.kv_blocks, kv->blocks_per_dp_group);
-  }
-  driver_options.scheduler.kv_blocks_per_dp_group =
-      static_cast<int>(std::min<int64_t>(kv_blocks, std::numeric_limits<int>::max()));
-  driver_options.scheduler.block_size = kv->block_size;
-  SEAM_LOG_INFO("KV admission: {} blocks of {} tokens per attention-DP group", kv_blocks, kv->block_size);
-  RequestLimits limits;
-  limits.vocab_size = config->vocab_size;
-  limits.max_positions = config->max_position_embeddings;
-  limits.max_prompt_tokens = std::min(o.max_prompt_tokens, driver_options.scheduler.max_tokens_per_microbatch);
-  // The stages own their descriptor limit (their gRPC receive limit); the
-  // driver never sends a descriptor over the least of them.
-  uint64_t stage_limit = 0;
-  for (const StageEndpoint& e : *stages) {
-    const uint64_t l = e.status.max_descriptor_bytes();
-    if (l > 0 && (stage_limit == 0 || l < stage_limit)) stage_limit = l;
-  }
-  driver_options.max_descriptor_bytes = stage_limit;
-  const uint64_t bound = DescriptorBound(limits, driver_options.scheduler.max_sequences_per_microbatch,
+  d.on_pipeline_up = [health = health_](bool up) { health->Set(up); };
+  return d;
+}
+
+absl::Status CoordinatorProcess::BringUpPipeline() {
+  SEAM_ASSIGN_OR_RETURN(stages_, ConnectStages(o_.stages, o_.startup_timeout, stage_credentials_));
+  // Stages already configured (by a coordinator that exited or died) are
+  // adopted: the pipeline starts at an epoch past theirs, so they reload and
+  // drop whatever the old coordinator left in flight.
+  const uint64_t epoch = AdoptionEpoch(stages_);
+  layout_ = PipelineLayout{o_.model_dir, o_.tp, o_.attn_dp, epoch, layers_};
+  SEAM_RETURN_IF_ERROR(ConfigureStages(stages_, layout_, o_.startup_timeout));
+  // Batching and admission follow what the stages report; flags only lower it.
+  std::vector<v1::StageStatus> statuses;
+  for (const StageEndpoint& e : stages_) statuses.push_back(e.status);
+  SEAM_ASSIGN_OR_RETURN(limits_, DerivePipelineLimits(statuses, o_.stages, o_.caps));
+  SEAM_LOG_INFO("pipeline limits: {}", limits_.ToString());
+  request_limits_ = RequestLimitsOf(limits_, config_.vocab_size);
+  PipelineDriverOptions driver_options = DriverOptions(epoch);
+  const uint64_t bound = DescriptorBound(request_limits_, driver_options.scheduler.max_sequences_per_microbatch,
                                          driver_options.scheduler.max_tokens_per_microbatch);
-  if (stage_limit > 0 && bound > stage_limit) {
+  if (driver_options.max_descriptor_bytes > 0 && bound > driver_options.max_descriptor_bytes) {
     SEAM_LOG_WARN("a microbatch may take {} bytes, more than the {} the stages take (raise their --max-step-tokens); "
-                  "such microbatches fail RESOURCE_EXHAUSTED", bound, stage_limit);
+                  "such microbatches fail RESOURCE_EXHAUSTED", bound, driver_options.max_descriptor_bytes);
   }
   std::vector<std::unique_ptr<StageLink>> links;
-  for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address, o.liveness));
-  auto driver = PipelineDriver::Create(driver_options, std::move(links));
-  if (!driver.ok()) return err << "seam-coordinator: " << driver.status() << "\n", 1;
+  for (StageEndpoint& e : stages_) links.push_back(MakeGrpcStageLink(e.stub, e.address, o_.liveness));
+  SEAM_ASSIGN_OR_RETURN(driver_, PipelineDriver::Create(driver_options, std::move(links)));
+  return absl::OkStatus();
+}
 
-  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint;
-  std::unique_ptr<CoordinatorMetrics> metrics;
-  if (!o.metrics_listen.empty()) {
-    metrics::MetricsEndpointOptions mo;
-    mo.listen = o.metrics_listen;  // HTTPS with the client API's certificate when it has one
-    mo.tls_cert_file = o.server_security.tls_cert_file;
-    mo.tls_key_file = o.server_security.tls_key_file;
-    mo.insecure = o.server_security.insecure;
-    auto started = metrics::MetricsEndpoint::Start(mo);
-    if (!started.ok()) {
-      (*driver)->Shutdown();
-      return err << "seam-coordinator: --metrics-listen: " << started.status().message() << "\n",
-             absl::IsFailedPrecondition(started.status()) ? 2 : 1;
-    }
-    metrics_endpoint = std::move(*started);
-    metrics = std::make_unique<CoordinatorMetrics>(*metrics_endpoint, driver->get());
-    SEAM_LOG_INFO("metrics on {}://{}/metrics (port {})", mo.tls_cert_file.empty() ? "http" : "https",
-                  o.metrics_listen, metrics_endpoint->port());
+absl::Status CoordinatorProcess::StartMetrics() {
+  if (o_.metrics_listen.empty()) return absl::OkStatus();
+  metrics::MetricsEndpointOptions mo;
+  mo.listen = o_.metrics_listen;  // HTTPS with the client API's certificate when it has one
+  mo.tls_cert_file = o_.server_security.tls_cert_file;
+  mo.tls_key_file = o_.server_security.tls_key_file;
+  mo.insecure = o_.server_security.insecure;
+  auto started = metrics::MetricsEndpoint::Start(mo);
+  if (!started.ok()) {
+    return Failure(absl::Status(started.status().code(), absl::StrCat("--metrics-listen: ", started.status().message())),
+                   absl::IsFailedPrecondition(started.status()));
   }
-  CoordinatorService service(driver->get(), limits, MakeMetadata(*config, o, *layers, StagesDtype(*stages)), text->get(), metrics.get());
+  metrics_endpoint_ = std::move(*started);
+  metrics_ = std::make_unique<CoordinatorMetrics>(*metrics_endpoint_, driver_.get());
+  SEAM_LOG_INFO("metrics on {}://{}/metrics (port {})", mo.tls_cert_file.empty() ? "http" : "https",
+                o_.metrics_listen, metrics_endpoint_->port());
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorProcess::StartGrpc() {
+  service_ = std::make_unique<CoordinatorService>(driver_.get(), request_limits_,
+                                                  MakeMetadata(config_, o_, layers_, StagesDtype(stages_)),
+                                                  text_.get(), metrics_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(o.listen, *server_credentials, &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    (*driver)->Shutdown();
-    return err << "seam-coordinator: cannot listen on " << o.listen << "\n", 1;
+  builder.AddListeningPort(o_.listen, server_credentials_, &port_);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", o_.listen));
+  if (!o_.health_listen.empty()) {
+    SEAM_ASSIGN_OR_RETURN(health_port_, security::HealthPort::Start(o_.health_listen));
   }
-  std::unique_ptr<security::HealthPort> health_port;
-  if (!o.health_listen.empty()) {
-    auto started = security::HealthPort::Start(o.health_listen);
-    if (!started.ok()) {
-      (*driver)->Shutdown();
-      server->Shutdown();
-      return err << "seam-coordinator: " << started.status().message() << "\n", 1;
-    }
-    health_port = std::move(*started);
-  }
-  health->Attach(server->GetHealthCheckService(), health_port.get());
-  std::unique_ptr<http::OpenAiServer> http_server;
-  if (!o.http_listen.empty()) {
-    auto started = http::OpenAiServer::Start(http_options,
-                                              http::OpenAiBackend{driver->get(), limits, text->get(), metrics.get()});
-    if (started.ok() && !o.http_port_file.empty() && !WritePortFile(o.http_port_file, (*started)->port())) {
-      started = absl::InternalError(absl::StrCat("cannot write port file ", o.http_port_file));
-    }
-    if (!started.ok()) {
-      health->Attach(nullptr, nullptr);
-      (*driver)->Shutdown();
-      server->Shutdown();
-      const bool operator_error =
-          absl::IsInvalidArgument(started.status()) || absl::IsFailedPrecondition(started.status());
-      return err << "seam-coordinator: " << started.status().message() << "\n", operator_error ? 2 : 1;
-    }
-    http_server = std::move(*started);
-  }
-  if (!o.port_file.empty() && !WritePortFile(o.port_file, port)) {
-    health->Attach(nullptr, nullptr);
-    (*driver)->Shutdown();
-    server->Shutdown();
-    return err << "seam-coordinator: cannot write port file " << o.port_file << "\n", 1;
-  }
-  err << "seam-coordinator: serving on port " << port << " with " << o.stages.size() << " stages\n";
+  health_->Attach(server_->GetHealthCheckService(), health_port_.get());
+  return absl::OkStatus();
+}
 
-  int signal = 0;
-  sigwait(&signals, &signal);
-  health->Stop();
-  (*driver)->Shutdown();  // every live call is answered UNAVAILABLE
-  if (http_server) http_server->Stop();  // its streams ended with the driver's calls
-  health->Attach(nullptr, nullptr);  // the health port goes before the gate
+absl::Status CoordinatorProcess::StartHttp() {
+  if (o_.http_listen.empty()) return absl::OkStatus();
+  auto started =
+      http::OpenAiServer::Start(http_options_, http::OpenAiBackend{driver_.get(), request_limits_, text_.get(),
+                                                                   metrics_.get()});
+  if (started.ok() && !o_.http_port_file.empty() && !WritePortFile(o_.http_port_file, (*started)->port())) {
+    started = absl::InternalError(absl::StrCat("cannot write port file ", o_.http_port_file));
+  }
+  if (!started.ok()) {
+    const absl::Status& s = started.status();
+    return Failure(s, absl::IsInvalidArgument(s) || absl::IsFailedPrecondition(s));
+  }
+  http_server_ = std::move(*started);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorProcess::StartServing() {
+  SEAM_RETURN_IF_ERROR(StartMetrics());
+  SEAM_RETURN_IF_ERROR(StartGrpc());
+  SEAM_RETURN_IF_ERROR(StartHttp());
+  if (!o_.port_file.empty() && !WritePortFile(o_.port_file, port_)) {
+    return absl::InternalError(absl::StrCat("cannot write port file ", o_.port_file));
+  }
+  return absl::OkStatus();
+}
+
+void CoordinatorProcess::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  health_->Stop();
+  if (driver_ != nullptr) driver_->Shutdown();  // every live call is answered UNAVAILABLE
+  if (http_server_ != nullptr) http_server_->Stop();  // its streams ended with the driver's calls
+  health_->Attach(nullptr, nullptr);  // the health port goes before the gate
   // Calls were all answered by the driver; a short grace for their last
   // writes, then open client channels are cut, so the exit is prompt.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   // The stages are left configured, not drained: the next coordinator adopts
   // them for a later epoch (a drained stage takes no new configuration).
+}
+
+}  // namespace
+
+int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  CoordinatorProcess process(o);
+  absl::Status up = process.CheckArguments();
+  if (up.ok()) up = process.BringUpPipeline();
+  if (up.ok()) up = process.StartServing();
+  if (!up.ok()) {
+    err << "seam-coordinator: " << (ExitCodeOf(up) == 2 ? std::string(up.message()) : up.ToString()) << "\n";
+    return ExitCodeOf(up);
+  }
+  err << "seam-coordinator: serving on port " << process.port() << " with " << o.stages.size() << " stages\n";
+  int signal = 0;
+  sigwait(&signals, &signal);
+  process.Stop();
   return 0;
 }
 

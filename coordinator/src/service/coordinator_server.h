@@ -10,6 +10,7 @@
 
 #include "seam/security/credentials.h"
 #include "service/grpc_stage_link.h"
+#include "service/pipeline_limits.h"
 
 namespace seam::coordinator {
 
@@ -37,9 +38,11 @@ struct CoordinatorServerOptions {
   int tp = 1;
   int attn_dp = 1;
   std::string layers;                     // "0-13,14-27"; empty: even split
-  // KV blocks per attention-DP group to admit against; 0: what the stages
-  // report (the least over them). A value above the stages' is lowered to it.
-  int64_t kv_blocks = 0;
+  // Caps on what the stages report (pipeline_limits.h): KV blocks per
+  // attention-DP group to admit against, token rows of one microbatch
+  // (SchedulerOptions::max_tokens_per_microbatch) and the longest prompt;
+  // 0: the stages' own figure. A cap above theirs is lowered to it, with a warning.
+  LimitCaps caps;
   int max_queue = 1024;                   // sequences waiting for admission
   // Decode steps a microbatch may run on the stages without a round trip
   // to the coordinator (SchedulerOptions::max_decode_steps); 1: off.
@@ -48,11 +51,6 @@ struct CoordinatorServerOptions {
   // (SchedulerOptions::first_decode_steps); 0: at decode_steps (no ramp),
   // 1: the ramp 1, 2, 4, ... that lets a burst's later arrivals join early.
   int decode_ramp_start = 0;
-  // Token rows of one microbatch (SchedulerOptions::max_tokens_per_microbatch):
-  // the stages' default --max-step-tokens, so that a burst of prompts is
-  // prefilled in one microbatch. Prompts stay within max_prompt_tokens.
-  int max_batch_tokens = 8192;
-  int max_prompt_tokens = 2048;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};
