@@ -12,6 +12,7 @@
 #include "command_status.h"
 #include "seam/core/status.h"
 #include "seam/testing/temp_dir.h"
+#include "seam/testing/tiny_checkpoint.h"
 #include "seam/weights/random_checkpoint.h"
 
 namespace seam::cli {
@@ -22,21 +23,10 @@ std::string Checkpoint(bool moe) {
   const std::string dir = root.File(moe ? "moe" : "dense");
   static bool written[2] = {false, false};
   if (!written[moe]) {
-    weights::ModelConfig c;
-    c.architecture = moe ? "qwen3_moe" : "qwen3";
-    c.hidden_size = 64;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 16;
-    c.intermediate_size = 96;
+    // The tests' tiny Qwen3 (-MoE) with a larger vocabulary and an lm_head of its own.
+    weights::ModelConfig c = seam::testing::TinyConfig(moe);
     c.vocab_size = 160;
-    c.rope_theta = 10000.0f;
-    if (moe) {
-      c.num_experts = 4;
-      c.num_experts_per_tok = 2;
-      c.moe_intermediate_size = 32;
-    }
+    c.tie_word_embeddings = false;
     SEAM_CHECK_OK(weights::WriteRandomCheckpoint(c, weights::RandomCheckpointOptions{moe ? 5u : 4u, false, 10.0f}, dir));
     written[moe] = true;
   }

@@ -11,20 +11,18 @@ namespace seam::models::internal {
 
 absl::StatusOr<PlainAttention> PlainAttention::Load(const LoadContext& ctx, const NemotronHNames& names,
                                                     int64_t layer) {
-  const weights::ModelConfig& c = ctx.config;
-  const int64_t d = c.head_dim, h = c.hidden_size, heads = c.num_attention_heads, kv = c.num_key_value_heads;
-  const int a = ctx.topology.attn_tp_rank(), atp = ctx.topology.attn_tp();
   PlainAttention attn;
   attn.q_heads_ = ctx.shard.q_heads;
   attn.kv_heads_ = ctx.shard.kv_heads;
-  attn.head_dim_ = d;
-  attn.hidden_ = h;
-  SEAM_ASSIGN_OR_RETURN(attn.wq_, ctx.LoadRows(names.Layer(layer, "mixer.q_proj.weight"), {heads * d, h}, a, atp));
-  SEAM_ASSIGN_OR_RETURN(attn.wk_, ctx.LoadRows(names.Layer(layer, "mixer.k_proj.weight"), {kv * d, h},
-                                               ctx.shard.kv_part, ctx.shard.kv_parts));
-  SEAM_ASSIGN_OR_RETURN(attn.wv_, ctx.LoadRows(names.Layer(layer, "mixer.v_proj.weight"), {kv * d, h},
-                                               ctx.shard.kv_part, ctx.shard.kv_parts));
-  SEAM_ASSIGN_OR_RETURN(attn.wo_, ctx.LoadCols(names.Layer(layer, "mixer.o_proj.weight"), {h, heads * d}, a, atp));
+  attn.head_dim_ = ctx.config.head_dim;
+  attn.hidden_ = ctx.config.hidden_size;
+  const std::string projections[4] = {names.Layer(layer, "mixer.q_proj.weight"), names.Layer(layer, "mixer.k_proj.weight"),
+                                      names.Layer(layer, "mixer.v_proj.weight"), names.Layer(layer, "mixer.o_proj.weight")};
+  SEAM_ASSIGN_OR_RETURN(AttentionWeights w, LoadAttentionWeights(ctx, projections));
+  SEAM_ASSIGN_OR_RETURN(attn.wq_, ctx.Place(w.wq));
+  SEAM_ASSIGN_OR_RETURN(attn.wk_, ctx.Place(w.wk));
+  SEAM_ASSIGN_OR_RETURN(attn.wv_, ctx.Place(w.wv));
+  SEAM_ASSIGN_OR_RETURN(attn.wo_, ctx.Place(w.wo));
   return attn;
 }
 
@@ -54,7 +52,7 @@ absl::StatusOr<Tensor> PlainAttention::Forward(const Tensor& x, const CacheBatch
 
 absl::StatusOr<Relu2Mlp> Relu2Mlp::Load(const LoadContext& ctx, const NemotronHNames& names, int64_t layer) {
   const int64_t h = ctx.config.hidden_size, inter = ctx.config.intermediate_size;
-  const int r = ctx.topology.tp_rank, tp = ctx.topology.tp;
+  const int r = ctx.options.topology.tp_rank, tp = ctx.options.topology.tp;
   if (inter % tp != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, ": intermediate_size ", inter, " does not divide over TP ", tp));

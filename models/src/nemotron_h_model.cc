@@ -1,7 +1,7 @@
 // NemotronHModel: loading this rank's shards inside a layer stack (one stage
-// per pattern character) and the forward of a pipeline piece: in through the
-// embedding or a handoff, each block between its boundary's Prepare and
-// Finish, out through the final norm and lm_head or a handoff.
+// per pattern character) and its blocks' forward, each between its
+// boundary's Prepare and Finish; entering and leaving the stack (embedding
+// or handoff, final norm and lm_head or handoff) are DecoderModel's.
 #include "seam/models/nemotron_h_model.h"
 
 #include <algorithm>
@@ -20,21 +20,13 @@ using internal::NemotronHBlock;
 using weights::HybridLayer;
 
 struct NemotronHModel::Impl {
-  weights::ModelConfig config;
-  ModelOptions options;
   AttentionShard shard;
-  Tensor embed, lm_head;  // [V, H]; lm_head is the embedding table when tied
-  boundary::NormParams final_norm;
   std::vector<std::unique_ptr<NemotronHBlock>> blocks;
   int64_t attention_layers = 0, mamba_layers = 0;
 
   absl::StatusOr<boundary::Hidden> RunBlock(const NemotronHBlock& block, boundary::Hidden h,
                                             boundary::ForwardBatch& batch, const CacheBatch& step,
                                             KvCache& cache) const;
-  absl::StatusOr<boundary::Hidden> Enter(boundary::ForwardBatch& batch, const Tensor& ids,
-                                         const boundary::PipelineTensors* in) const;
-  absl::StatusOr<Tensor> Run(boundary::Hidden h, boundary::ForwardBatch& batch, const CacheBatch& step,
-                             KvCache& cache, const Tensor& last_rows, boundary::PipelineTensors* out) const;
 };
 
 namespace {
@@ -75,20 +67,14 @@ absl::StatusOr<std::unique_ptr<NemotronHBlock>> LoadBlock(const internal::LoadCo
 
 }  // namespace
 
-NemotronHModel::NemotronHModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NemotronHModel::NemotronHModel(const weights::ModelConfig& config, const ModelOptions& options)
+    : DecoderModel(config, options), impl_(std::make_unique<Impl>()) {}
 NemotronHModel::~NemotronHModel() = default;
-const weights::ModelConfig& NemotronHModel::config() const { return impl_->config; }
-const ModelOptions& NemotronHModel::options() const { return impl_->options; }
 int64_t NemotronHModel::layers() const { return static_cast<int64_t>(impl_->blocks.size()); }
-bool NemotronHModel::is_first_piece() const { return impl_->options.first_layer == 0; }
-bool NemotronHModel::is_last_piece() const { return impl_->options.end_layer == impl_->config.num_hidden_layers; }
 
 absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Load(const weights::Checkpoint& checkpoint,
                                                                      const ModelOptions& options) {
-  auto impl = std::make_unique<Impl>();
-  impl->config = checkpoint.config();
-  impl->options = options;
-  const weights::ModelConfig& c = impl->config;
+  const weights::ModelConfig& c = checkpoint.config();
   const boundary::Topology& topo = options.topology;
   if (topo.attn_cp > 1) {
     // A Mamba layer's recurrence runs token after token through one
@@ -96,66 +82,53 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Load(const weigh
     return absl::InvalidArgumentError(absl::StrCat("Nemotron-H's Mamba layers cannot use context parallelism (attn_cp ",
                                                    topo.attn_cp, "); run it with attn_cp 1"));
   }
-  const int total = static_cast<int>(c.num_hidden_layers);
-  if (options.end_layer < 0) impl->options.end_layer = total;
-  const int first = options.first_layer, end = impl->options.end_layer;
-  if (first < 0 || first >= end || end > total) {
-    return absl::InvalidArgumentError(absl::StrCat("layer range [", first, ", ", end,
-                                                   ") is not a non-empty range inside the model's ", total,
-                                                   " layers"));
-  }
-  if (options.policy == boundary::ReductionPolicy::kAuto) {
-    return absl::InvalidArgumentError("reduction policy must be resolved (ResolveReductionPolicy) before loading");
-  }
+  SEAM_ASSIGN_OR_RETURN(const ModelOptions checked, CheckedOptions(c, options));
   if (c.residual_in_fp32 && options.dtype != DType::kF32) {
     return absl::UnimplementedError("residual_in_fp32 with a compute dtype other than f32 is not supported");
   }
   SEAM_RETURN_IF_ERROR(weights::ValidateParallel(c, topo.tp, topo.attn_dp));
-  impl->shard = AttentionShard{1, 1, 0, 1};
+  std::unique_ptr<NemotronHModel> model(new NemotronHModel(c, checked));
+  SEAM_RETURN_IF_ERROR(model->LoadBlocks(checkpoint));
+  return model;
+}
+
+absl::Status NemotronHModel::LoadBlocks(const weights::Checkpoint& checkpoint) {
+  const weights::ModelConfig& c = config();
+  const ModelOptions& o = options();
+  const boundary::Topology& topo = o.topology;
+  impl_->shard = AttentionShard{1, 1, 0, 1};
   if (c.hybrid_override_pattern.find('*') != std::string::npos) {
-    SEAM_ASSIGN_OR_RETURN(impl->shard, AttentionShard::Of(c, topo.attn_tp(), topo.attn_tp_rank()));
+    SEAM_ASSIGN_OR_RETURN(impl_->shard, AttentionShard::Of(c, topo.attn_tp(), topo.attn_tp_rank()));
   }
-  const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype, options.device};
+  const internal::LoadContext ctx{checkpoint, c, impl_->shard, o};
   const internal::NemotronHNames names = internal::NemotronHNames::Of(checkpoint);
-
-  const bool first_piece = first == 0, last_piece = end == total;
-  if (first_piece || (last_piece && c.tie_word_embeddings)) {
-    SEAM_ASSIGN_OR_RETURN(impl->embed, ctx.Load(names.embedding, {c.vocab_size, c.hidden_size}));
-  }
-  if (last_piece) {
-    if (c.tie_word_embeddings) {
-      impl->lm_head = impl->embed;
-      if (!first_piece) impl->embed = Tensor();
-    } else {
-      SEAM_ASSIGN_OR_RETURN(impl->lm_head, ctx.Load("lm_head.weight", {c.vocab_size, c.hidden_size}));
-    }
-    impl->final_norm.eps = c.rms_norm_eps;
-    SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight, ctx.Load(names.prefix + "norm_f.weight", {c.hidden_size}));
-  }
-
+  SEAM_RETURN_IF_ERROR(LoadEnds(ctx, names.embedding, names.prefix + "norm_f.weight"));
   const weights::ModelConfig config_copy = c;
   boundary::LayerStack stack(boundary::LayerStackOptions{
-      topo, options.policy,
+      topo, o.policy,
       [config_copy](int layer) {
         return std::vector<boundary::StageDeclaration>{DeclarationOf(config_copy.LayerKind(layer))};
       },
-      first, end, total});
-  for (int l = first; l < end; ++l) {
+      o.first_layer, o.end_layer, static_cast<int>(c.num_hidden_layers)});
+  for (int l = o.first_layer; l < o.end_layer; ++l) {
     SEAM_ASSIGN_OR_RETURN(std::unique_ptr<NemotronHBlock> block, LoadBlock(ctx, names, l));
-    if (block->kind == HybridLayer::kAttention) block->cache_index = impl->attention_layers++;
-    if (block->kind == HybridLayer::kMamba) block->cache_index = impl->mamba_layers++;
+    if (block->kind == HybridLayer::kAttention) block->cache_index = impl_->attention_layers++;
+    if (block->kind == HybridLayer::kMamba) block->cache_index = impl_->mamba_layers++;
     SEAM_ASSIGN_OR_RETURN(auto boundaries,
                           SEAM_APPEND_STAGES(l, boundary::StageItem{DeclarationOf(block->kind), &block->norm,
-                                                                    boundary::StageOptions{options.fusions}}));
+                                                                    boundary::StageOptions{o.fusions}}));
     block->boundary = boundaries[0];
-    impl->blocks.push_back(std::move(block));
+    impl_->blocks.push_back(std::move(block));
   }
-  SEAM_RETURN_IF_ERROR(stack.Close());
-  return std::unique_ptr<NemotronHModel>(new NemotronHModel(std::move(impl)));
+  return stack.Close();
+}
+
+const boundary::StageBoundary* NemotronHModel::entry_boundary() const {
+  return impl_->blocks.empty() ? nullptr : impl_->blocks.front()->boundary.get();
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> NemotronHModel::MakeCache(KvCacheOptions options) const {
-  options.device = impl_->options.device;
+  options.device = this->options().device;
   MambaStateShape state;
   for (const auto& block : impl_->blocks) {
     if (block->mamba != nullptr) state = block->mamba->StateShape(impl_->mamba_layers);
@@ -163,7 +136,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> NemotronHModel::MakeCache(KvCacheOption
   // A piece without attention layers still keeps one layer of blocks: the
   // blocks are the sequences' token accounting that every stage shares.
   return KvCache::Create(std::max<int64_t>(1, impl_->attention_layers), impl_->shard.kv_heads,
-                         impl_->config.head_dim, options, state);
+                         config().head_dim, options, state);
 }
 
 absl::StatusOr<boundary::Hidden> NemotronHModel::Impl::RunBlock(const NemotronHBlock& block, boundary::Hidden h,
@@ -192,64 +165,13 @@ absl::StatusOr<boundary::Hidden> NemotronHModel::Impl::RunBlock(const NemotronHB
   return block.boundary->Finish(out, batch);
 }
 
-absl::StatusOr<Tensor> NemotronHModel::ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input,
-                                                    KvCache& cache, const boundary::PipelineTensors* in,
-                                                    boundary::PipelineTensors* out) {
-  const Impl& m = *impl_;
-  SEAM_RETURN_IF_ERROR(internal::CheckPieceArgs(is_first_piece(), is_last_piece(), in, out));
-  SEAM_ASSIGN_OR_RETURN(internal::DeviceStep step, internal::PrepareStep(m.config, m.options, is_first_piece(),
-                                                                         is_last_piece(), batch, input, in));
-  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, m.Enter(batch, step.ids, in));
-  SEAM_RETURN_IF_ERROR(internal::ReserveStep(cache, &step));
-  return m.Run(std::move(h), batch, step.cache, cache, step.last_rows, out);
-}
-
-absl::StatusOr<Tensor> NemotronHModel::ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
-                                                        const boundary::PipelineTensors* in, const CacheBatch& step,
-                                                        KvCache& cache, const Tensor& last_rows,
-                                                        boundary::PipelineTensors* out) {
-  SEAM_RETURN_IF_ERROR(internal::CheckPieceArgs(is_first_piece(), is_last_piece(), in, out));
-  if (is_first_piece() && (ids.rank() != 1 || ids.dim(0) != batch.rows.my_dp_rows())) {
-    return absl::InvalidArgumentError(absl::StrCat("ids: expected [", batch.rows.my_dp_rows(), "], got ",
-                                                   ShapeToString(ids.shape())));
+absl::StatusOr<boundary::Hidden> NemotronHModel::RunLayers(boundary::Hidden h, boundary::ForwardBatch& batch,
+                                                           const CacheBatch& step, KvCache& cache,
+                                                           const internal::CpAttention*) const {
+  for (const auto& block : impl_->blocks) {
+    SEAM_ASSIGN_OR_RETURN(h, impl_->RunBlock(*block, h, batch, step, cache));
   }
-  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, impl_->Enter(batch, ids, in));
-  return impl_->Run(std::move(h), batch, step, cache, last_rows, out);
-}
-
-absl::StatusOr<boundary::Hidden> NemotronHModel::Impl::Enter(boundary::ForwardBatch& batch, const Tensor& ids,
-                                                             const boundary::PipelineTensors* in) const {
-  if (in != nullptr) return boundary::FromPp(*in, batch, *blocks.front()->boundary);
-  // An input-scattered batch embeds only this rank's slice of the tokens.
-  const auto [first, count] = boundary::StackInputRows(batch);
-  const Tensor mine = ids.Rows(first, count);
-  Tensor x = Tensor::Empty({count, config.hidden_size}, options.dtype, options.device);
-  SEAM_RETURN_IF_ERROR(kernels::Embedding(mine, embed, 0, x));
-  return boundary::Start(batch, x);
-}
-
-absl::StatusOr<Tensor> NemotronHModel::Impl::Run(boundary::Hidden h, boundary::ForwardBatch& batch,
-                                                 const CacheBatch& step, KvCache& cache, const Tensor& last_rows,
-                                                 boundary::PipelineTensors* out) const {
-  for (const auto& block : blocks) {
-    SEAM_ASSIGN_OR_RETURN(h, RunBlock(*block, h, batch, step, cache));
-  }
-  if (options.end_layer != config.num_hidden_layers) {
-    SEAM_ASSIGN_OR_RETURN(*out, boundary::ToPp(h, batch));
-    if (out->hidden.defined() && !out->hidden.is_contiguous()) out->hidden = out->hidden.Clone();
-    if (out->residual.defined() && !out->residual.is_contiguous()) out->residual = out->residual.Clone();
-    return Tensor();
-  }
-  SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(h, batch, final_norm));
-  if (options.topology.attn_tp_rank() != 0) return Tensor();  // one rank of a DP group computes the logits
-  Tensor chosen = normed;
-  if (last_rows.defined()) {
-    chosen = Tensor::Empty({last_rows.dim(0), config.hidden_size}, normed.dtype(), normed.device());
-    SEAM_RETURN_IF_ERROR(kernels::GatherRows(normed, last_rows, chosen));
-  }
-  Tensor logits = Tensor::Empty({chosen.rows(), config.vocab_size}, DType::kF32, options.device);
-  SEAM_RETURN_IF_ERROR(kernels::Matmul(chosen, lm_head, logits));
-  return logits;
+  return h;
 }
 
 }  // namespace seam::models

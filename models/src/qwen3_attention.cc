@@ -45,25 +45,19 @@ namespace internal {
 
 absl::StatusOr<Attention> Attention::Load(const LoadContext& ctx, int64_t layer) {
   const weights::ModelConfig& c = ctx.config;
-  const int64_t d = c.head_dim, h = c.hidden_size;
-  const int a = ctx.topology.attn_tp_rank(), atp = ctx.topology.attn_tp();
+  const int64_t d = c.head_dim;
   Attention attn;
   attn.q_heads_ = ctx.shard.q_heads;
   attn.kv_heads_ = ctx.shard.kv_heads;
   attn.head_dim_ = d;
-  attn.hidden_ = h;
+  attn.hidden_ = c.hidden_size;
   attn.eps_ = c.rms_norm_eps;
   attn.theta_ = c.rope_theta;
-  const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
-  const weights::Checkpoint& ck = ctx.checkpoint;
-  SEAM_ASSIGN_OR_RETURN(Tensor wq, ck.LoadRows(LayerName(layer, "self_attn.q_proj.weight"), {heads * d, h}, a, atp,
-                                               ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(Tensor wk, ck.LoadRows(LayerName(layer, "self_attn.k_proj.weight"), {kv * d, h},
-                                               ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(Tensor wv, ck.LoadRows(LayerName(layer, "self_attn.v_proj.weight"), {kv * d, h},
-                                               ctx.shard.kv_part, ctx.shard.kv_parts, ctx.dtype));
-  SEAM_ASSIGN_OR_RETURN(attn.wqkv_, ctx.Place(ConcatRows(ConcatRows(wq, wk), wv)));
-  SEAM_ASSIGN_OR_RETURN(attn.wo_, ctx.LoadCols(LayerName(layer, "self_attn.o_proj.weight"), {h, heads * d}, a, atp));
+  const std::string projections[4] = {LayerName(layer, "self_attn.q_proj.weight"), LayerName(layer, "self_attn.k_proj.weight"),
+                                      LayerName(layer, "self_attn.v_proj.weight"), LayerName(layer, "self_attn.o_proj.weight")};
+  SEAM_ASSIGN_OR_RETURN(AttentionWeights w, LoadAttentionWeights(ctx, projections));
+  SEAM_ASSIGN_OR_RETURN(attn.wqkv_, ctx.Place(ConcatRows(ConcatRows(w.wq, w.wk), w.wv)));
+  SEAM_ASSIGN_OR_RETURN(attn.wo_, ctx.Place(w.wo));
   SEAM_ASSIGN_OR_RETURN(attn.q_norm_, ctx.Load(LayerName(layer, "self_attn.q_norm.weight"), {d}));
   SEAM_ASSIGN_OR_RETURN(attn.k_norm_, ctx.Load(LayerName(layer, "self_attn.k_norm.weight"), {d}));
   return attn;

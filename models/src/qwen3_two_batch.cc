@@ -23,6 +23,39 @@ int64_t Tokens(const std::vector<SequenceStep>& sequences, size_t begin, size_t 
   return n;
 }
 
+// What a split must fit: A's sequences within the step, A's rows per DP
+// group matching them, and no input fusion provider with streams of their own.
+absl::Status CheckSplit(const ModelOptions& o, const StepInput& input, const TwoBatchStep& tbo) {
+  const size_t n = input.sequences.size();
+  if (tbo.a_sequences < 0 || static_cast<size_t>(tbo.a_sequences) > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("two-batch step: microbatch A takes ", tbo.a_sequences, " of ", n, " sequences"));
+  }
+  const int dp = o.topology.dp_rank();
+  const int64_t a_rows = Tokens(input.sequences, 0, tbo.a_sequences);
+  if (static_cast<int>(tbo.a_dp_rows.size()) != o.topology.attn_dp || tbo.a_dp_rows[dp] != a_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("two-batch step: A's rows per DP group are [",
+                                                   absl::StrJoin(tbo.a_dp_rows, ", "), "]; DP group ", dp,
+                                                   "'s first ", tbo.a_sequences, " sequences hold ", a_rows));
+  }
+  if ((tbo.streams[0] != nullptr || tbo.streams[1] != nullptr) && o.fusions != nullptr) {
+    return absl::FailedPreconditionError(
+        "two-batch overlap on two CUDA streams with an input fusion provider: its buffers serve one call at a time");
+  }
+  return absl::OkStatus();
+}
+
+// Each microbatch on the stream tbo gives it (the caller's otherwise), with a
+// matmul workspace of its own, after the caller's work so far.
+absl::Status UseOwnStreams(const TwoBatchStep& tbo, void* caller, void* (&stream_of)[2]) {
+  for (int i = 0; i < 2; ++i) {
+    if (tbo.streams[i] != nullptr) stream_of[i] = tbo.streams[i];
+    SEAM_RETURN_IF_ERROR(kernels::UseOwnMatmulWorkspace(stream_of[i]));
+    SEAM_RETURN_IF_ERROR(StreamWaitStream(stream_of[i], caller));  // the embedding and the split
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 TwoBatchStep BalancedTwoBatchStep(const StepInput& input) {
@@ -48,59 +81,36 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardTwoBatch(boundary::ForwardBatch& batch
   if (!is_first_piece() || !is_last_piece()) {
     return absl::FailedPreconditionError("ForwardTwoBatch runs the whole stack; this rank holds a pipeline piece");
   }
-  const size_t n = input.sequences.size();
-  if (tbo.a_sequences < 0 || static_cast<size_t>(tbo.a_sequences) > n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("two-batch step: microbatch A takes ", tbo.a_sequences, " of ", n, " sequences"));
-  }
-  const int dp = m.options.topology.dp_rank();
-  const int64_t a_rows = Tokens(input.sequences, 0, tbo.a_sequences);
-  if (static_cast<int>(tbo.a_dp_rows.size()) != m.options.topology.attn_dp || tbo.a_dp_rows[dp] != a_rows) {
-    return absl::InvalidArgumentError(absl::StrCat("two-batch step: A's rows per DP group are [",
-                                                   absl::StrJoin(tbo.a_dp_rows, ", "), "]; DP group ", dp,
-                                                   "'s first ", tbo.a_sequences, " sequences hold ", a_rows));
-  }
+  SEAM_RETURN_IF_ERROR(CheckSplit(options(), input, tbo));
   const bool own_streams = tbo.streams[0] != nullptr || tbo.streams[1] != nullptr;
-  if (own_streams && m.options.fusions != nullptr) {
-    return absl::FailedPreconditionError(
-        "two-batch overlap on two CUDA streams with an input fusion provider: its buffers serve one call at a time");
-  }
-  StepInput parts[2];
-  parts[0].sequences.assign(input.sequences.begin(), input.sequences.begin() + tbo.a_sequences);
-  parts[1].sequences.assign(input.sequences.begin() + tbo.a_sequences, input.sequences.end());
-  parts[0].all_logits = parts[1].all_logits = input.all_logits;
-
+  const StepInput parts[2] = {
+      StepInput{{input.sequences.begin(), input.sequences.begin() + tbo.a_sequences}, input.all_logits},
+      StepInput{{input.sequences.begin() + tbo.a_sequences, input.sequences.end()}, input.all_logits}};
   // The whole step is checked and embedded on the caller's stream, then split.
   SEAM_ASSIGN_OR_RETURN(internal::DeviceStep whole,
-                        internal::PrepareStep(m.config, m.options, true, true, batch, input, nullptr));
-  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, m.Enter(batch, whole.ids, nullptr));
+                        internal::PrepareStep(config(), options(), true, true, batch, input, nullptr));
+  SEAM_ASSIGN_OR_RETURN(boundary::Hidden h, Enter(batch, whole.ids, nullptr));
   boundary::TwoBatchSplit split{tbo.a_dp_rows, tbo.comms[0], tbo.comms[1]};
   SEAM_ASSIGN_OR_RETURN(boundary::MicrobatchPair pair, boundary::SplitMicrobatches(h, batch, split, nullptr));
   internal::DeviceStep steps[2];
   for (int i = 0; i < 2; ++i) {
     SEAM_ASSIGN_OR_RETURN(steps[i],
-                          internal::PrepareStep(m.config, m.options, true, true, pair.batch(i), parts[i], nullptr));
+                          internal::PrepareStep(config(), options(), true, true, pair.batch(i), parts[i], nullptr));
     if (!parts[i].sequences.empty()) SEAM_RETURN_IF_ERROR(internal::ReserveStep(cache, &steps[i]));
   }
 
   void* const caller = kernels::CurrentStream();
   kernels::ScopedStream restore(caller);
   void* stream_of[2] = {caller, caller};
-  if (own_streams) {
-    for (int i = 0; i < 2; ++i) {
-      if (tbo.streams[i] != nullptr) stream_of[i] = tbo.streams[i];
-      SEAM_RETURN_IF_ERROR(kernels::UseOwnMatmulWorkspace(stream_of[i]));
-      SEAM_RETURN_IF_ERROR(StreamWaitStream(stream_of[i], caller));  // the embedding and the split
-    }
-  }
+  if (own_streams) SEAM_RETURN_IF_ERROR(UseOwnStreams(tbo, caller, stream_of));
   const int layers = static_cast<int>(m.layers.size());
   const int ops = 2 * layers + 1;
-  const int64_t hidden = m.config.hidden_size;
+  const int64_t hidden = config().hidden_size;
   Tensor logits[2];
   boundary::MicrobatchOp op = [&](int mb, int k, boundary::ForwardBatch& part, boundary::Hidden& value) -> absl::Status {
     if (k == 2 * layers) {  // leave: the final norm (no finalize handoff here) and the lm_head
-      SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(value, part, m.final_norm, {}));
-      SEAM_ASSIGN_OR_RETURN(logits[mb], m.Logits(normed, steps[mb].last_rows));
+      SEAM_ASSIGN_OR_RETURN(Tensor normed, boundary::FinalNorm(value, part, ends_.final_norm, {}));
+      SEAM_ASSIGN_OR_RETURN(logits[mb], Logits(normed, steps[mb].last_rows));
       return absl::OkStatus();
     }
     const internal::DecoderLayer& layer = *m.layers[k / 2];
@@ -142,7 +152,7 @@ absl::StatusOr<Tensor> Qwen3Model::ForwardTwoBatch(boundary::ForwardBatch& batch
     }
   }
   SEAM_RETURN_IF_ERROR(run);
-  if (m.options.topology.attn_tp_rank() != 0) return Tensor();
+  if (options().topology.attn_tp_rank() != 0) return Tensor();
   return boundary::MergeRows(logits[0], logits[1]);
 }
 

@@ -18,8 +18,6 @@
 namespace seam::runtime {
 namespace {
 
-using testing::MaxRelativeError;
-using testing::PromptTokens;
 using testing::TinyCheckpointDir;
 
 // f32 on both sides: cuBLAS and OpenBLAS sum in different orders, attention
@@ -32,7 +30,6 @@ constexpr double kF32Tolerance = 1e-4;
 constexpr double kBf16Tolerance = 5e-2;
 
 using Loaded = model_testing::LoadedModel;
-using model_testing::ForwardToHost;
 
 Loaded Load(bool moe, DType dtype, Device device) {
   return model_testing::LoadWholeModel(TinyCheckpointDir(moe), dtype, device);
@@ -52,27 +49,7 @@ class CudaModel : public ::testing::TestWithParam<std::tuple<bool, DType>> {
 TEST_P(CudaModel, PrefillAndDecodeMatchTheCpu) {
   Loaded cpu = Load(moe(), dtype(), Device::CPU());
   Loaded gpu = Load(moe(), dtype(), Device::CUDA(0));
-  const std::vector<int> lengths{7, 1, 30};
-  models::StepInput prefill{{}, true};
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    prefill.sequences.push_back(models::SequenceStep{i, PromptTokens(40 + i, lengths[i], 128), 0});
-  }
-  auto want = ForwardToHost(cpu, prefill);
-  auto got = ForwardToHost(gpu, prefill);
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_LE(MaxRelativeError(*got, *want), tolerance());
-  for (int step = 0; step < 20; ++step) {  // crosses a 16-token block for every sequence
-    models::StepInput decode{{}, false};
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      decode.sequences.push_back(models::SequenceStep{i, {int32_t(1 + (7 * step + i) % 127)}, lengths[i] + step});
-    }
-    want = ForwardToHost(cpu, decode);
-    got = ForwardToHost(gpu, decode);
-    ASSERT_TRUE(want.ok()) << want.status();
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_LE(MaxRelativeError(*got, *want), tolerance()) << "decode step " << step;
-  }
+  model_testing::ExpectPrefillAndDecodeMatch(cpu, gpu, tolerance(), /*late_joiner=*/false);
 }
 
 TEST_P(CudaModel, GraphDecodeEqualsEagerDecode) {

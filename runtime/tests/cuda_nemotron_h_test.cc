@@ -19,8 +19,6 @@
 namespace seam::runtime {
 namespace {
 
-using testing::MaxRelativeError;
-using testing::PromptTokens;
 
 // f32 on both sides; beyond the Qwen3 case's matmul and attention orders,
 // the scan sums N = 16 products per output in another order and the conv,
@@ -32,7 +30,6 @@ constexpr double kF32Tolerance = 2e-4;
 constexpr double kBf16Tolerance = 5e-2;
 
 using Loaded = model_testing::LoadedModel;
-using model_testing::ForwardToHost;
 
 Loaded Load(DType dtype, Device device) {
   return model_testing::LoadWholeModel(testing::TinyNemotronHCheckpointDir(), dtype, device);
@@ -50,31 +47,7 @@ class CudaModelNemotronH : public ::testing::TestWithParam<DType> {
 TEST_P(CudaModelNemotronH, PrefillAndDecodeMatchTheCpu) {
   Loaded cpu = Load(GetParam(), Device::CPU());
   Loaded gpu = Load(GetParam(), Device::CUDA(0));
-  ASSERT_NE(cpu.model, nullptr);
-  ASSERT_NE(gpu.model, nullptr);
-  const std::vector<int> lengths{7, 1, 30};
-  models::StepInput prefill{{}, true};
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    prefill.sequences.push_back(models::SequenceStep{i, PromptTokens(40 + i, lengths[i], 128), 0});
-  }
-  auto want = ForwardToHost(cpu, prefill);
-  auto got = ForwardToHost(gpu, prefill);
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_LE(MaxRelativeError(*got, *want), tolerance());
-  // A sequence joins mid-way: its fresh state slot runs beside continued ones.
-  for (int step = 0; step < 20; ++step) {
-    models::StepInput decode{{}, false};
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      decode.sequences.push_back(models::SequenceStep{i, {int32_t(1 + (7 * step + i) % 127)}, lengths[i] + step});
-    }
-    if (step >= 10) decode.sequences.push_back(models::SequenceStep{9, {int32_t(3 + step)}, step - 10});
-    want = ForwardToHost(cpu, decode);
-    got = ForwardToHost(gpu, decode);
-    ASSERT_TRUE(want.ok()) << want.status();
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_LE(MaxRelativeError(*got, *want), tolerance()) << "decode step " << step;
-  }
+  model_testing::ExpectPrefillAndDecodeMatch(cpu, gpu, tolerance(), /*late_joiner=*/true);
 }
 
 // The graph is captured directly: the served path does not capture

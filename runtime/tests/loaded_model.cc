@@ -39,6 +39,35 @@ absl::StatusOr<Tensor> ForwardToHost(LoadedModel& l, const models::StepInput& in
   return logits.To(Device::CPU());
 }
 
+void ExpectPrefillAndDecodeMatch(LoadedModel& reference, LoadedModel& model, double tolerance, bool late_joiner) {
+  ASSERT_NE(reference.model, nullptr);
+  ASSERT_NE(model.model, nullptr);
+  const std::vector<int> lengths{7, 1, 30};
+  models::StepInput prefill{{}, true};
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    prefill.sequences.push_back(
+        models::SequenceStep{i, seam::testing::PromptTokens(40 + i, lengths[i], 128), 0});
+  }
+  auto want = ForwardToHost(reference, prefill);
+  auto got = ForwardToHost(model, prefill);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_LE(seam::testing::MaxRelativeError(*got, *want), tolerance);
+  for (int step = 0; step < 20; ++step) {
+    models::StepInput decode{{}, false};
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      decode.sequences.push_back(models::SequenceStep{i, {int32_t(1 + (7 * step + i) % 127)}, lengths[i] + step});
+    }
+    // A sequence joins mid-way: its fresh cache (and state slot) runs beside continued ones.
+    if (late_joiner && step >= 10) decode.sequences.push_back(models::SequenceStep{9, {int32_t(3 + step)}, step - 10});
+    want = ForwardToHost(reference, decode);
+    got = ForwardToHost(model, decode);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_LE(seam::testing::MaxRelativeError(*got, *want), tolerance) << "decode step " << step;
+  }
+}
+
 std::unique_ptr<DecodeGraph> CheckGraphStepsAgainstEager(LoadedModel& eager, LoadedModel& graphed, int64_t sequences,
                                                          int steps) {
   models::StepInput prefill{{}, false};

@@ -26,6 +26,13 @@ LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Devic
 // `input` through the whole stack as one ordinary batch; the logits on the host.
 absl::StatusOr<Tensor> ForwardToHost(LoadedModel& l, const models::StepInput& input);
 
+// The same steps on `reference` (the CPU) and `model` (a GPU): a prefill of
+// three prompts of 7, 1 and 30 tokens, then 20 cached decode steps (each
+// crossing a 16-token block), with a fourth sequence joining at step 10 when
+// `late_joiner`; every step's logits within `tolerance` of the reference's
+// (relative to their scale).
+void ExpectPrefillAndDecodeMatch(LoadedModel& reference, LoadedModel& model, double tolerance, bool late_joiner);
+
 // Prefills `sequences` prompts on both models, captures a decode graph of
 // that many sequences on `graphed`, and checks `steps` replayed decode steps
 // against the eager ones of `eager` bit for bit (the same kernels on the same

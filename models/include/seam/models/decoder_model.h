@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,8 +15,11 @@
 #include "seam/boundary/fusion.h"
 #include "seam/boundary/layout.h"
 #include "seam/boundary/operation_schedule.h"
+#include "seam/boundary/deferred_finalize.h"
 #include "seam/boundary/pipeline_handoff.h"
 #include "seam/boundary/reduction_policy.h"
+#include "seam/boundary/residual_ops.h"
+#include "seam/boundary/stage_boundary.h"
 #include "seam/core/device.h"
 #include "seam/core/dtype.h"
 #include "seam/core/tensor.h"
@@ -100,18 +104,26 @@ struct AttentionShard {
   static absl::StatusOr<AttentionShard> Of(const weights::ModelConfig& config, int attn_tp, int attn_tp_rank);
 };
 
-// The contract of every method is Qwen3Model's (qwen3_model.h), which the
-// other models follow: Forward / ForwardPiece take host step inputs and
-// reserve the cache; ForwardStep / ForwardPieceStep take device inputs and a
-// reserved cache batch.
+namespace internal {
+struct CpAttention;
+struct LoadContext;
+}  // namespace internal
+
+// The skeleton every model shares: a piece enters through the embedding
+// (first piece) or the previous piece's handoff, runs its layers between
+// their boundaries (RunLayers, each model's own), and leaves through the
+// final norm and the lm_head (last piece) or a handoff. Forward /
+// ForwardPiece take host step inputs and reserve the cache; ForwardStep /
+// ForwardPieceStep take device inputs and a reserved cache batch. The
+// contract of each is Qwen3Model's (qwen3_model.h).
 class DecoderModel {
  public:
-  virtual ~DecoderModel() = default;
-  virtual const weights::ModelConfig& config() const = 0;
-  virtual const ModelOptions& options() const = 0;
+  virtual ~DecoderModel();
+  const weights::ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }  // end_layer resolved
   virtual int64_t layers() const = 0;  // layers this rank built
-  virtual bool is_first_piece() const = 0;
-  virtual bool is_last_piece() const = 0;
+  bool is_first_piece() const { return options_.first_layer == 0; }  // enters through the embedding
+  bool is_last_piece() const { return options_.end_layer == config_.num_hidden_layers; }  // leaves through lm_head
   // The most token rows (over every attention-DP group) a decode step
   // recorded as a CUDA graph (runtime::DecodeGraph) may carry; 0: none can
   // be recorded. Unbounded unless a layer's work needs the host for some
@@ -119,19 +131,67 @@ class DecoderModel {
   static constexpr int64_t kUnboundedGraphRows = int64_t{1} << 40;
   virtual int64_t graph_max_rows() const { return kUnboundedGraphRows; }
   virtual absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const = 0;
+  // The boundary of the piece's first stage (bound: its plan names its
+  // producer, whose declaration fixes the form a handoff arrives in); null
+  // for a piece without layers.
+  virtual const boundary::StageBoundary* entry_boundary() const = 0;
   // The whole stack (first and last piece) through ForwardPiece;
   // FAILED_PRECONDITION on a rank holding only a pipeline piece.
   absl::StatusOr<Tensor> Forward(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache);
-  virtual absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
-                                              const boundary::PipelineTensors* in,
-                                              boundary::PipelineTensors* out) = 0;
+  absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
+                                      const boundary::PipelineTensors* in, boundary::PipelineTensors* out);
   // The whole stack through ForwardPieceStep; FAILED_PRECONDITION on a pipeline piece.
   absl::StatusOr<Tensor> ForwardStep(boundary::ForwardBatch& batch, const Tensor& ids, const CacheBatch& step,
                                      KvCache& cache, const Tensor& last_rows = Tensor());
-  virtual absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
-                                                  const boundary::PipelineTensors* in, const CacheBatch& step,
-                                                  KvCache& cache, const Tensor& last_rows,
-                                                  boundary::PipelineTensors* out) = 0;
+  absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
+                                          const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
+                                          const Tensor& last_rows, boundary::PipelineTensors* out);
+
+ protected:
+  // `options` with end_layer resolved (-1: the last layer) and checked:
+  // INVALID_ARGUMENT for an empty layer range or one outside the model, or
+  // a reduction policy not resolved.
+  static absl::StatusOr<ModelOptions> CheckedOptions(const weights::ModelConfig& config, ModelOptions options);
+  DecoderModel(const weights::ModelConfig& config, const ModelOptions& options);
+
+  // The ends of the stack: the embedding table [V, H] (first piece, or a
+  // tied last piece, which reads it as its lm_head), the final norm and the
+  // lm_head [V, H] (last piece); a final norm that runs a deferred MoE
+  // finalize fused, when the model hands one on.
+  struct Ends {
+    Tensor embed, lm_head;
+    boundary::NormParams final_norm;
+    std::shared_ptr<boundary::FinalizeNormService> finalize_norm;
+  };
+  // Loads the ends this piece holds under the checkpoint's names.
+  absl::Status LoadEnds(const internal::LoadContext& ctx, const std::string& embedding, const std::string& final_norm);
+
+  // The piece's layers, from the entered stream to the one that leaves.
+  // `cp`: the attention inputs of a context-parallel batch (null otherwise).
+  virtual absl::StatusOr<boundary::Hidden> RunLayers(boundary::Hidden h, boundary::ForwardBatch& batch,
+                                                     const CacheBatch& step, KvCache& cache,
+                                                     const internal::CpAttention* cp) const = 0;
+  // Whether the model runs context-parallel batches (its attention splits a
+  // sequence's tokens over the CP ranks).
+  virtual bool runs_context_parallel() const { return false; }
+
+  // The device half of a step, with no host synchronisation of its own.
+  // Enter: the embedding of `ids` (first piece) or the handoff `in`.
+  absl::StatusOr<boundary::Hidden> Enter(boundary::ForwardBatch& batch, const Tensor& ids,
+                                         const boundary::PipelineTensors* in) const;
+  // Leave: the handoff `out` on a non-last piece (an undefined Tensor
+  // returned), else the final norm and the logits of `last_rows`.
+  absl::StatusOr<Tensor> Leave(boundary::Hidden h, boundary::ForwardBatch& batch, const Tensor& last_rows,
+                               boundary::PipelineTensors* out) const;
+  // fp32 logits of the final norm's rows `last_rows` (all when undefined) on
+  // attention-TP rank 0 of CP rank 0; an undefined tensor on the other ranks.
+  absl::StatusOr<Tensor> Logits(const Tensor& normed, const Tensor& last_rows) const;
+
+  Ends ends_;
+
+ private:
+  weights::ModelConfig config_;
+  ModelOptions options_;
 };
 
 // The model the checkpoint's architecture names (Qwen3 / Qwen3-MoE or

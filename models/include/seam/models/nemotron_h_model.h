@@ -29,27 +29,23 @@ class NemotronHModel final : public DecoderModel {
                                                               const ModelOptions& options);
   ~NemotronHModel() override;
 
-  const weights::ModelConfig& config() const override;
-  const ModelOptions& options() const override;
   int64_t layers() const override;
-  bool is_first_piece() const override;
-  bool is_last_piece() const override;
   // Decode steps may be CUDA graphs of any size (graph_max_rows: the
   // default): the Mamba kernels run on CUDA and runtime::DecodeGraph carries
   // the state slots among its fixed inputs; a replayed step equals an eager
   // one on an H200 (runtime_test CudaModelNemotronH.GraphDecodeEqualsEagerDecode).
   // KV blocks for this rank's attention layers and state slots for its Mamba layers.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
-  absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
-                                      const boundary::PipelineTensors* in, boundary::PipelineTensors* out) override;
-  absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
-                                          const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
-                                          const Tensor& last_rows, boundary::PipelineTensors* out) override;
+  const boundary::StageBoundary* entry_boundary() const override;
 
   struct Impl;
 
  private:
-  explicit NemotronHModel(std::unique_ptr<Impl> impl);
+  NemotronHModel(const weights::ModelConfig& config, const ModelOptions& options);
+  absl::Status LoadBlocks(const weights::Checkpoint& checkpoint);
+  absl::StatusOr<boundary::Hidden> RunLayers(boundary::Hidden h, boundary::ForwardBatch& batch,
+                                             const CacheBatch& step, KvCache& cache,
+                                             const internal::CpAttention* cp) const override;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -32,22 +32,22 @@ namespace seam::models {
 
 class Qwen3Model final : public DecoderModel {
  public:
+  // INVALID_ARGUMENT for a layer range outside the model, a policy not
+  // resolved, or heads / intermediates that do not divide; NOT_FOUND naming
+  // a missing tensor.
   static absl::StatusOr<std::unique_ptr<Qwen3Model>> Load(const weights::Checkpoint& checkpoint,
                                                           const ModelOptions& options);
   ~Qwen3Model() override;
 
-  const weights::ModelConfig& config() const override;
-  const ModelOptions& options() const override;
   const AttentionShard& attention_shard() const;
   int64_t layers() const override;  // decoder layers this rank built
-  bool is_first_piece() const override;  // first_layer == 0: enters through the embedding
-  bool is_last_piece() const override;   // end_layer == num_hidden_layers: leaves through the lm_head
   // A MoE layer's experts run grouped on the device up to a number of
   // routes (ModelOptions::moe_experts): that many rows over top-k.
   int64_t graph_max_rows() const override;
 
   // A KV cache shaped for this rank's layers and KV heads.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
+  const boundary::StageBoundary* entry_boundary() const override;
 
   // Forward (DecoderModel's, the whole stack through ForwardPiece) runs
   // `input` (this rank's DP group's sequences, whose counts `batch`'s
@@ -56,38 +56,30 @@ class Qwen3Model final : public DecoderModel {
   // on attention-TP rank 0 of each DP group; the other ranks skip the
   // lm_head (their logits would be the same) and return an undefined tensor.
   // The whole stack only (first and last piece); FAILED_PRECONDITION otherwise.
-
-  // One pipeline piece of a step. `in` is the previous piece's handoff for
-  // this rank (nullptr on the first piece, required on the others); `out`
-  // receives this piece's handoff (required on a non-last piece, ignored on
-  // the last). The first piece enters through the embedding of input's
-  // tokens; the others through boundary::FromPp, so they read only the
-  // token counts and positions of `input`. Returns the logits (as Forward)
-  // on the last piece and an undefined Tensor on the others. The handoff
-  // tensors are contiguous host tensors on this rank's rows (the form
-  // in->rows / out->rows names). INVALID_ARGUMENT when `in` does not fit the
-  // batch (rows or width) or a pointer is missing; nothing of the cache is
-  // reserved then.
-  absl::StatusOr<Tensor> ForwardPiece(boundary::ForwardBatch& batch, const StepInput& input, KvCache& cache,
-                                      const boundary::PipelineTensors* in, boundary::PipelineTensors* out) override;
-
-  // ForwardStep (DecoderModel's, through ForwardPieceStep): the whole stack
-  // (first and last piece) on inputs already on the model's device: token
-  // ids i32 [rows], the cache batch of reserved spans (KvCache::BuildBatch
-  // or a CacheBatchPlan uploaded by the caller), and last_rows i32 [S] (the
-  // rows whose logits come back; undefined: all rows). Issues no host
-  // synchronisation at TP 1 on CUDA, so a decode step can be captured in a
-  // CUDA graph (DecodeGraph). Returns fp32 logits on the device.
-
-  // ForwardStep for any pipeline piece: the first enters through `ids`, the
-  // others through `in` (on the model's device; ids are then ignored), and a
-  // non-last piece writes its handoff to `out` (on the device, contiguous)
-  // and returns an undefined Tensor. No host synchronisation at any TP on
-  // CUDA (collectives are stream-ordered), so a decode step of any piece can
-  // be captured (runtime::DecodeGraph). INVALID_ARGUMENT as ForwardPiece.
-  absl::StatusOr<Tensor> ForwardPieceStep(boundary::ForwardBatch& batch, const Tensor& ids,
-                                          const boundary::PipelineTensors* in, const CacheBatch& step, KvCache& cache,
-                                          const Tensor& last_rows, boundary::PipelineTensors* out) override;
+  //
+  // ForwardPiece: one pipeline piece of a step. `in` is the previous
+  // piece's handoff for this rank (nullptr on the first piece, required on
+  // the others); `out` receives this piece's handoff (required on a
+  // non-last piece, ignored on the last). The first piece enters through
+  // the embedding of input's tokens; the others through boundary::FromPp,
+  // so they read only the token counts and positions of `input`. Returns
+  // the logits (as Forward) on the last piece and an undefined Tensor on the
+  // others. The handoff tensors are contiguous tensors on this rank's rows
+  // (the form in->rows / out->rows names). INVALID_ARGUMENT when `in` does
+  // not fit the batch (rows or width) or a pointer is missing; nothing of
+  // the cache is reserved then. A context-parallel batch splits each
+  // sequence's tokens over the CP ranks.
+  //
+  // ForwardStep (through ForwardPieceStep): the whole stack on inputs
+  // already on the model's device: token ids i32 [rows], the cache batch of
+  // reserved spans (KvCache::BuildBatch or a CacheBatchPlan uploaded by the
+  // caller), and last_rows i32 [S] (the rows whose logits come back;
+  // undefined: all rows). ForwardPieceStep does so for any pipeline piece:
+  // the first enters through `ids`, the others through `in` (on the model's
+  // device; ids are then ignored), and a non-last piece writes its handoff
+  // to `out` (on the device, contiguous). No host synchronisation at any TP
+  // on CUDA (collectives are stream-ordered), so a decode step of any piece
+  // can be captured (runtime::DecodeGraph). INVALID_ARGUMENT as ForwardPiece.
 
   // The whole stack (first and last piece) as a two-batch overlap
   // (TwoBatchStep): the step is checked and embedded whole, split into two
@@ -109,7 +101,12 @@ class Qwen3Model final : public DecoderModel {
   struct Impl;
 
  private:
-  explicit Qwen3Model(std::unique_ptr<Impl> impl);
+  Qwen3Model(const weights::ModelConfig& config, const ModelOptions& options);
+  absl::Status LoadLayers(const weights::Checkpoint& checkpoint);
+  absl::StatusOr<boundary::Hidden> RunLayers(boundary::Hidden h, boundary::ForwardBatch& batch,
+                                             const CacheBatch& step, KvCache& cache,
+                                             const internal::CpAttention* cp) const override;
+  bool runs_context_parallel() const override { return true; }
   std::unique_ptr<Impl> impl_;
 };
 
