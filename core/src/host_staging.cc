@@ -10,10 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/device_memory.h"
-
-#ifdef SEAM_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "seam/core/device_runtime.h"
 
 namespace seam {
 namespace {
@@ -70,15 +67,10 @@ class StagingCache {
   explicit StagingCache(bool pinned) : pinned_(pinned) {}
 
   absl::StatusOr<void*> Allocate(size_t size_class) const {
-    void* p = nullptr;
-#ifdef SEAM_HAVE_CUDA
     if (pinned_) {
-      if (cudaHostAlloc(&p, size_class, cudaHostAllocPortable) == cudaSuccess) return p;
-      cudaGetLastError();  // fall back to pageable memory below
-      p = nullptr;
+      if (void* p = CurrentDeviceRuntime().HostAllocPinned(size_class)) return p;  // else pageable memory below
     }
-#endif
-    p = std::aligned_alloc(64, size_class);
+    void* p = std::aligned_alloc(64, size_class);
     if (p == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat("host staging allocation of ", size_class, " bytes failed"));
     }
@@ -86,16 +78,7 @@ class StagingCache {
   }
 
   void Release(void* p) const {
-#ifdef SEAM_HAVE_CUDA
-    if (pinned_) {
-      cudaPointerAttributes attributes{};
-      if (cudaPointerGetAttributes(&attributes, p) == cudaSuccess && attributes.type == cudaMemoryTypeHost) {
-        cudaFreeHost(p);
-        return;
-      }
-      cudaGetLastError();
-    }
-#endif
+    if (pinned_ && CurrentDeviceRuntime().HostFreePinned(p)) return;
     std::free(p);
   }
 

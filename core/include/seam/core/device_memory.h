@@ -1,5 +1,7 @@
-// Device memory primitives behind Storage and CopyInto. With the CUDA path
-// built they call the CUDA runtime; without it any CUDA device is an error.
+// Device memory primitives behind Storage and CopyInto. They go through the
+// DeviceRuntime in force (device_runtime.h): the CUDA one in a binary that
+// links seam_core_cuda; in one that does not (or a build without the CUDA
+// path) no GPU is visible and any CUDA device is an error.
 //
 // CUDA memory is stream-ordered: DeviceMalloc/DeviceFree use the device's
 // memory pool on the calling thread's current stream (cudaMallocAsync /
