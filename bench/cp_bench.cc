@@ -192,6 +192,81 @@ void PrintRow(const CpRun& run, int64_t len) {
               ms > 0 ? len / (ms * 1e-3) : 0.0);
 }
 
+// Both sides of the comparison and how they compare.
+struct CpOutcome {
+  CpRun one, many;
+  std::string skipped;  // why CP > 1 did not run ("" when it did)
+  bool both = false;    // both ran without error
+  double speedup = 0, rel = 0;
+  int32_t top_one = -1, top_many = -1;
+};
+
+CpOutcome Compare(CpRun one, CpRun many, std::string skipped) {
+  CpOutcome o{std::move(one), std::move(many), std::move(skipped)};
+  o.both = o.one.error.empty() && o.many.ran && o.many.error.empty();
+  const double one_ms = Median(o.one.ms), many_ms = Median(o.many.ms);
+  o.speedup = o.both && many_ms > 0 ? one_ms / many_ms : 0;
+  if (o.both && o.one.logits.size() == o.many.logits.size()) {
+    o.rel = MaxRelativeDifference(o.one.logits, o.many.logits);
+  } else if (o.both) {
+    o.rel = INFINITY;
+  }
+  o.top_one = ArgmaxOf(o.one.logits);
+  o.top_many = ArgmaxOf(o.many.logits);
+  return o;
+}
+
+json CpJson(const Flags& flags, const CpSetup& setup, const weights::ModelConfig& config, const CpOutcome& o, int cp,
+            int64_t len, int gpus) {
+  const bool both = o.both;
+  return json{{"mode", "cp"},
+              {"checkpoint", flags.Get("checkpoint", "")},
+              {"architecture", config.architecture},
+              {"layers", config.num_hidden_layers},
+              {"hidden", config.hidden_size},
+              {"dtype", flags.Get("dtype", "bf16")},
+              {"policy", boundary::ReductionPolicyName(setup.policy)},
+              {"tokens", len},
+              {"cp", cp},
+              {"gpus_visible", gpus},
+              {"iters", setup.iters},
+              {"warmup", setup.warmup},
+              {"kv_bytes_per_rank", setup.kv_bytes},
+              {"cp1", SideJson(o.one, len)},
+              {"cpn", SideJson(o.many, len)},
+              {"cp1_error", o.one.error.empty() ? json(nullptr) : json(o.one.error)},
+              {"cpn_error", o.many.error.empty() ? json(nullptr) : json(o.many.error)},
+              {"cpn_ran", o.many.ran},
+              {"cpn_skipped", o.skipped.empty() ? json(nullptr) : json(o.skipped)},
+              {"speedup", both ? json(o.speedup) : json(nullptr)},
+              {"goal_speedup", 1.6},
+              {"goal_met", both ? json(o.speedup >= 1.6) : json(nullptr)},
+              {"logits_max_rel_diff", both ? json(o.rel) : json(nullptr)},
+              {"argmax_cp1", o.one.error.empty() ? json(o.top_one) : json(nullptr)},
+              {"argmax_cpn", both ? json(o.top_many) : json(nullptr)},
+              {"argmax_match", both ? json(o.top_one == o.top_many) : json(nullptr)}};
+}
+
+void PrintCp(const Flags& flags, const CpSetup& setup, const weights::ModelConfig& config, const CpOutcome& o, int cp,
+             int64_t len) {
+  std::printf("context-parallel prefill: %s, %lld layers, hidden %lld; one prompt of %lld tokens, %s, policy %s\n"
+              "(median of %d after %d warm-up; each prefill's time is its slowest rank's)\n",
+              config.architecture.c_str(), static_cast<long long>(config.num_hidden_layers),
+              static_cast<long long>(config.hidden_size), static_cast<long long>(len),
+              flags.Get("dtype", "bf16").c_str(), boundary::ReductionPolicyName(setup.policy), setup.iters,
+              setup.warmup);
+  std::printf("%-6s %5s  %-18s %12s %12s\n", "", "GPUs", "variant", "ms", "tokens/s");
+  PrintRow(o.one, len);
+  PrintRow(o.many, len);
+  const std::string cp_name = "CP " + std::to_string(cp);
+  if (!o.skipped.empty()) std::printf("%-6s %5d  not run: %s\n", cp_name.c_str(), cp, o.skipped.c_str());
+  if (o.both) {
+    std::printf("speedup CP 1 / CP %d: %.2fx (goal >= 1.6 at CP 2, 32768 tokens)\n", cp, o.speedup);
+    std::printf("last-row logits: max relative difference %.2e; argmax CP 1 %d, CP %d %d (%s)\n", o.rel, o.top_one, cp,
+                o.top_many, o.top_one == o.top_many ? "match" : "differ");
+  }
+}
+
 }  // namespace
 
 int CpBench(const Flags& flags) {
@@ -199,7 +274,6 @@ int CpBench(const Flags& flags) {
   const int64_t len = flags.Int("len", 32768);
   const int cp = static_cast<int>(flags.Int("cp", 2));
   const int iters = static_cast<int>(flags.Int("iters", 3)), warmup = static_cast<int>(flags.Int("warmup", 1));
-  const std::string dtype_name = flags.Get("dtype", "bf16"), policy_name = flags.Get("policy", "auto");
   if (path.empty()) {
     std::cerr << "seam-bench-gpu cp: --checkpoint DIR (a Qwen3 checkpoint) is required\n";
     return 2;
@@ -208,28 +282,25 @@ int CpBench(const Flags& flags) {
     std::cerr << "seam-bench-gpu cp: --cp must be >= 2, --len >= 2 x cp, --iters >= 1, --warmup >= 0\n";
     return 2;
   }
-  auto policy = boundary::ParseReductionPolicy(policy_name);
+  auto policy = boundary::ParseReductionPolicy(flags.Get("policy", "auto"));
   if (!policy.ok()) {
     std::cerr << "--policy: " << policy.status() << "\n";
     return 2;
   }
   std::optional<MultiRankSetup> setup_files = OpenMultiRank(flags, path, "cp");
   if (!setup_files) return 1;
-  const std::unique_ptr<weights::Checkpoint>& checkpoint = setup_files->checkpoint;
-  const std::shared_ptr<comm::Store>& store = setup_files->store;
-  const weights::ModelConfig& config = checkpoint->config();
+  const weights::ModelConfig& config = setup_files->checkpoint->config();
   CpSetup setup;
-  setup.checkpoint = checkpoint.get();
-  setup.store = store;
+  setup.checkpoint = setup_files->checkpoint.get();
+  setup.store = setup_files->store;
   setup.policy = boundary::ResolveReductionPolicy(*policy, config.architecture);
-  setup.dtype = ParseDType(dtype_name);
+  setup.dtype = ParseDType(flags.Get("dtype", "bf16"));
   setup.kv_bytes = flags.Int("kv-bytes", DefaultKvBytes(config, len, setup.dtype));
   setup.iters = iters;
   setup.warmup = warmup;
   setup.tokens = RandomTokens(17, len, config.vocab_size);
-
   const int gpus = CudaDeviceCount();
-  const CpRun one = RunSide(setup, 1);
+  CpRun one = RunSide(setup, 1);
   CpRun many;
   many.cp = cp;
   std::string skipped;
@@ -240,63 +311,13 @@ int CpBench(const Flags& flags) {
   } else {
     many = RunSide(setup, cp);
   }
-  const bool both = one.error.empty() && many.ran && many.error.empty();
-  const double one_ms = Median(one.ms), many_ms = Median(many.ms);
-  const double speedup = both && many_ms > 0 ? one_ms / many_ms : 0;
-  double rel = 0;
-  if (both && one.logits.size() == many.logits.size()) {
-    rel = MaxRelativeDifference(one.logits, many.logits);
-  } else if (both) {
-    rel = INFINITY;
-  }
-  const int32_t top_one = ArgmaxOf(one.logits), top_many = ArgmaxOf(many.logits);
-  const std::string policy_resolved = boundary::ReductionPolicyName(setup.policy);
-  json j = {{"mode", "cp"},
-            {"checkpoint", path},
-            {"architecture", config.architecture},
-            {"layers", config.num_hidden_layers},
-            {"hidden", config.hidden_size},
-            {"dtype", dtype_name},
-            {"policy", policy_resolved},
-            {"tokens", len},
-            {"cp", cp},
-            {"gpus_visible", gpus},
-            {"iters", iters},
-            {"warmup", warmup},
-            {"kv_bytes_per_rank", setup.kv_bytes},
-            {"cp1", SideJson(one, len)},
-            {"cpn", SideJson(many, len)},
-            {"cp1_error", one.error.empty() ? json(nullptr) : json(one.error)},
-            {"cpn_error", many.error.empty() ? json(nullptr) : json(many.error)},
-            {"cpn_ran", many.ran},
-            {"cpn_skipped", skipped.empty() ? json(nullptr) : json(skipped)},
-            {"speedup", both ? json(speedup) : json(nullptr)},
-            {"goal_speedup", 1.6},
-            {"goal_met", both ? json(speedup >= 1.6) : json(nullptr)},
-            {"logits_max_rel_diff", both ? json(rel) : json(nullptr)},
-            {"argmax_cp1", one.error.empty() ? json(top_one) : json(nullptr)},
-            {"argmax_cpn", both ? json(top_many) : json(nullptr)},
-            {"argmax_match", both ? json(top_one == top_many) : json(nullptr)}};
-  std::printf("context-parallel prefill: %s, %lld layers, hidden %lld; one prompt of %lld tokens, %s, policy %s\n"
-              "(median of %d after %d warm-up; each prefill's time is its slowest rank's)\n",
-              config.architecture.c_str(), static_cast<long long>(config.num_hidden_layers),
-              static_cast<long long>(config.hidden_size), static_cast<long long>(len), dtype_name.c_str(),
-              policy_resolved.c_str(), iters, warmup);
-  std::printf("%-6s %5s  %-18s %12s %12s\n", "", "GPUs", "variant", "ms", "tokens/s");
-  PrintRow(one, len);
-  PrintRow(many, len);
-  const std::string cp_name = "CP " + std::to_string(cp);
-  if (!skipped.empty()) std::printf("%-6s %5d  not run: %s\n", cp_name.c_str(), cp, skipped.c_str());
-  if (both) {
-    std::printf("speedup CP 1 / CP %d: %.2fx (goal >= 1.6 at CP 2, 32768 tokens)\n", cp, speedup);
-    std::printf("last-row logits: max relative difference %.2e; argmax CP 1 %d, CP %d %d (%s)\n", rel, top_one, cp,
-                top_many, top_one == top_many ? "match" : "differ");
-  }
-  WriteJson(flags, j);
-  if (!one.error.empty()) std::cerr << "seam-bench-gpu cp: CP 1 failed: " << one.error << "\n";
-  if (!many.error.empty()) std::cerr << "seam-bench-gpu cp: CP " << cp << " failed: " << many.error << "\n";
+  const CpOutcome o = Compare(std::move(one), std::move(many), skipped);
+  PrintCp(flags, setup, config, o, cp, len);
+  WriteJson(flags, CpJson(flags, setup, config, o, cp, len, gpus));
+  if (!o.one.error.empty()) std::cerr << "seam-bench-gpu cp: CP 1 failed: " << o.one.error << "\n";
+  if (!o.many.error.empty()) std::cerr << "seam-bench-gpu cp: CP " << cp << " failed: " << o.many.error << "\n";
   // Only CP 1 run (too few GPUs) is a success; a failure of either side is not.
-  return one.error.empty() && many.error.empty() ? 0 : 1;
+  return o.one.error.empty() && o.many.error.empty() ? 0 : 1;
 }
 
 }  // namespace seam::bench

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -40,9 +41,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "seam/comm/allreduce_choice.h"
-#include "seam/comm/ipc_allreduce.h"
-#include "seam/comm/nccl_communicator.h"
 #include "gpu_bench_util.h"
 #include "seam/core/cuda_check.h"
 #include "seam/core/cuda_graph.h"
@@ -248,18 +246,6 @@ int Prefill(const Flags& flags) {
 }
 
 
-// Mean microseconds per call of `call`, `calls` of them captured on `stream`
-// into one CUDA graph and the graph replayed (TimeUs: events around 20
-// replays after 3). `call` must already have run once outside the capture.
-absl::StatusOr<double> GraphReplayUs(const CudaStream& stream, const std::function<absl::Status()>& call, int calls) {
-  kernels::ScopedStream on(stream.handle());
-  SEAM_ASSIGN_OR_RETURN(CudaGraph graph, CudaGraph::Capture(stream, [&]() -> absl::Status {
-                          for (int i = 0; i < calls; ++i) SEAM_RETURN_IF_ERROR(call());
-                          return absl::OkStatus();
-                        }));
-  return TimeUs([&] { Check(graph.Launch(stream), "launch"); }, 20, 3) / calls;
-}
-
 // Mean microseconds per call of `body` replayed from a CUDA graph of 20 calls.
 double GraphUs(const std::function<void()>& body) {
   CudaStream stream = Value(CudaStream::Create(kGpu), "stream");
@@ -273,68 +259,88 @@ double GraphUs(const std::function<void()>& body) {
                "capture");
 }
 
-int Profile(const Flags& flags) {
-  const weights::ModelConfig c = Value(weights::LoadModelConfig(flags.Get("checkpoint", "")), "config.json");
-  const DType dt = ParseDType(flags.Get("dtype", "bf16"));
-  const int64_t seqs = flags.Int("seqs", 1), q_len = flags.Int("q-len", 1), context = flags.Int("context", 192);
-  const int64_t t = seqs * q_len, h = c.hidden_size, d = c.head_dim, qh = c.num_attention_heads,
-                kv = c.num_key_value_heads, inter = c.intermediate_size, vocab = c.vocab_size, bs = 16;
-  const int64_t blocks_per_seq = (context + bs - 1) / bs, blocks = seqs * blocks_per_seq;
-  const Tensor x = RandomGpu({t, h}, dt, 1), res = RandomGpu({t, h}, dt, 2), wn = RandomGpu({h}, dt, 3);
-  const Tensor hn = Tensor::Empty({t, h}, dt, kGpu);
-  const Tensor wqkv = RandomGpu({(qh + 2 * kv) * d, h}, dt, 4, 0.02f), qkv = RandomGpu({t, (qh + 2 * kv) * d}, dt, 5);
-  const Tensor wo = RandomGpu({h, qh * d}, dt, 6, 0.02f), wgu = RandomGpu({2 * inter, h}, dt, 7, 0.02f);
-  const Tensor wd = RandomGpu({h, inter}, dt, 8, 0.02f), head = RandomGpu({vocab, h}, dt, 9, 0.02f);
-  const Tensor q = RandomGpu({t, qh, d}, dt, 10);
-  const Tensor dn = RandomGpu({d}, dt, 13), gu = RandomGpu({t, 2 * inter}, dt, 14);
-  const Tensor act = Tensor::Empty({t, inter}, dt, kGpu), attn = Tensor::Empty({t, qh, d}, dt, kGpu);
-  const Tensor logits = Tensor::Empty({seqs, vocab}, DType::kF32, kGpu), ids = Tensor::Empty({seqs}, DType::kI32, kGpu);
-  const Tensor kc = RandomGpu({blocks, bs, kv, d}, dt, 15), vc = RandomGpu({blocks, bs, kv, d}, dt, 16);
-  std::vector<int32_t> pos(t), slots(t), qs{0}, lens, tables;
-  for (int64_t s = 0; s < seqs; ++s) {
-    for (int64_t i = 0; i < q_len; ++i) {
-      const int64_t p = context - q_len + i;
-      pos[s * q_len + i] = static_cast<int32_t>(p);
-      slots[s * q_len + i] = static_cast<int32_t>((s * blocks_per_seq + p / bs) * bs + p % bs);
+// One op of a decode step, timed alone.
+struct ProfiledOp {
+  const char* name;
+  int per_layer;  // calls per decoder layer (0: once per step)
+  std::function<void()> body;
+};
+
+// The tensors a decode step's ops read and write, random or empty, for
+// `seqs` sequences of `q_len` new tokens each at context `context`.
+struct ProfileInputs {
+  ProfileInputs(const weights::ModelConfig& c, DType dt, int64_t seqs, int64_t q_len, int64_t context)
+      : t(seqs * q_len), h(c.hidden_size), d(c.head_dim), qh(c.num_attention_heads), kv(c.num_key_value_heads),
+        inter(c.intermediate_size), vocab(c.vocab_size), seqs(seqs) {
+    const int64_t bs = 16, blocks_per_seq = (context + bs - 1) / bs, blocks = seqs * blocks_per_seq;
+    x = RandomGpu({t, h}, dt, 1), res = RandomGpu({t, h}, dt, 2), wn = RandomGpu({h}, dt, 3);
+    hn = Tensor::Empty({t, h}, dt, kGpu);
+    wqkv = RandomGpu({(qh + 2 * kv) * d, h}, dt, 4, 0.02f), qkv = RandomGpu({t, (qh + 2 * kv) * d}, dt, 5);
+    wo = RandomGpu({h, qh * d}, dt, 6, 0.02f), wgu = RandomGpu({2 * inter, h}, dt, 7, 0.02f);
+    wd = RandomGpu({h, inter}, dt, 8, 0.02f), head = RandomGpu({vocab, h}, dt, 9, 0.02f);
+    q = RandomGpu({t, qh, d}, dt, 10);
+    dn = RandomGpu({d}, dt, 13), gu = RandomGpu({t, 2 * inter}, dt, 14);
+    act = Tensor::Empty({t, inter}, dt, kGpu), attn = Tensor::Empty({t, qh, d}, dt, kGpu);
+    logits = Tensor::Empty({seqs, vocab}, DType::kF32, kGpu), ids = Tensor::Empty({seqs}, DType::kI32, kGpu);
+    kc = RandomGpu({blocks, bs, kv, d}, dt, 15), vc = RandomGpu({blocks, bs, kv, d}, dt, 16);
+    std::vector<int32_t> pos(t), slots(t), qs{0}, lens, tables;
+    for (int64_t s = 0; s < seqs; ++s) {
+      for (int64_t i = 0; i < q_len; ++i) {
+        const int64_t p = context - q_len + i;
+        pos[s * q_len + i] = static_cast<int32_t>(p);
+        slots[s * q_len + i] = static_cast<int32_t>((s * blocks_per_seq + p / bs) * bs + p % bs);
+      }
+      qs.push_back(static_cast<int32_t>((s + 1) * q_len));
+      lens.push_back(static_cast<int32_t>(context));
+      for (int64_t b = 0; b < blocks_per_seq; ++b) tables.push_back(static_cast<int32_t>(s * blocks_per_seq + b));
     }
-    qs.push_back(static_cast<int32_t>((s + 1) * q_len));
-    lens.push_back(static_cast<int32_t>(context));
-    for (int64_t b = 0; b < blocks_per_seq; ++b) tables.push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+    auto up = [](const std::vector<int32_t>& v, const Shape& shape) {
+      return Value(Tensor::FromInts(v, shape).To(kGpu), "upload");
+    };
+    positions = up(pos, {t}), slot = up(slots, {t}), token_ids = up(std::vector<int32_t>(t, 7), {t});
+    batch = kernels::AttentionBatch{up(qs, {seqs + 1}), up(lens, {seqs}), up(tables, {seqs, blocks_per_seq})};
+    last = x.Rows(0, seqs);
   }
-  auto up = [](const std::vector<int32_t>& v, const Shape& shape) {
-    return Value(Tensor::FromInts(v, shape).To(kGpu), "upload");
-  };
-  const Tensor positions = up(pos, {t}), slot = up(slots, {t}), token_ids = up(std::vector<int32_t>(t, 7), {t});
-  kernels::AttentionBatch batch{up(qs, {seqs + 1}), up(lens, {seqs}), up(tables, {seqs, blocks_per_seq})};
-  const Tensor last = x.Rows(0, seqs);
-  struct Op {
-    const char* name;
-    int per_layer;  // calls per decoder layer (0: once per step)
-    std::function<void()> body;
-  };
-  std::vector<Op> ops{
-      {"embedding", 0, [&] { Check(kernels::Embedding(token_ids, head, 0, hn), "embedding"); }},
-      {"fused_add_rmsnorm", 2, [&] { Check(kernels::FusedAddRmsNorm(x, res, wn, 1e-6f, hn), "norm"); }},
-      {"matmul_qkv", 1, [&] { Check(kernels::Matmul(x, wqkv, qkv), "qkv"); }},
+  int64_t t, h, d, qh, kv, inter, vocab, seqs;
+  Tensor x, res, wn, hn, wqkv, qkv, wo, wgu, wd, head, q, dn, gu, act, attn, logits, ids, kc, vc;
+  Tensor positions, slot, token_ids, last;
+  kernels::AttentionBatch batch;
+};
+
+// The step's ops but its FFN, in step order (the FFN goes before the final norm).
+std::vector<ProfiledOp> StepOps(const ProfileInputs& in) {
+  const ProfileInputs& i = in;
+  return {
+      {"embedding", 0, [&i] { Check(kernels::Embedding(i.token_ids, i.head, 0, i.hn), "embedding"); }},
+      {"fused_add_rmsnorm", 2, [&i] { Check(kernels::FusedAddRmsNorm(i.x, i.res, i.wn, 1e-6f, i.hn), "norm"); }},
+      {"matmul_qkv", 1, [&i] { Check(kernels::Matmul(i.x, i.wqkv, i.qkv), "qkv"); }},
       {"qkv_norm_rope_cache", 1,
-       [&] { Check(kernels::QkvNormRopeCache(qkv, dn, dn, 1e-6f, positions, 1e6f, slot, kc, vc, q), "qkv input"); }},
-      {"attention", 1, [&] { Check(kernels::PagedAttention(q, kc, vc, batch, 0.088f, attn), "attention"); }},
-      {"matmul_o", 1, [&] { Check(kernels::Matmul(attn.Reshape({t, qh * d}).value(), wo, hn), "o"); }},
-      {"final_rmsnorm", 0, [&] { Check(kernels::RmsNorm(x, wn, 1e-6f, hn), "final"); }},
-      {"lm_head_f32", 0, [&] { Check(kernels::Matmul(last, head, logits), "lm_head"); }},
-      {"argmax", 0, [&] { Check(kernels::Argmax(logits, ids), "argmax"); }},
+       [&i] {
+         Check(kernels::QkvNormRopeCache(i.qkv, i.dn, i.dn, 1e-6f, i.positions, 1e6f, i.slot, i.kc, i.vc, i.q),
+               "qkv input");
+       }},
+      {"attention", 1, [&i] { Check(kernels::PagedAttention(i.q, i.kc, i.vc, i.batch, 0.088f, i.attn), "attention"); }},
+      {"matmul_o", 1, [&i] { Check(kernels::Matmul(i.attn.Reshape({i.t, i.qh * i.d}).value(), i.wo, i.hn), "o"); }},
+      {"final_rmsnorm", 0, [&i] { Check(kernels::RmsNorm(i.x, i.wn, 1e-6f, i.hn), "final"); }},
+      {"lm_head_f32", 0, [&i] { Check(kernels::Matmul(i.last, i.head, i.logits), "lm_head"); }},
+      {"argmax", 0, [&i] { Check(kernels::Argmax(i.logits, i.ids), "argmax"); }},
   };
-  std::vector<Op> ffn{
-      {"matmul_gate_up", 1, [&] { Check(kernels::Matmul(x, wgu, gu), "gate_up"); }},
-      {"silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu, act), "silu"); }},
-      {"matmul_down", 1, [&] { Check(kernels::Matmul(act, wd, hn), "down"); }},
+}
+
+std::vector<ProfiledOp> DenseFfnOps(const ProfileInputs& i) {
+  return {
+      {"matmul_gate_up", 1, [&i] { Check(kernels::Matmul(i.x, i.wgu, i.gu), "gate_up"); }},
+      {"silu_and_mul", 1, [&i] { Check(kernels::SiluAndMul(i.gu, i.act), "silu"); }},
+      {"matmul_down", 1, [&i] { Check(kernels::Matmul(i.act, i.wd, i.hn), "down"); }},
   };
-  // A MoE model (every layer sparse): its experts grouped on the device, as
-  // decode runs them (expert weights zero: only their bytes matter here).
-  const int64_t experts = c.num_experts, k = c.num_experts_per_tok, mi = c.moe_intermediate_size, pairs = t * k;
-  Tensor router, route_w, route_e, router_logits, wgu_e, wd_e, gu_e, act_e, y_e;
-  kernels::ExpertGroups groups;
-  if (experts > 0) {
+}
+
+// A MoE model (every layer sparse): its experts grouped on the device, as
+// decode runs them (expert weights zero: only their bytes matter here).
+struct MoeInputs {
+  MoeInputs(const weights::ModelConfig& c, DType dt, const ProfileInputs& in)
+      : k(c.num_experts_per_tok), t(in.t), h(in.h) {
+    const int64_t experts = c.num_experts, mi = c.moe_intermediate_size, pairs = t * k;
     router = RandomGpu({experts, h}, dt, 17, 0.02f);
     router_logits = Tensor::Empty({t, experts}, DType::kF32, kGpu);
     route_w = Tensor::Empty({t, k}, DType::kF32, kGpu);
@@ -345,25 +351,42 @@ int Profile(const Flags& flags) {
     act_e = Tensor::Empty({pairs, mi}, dt, kGpu);
     y_e = Tensor::Empty({pairs, h}, dt, kGpu);
     groups = Value(kernels::ExpertGroups::Empty(experts, pairs, kGpu), "groups");
-    Check(kernels::Matmul(x, router, router_logits), "router");
+    Check(kernels::Matmul(in.x, router, router_logits), "router");
     Check(kernels::MoeRoute(router_logits, k, true, route_w, route_e), "route");
     Check(kernels::GroupByExpert(route_e, groups), "group");
-    ffn = {
-        {"moe_router_matmul", 1, [&] { Check(kernels::Matmul(x, router, router_logits), "router"); }},
-        {"moe_route", 1, [&] { Check(kernels::MoeRoute(router_logits, k, true, route_w, route_e), "route"); }},
-        {"moe_sort_routes", 1, [&] { Check(kernels::SortRoutesByExpert(route_w, route_e), "sort"); }},
-        {"moe_group_by_expert", 1, [&] { Check(kernels::GroupByExpert(route_e, groups), "group"); }},
-        {"moe_expert_gate_up", 1, [&] { Check(kernels::ExpertMatmul(x, wgu_e, groups, gu_e), "gate_up"); }},
-        {"moe_silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu_e, act_e), "silu"); }},
-        {"moe_expert_down", 1, [&] { Check(kernels::ExpertMatmul(act_e, wd_e, groups, y_e), "down"); }},
-        {"moe_finalize", 1,
-         [&] { Check(kernels::MoeFinalize(y_e.Reshape({t, k, h}).value(), route_w, hn), "finalize"); }},
-    };
   }
+  int64_t k, t, h;
+  Tensor router, route_w, route_e, router_logits, wgu_e, wd_e, gu_e, act_e, y_e;
+  kernels::ExpertGroups groups;
+};
+
+std::vector<ProfiledOp> MoeFfnOps(const ProfileInputs& i, const MoeInputs& m) {
+  return {
+      {"moe_router_matmul", 1, [&] { Check(kernels::Matmul(i.x, m.router, m.router_logits), "router"); }},
+      {"moe_route", 1, [&] { Check(kernels::MoeRoute(m.router_logits, m.k, true, m.route_w, m.route_e), "route"); }},
+      {"moe_sort_routes", 1, [&] { Check(kernels::SortRoutesByExpert(m.route_w, m.route_e), "sort"); }},
+      {"moe_group_by_expert", 1, [&] { Check(kernels::GroupByExpert(m.route_e, m.groups), "group"); }},
+      {"moe_expert_gate_up", 1, [&] { Check(kernels::ExpertMatmul(i.x, m.wgu_e, m.groups, m.gu_e), "gate_up"); }},
+      {"moe_silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(m.gu_e, m.act_e), "silu"); }},
+      {"moe_expert_down", 1, [&] { Check(kernels::ExpertMatmul(m.act_e, m.wd_e, m.groups, m.y_e), "down"); }},
+      {"moe_finalize", 1,
+       [&] { Check(kernels::MoeFinalize(m.y_e.Reshape({m.t, m.k, m.h}).value(), m.route_w, i.hn), "finalize"); }},
+  };
+}
+
+int Profile(const Flags& flags) {
+  const weights::ModelConfig c = Value(weights::LoadModelConfig(flags.Get("checkpoint", "")), "config.json");
+  const DType dt = ParseDType(flags.Get("dtype", "bf16"));
+  const int64_t seqs = flags.Int("seqs", 1), q_len = flags.Int("q-len", 1), context = flags.Int("context", 192);
+  const ProfileInputs in(c, dt, seqs, q_len, context);
+  std::optional<MoeInputs> moe;
+  if (c.num_experts > 0) moe.emplace(c, dt, in);
+  std::vector<ProfiledOp> ops = StepOps(in);
+  const std::vector<ProfiledOp> ffn = moe ? MoeFfnOps(in, *moe) : DenseFfnOps(in);
   ops.insert(ops.begin() + 6, ffn.begin(), ffn.end());
   json rows = json::array();
   double eager_step = 0, graph_step = 0;
-  for (const Op& op : ops) {
+  for (const ProfiledOp& op : ops) {
     const double eager = TimeUs(op.body, 50), graphed = GraphUs(op.body);
     const double calls = op.per_layer == 0 ? 1.0 : static_cast<double>(op.per_layer * c.num_hidden_layers);
     eager_step += eager * calls;
@@ -421,134 +444,6 @@ int Logits(const Flags& flags) {
 }
 
 
-// allreduce-norm: one-shot IPC all-reduce + add + RMSNorm against NCCL
-// all-reduce + FusedAddRmsNorm, one thread per GPU, at each TP size of --tp
-// that fits the visible GPUs. Each call is waited for (as NCCL's is); rank
-// 0's median per-call latency is reported with the ratio and the choice of
-// ChooseFusedAllReduce over the table measured in this run, and beside it
-// the device time per call (fused_device_us, unfused_device_us: calls
-// replayed back to back from a CUDA graph, as a decode step runs them; -1
-// when a call cannot be captured).
-int AllReduceNorm(const Flags& flags) {
-  const std::vector<int64_t> tps = flags.Ints("tp", "2,4");
-  const std::vector<int64_t> token_list = flags.Ints("tokens", "1,7,64,256");
-  const std::vector<int64_t> hiddens = flags.Ints("hidden", "4096,8192");
-  const int iters = static_cast<int>(flags.Int("iters", 200));
-  const std::string dir = flags.Get("store", "/tmp/seam-bench-allreduce-norm-" + std::to_string(::getpid()));
-  auto store = seam::comm::MakeFileStore(dir);
-  if (!store.ok()) {
-    std::cerr << store.status() << "\n";
-    return 1;
-  }
-  nlohmann::json results = nlohmann::json::array();
-  int failures = 0;
-  for (int64_t tp : tps) {
-    if (tp < 2 || tp > CudaDeviceCount()) {
-      std::cerr << "allreduce-norm: skipping TP " << tp << " (" << CudaDeviceCount() << " GPUs visible)\n";
-      continue;
-    }
-    for (int64_t hidden : hiddens) {
-      seam::comm::AllReduceNormTable table;
-      std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> device_us;  // rank 0: fused, unfused
-      std::vector<std::thread> threads;
-      std::vector<std::string> errors(tp);
-      for (int r = 0; r < tp; ++r) {
-        threads.emplace_back([&, r] {
-          auto fail = [&](const absl::Status& st) { errors[r] = st.ToString(); };
-          cudaSetDevice(r);
-          absl::StatusOr<CudaStream> owned = CudaStream::Create(Device::CUDA(r));
-          if (!owned.ok()) return fail(owned.status());
-          const cudaStream_t stream = static_cast<cudaStream_t>(owned->handle());
-          seam::kernels::ScopedStream scoped(stream);
-          const std::string prefix = "tp" + std::to_string(tp) + "_h" + std::to_string(hidden);
-          auto fusion = seam::comm::IpcAllReduceFusion::Create(seam::comm::MakePrefixStore(prefix + "_ipc", *store),
-                                                               r, static_cast<int>(tp), r, 256, hidden);
-          if (!fusion.ok()) return fail(fusion.status());
-          seam::comm::NcclOptions options;
-          options.device = r;
-          options.stream = stream;
-          auto nccl = seam::comm::MakeNcclCommunicator(seam::comm::MakePrefixStore(prefix + "_nccl", *store), "tp",
-                                                       r, static_cast<int>(tp), options);
-          if (!nccl.ok()) return fail(nccl.status());
-          const Device dev = Device::CUDA(r);
-          for (int64_t tokens : token_list) {
-            const Shape shape{tokens, hidden};
-            Tensor partial = Tensor::Zeros(shape, DType::kBF16, dev);
-            Tensor residual = Tensor::Zeros(shape, DType::kBF16, dev);
-            Tensor out = Tensor::Zeros(shape, DType::kBF16, dev);
-            Tensor weight = Tensor::Zeros({hidden}, DType::kBF16, dev);
-            auto time = [&](const std::function<absl::Status()>& call) -> double {
-              std::vector<double> us;
-              for (int i = 0; i < iters + 20; ++i) {
-                const auto t0 = std::chrono::steady_clock::now();
-                absl::Status st = call();
-                if (st.ok() && cudaStreamSynchronize(stream) != cudaSuccess) st = absl::InternalError("sync");
-                if (!st.ok()) {
-                  fail(st);
-                  return -1;
-                }
-                if (i >= 20) {
-                  us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                                   .count());
-                }
-              }
-              std::sort(us.begin(), us.end());
-              return us[us.size() / 2];
-            };
-            // Device time: 20 calls replayed back to back from one CUDA graph
-            // (the calls above ran outside it first); -1 when a call cannot be captured.
-            auto device_time = [&](const std::function<absl::Status()>& call) -> double {
-              absl::StatusOr<double> us = GraphReplayUs(*owned, call, 20);
-              return us.ok() ? *us : -1;
-            };
-            auto fused_call = [&] { return (*fusion)->Run(partial, residual, weight, 1e-6f, out, stream); };
-            auto unfused_call = [&]() -> absl::Status {
-              SEAM_RETURN_IF_ERROR((*nccl)->AllReduce(partial));
-              return seam::kernels::FusedAddRmsNorm(partial, residual, weight, 1e-6f, out);
-            };
-            const double fused = time(fused_call);
-            const double unfused = time(unfused_call);
-            const double fused_device = device_time(fused_call);
-            const double unfused_device = device_time(unfused_call);
-            const absl::Status check = (*fusion)->CheckError();
-            if (!check.ok()) fail(check);
-            if (r == 0) {
-              table[{tokens, hidden}] = {fused, unfused};
-              device_us[{tokens, hidden}] = {fused_device, unfused_device};
-            }
-          }
-          fusion->reset();
-          nccl->reset();
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (int r = 0; r < tp; ++r) {
-        if (!errors[r].empty()) {
-          std::cerr << "allreduce-norm TP " << tp << " H " << hidden << " rank " << r << ": " << errors[r] << "\n";
-          ++failures;
-        }
-      }
-      for (const auto& [key, timing] : table) {
-        nlohmann::json row = {{"tp", tp},
-                              {"tokens", key.first},
-                              {"hidden", key.second},
-                              {"fused_us", timing.fused_us},
-                              {"unfused_us", timing.unfused_us},
-                              {"ratio", timing.fused_us / timing.unfused_us},
-                              {"fused_device_us", device_us[key].first},
-                              {"unfused_device_us", device_us[key].second},
-                              {"chosen", seam::comm::ChooseFusedAllReduce(key.first, key.second, table) ? "fused"
-                                                                                                        : "unfused"}};
-        std::cout << row.dump() << "\n";
-        results.push_back(row);
-      }
-    }
-  }
-  const std::string json_path = flags.Get("json", "");
-  if (!json_path.empty()) std::ofstream(json_path) << results.dump(2) << "\n";
-  return failures == 0 ? 0 : 1;
-}
-
 }  // namespace
 }  // namespace seam::bench
 
@@ -564,7 +459,7 @@ int main(int argc, char** argv) {
   if (cmd == "prefill") return seam::bench::Prefill(flags);
   if (cmd == "logits") return seam::bench::Logits(flags);
   if (cmd == "profile") return seam::bench::Profile(flags);
-  if (cmd == "allreduce-norm") return seam::bench::AllReduceNorm(flags);
+  if (cmd == "allreduce-norm") return seam::bench::AllReduceNormBench(flags);
   if (cmd == "mamba") return seam::bench::MambaBench(flags);
   if (cmd == "tbo") return seam::bench::TboBench(flags);
   if (cmd == "cp") return seam::bench::CpBench(flags);

@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "seam/core/cuda_check.h"
+#include "seam/core/cuda_graph.h"
 #include "seam/core/status.h"
 #include "seam/core/tensor.h"
 #include "seam/kernels/ops.h"
@@ -168,6 +169,20 @@ inline double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// Mean microseconds per call of `call`, `calls` of them captured on `stream`
+// into one CUDA graph and the graph replayed (TimeUs: events around 20
+// replays after 3). `call` must already have run once outside the capture.
+inline absl::StatusOr<double> GraphReplayUs(const CudaStream& stream, const std::function<absl::Status()>& call, int calls) {
+  kernels::ScopedStream on(stream.handle());
+  SEAM_ASSIGN_OR_RETURN(CudaGraph graph, CudaGraph::Capture(stream, [&]() -> absl::Status {
+                          for (int i = 0; i < calls; ++i) SEAM_RETURN_IF_ERROR(call());
+                          return absl::OkStatus();
+                        }));
+  return TimeUs([&] { Check(graph.Launch(stream), "launch"); }, 20, 3) / calls;
+}
+
+// allreduce_norm_bench.cc: the one-shot IPC all-reduce + add + RMSNorm against NCCL + the fused add+norm.
+int AllReduceNormBench(const Flags& flags);
 // mamba_bench.cc: a Nemotron-H checkpoint's decode and Mamba prefill kernels.
 int MambaBench(const Flags& flags);
 // tbo_bench.cc: two-batch overlap of a Qwen3-MoE prefill at TP 2 against the ordinary forward.

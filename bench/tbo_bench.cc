@@ -17,6 +17,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,146 +123,182 @@ struct RankResult {
   std::string error;
 };
 
-}  // namespace
-
-int TboBench(const Flags& flags) {
-  const int tp = static_cast<int>(flags.Int("tp", 2));
-  const int64_t seqs = flags.Int("seqs", 2), len = flags.Int("len", 4096);
-  const int iters = static_cast<int>(flags.Int("iters", 5)), warmup = static_cast<int>(flags.Int("warmup", 2));
-  const std::string order_name = flags.Get("order", "alternate");
-  const std::string path = flags.Get("checkpoint", "");
-  const int gpus = CudaDeviceCount();
-  if (gpus < tp || tp < 2) {
-    std::cerr << "seam-bench-gpu tbo: needs " << std::max(tp, 2) << " GPUs (TP " << tp << ", one GPU per rank); "
-              << gpus << " visible\n";
-    return 1;
-  }
-  if (path.empty()) {
-    std::cerr << "seam-bench-gpu tbo: --checkpoint DIR (a Qwen3-MoE checkpoint) is required\n";
-    return 2;
-  }
+// What every rank runs: the flags, the checkpoint and the step.
+struct TboRun {
+  int tp = 2;
+  int64_t seqs = 2, len = 4096;
+  int iters = 5, warmup = 2;
   boundary::TboOrder order = boundary::TboOrder::kAlternate;
+  std::string path;
+  DType dtype = DType::kBF16;
+  int64_t kv_bytes = int64_t{4} << 30;
+  const weights::Checkpoint* checkpoint = nullptr;
+  std::shared_ptr<comm::Store> store;
+  std::vector<models::SequenceStep> sequences;
+};
+
+// The flags of the run (its checkpoint and store still to open); nullopt, with
+// the message written, when they do not fit.
+std::optional<TboRun> ParseTboFlags(const Flags& flags, int* exit_code) {
+  TboRun run;
+  run.tp = static_cast<int>(flags.Int("tp", 2));
+  run.seqs = flags.Int("seqs", 2);
+  run.len = flags.Int("len", 4096);
+  run.iters = static_cast<int>(flags.Int("iters", 5));
+  run.warmup = static_cast<int>(flags.Int("warmup", 2));
+  run.path = flags.Get("checkpoint", "");
+  run.dtype = ParseDType(flags.Get("dtype", "bf16"));
+  run.kv_bytes = flags.Int("kv-bytes", int64_t{4} << 30);
+  const int gpus = CudaDeviceCount();
+  if (gpus < run.tp || run.tp < 2) {
+    std::cerr << "seam-bench-gpu tbo: needs " << std::max(run.tp, 2) << " GPUs (TP " << run.tp
+              << ", one GPU per rank); " << gpus << " visible\n";
+    *exit_code = 1;
+    return std::nullopt;
+  }
+  if (run.path.empty()) {
+    std::cerr << "seam-bench-gpu tbo: --checkpoint DIR (a Qwen3-MoE checkpoint) is required\n";
+    *exit_code = 2;
+    return std::nullopt;
+  }
+  const std::string order_name = flags.Get("order", "alternate");
   bool known = false;
   for (auto o : {boundary::TboOrder::kAlternate, boundary::TboOrder::kAlternateBFirst, boundary::TboOrder::kStaggered,
                  boundary::TboOrder::kSequential}) {
-    if (order_name == boundary::TboOrderName(o)) order = o, known = true;
+    if (order_name == boundary::TboOrderName(o)) run.order = o, known = true;
   }
   if (!known) {
     std::cerr << "--order: alternate, alternate-b-first, staggered or sequential\n";
-    return 2;
+    *exit_code = 2;
+    return std::nullopt;
   }
-  std::optional<MultiRankSetup> setup_files = OpenMultiRank(flags, path, "tbo");
-  if (!setup_files) return 1;
-  const std::unique_ptr<weights::Checkpoint>& checkpoint = setup_files->checkpoint;
-  const std::shared_ptr<comm::Store>& store = setup_files->store;
-  const weights::ModelConfig& config = checkpoint->config();
-  std::vector<models::SequenceStep> sequences;
-  for (int64_t s = 0; s < seqs; ++s) {
-    sequences.push_back(models::SequenceStep{static_cast<uint64_t>(s), RandomTokens(11 + s, len, config.vocab_size), 0});
+  return run;
+}
+
+// One rank's model, cache, streams and groups: the main stream (and its
+// communicators, the TP one timed) and one stream and group set per microbatch.
+struct TboRank {
+  CudaStream main, mb0, mb1;
+  std::unique_ptr<comm::ProcessGroups> g_main, g_a, g_b;
+  std::unique_ptr<TimedCommunicator> timed;
+  boundary::Topology topology;
+  std::unique_ptr<models::Qwen3Model> model;
+  std::unique_ptr<models::KvCache> cache;
+
+  // What the rank holds goes on the main stream, communicators before streams.
+  ~TboRank() {
+    kernels::ScopedStream on(main.handle());
+    cache.reset();
+    model.reset();
+    timed.reset();
+    g_b.reset();
+    g_a.reset();
+    g_main.reset();
   }
-  const DType dtype = ParseDType(flags.Get("dtype", "bf16"));
-  std::vector<RankResult> results(tp);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r) {
-    threads.emplace_back([&, r] {
-      RankResult& out = results[r];
-      const absl::Status st = [&]() -> absl::Status {
-        const Device dev = Device::CUDA(r);
-        SEAM_RETURN_IF_ERROR(UseDevice(dev));
-        SEAM_ASSIGN_OR_RETURN(CudaStream main, CudaStream::Create(dev));
-        SEAM_ASSIGN_OR_RETURN(CudaStream mb0, CudaStream::Create(dev));
-        SEAM_ASSIGN_OR_RETURN(CudaStream mb1, CudaStream::Create(dev));
-        kernels::ScopedStream on(main.handle());
-        SEAM_ASSIGN_OR_RETURN(auto g_main, GroupsOn(store, "main", tp, r, main.handle()));
-        SEAM_ASSIGN_OR_RETURN(auto g_a, GroupsOn(store, "mb0", tp, r, mb0.handle()));
-        SEAM_ASSIGN_OR_RETURN(auto g_b, GroupsOn(store, "mb1", tp, r, mb1.handle()));
-        TimedCommunicator timed(&g_main->tp(), static_cast<cudaStream_t>(main.handle()));
-        SEAM_ASSIGN_OR_RETURN(boundary::Topology topology, boundary::Topology::Make(tp, 1, r));
-        models::ModelOptions options{topology, boundary::ReductionPolicy::kAr, dtype};
-        options.device = dev;
-        SEAM_ASSIGN_OR_RETURN(auto model, models::Qwen3Model::Load(*checkpoint, options));
-        models::KvCacheOptions kv;
-        kv.budget_bytes = flags.Int("kv-bytes", int64_t{4} << 30);
-        kv.dtype = dtype;
-        SEAM_ASSIGN_OR_RETURN(auto cache, model->MakeCache(kv));
-        const std::vector<int64_t> rows = {seqs * len};
-        const models::StepInput input{sequences, false};
-        models::TwoBatchStep tbo = models::BalancedTwoBatchStep(input);
-        tbo.order = order;
-        tbo.comms[0] = boundary::StageComms{&g_a->tp(), &g_a->attn_tp(), &g_a->attn_dp()};
-        tbo.comms[1] = boundary::StageComms{&g_b->tp(), &g_b->attn_tp(), &g_b->attn_dp()};
-        tbo.streams[0] = mb0.handle();
-        tbo.streams[1] = mb1.handle();
-        auto sync = [&]() -> absl::Status {
-          const absl::Time deadline = absl::Now() + absl::Seconds(120);
-          for (auto* g : {g_main.get(), g_a.get(), g_b.get()}) SEAM_RETURN_IF_ERROR(g->Synchronize(deadline));
-          return main.Synchronize();
-        };
-        auto free_all = [&]() -> absl::Status {
-          for (const auto& s : sequences) SEAM_RETURN_IF_ERROR(cache->Free(s.sequence));
-          return absl::OkStatus();
-        };
-        Tensor plain_logits, tbo_logits;
-        for (int i = 0; i < warmup + iters; ++i) {
-          // The ordinary forward, its collectives timed.
-          SEAM_RETURN_IF_ERROR(sync());
-          timed.Reset();
-          boundary::ForwardBatch plain(2 * i, boundary::BatchVariant::kOrdinary, topology, rows);
-          plain.comms = boundary::StageComms{&timed, &timed, &g_main->attn_dp()};
-          auto t0 = std::chrono::steady_clock::now();
-          SEAM_ASSIGN_OR_RETURN(plain_logits, model->Forward(plain, input, *cache));
-          SEAM_RETURN_IF_ERROR(sync());
-          const double plain_ms = Seconds(t0) * 1e3;
-          SEAM_RETURN_IF_ERROR(free_all());
-          // The two-batch overlap.
-          boundary::ForwardBatch split(2 * i + 1, boundary::BatchVariant::kOrdinary, topology, rows);
-          split.comms = boundary::StageComms{&g_main->tp(), &g_main->attn_tp(), &g_main->attn_dp()};
-          t0 = std::chrono::steady_clock::now();
-          SEAM_ASSIGN_OR_RETURN(tbo_logits, model->ForwardTwoBatch(split, input, *cache, tbo));
-          SEAM_RETURN_IF_ERROR(sync());
-          const double tbo_ms = Seconds(t0) * 1e3;
-          SEAM_RETURN_IF_ERROR(free_all());
-          if (i >= warmup) {
-            out.plain_ms.push_back(plain_ms);
-            out.tbo_ms.push_back(tbo_ms);
-            out.collective_ms.push_back(timed.ElapsedMs());
-            out.collectives = timed.calls();
-          }
-        }
-        timed.Reset();
-        if (r == 0) {
-          SEAM_ASSIGN_OR_RETURN(Tensor a, plain_logits.To(Device::CPU()));
-          SEAM_ASSIGN_OR_RETURN(Tensor b, tbo_logits.To(Device::CPU()));
-          out.max_rel_err = MaxRelativeDifference(a.ToFloats(), b.ToFloats());
-          const std::vector<int32_t> ta = ArgmaxToHost(plain_logits), tb = ArgmaxToHost(tbo_logits);
-          int same = 0;
-          for (size_t k = 0; k < ta.size(); ++k) same += ta[k] == tb[k];
-          out.top1_agree = ta.empty() ? 1.0 : static_cast<double>(same) / ta.size();
-        }
-        return absl::OkStatus();
-      }();
-      if (!st.ok()) out.error = st.ToString();
-    });
+
+  absl::Status Start(const TboRun& run, int r) {
+    const Device dev = Device::CUDA(r);
+    SEAM_RETURN_IF_ERROR(UseDevice(dev));
+    SEAM_ASSIGN_OR_RETURN(main, CudaStream::Create(dev));
+    SEAM_ASSIGN_OR_RETURN(mb0, CudaStream::Create(dev));
+    SEAM_ASSIGN_OR_RETURN(mb1, CudaStream::Create(dev));
+    kernels::ScopedStream on(main.handle());
+    SEAM_ASSIGN_OR_RETURN(g_main, GroupsOn(run.store, "main", run.tp, r, main.handle()));
+    SEAM_ASSIGN_OR_RETURN(g_a, GroupsOn(run.store, "mb0", run.tp, r, mb0.handle()));
+    SEAM_ASSIGN_OR_RETURN(g_b, GroupsOn(run.store, "mb1", run.tp, r, mb1.handle()));
+    timed = std::make_unique<TimedCommunicator>(&g_main->tp(), static_cast<cudaStream_t>(main.handle()));
+    SEAM_ASSIGN_OR_RETURN(topology, boundary::Topology::Make(run.tp, 1, r));
+    models::ModelOptions options{topology, boundary::ReductionPolicy::kAr, run.dtype};
+    options.device = dev;
+    SEAM_ASSIGN_OR_RETURN(model, models::Qwen3Model::Load(*run.checkpoint, options));
+    models::KvCacheOptions kv;
+    kv.budget_bytes = run.kv_bytes;
+    kv.dtype = run.dtype;
+    SEAM_ASSIGN_OR_RETURN(cache, model->MakeCache(kv));
+    return absl::OkStatus();
   }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < tp; ++r) {
-    if (!results[r].error.empty()) {
-      std::cerr << "seam-bench-gpu tbo: rank " << r << ": " << results[r].error << "\n";
-      return 1;
+
+  absl::Status Sync() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    for (auto* g : {g_main.get(), g_a.get(), g_b.get()}) SEAM_RETURN_IF_ERROR(g->Synchronize(deadline));
+    return main.Synchronize();
+  }
+
+  absl::Status FreeAll(const TboRun& run) {
+    for (const auto& s : run.sequences) SEAM_RETURN_IF_ERROR(cache->Free(s.sequence));
+    return absl::OkStatus();
+  }
+
+  // Iteration i: the ordinary forward (its collectives timed), then the two-batch overlap.
+  absl::Status Once(const TboRun& run, int i, RankResult& out, Tensor& plain_logits, Tensor& tbo_logits) {
+    const std::vector<int64_t> rows = {run.seqs * run.len};
+    const models::StepInput input{run.sequences, false};
+    models::TwoBatchStep tbo = models::BalancedTwoBatchStep(input);
+    tbo.order = run.order;
+    tbo.comms[0] = boundary::StageComms{&g_a->tp(), &g_a->attn_tp(), &g_a->attn_dp()};
+    tbo.comms[1] = boundary::StageComms{&g_b->tp(), &g_b->attn_tp(), &g_b->attn_dp()};
+    tbo.streams[0] = mb0.handle();
+    tbo.streams[1] = mb1.handle();
+    kernels::ScopedStream on(main.handle());
+    SEAM_RETURN_IF_ERROR(Sync());
+    timed->Reset();
+    boundary::ForwardBatch plain(2 * i, boundary::BatchVariant::kOrdinary, topology, rows);
+    plain.comms = boundary::StageComms{timed.get(), timed.get(), &g_main->attn_dp()};
+    auto t0 = std::chrono::steady_clock::now();
+    SEAM_ASSIGN_OR_RETURN(plain_logits, model->Forward(plain, input, *cache));
+    SEAM_RETURN_IF_ERROR(Sync());
+    const double plain_ms = Seconds(t0) * 1e3;
+    SEAM_RETURN_IF_ERROR(FreeAll(run));
+    boundary::ForwardBatch split(2 * i + 1, boundary::BatchVariant::kOrdinary, topology, rows);
+    split.comms = boundary::StageComms{&g_main->tp(), &g_main->attn_tp(), &g_main->attn_dp()};
+    t0 = std::chrono::steady_clock::now();
+    SEAM_ASSIGN_OR_RETURN(tbo_logits, model->ForwardTwoBatch(split, input, *cache, tbo));
+    SEAM_RETURN_IF_ERROR(Sync());
+    const double tbo_ms = Seconds(t0) * 1e3;
+    SEAM_RETURN_IF_ERROR(FreeAll(run));
+    if (i >= run.warmup) {
+      out.plain_ms.push_back(plain_ms);
+      out.tbo_ms.push_back(tbo_ms);
+      out.collective_ms.push_back(timed->ElapsedMs());
+      out.collectives = timed->calls();
     }
+    return absl::OkStatus();
   }
-  const RankResult& r0 = results[0];
+};
+
+// Rank r's part: every iteration, then (rank 0) how far the two logits are apart.
+absl::Status RunTboRank(const TboRun& run, int r, RankResult& out) {
+  TboRank rank;
+  SEAM_RETURN_IF_ERROR(rank.Start(run, r));
+  Tensor plain_logits, tbo_logits;
+  for (int i = 0; i < run.warmup + run.iters; ++i) {
+    SEAM_RETURN_IF_ERROR(rank.Once(run, i, out, plain_logits, tbo_logits));
+  }
+  rank.timed->Reset();
+  if (r != 0) return absl::OkStatus();
+  kernels::ScopedStream on(rank.main.handle());
+  SEAM_ASSIGN_OR_RETURN(Tensor a, plain_logits.To(Device::CPU()));
+  SEAM_ASSIGN_OR_RETURN(Tensor b, tbo_logits.To(Device::CPU()));
+  out.max_rel_err = MaxRelativeDifference(a.ToFloats(), b.ToFloats());
+  const std::vector<int32_t> ta = ArgmaxToHost(plain_logits), tb = ArgmaxToHost(tbo_logits);
+  int same = 0;
+  for (size_t k = 0; k < ta.size(); ++k) same += ta[k] == tb[k];
+  out.top1_agree = ta.empty() ? 1.0 : static_cast<double>(same) / ta.size();
+  return absl::OkStatus();
+}
+
+void ReportTbo(const Flags& flags, const TboRun& run, const weights::ModelConfig& config, const RankResult& r0) {
   const double plain = Median(r0.plain_ms), tbo = Median(r0.tbo_ms), coll = Median(r0.collective_ms);
   const double hidden = coll > 0 ? (plain - tbo) / coll : 0;
   json j = {{"mode", "tbo"},
-            {"checkpoint", path},
+            {"checkpoint", run.path},
             {"layers", config.num_hidden_layers},
-            {"tp", tp},
+            {"tp", run.tp},
             {"dtype", flags.Get("dtype", "bf16")},
-            {"sequences", seqs},
-            {"tokens_per_sequence", len},
-            {"order", boundary::TboOrderName(order)},
-            {"iters", iters},
+            {"sequences", run.seqs},
+            {"tokens_per_sequence", run.len},
+            {"order", boundary::TboOrderName(run.order)},
+            {"iters", run.iters},
             {"no_tbo_ms", plain},
             {"tbo_ms", tbo},
             {"collective_ms_no_tbo", coll},
@@ -276,8 +313,8 @@ int TboBench(const Flags& flags) {
             {"tbo_ms_all", r0.tbo_ms},
             {"collective_ms_all", r0.collective_ms}};
   std::printf("two-batch overlap, Qwen3-MoE prefill %lld x %lld tokens, TP %d, %s, order %s (rank 0, median of %d)\n",
-              static_cast<long long>(seqs), static_cast<long long>(len), tp, flags.Get("dtype", "bf16").c_str(),
-              boundary::TboOrderName(order), iters);
+              static_cast<long long>(run.seqs), static_cast<long long>(run.len), run.tp,
+              flags.Get("dtype", "bf16").c_str(), boundary::TboOrderName(run.order), run.iters);
   std::printf("%-34s %10s\n", "", "ms");
   std::printf("%-34s %10.2f\n", "forward without TBO", plain);
   std::printf("%-34s %10.2f\n", "  of which in collectives", coll);
@@ -285,6 +322,39 @@ int TboBench(const Flags& flags) {
   std::printf("%-34s %10.2f  (%.0f%% of the collective time; goal 70%%)\n", "saved", plain - tbo, 100 * hidden);
   std::printf("logits: max relative difference %.2e, top-1 agreement %.4f\n", r0.max_rel_err, r0.top1_agree);
   WriteJson(flags, j);
+}
+
+}  // namespace
+
+int TboBench(const Flags& flags) {
+  int exit_code = 0;
+  std::optional<TboRun> run = ParseTboFlags(flags, &exit_code);
+  if (!run) return exit_code;
+  std::optional<MultiRankSetup> setup_files = OpenMultiRank(flags, run->path, "tbo");
+  if (!setup_files) return 1;
+  run->checkpoint = setup_files->checkpoint.get();
+  run->store = setup_files->store;
+  const weights::ModelConfig& config = run->checkpoint->config();
+  for (int64_t s = 0; s < run->seqs; ++s) {
+    run->sequences.push_back(
+        models::SequenceStep{static_cast<uint64_t>(s), RandomTokens(11 + s, run->len, config.vocab_size), 0});
+  }
+  std::vector<RankResult> results(run->tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < run->tp; ++r) {
+    threads.emplace_back([&, r] {
+      const absl::Status st = RunTboRank(*run, r, results[r]);
+      if (!st.ok()) results[r].error = st.ToString();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < run->tp; ++r) {
+    if (!results[r].error.empty()) {
+      std::cerr << "seam-bench-gpu tbo: rank " << r << ": " << results[r].error << "\n";
+      return 1;
+    }
+  }
+  ReportTbo(flags, *run, config, results[0]);
   return 0;
 }
 

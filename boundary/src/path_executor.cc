@@ -211,26 +211,83 @@ absl::Status ReadGather(const Step& s, const StepContext& ctx, PathWork* w) {
   return Gather(BuiltInGather(s, rows), ctx, w);
 }
 
-absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
+// RunStep's cases that move the residual or the contribution in place.
+absl::Status InitResidual(const StepContext& ctx, PathWork* w) {
+  if (ctx.read != nullptr) {
+    SEAM_ASSIGN_OR_RETURN(w->r, ctx.read->InitResidual(w->c));
+  } else {
+    w->r = w->c.Clone();
+  }
+  w->r_form = w->c_form;
+  w->c = Tensor();
+  return absl::OkStatus();
+}
+
+absl::Status SliceResidual(const Step& s, const StepContext& ctx, PathWork* w) {
   const BatchRows& rows = ctx.batch->rows;
+  if (s.to == RowForm::kCpRows) {
+    SEAM_ASSIGN_OR_RETURN(w->r, TakeCpRows(w->r, rows));
+  } else {
+    w->r = w->r.Rows(rows.my_slice_begin(), rows.my_slice_rows());
+  }
+  w->r_form = s.to;
+  return absl::OkStatus();
+}
+
+absl::Status TakeRows(const Step& s, const StepContext& ctx, PathWork* w) {
+  const BatchRows& rows = ctx.batch->rows;
+  if (s.to == RowForm::kCpRows) {
+    SEAM_ASSIGN_OR_RETURN(w->c, TakeCpRows(w->c, rows));
+    w->c_form = s.to;
+    return absl::OkStatus();
+  }
+  const RowForm from = s.from == RowForm::kFfnRows && rows.topology().attn_dp == 1 ? RowForm::kDpRows : s.from;
+  w->c = w->c.Rows(OwnOffset(from, s.to, rows), rows.RowsOf(s.to));
+  w->c_form = s.to;
+  return absl::OkStatus();
+}
+
+absl::Status WriteResidual(PathWork* w) {
+  w->r = w->c;
+  w->r_form = w->c_form;
+  w->c = Tensor();
+  w->wrote_residual = true;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyUpdate(const StepContext& ctx, PathWork* w) {
+  if (StillOwed(ctx, *w)) {
+    return absl::InternalError(absl::StrCat("the ", w->update->name(), " update cannot move before the sum over ",
+                                            SumGroupName(w->owed), " completes"));
+  }
+  SEAM_RETURN_IF_ERROR(w->update->Apply(w->c, w->r));
+  w->c = Tensor();
+  w->wrote_residual = true;
+  return absl::OkStatus();
+}
+
+absl::Status Read(const StepContext& ctx, PathWork* w) {
+  SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
+  w->x = ReadOutput(ctx, *w);
+  w->x_form = w->r_form;
+  if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
+  return ctx.read->Read(w->r, w->x);
+}
+
+absl::Status ReadGathered(const StepContext& ctx, PathWork* w) {
+  SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
+  const Tensor moved = w->x;
+  w->x = Tensor::Empty({moved.rows(), ctx.read->InputWidth(moved.dim(1))}, moved.dtype(), moved.device());
+  if (ctx.skip_empty_norm && moved.rows() == 0) return absl::OkStatus();
+  return ctx.read->Read(moved, w->x);
+}
+
+absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
   switch (s.op) {
     case StepOp::kInitResidual:
-      if (ctx.read != nullptr) {
-        SEAM_ASSIGN_OR_RETURN(w->r, ctx.read->InitResidual(w->c));
-      } else {
-        w->r = w->c.Clone();
-      }
-      w->r_form = w->c_form;
-      w->c = Tensor();
-      return absl::OkStatus();
+      return InitResidual(ctx, w);
     case StepOp::kSliceResidual:
-      if (s.to == RowForm::kCpRows) {
-        SEAM_ASSIGN_OR_RETURN(w->r, TakeCpRows(w->r, rows));
-      } else {
-        w->r = w->r.Rows(rows.my_slice_begin(), rows.my_slice_rows());
-      }
-      w->r_form = s.to;
-      return absl::OkStatus();
+      return SliceResidual(s, ctx, w);
     case StepOp::kAllReduce:
       if (!w->c.is_contiguous()) w->c = w->c.Clone();
       SEAM_RETURN_IF_ERROR(GroupComm(*ctx.comms, s.group).AllReduce(w->c));
@@ -239,44 +296,20 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
     case StepOp::kReduceScatter:
     case StepOp::kReduceScatterV:
       return Scatter(s, ctx, w);
-    case StepOp::kTakeRows: {
-      if (s.to == RowForm::kCpRows) {
-        SEAM_ASSIGN_OR_RETURN(w->c, TakeCpRows(w->c, rows));
-        w->c_form = s.to;
-        return absl::OkStatus();
-      }
-      const RowForm from = s.from == RowForm::kFfnRows && rows.topology().attn_dp == 1 ? RowForm::kDpRows : s.from;
-      w->c = w->c.Rows(OwnOffset(from, s.to, rows), rows.RowsOf(s.to));
-      w->c_form = s.to;
-      return absl::OkStatus();
-    }
+    case StepOp::kTakeRows:
+      return TakeRows(s, ctx, w);
     case StepOp::kAddBeforeSum:
       return AddBeforeSum(ctx, w);
     case StepOp::kWriteResidual:
-      w->r = w->c;
-      w->r_form = w->c_form;
-      w->c = Tensor();
-      w->wrote_residual = true;
-      return absl::OkStatus();
+      return WriteResidual(w);
     case StepOp::kFusedInput:
       return FusedInput(s, ctx, w);
     case StepOp::kApplyUpdate:
-      if (StillOwed(ctx, *w)) {
-        return absl::InternalError(absl::StrCat("the ", w->update->name(), " update cannot move before the sum over ",
-                                                SumGroupName(w->owed), " completes"));
-      }
-      SEAM_RETURN_IF_ERROR(w->update->Apply(w->c, w->r));
-      w->c = Tensor();
-      w->wrote_residual = true;
-      return absl::OkStatus();
+      return ApplyUpdate(ctx, w);
     case StepOp::kUpdateAndRead:
       return UpdateAndRead(ctx, w);
     case StepOp::kRead:
-      SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
-      w->x = ReadOutput(ctx, *w);
-      w->x_form = w->r_form;
-      if (ctx.skip_empty_norm && w->r.rows() == 0) return absl::OkStatus();
-      return ctx.read->Read(w->r, w->x);
+      return Read(ctx, w);
     case StepOp::kGather:
     case StepOp::kGatherV:
       return Gather(s, ctx, w);
@@ -286,14 +319,9 @@ absl::Status RunStep(const Step& s, const StepContext& ctx, PathWork* w) {
     case StepOp::kGatherResidual:
       w->x = w->r;
       w->x_form = w->r_form;
-      return Gather(BuiltInGather(s, rows), ctx, w);
-    case StepOp::kReadGathered: {
-      SEAM_CHECK_MSG(ctx.read != nullptr, "entry path without a read");
-      const Tensor moved = w->x;
-      w->x = Tensor::Empty({moved.rows(), ctx.read->InputWidth(moved.dim(1))}, moved.dtype(), moved.device());
-      if (ctx.skip_empty_norm && moved.rows() == 0) return absl::OkStatus();
-      return ctx.read->Read(moved, w->x);
-    }
+      return Gather(BuiltInGather(s, ctx.batch->rows), ctx, w);
+    case StepOp::kReadGathered:
+      return ReadGathered(ctx, w);
   }
   return absl::InternalError("unknown step");
 }

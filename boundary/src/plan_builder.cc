@@ -159,20 +159,129 @@ EntryPath EntryFor(const IncomingForm& in, Consumer consumer, const ReadoutCaps&
   return path;
 }
 
+// What the exit options for one residual form `r` are built from.
+struct ExitContext {
+  const StageDeclaration& stage;
+  const NeighbourFacts& consumer;
+  BatchVariant v;
+  const Topology& t;
+  ReductionPolicy policy;
+  SumGroup owed;                 // the sum the stage's output still owes
+  RowForm attn_rows;             // the rows an attention's output is on: its compute rows
+  bool consumer_reads_all_rows;  // a read that needs every row of the attention's takes them back
+  RowForm r;                     // the residual's form
+
+  IncomingForm Pending(RowForm rows, SumGroup s) const { return IncomingForm{StreamState::kPending, rows, s, r}; }
+  // Complete the sum now (an all-reduce from `rows`) and leave it pending the update.
+  void CompleteNow(RowForm rows, ExitPath& exit) const {
+    exit.options.push_back(
+        ExitOption{ExitChoice::kCompleteAllReduce, r, CompletionSteps(rows, owed, r, v, t), Pending(r, SumGroup::kNone)});
+  }
+};
+
+// An always-partial attention leaves its sum to the next input, the final
+// read included; a mixer leaves it only to a consumer that takes it.
+void AttentionExit(const ExitContext& c, ExitPath& exit) {
+  const bool leave = !c.stage.is_mixer() || (!exit.facts.terminal && (c.consumer.declaration.kind == StageKind::kFfn ||
+                                                                       c.t.attn_dp == 1));
+  exit.facts.may_leave_to_next_input = leave && c.owed != SumGroup::kNone;
+  if (leave) {
+    exit.options.push_back(ExitOption{c.stage.is_mixer() ? ExitChoice::kLeaveToNextInput : ExitChoice::kRegisterPartial,
+                                      c.r, {}, c.Pending(c.attn_rows, c.owed)});
+  } else {
+    c.CompleteNow(c.attn_rows, exit);
+  }
+}
+
+// FFN of a CP batch: its rows are every row in natural order. The sum
+// completes at the exit onto this rank's CP rows (a reduce-scatter with the
+// CP mapping where the TP group is the CP group, adding the residual on the
+// rank holding each row first; else an all-reduce and a take), or is left
+// to the next input.
+void ContextParallelFfnExit(const ExitContext& c, ExitPath& exit) {
+  exit.facts.may_leave_to_next_input = !exit.facts.terminal && c.owed != SumGroup::kNone;
+  if (c.stage.defers_only_with_provider) {
+    exit.facts.leave_needs_provider = true;
+    exit.facts.may_leave_to_next_input &= c.owed == SumGroup::kTp;
+  }
+  const bool cp_rs = c.owed != SumGroup::kNone && c.t.attn_tp() == 1 && c.t.attn_dp == 1 &&
+                     (AllowsFixedRs(c.policy) || AllowsRsv(c.policy)) && c.stage.update->caps().plain_add &&
+                     !c.stage.merges_branch && !c.consumer_reads_all_rows;
+  if (cp_rs) {
+    ExitOption o{ExitChoice::kReduceScatterCp, c.r, {},
+                 IncomingForm{StreamState::kWritten, RowForm::kCpRows, SumGroup::kNone, RowForm::kCpRows}};
+    o.steps.push_back(Step{StepOp::kAddBeforeSum, CommGroup::kNone, c.r, RowForm::kFfnRows});
+    o.steps.push_back(Step{StepOp::kReduceScatterV, CommGroup::kTp, RowForm::kFfnRows, RowForm::kCpRows});
+    o.steps.push_back(Step{StepOp::kWriteResidual});
+    exit.options.push_back(o);
+  }
+  if (exit.facts.may_leave_to_next_input) {
+    exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, c.r, {}, c.Pending(RowForm::kFfnRows, c.owed)});
+  }
+  c.CompleteNow(RowForm::kFfnRows, exit);
+}
+
+// A reduce-scatter exit of an FFN onto the attention-TP slice: the residual
+// added first and written (plain updates), else left pending on the slice.
+void ScatterExit(const ExitContext& c, ExitChoice choice, StepOp op, ExitPath& exit) {
+  ExitOption o{choice, c.r, {}, IncomingForm{StreamState::kWritten, RowForm::kAttnTpSlice, SumGroup::kNone,
+                                             RowForm::kAttnTpSlice}};
+  const bool plain = c.stage.update->caps().plain_add;
+  if (plain) o.steps.push_back(Step{StepOp::kAddBeforeSum, CommGroup::kNone, c.r, RowForm::kFfnRows});
+  o.steps.push_back(Step{op, CommGroup::kTp, RowForm::kFfnRows, RowForm::kAttnTpSlice});
+  if (plain) {
+    o.steps.push_back(Step{StepOp::kWriteResidual});
+  } else {
+    o.leaves = c.Pending(RowForm::kAttnTpSlice, SumGroup::kNone);
+  }
+  exit.options.push_back(o);
+}
+
+// FFN. Under sequence parallelism every FFN sum completes at its exit with a
+// reduce-scatter onto the slice whatever the policy (the policy only adds
+// the variable attention-DP one, tried first); nothing is left to the next
+// input, so an SP batch issues no all-reduce.
+void FfnExit(const ExitContext& c, ExitPath& exit) {
+  const bool sp = c.v == BatchVariant::kSequenceParallel;
+  ExitFacts& f = exit.facts;
+  f.fixed_rs_eligible = c.owed != SumGroup::kNone && Padded(c.v) && c.t.attn_cp == 1;
+  f.rsv_eligible = c.owed != SumGroup::kNone && c.t.attn_dp > 1 && c.v != BatchVariant::kUnpadded;
+  f.rsv_first = c.policy == ReductionPolicy::kRsRsv || (sp && AllowsRsv(c.policy));
+  f.may_leave_to_next_input = !f.terminal && c.owed != SumGroup::kNone && !sp;
+  if (c.stage.defers_only_with_provider) {
+    // Only a sum over the TP group may wait, and only with the provider's consent.
+    f.leave_needs_provider = true;
+    f.may_leave_to_next_input &= c.owed == SumGroup::kTp;
+  }
+  // An output a branch is merged into stays a contribution until the merge.
+  if (c.stage.merges_branch || c.consumer_reads_all_rows) f.rsv_eligible = f.fixed_rs_eligible = false;
+  if (AllowsRsv(c.policy) && f.rsv_eligible) ScatterExit(c, ExitChoice::kReduceScatterV, StepOp::kReduceScatterV, exit);
+  if ((AllowsFixedRs(c.policy) || sp) && f.fixed_rs_eligible) {
+    ScatterExit(c, ExitChoice::kReduceScatterFixed, StepOp::kReduceScatter, exit);
+  }
+  if (f.may_leave_to_next_input) {
+    exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, c.r, {}, c.Pending(RowForm::kFfnRows, c.owed)});
+  }
+  // A terminal MoE may hand its finalize to the final norm (chosen per batch
+  // by its fusion provider, never by default).
+  if (f.terminal && c.stage.sparse && !c.stage.output_complete) {
+    exit.options.push_back(ExitOption{ExitChoice::kDeferFinalize, c.r, {}, c.Pending(RowForm::kFfnRows, c.owed)});
+  }
+  c.CompleteNow(RowForm::kFfnRows, exit);
+}
+
 // Exit options of `stage` followed by `consumer` (absent: terminal).
 ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, BatchVariant v, const Topology& t,
                  ReductionPolicy policy) {
   ExitPath exit;
   exit.facts.terminal = !consumer.exists;
   const SumGroup owed = Effective(stage.owed_sum(), t);
-  // A read that needs every row of the attention's takes the output back on them.
   const bool consumer_reads_all_rows =
       (consumer.exists ? consumer.declaration.readout_caps : consumer.final_read).reads_after_attn_tp_gather;
   const bool cp = v == BatchVariant::kContextParallel;
-  // The rows an attention's output is on: its compute rows.
   const RowForm attn_rows = cp ? RowForm::kCpRows : RowForm::kDpRows;
   for (RowForm r : ResidualForms(v, t, policy)) {
-    auto pending = [&](RowForm rows, SumGroup s) { return IncomingForm{StreamState::kPending, rows, s, r}; };
+    const ExitContext c{stage, consumer, v, t, policy, owed, attn_rows, consumer_reads_all_rows, r};
     if (stage.update->caps().applied_at_exit) {
       // The producer applies its own update at its exit: complete now, update, written.
       ExitOption o{ExitChoice::kCompleteAllReduce, r,
@@ -180,97 +289,13 @@ ExitPath ExitFor(const StageDeclaration& stage, const NeighbourFacts& consumer, 
                    IncomingForm{StreamState::kWritten, r, SumGroup::kNone, r}};
       o.steps.push_back(Step{StepOp::kApplyUpdate});
       exit.options.push_back(o);
-      continue;
+    } else if (stage.kind == StageKind::kAttention) {
+      AttentionExit(c, exit);
+    } else if (cp) {
+      ContextParallelFfnExit(c, exit);
+    } else {
+      FfnExit(c, exit);
     }
-    auto complete_now = [&](RowForm rows) {
-      ExitOption o{ExitChoice::kCompleteAllReduce, r, CompletionSteps(rows, owed, r, v, t), pending(r, SumGroup::kNone)};
-      exit.options.push_back(o);
-    };
-    if (stage.kind == StageKind::kAttention) {
-      // An always-partial attention leaves its sum to the next input, the final
-      // read included; a mixer leaves it only to a consumer that takes it.
-      const bool leave = !stage.is_mixer() ||
-                         (!exit.facts.terminal && (consumer.declaration.kind == StageKind::kFfn || t.attn_dp == 1));
-      exit.facts.may_leave_to_next_input = leave && owed != SumGroup::kNone;
-      if (leave) {
-        exit.options.push_back(ExitOption{stage.is_mixer() ? ExitChoice::kLeaveToNextInput : ExitChoice::kRegisterPartial,
-                                          r, {}, pending(attn_rows, owed)});
-      } else {
-        complete_now(attn_rows);
-      }
-      continue;
-    }
-    if (cp) {
-      // FFN of a CP batch: its rows are every row in natural order. The sum
-      // completes at the exit onto this rank's CP rows (a reduce-scatter with
-      // the CP mapping where the TP group is the CP group, adding the
-      // residual on the rank holding each row first; else an all-reduce and
-      // a take), or is left to the next input.
-      exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone;
-      if (stage.defers_only_with_provider) {
-        exit.facts.leave_needs_provider = true;
-        exit.facts.may_leave_to_next_input &= owed == SumGroup::kTp;
-      }
-      const bool cp_rs = owed != SumGroup::kNone && t.attn_tp() == 1 && t.attn_dp == 1 &&
-                         (AllowsFixedRs(policy) || AllowsRsv(policy)) && stage.update->caps().plain_add &&
-                         !stage.merges_branch && !consumer_reads_all_rows;
-      if (cp_rs) {
-        ExitOption o{ExitChoice::kReduceScatterCp, r, {},
-                     IncomingForm{StreamState::kWritten, RowForm::kCpRows, SumGroup::kNone, RowForm::kCpRows}};
-        o.steps.push_back(Step{StepOp::kAddBeforeSum, CommGroup::kNone, r, RowForm::kFfnRows});
-        o.steps.push_back(Step{StepOp::kReduceScatterV, CommGroup::kTp, RowForm::kFfnRows, RowForm::kCpRows});
-        o.steps.push_back(Step{StepOp::kWriteResidual});
-        exit.options.push_back(o);
-      }
-      if (exit.facts.may_leave_to_next_input) {
-        exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, r, {}, pending(RowForm::kFfnRows, owed)});
-      }
-      complete_now(RowForm::kFfnRows);
-      continue;
-    }
-    // FFN. Under sequence parallelism every FFN sum completes at its exit
-    // with a reduce-scatter onto the slice whatever the policy (the policy
-    // only adds the variable attention-DP one, tried first); nothing is left
-    // to the next input, so an SP batch issues no all-reduce.
-    const bool sp = v == BatchVariant::kSequenceParallel;
-    exit.facts.fixed_rs_eligible = owed != SumGroup::kNone && Padded(v) && t.attn_cp == 1;
-    exit.facts.rsv_eligible = owed != SumGroup::kNone && t.attn_dp > 1 && v != BatchVariant::kUnpadded;
-    exit.facts.rsv_first = policy == ReductionPolicy::kRsRsv || (sp && AllowsRsv(policy));
-    exit.facts.may_leave_to_next_input = !exit.facts.terminal && owed != SumGroup::kNone && !sp;
-    if (stage.defers_only_with_provider) {
-      // Only a sum over the TP group may wait, and only with the provider's consent.
-      exit.facts.leave_needs_provider = true;
-      exit.facts.may_leave_to_next_input &= owed == SumGroup::kTp;
-    }
-    auto scatter = [&](ExitChoice choice, StepOp op) {
-      ExitOption o{choice, r, {}, IncomingForm{StreamState::kWritten, RowForm::kAttnTpSlice, SumGroup::kNone,
-                                               RowForm::kAttnTpSlice}};
-      if (stage.update->caps().plain_add) {
-        o.steps.push_back(Step{StepOp::kAddBeforeSum, CommGroup::kNone, r, RowForm::kFfnRows});
-      }
-      o.steps.push_back(Step{op, CommGroup::kTp, RowForm::kFfnRows, RowForm::kAttnTpSlice});
-      if (stage.update->caps().plain_add) {
-        o.steps.push_back(Step{StepOp::kWriteResidual});
-      } else {
-        o.leaves = pending(RowForm::kAttnTpSlice, SumGroup::kNone);
-      }
-      exit.options.push_back(o);
-    };
-    // An output a branch is merged into stays a contribution until the merge.
-    if (stage.merges_branch || consumer_reads_all_rows) exit.facts.rsv_eligible = exit.facts.fixed_rs_eligible = false;
-    if (AllowsRsv(policy) && exit.facts.rsv_eligible) scatter(ExitChoice::kReduceScatterV, StepOp::kReduceScatterV);
-    if ((AllowsFixedRs(policy) || sp) && exit.facts.fixed_rs_eligible) {
-      scatter(ExitChoice::kReduceScatterFixed, StepOp::kReduceScatter);
-    }
-    if (exit.facts.may_leave_to_next_input) {
-      exit.options.push_back(ExitOption{ExitChoice::kLeaveToNextInput, r, {}, pending(RowForm::kFfnRows, owed)});
-    }
-    // A terminal MoE may hand its finalize to the final norm (chosen per batch
-    // by its fusion provider, never by default).
-    if (exit.facts.terminal && stage.sparse && !stage.output_complete) {
-      exit.options.push_back(ExitOption{ExitChoice::kDeferFinalize, r, {}, pending(RowForm::kFfnRows, owed)});
-    }
-    complete_now(RowForm::kFfnRows);
   }
   return exit;
 }

@@ -1,6 +1,7 @@
 #include "builtins.h"
 
 #include <algorithm>
+#include <optional>
 #include <cctype>
 #include <cmath>
 #include <set>
@@ -163,64 +164,30 @@ const Value* Args::Get(size_t index, const char* name) const {
   return nullptr;
 }
 
-absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, const Args& args, int line) {
-  auto need_string = [&]() -> absl::Status {
-    if (v.kind == Value::Kind::kString) return absl::OkStatus();
-    return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
-  };
-  if (name == "safe") return v;
-  if (name == "string") return v.kind == Value::Kind::kString ? v : Value::String(ToText(v));
-  if (name == "tojson") {
-    const Value* indent = args.Get(0, "indent");
-    return Value::String(ToJson(v, indent != nullptr && indent->kind == Value::Kind::kInt ? static_cast<int>(indent->i) : -1));
-  }
-  if (name == "length" || name == "count") {
-    auto n = Length(v, line);
-    if (!n.ok()) return n.status();
-    return Value::Int(*n);
-  }
-  if (name == "default" || name == "d") {
-    const Value* fallback = args.Get(0, "default_value");
-    const Value* boolean = args.Get(1, "boolean");
-    const bool use = v.is_undefined() || (boolean != nullptr && Truthy(*boolean) && !Truthy(v));
-    return use ? (fallback != nullptr ? *fallback : Value::String("")) : v;
-  }
-  if (name == "trim") {
-    if (auto s = need_string(); !s.ok()) return s;
-    return Value::String(Strip(v.s, args.Get(0, "chars"), true, true));
-  }
-  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
-    if (auto s = need_string(); !s.ok()) return s;
-    if (name == "upper") return Value::String(MapAscii(v.s, [](int c) { return std::toupper(c); }));
-    if (name == "lower") return Value::String(MapAscii(v.s, [](int c) { return std::tolower(c); }));
-    return Value::String(name == "title" ? Title(v.s) : Capitalize(v.s));
-  }
-  if (name == "replace") {
-    if (auto s = need_string(); !s.ok()) return s;
-    const Value* from = args.Get(0, "old");
-    const Value* to = args.Get(1, "new");
-    const Value* count = args.Get(2, "count");
-    if (from == nullptr || to == nullptr) return RenderError(line, "replace needs two arguments");
-    return Value::String(Replace(v.s, ToText(*from), ToText(*to), count != nullptr ? count->i : -1));
-  }
-  if (name == "join") {
-    const Value* sep = args.Get(0, "d");
-    auto joined = Join(v, sep != nullptr ? ToText(*sep) : "", line);
-    if (!joined.ok()) return joined.status();
-    return Value::String(*joined);
-  }
-  if (name == "first" || name == "last") {
-    if (v.kind == Value::Kind::kList) {
-      if (v.list->empty()) return Value::Undefined();
-      return name == "first" ? v.list->front() : v.list->back();
-    }
-    if (v.kind == Value::Kind::kString) {
-      const auto cps = CodePoints(v.s);
-      if (cps.empty()) return Value::Undefined();
-      return Value::String(Utf8Of(cps, {name == "first" ? 0 : cps.size() - 1}));
-    }
-    return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
-  }
+namespace {
+
+// ApplyFilter's families, each answering only the names it knows (nullopt: not one of them).
+using FilterResult = std::optional<absl::StatusOr<Value>>;
+
+// String filters: trim, upper, lower, capitalize, title, replace.
+FilterResult StringFilter(const std::string& name, const Value& v, const Args& args, int line) {
+  const bool known = name == "trim" || name == "upper" || name == "lower" || name == "capitalize" ||
+                     name == "title" || name == "replace";
+  if (!known) return std::nullopt;
+  if (v.kind != Value::Kind::kString) return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
+  if (name == "trim") return Value::String(Strip(v.s, args.Get(0, "chars"), true, true));
+  if (name == "upper") return Value::String(MapAscii(v.s, [](int c) { return std::toupper(c); }));
+  if (name == "lower") return Value::String(MapAscii(v.s, [](int c) { return std::tolower(c); }));
+  if (name == "title" || name == "capitalize") return Value::String(name == "title" ? Title(v.s) : Capitalize(v.s));
+  const Value* from = args.Get(0, "old");
+  const Value* to = args.Get(1, "new");
+  const Value* count = args.Get(2, "count");
+  if (from == nullptr || to == nullptr) return RenderError(line, "replace needs two arguments");
+  return Value::String(Replace(v.s, ToText(*from), ToText(*to), count != nullptr ? count->i : -1));
+}
+
+// Number filters: int, float, abs.
+FilterResult NumberFilter(const std::string& name, const Value& v, int line) {
   if (name == "int") {
     if (v.kind == Value::Kind::kString) {
       try { return Value::Int(std::stoll(v.s)); } catch (...) { return Value::Int(0); }
@@ -238,32 +205,81 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, const
     if (v.is_number()) return Value::Float(std::fabs(v.number()));
     return RenderError(line, absl::StrCat("abs of a ", KindName(v.kind)));
   }
+  return std::nullopt;
+}
+
+// first, last: a list's item or a string's character.
+absl::StatusOr<Value> FirstOrLast(const std::string& name, const Value& v, int line) {
+  if (v.kind == Value::Kind::kList) {
+    if (v.list->empty()) return Value::Undefined();
+    return name == "first" ? v.list->front() : v.list->back();
+  }
+  if (v.kind == Value::Kind::kString) {
+    const auto cps = CodePoints(v.s);
+    if (cps.empty()) return Value::Undefined();
+    return Value::String(Utf8Of(cps, {name == "first" ? 0 : cps.size() - 1}));
+  }
+  return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
+}
+
+// list, reverse: a list's items, a string's characters, a mapping's keys.
+absl::StatusOr<Value> ListOrReverse(const std::string& name, const Value& v, int line) {
+  List items;
+  if (v.kind == Value::Kind::kList) {
+    items = *v.list;
+  } else if (v.kind == Value::Kind::kString) {
+    const auto cps = CodePoints(v.s);
+    for (size_t i = 0; i < cps.size(); ++i) items.push_back(Value::String(Utf8Of(cps, {i})));
+  } else if (v.is_mapping()) {
+    for (const auto& [k, item] : *v.dict) items.push_back(Value::String(k));
+  } else {
+    return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
+  }
+  if (name == "reverse") {
+    if (v.kind == Value::Kind::kString) {
+      std::string out;
+      for (auto it = items.rbegin(); it != items.rend(); ++it) out += it->s;
+      return Value::String(out);
+    }
+    std::reverse(items.begin(), items.end());
+  }
+  return Value::MakeList(std::move(items));
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, const Args& args, int line) {
+  if (name == "safe") return v;
+  if (name == "string") return v.kind == Value::Kind::kString ? v : Value::String(ToText(v));
+  if (name == "tojson") {
+    const Value* indent = args.Get(0, "indent");
+    return Value::String(ToJson(v, indent != nullptr && indent->kind == Value::Kind::kInt ? static_cast<int>(indent->i) : -1));
+  }
+  if (name == "length" || name == "count") {
+    auto n = Length(v, line);
+    if (!n.ok()) return n.status();
+    return Value::Int(*n);
+  }
+  if (name == "default" || name == "d") {
+    const Value* fallback = args.Get(0, "default_value");
+    const Value* boolean = args.Get(1, "boolean");
+    const bool use = v.is_undefined() || (boolean != nullptr && Truthy(*boolean) && !Truthy(v));
+    return use ? (fallback != nullptr ? *fallback : Value::String("")) : v;
+  }
+  if (FilterResult r = StringFilter(name, v, args, line)) return *std::move(r);
+  if (FilterResult r = NumberFilter(name, v, line)) return *std::move(r);
+  if (name == "join") {
+    const Value* sep = args.Get(0, "d");
+    auto joined = Join(v, sep != nullptr ? ToText(*sep) : "", line);
+    if (!joined.ok()) return joined.status();
+    return Value::String(*joined);
+  }
+  if (name == "first" || name == "last") return FirstOrLast(name, v, line);
   if (name == "items") {
     if (!v.is_mapping()) return RenderError(line, absl::StrCat("items of a ", KindName(v.kind)));
     return Items(v);
   }
-  if (name == "list" || name == "reverse") {
-    List items;
-    if (v.kind == Value::Kind::kList) {
-      items = *v.list;
-    } else if (v.kind == Value::Kind::kString) {
-      const auto cps = CodePoints(v.s);
-      for (size_t i = 0; i < cps.size(); ++i) items.push_back(Value::String(Utf8Of(cps, {i})));
-    } else if (v.is_mapping()) {
-      for (const auto& [k, item] : *v.dict) items.push_back(Value::String(k));
-    } else {
-      return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
-    }
-    if (name == "reverse") {
-      if (v.kind == Value::Kind::kString) {
-        std::string out;
-        for (auto it = items.rbegin(); it != items.rend(); ++it) out += it->s;
-        return Value::String(out);
-      }
-      std::reverse(items.begin(), items.end());
-    }
-    return Value::MakeList(std::move(items));
-  }
+  if (name == "list" || name == "reverse") return ListOrReverse(name, v, line);
   return RenderError(line, absl::StrCat("unsupported construct 'filter ", name, "'"));
 }
 

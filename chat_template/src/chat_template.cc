@@ -328,28 +328,67 @@ class Renderer {
     return Value::Undefined("item");
   }
 
+  absl::StatusOr<Value> EvalList(const Expr& e) {
+    List items;
+    for (const auto& item : e.args) {
+      SEAM_ASSIGN_OR_RETURN(Value v, Eval(*item));
+      items.push_back(std::move(v));
+    }
+    return Value::MakeList(std::move(items));
+  }
+
+  absl::StatusOr<Value> EvalDict(const Expr& e) {
+    Dict d;
+    for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
+      SEAM_ASSIGN_OR_RETURN(Value key, Eval(*e.args[k]));
+      SEAM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[k + 1]));
+      if (key.kind != K::kString) return RenderError(e.line, "dict keys must be strings");
+      d.emplace_back(key.s, std::move(v));
+    }
+    return Value::MakeDict(std::move(d));
+  }
+
+  absl::StatusOr<Value> EvalSlice(const Expr& e) {
+    SEAM_ASSIGN_OR_RETURN(Value object, Eval(*e.args[0]));
+    Value bounds[3];
+    for (int k = 0; k < 3; ++k) {
+      if (e.args[k + 1]) {
+        SEAM_ASSIGN_OR_RETURN(bounds[k], Eval(*e.args[k + 1]));
+      }
+    }
+    const int64_t step = bounds[2].kind == K::kInt ? bounds[2].i : 1;
+    if (step == 0) return RenderError(e.line, "slice step cannot be zero");
+    if (object.kind == K::kList) {
+      List out;
+      for (size_t i : SliceIndices(object.list->size(), bounds[0], bounds[1], step)) out.push_back((*object.list)[i]);
+      return Value::MakeList(std::move(out));
+    }
+    if (object.kind == K::kString) {
+      const auto cps = CodePoints(object.s);
+      return Value::String(Utf8Of(cps, SliceIndices(cps.size(), bounds[0], bounds[1], step)));
+    }
+    return RenderError(e.line, absl::StrCat("cannot slice a ", KindName(object.kind)));
+  }
+
+  absl::StatusOr<Value> EvalUnary(const Expr& e) {
+    SEAM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
+    if (!v.is_number()) return RenderError(e.line, absl::StrCat("unary ", e.name, " of a ", KindName(v.kind)));
+    if (e.name == "+") return v;
+    if (v.kind == K::kFloat) return Value::Float(-v.f);
+    const int64_t n = v.kind == K::kInt ? v.i : v.b;  // not through double: 2^63 - 1 would round out of range
+    int64_t negated = 0;
+    if (__builtin_sub_overflow(int64_t{0}, n, &negated)) {
+      return RenderError(e.line, absl::StrCat("integer overflow in -(", n, ")"));
+    }
+    return Value::Int(negated);
+  }
+
   absl::StatusOr<Value> EvalUnbounded(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.literal;
       case Expr::Kind::kName: return Lookup(e.name);
-      case Expr::Kind::kList: {
-        List items;
-        for (const auto& item : e.args) {
-          SEAM_ASSIGN_OR_RETURN(Value v, Eval(*item));
-          items.push_back(std::move(v));
-        }
-        return Value::MakeList(std::move(items));
-      }
-      case Expr::Kind::kDict: {
-        Dict d;
-        for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
-          SEAM_ASSIGN_OR_RETURN(Value key, Eval(*e.args[k]));
-          SEAM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[k + 1]));
-          if (key.kind != K::kString) return RenderError(e.line, "dict keys must be strings");
-          d.emplace_back(key.s, std::move(v));
-        }
-        return Value::MakeDict(std::move(d));
-      }
+      case Expr::Kind::kList: return EvalList(e);
+      case Expr::Kind::kDict: return EvalDict(e);
       case Expr::Kind::kAttr: {
         SEAM_ASSIGN_OR_RETURN(Value object, Eval(*e.args[0]));
         if (object.is_undefined()) return UndefinedError(e, object, absl::StrCat("attribute ", e.name).c_str());
@@ -360,27 +399,7 @@ class Renderer {
         SEAM_ASSIGN_OR_RETURN(Value index, Eval(*e.args[1]));
         return Subscript(e, object, index);
       }
-      case Expr::Kind::kSlice: {
-        SEAM_ASSIGN_OR_RETURN(Value object, Eval(*e.args[0]));
-        Value bounds[3];
-        for (int k = 0; k < 3; ++k) {
-          if (e.args[k + 1]) {
-            SEAM_ASSIGN_OR_RETURN(bounds[k], Eval(*e.args[k + 1]));
-          }
-        }
-        const int64_t step = bounds[2].kind == K::kInt ? bounds[2].i : 1;
-        if (step == 0) return RenderError(e.line, "slice step cannot be zero");
-        if (object.kind == K::kList) {
-          List out;
-          for (size_t i : SliceIndices(object.list->size(), bounds[0], bounds[1], step)) out.push_back((*object.list)[i]);
-          return Value::MakeList(std::move(out));
-        }
-        if (object.kind == K::kString) {
-          const auto cps = CodePoints(object.s);
-          return Value::String(Utf8Of(cps, SliceIndices(cps.size(), bounds[0], bounds[1], step)));
-        }
-        return RenderError(e.line, absl::StrCat("cannot slice a ", KindName(object.kind)));
-      }
+      case Expr::Kind::kSlice: return EvalSlice(e);
       case Expr::Kind::kCall: return Call(e);
       case Expr::Kind::kFilter: {
         SEAM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
@@ -393,18 +412,7 @@ class Renderer {
         SEAM_ASSIGN_OR_RETURN(bool result, ApplyTest(e.name, v, args, e.line));
         return Value::Bool(result != e.negated);
       }
-      case Expr::Kind::kUnary: {
-        SEAM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
-        if (!v.is_number()) return RenderError(e.line, absl::StrCat("unary ", e.name, " of a ", KindName(v.kind)));
-        if (e.name == "+") return v;
-        if (v.kind == K::kFloat) return Value::Float(-v.f);
-        const int64_t n = v.kind == K::kInt ? v.i : v.b;  // not through double: 2^63 - 1 would round out of range
-        int64_t negated = 0;
-        if (__builtin_sub_overflow(int64_t{0}, n, &negated)) {
-          return RenderError(e.line, absl::StrCat("integer overflow in -(", n, ")"));
-        }
-        return Value::Int(negated);
-      }
+      case Expr::Kind::kUnary: return EvalUnary(e);
       case Expr::Kind::kBinary: return Binary(e);
       case Expr::Kind::kAnd:
       case Expr::Kind::kOr: {

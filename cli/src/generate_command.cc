@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "grpc_client.h"
 #include "client_commands.h"
+#include "seam/core/status.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
 
 namespace seam::cli {
@@ -38,9 +39,9 @@ std::string FinishName(v1::FinishReason r) {
   }
 }
 
-}  // namespace
-
-absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& out) {
+// The prompts of `o` as token ids (empty per text prompt). INVALID_ARGUMENT
+// naming the flag that does not parse or fit.
+absl::StatusOr<std::vector<std::vector<int32_t>>> Prompts(const GenerateCommandOptions& o) {
   std::vector<std::vector<int32_t>> prompts(o.prompts.size());
   for (size_t i = 0; i < o.prompts.size(); ++i) {
     if (!ParsePrompt(o.prompts[i], &prompts[i])) {
@@ -60,9 +61,14 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
         "--top-k >= 0, "
         "--top-p within [0, 1], --timeout > 0");
   }
+  return prompts;
+}
+
+v1::GenerateRequest Request(const GenerateCommandOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
   v1::GenerateRequest request;
   // Unique per call, so that the coordinator's logs and errors tell calls apart.
   request.set_request_id(absl::StrCat("seam-generate-", getpid(), "-", absl::ToUnixMicros(absl::Now())));
+  const bool text = !o.text_prompts.empty();
   for (const auto& p : prompts) {
     if (!text) request.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
   }
@@ -73,43 +79,102 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
   s->set_top_p(o.top_p);
   s->set_seed(o.seed);
   s->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
+  return request;
+}
 
+// What came back for each prompt.
+struct Completions {
+  explicit Completions(size_t n) : tokens(n), finish(n, v1::FINISH_REASON_UNSPECIFIED), texts(n) {}
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<v1::FinishReason> finish;
+  std::vector<std::string> texts;
+};
+
+// The streaming call, printing pieces as they come unless --json.
+grpc::Status CallStreaming(v1::Coordinator::Stub& stub, grpc::ClientContext* context, const v1::GenerateRequest& request,
+                           const GenerateCommandOptions& o, Completions& c, std::ostream& out) {
+  const bool text = !o.text_prompts.empty();
+  const size_t n = c.tokens.size();
+  auto reader = stub.Generate(context, request);
+  v1::GenerateResponse r;
+  while (reader->Read(&r)) {
+    const uint32_t i = r.sequence_index();
+    if (i >= n) continue;
+    c.tokens[i].insert(c.tokens[i].end(), r.token_ids().begin(), r.token_ids().end());
+    if (r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) c.finish[i] = r.finish_reason();
+    c.texts[i] += r.text();
+    if (o.json) continue;
+    if (text && n == 1) {
+      out << r.text() << std::flush;  // the text as it comes
+    } else if (text && !r.text().empty()) {
+      out << "[" << i << "] +" << nlohmann::json(r.text()).dump() << std::endl;
+    } else if (!text && r.token_ids_size() > 0) {
+      out << "[" << i << "] +" << absl::StrJoin(r.token_ids(), " ") << std::endl;
+    }
+  }
+  return reader->Finish();
+}
+
+grpc::Status CallAll(v1::Coordinator::Stub& stub, grpc::ClientContext* context, const v1::GenerateRequest& request,
+                     Completions& c) {
+  v1::GenerateResult result;
+  grpc::Status status = stub.GenerateAll(context, request, &result);
+  for (int i = 0; status.ok() && i < result.completions_size() && i < static_cast<int>(c.tokens.size()); ++i) {
+    c.tokens[i].assign(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
+    c.finish[i] = result.completions(i).finish_reason();
+    c.texts[i] = result.completions(i).text();
+  }
+  return status;
+}
+
+void PrintJson(const GenerateCommandOptions& o, const std::vector<std::vector<int32_t>>& prompts,
+               const std::string& request_id, const std::string& server_request_id, const Completions& c,
+               std::ostream& out) {
+  nlohmann::json doc = {{"request_id", request_id},
+                        {"server_request_id", server_request_id},
+                        {"completions", nlohmann::json::array()}};
+  const bool text = !o.text_prompts.empty();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    nlohmann::json prompt = text ? nlohmann::json(o.text_prompts[i]) : nlohmann::json(prompts[i]);
+    doc["completions"].push_back({{"prompt", prompt},
+                                  {"tokens", c.tokens[i]},
+                                  {"text", c.texts[i]},
+                                  {"finish_reason", FinishName(c.finish[i])}});
+  }
+  out << doc.dump(2) << "\n";
+}
+
+void PrintCompletions(const GenerateCommandOptions& o, const std::vector<std::vector<int32_t>>& prompts,
+                      const Completions& c, std::ostream& out) {
+  if (o.text_prompts.empty()) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      out << "prompt " << i << " [" << absl::StrJoin(prompts[i], " ") << "] -> ["
+          << absl::StrJoin(c.tokens[i], " ") << "] (" << FinishName(c.finish[i]) << ")\n";
+    }
+    return;
+  }
+  if (o.stream && prompts.size() == 1) {
+    out << "\n";
+    return;
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts.size() > 1) out << "[" << i << "] ";
+    out << c.texts[i] << (prompts.size() > 1 ? absl::StrCat(" (", FinishName(c.finish[i]), ")") : "") << "\n";
+  }
+}
+
+}  // namespace
+
+absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& out) {
+  SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> prompts, Prompts(o));
+  const v1::GenerateRequest request = Request(o, prompts);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = security::MakeChannel(o.security, o.addr);
   if (!channel.ok()) return channel.status();
   auto stub = v1::Coordinator::NewStub(*channel);
   auto context = ContextWithTimeout(o.timeout_s);
-  std::vector<std::vector<int32_t>> tokens(prompts.size());
-  std::vector<v1::FinishReason> finish(prompts.size(), v1::FINISH_REASON_UNSPECIFIED);
-  std::vector<std::string> texts(prompts.size());
-  grpc::Status status;
-  if (o.stream) {
-    auto reader = stub->Generate(context.get(), request);
-    v1::GenerateResponse r;
-    while (reader->Read(&r)) {
-      const uint32_t i = r.sequence_index();
-      if (i >= prompts.size()) continue;
-      tokens[i].insert(tokens[i].end(), r.token_ids().begin(), r.token_ids().end());
-      if (r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) finish[i] = r.finish_reason();
-      texts[i] += r.text();
-      if (o.json) continue;
-      if (text && prompts.size() == 1) {
-        out << r.text() << std::flush;  // the text as it comes
-      } else if (text && !r.text().empty()) {
-        out << "[" << i << "] +" << nlohmann::json(r.text()).dump() << std::endl;
-      } else if (!text && r.token_ids_size() > 0) {
-        out << "[" << i << "] +" << absl::StrJoin(r.token_ids(), " ") << std::endl;
-      }
-    }
-    status = reader->Finish();
-  } else {
-    v1::GenerateResult result;
-    status = stub->GenerateAll(context.get(), request, &result);
-    for (int i = 0; status.ok() && i < result.completions_size() && i < static_cast<int>(prompts.size()); ++i) {
-      tokens[i].assign(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
-      finish[i] = result.completions(i).finish_reason();
-      texts[i] = result.completions(i).text();
-    }
-  }
+  Completions c(prompts.size());
+  const grpc::Status status =
+      o.stream ? CallStreaming(*stub, context.get(), request, o, c, out) : CallAll(*stub, context.get(), request, c);
   // The coordinator's id of the call (its logs' request_id), sent as
   // trailing metadata whether the call succeeded or not.
   std::string server_request_id;
@@ -124,33 +189,9 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
                       status);
   }
   if (o.json) {
-    nlohmann::json doc = {{"request_id", request.request_id()},
-                          {"server_request_id", server_request_id},
-                          {"completions", nlohmann::json::array()}};
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      nlohmann::json prompt = text ? nlohmann::json(o.text_prompts[i]) : nlohmann::json(prompts[i]);
-      doc["completions"].push_back({{"prompt", prompt},
-                                    {"tokens", tokens[i]},
-                                    {"text", texts[i]},
-                                    {"finish_reason", FinishName(finish[i])}});
-    }
-    out << doc.dump(2) << "\n";
-    return absl::OkStatus();
-  }
-  if (text) {
-    if (o.stream && prompts.size() == 1) {
-      out << "\n";
-      return absl::OkStatus();
-    }
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      if (prompts.size() > 1) out << "[" << i << "] ";
-      out << texts[i] << (prompts.size() > 1 ? absl::StrCat(" (", FinishName(finish[i]), ")") : "") << "\n";
-    }
-    return absl::OkStatus();
-  }
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    out << "prompt " << i << " [" << absl::StrJoin(prompts[i], " ") << "] -> [" << absl::StrJoin(tokens[i], " ")
-        << "] (" << FinishName(finish[i]) << ")\n";
+    PrintJson(o, prompts, request.request_id(), server_request_id, c, out);
+  } else {
+    PrintCompletions(o, prompts, c, out);
   }
   return absl::OkStatus();
 }

@@ -45,6 +45,71 @@ std::string ModelName(const std::string& dir) {
   return name.empty() ? "model" : name;
 }
 
+// How to reach what serves: the client API, the HTTP API, the metrics.
+void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o, const std::string& model_name,
+                     const std::string& work, std::ostream& out) {
+  const std::string addr = pipeline.coordinator_address();
+  const security::ClientSecurityOptions& client = pipeline.client_security();
+  std::string client_flags;
+  if (client.tls()) {
+    client_flags = absl::StrCat(" --tls-ca ", client.tls_ca_file, " --auth-token-file ", client.auth_token_file);
+  }
+  out << "serving on " << addr << ": " << o.pp << " seam-stage x TP " << o.tp << " (attention DP " << o.attn_dp
+      << ") behind seam-coordinator; logs in " << work << "\n";
+  if (client.tls()) {
+    out << "TLS: CA certificate " << client.tls_ca_file << ", bearer token in " << client.auth_token_file
+        << " (both 0600, removed when serve stops)\n";
+  } else {
+    out << "no TLS, no token (--insecure)\n";
+  }
+  out << "try: seam generate --addr " << addr << client_flags << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM"
+      << std::endl;
+  if (const std::string http = pipeline.http_address(); !http.empty()) {
+    const std::string url = absl::StrCat(client.tls() ? "https://" : "http://", http, "/v1");
+    out << "OpenAI-compatible HTTP: " << url << " model \"" << model_name << "\"" << std::endl;
+    out << "try: curl" << (client.tls() ? absl::StrCat(" --cacert ", client.tls_ca_file) : "")
+        << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
+        << " " << url << "/models" << std::endl;
+  }
+  if (const std::string metrics = pipeline.coordinator_metrics_address(); !metrics.empty()) {
+    const char* scheme = client.tls() ? "https://" : "http://";
+    out << "metrics: coordinator " << scheme << metrics << "/metrics";
+    for (int k = 0; k < o.pp; ++k) out << ", stage " << k << " " << scheme << pipeline.stage_metrics_address(k) << "/metrics";
+    out << (client.tls() ? absl::StrCat(" (HTTPS: CA certificate ", client.tls_ca_file, ", no token)") : "")
+        << std::endl;
+  }
+}
+
+// Waits for SIGINT / SIGTERM while every child runs: the signal, or 0 (and
+// `exited` naming it) when a child stopped first.
+int WaitWhileServing(const sigset_t& signals, LocalPipeline& pipeline, std::string* exited) {
+  int sig = 0;
+  while ((sig = WaitSignal(signals, 200)) == 0) {
+    *exited = pipeline.ExitedProcess();
+    if (!exited->empty()) return WaitSignal(signals, 200);  // a Ctrl-C reaches the children too; prefer the signal
+  }
+  return sig;
+}
+
+LocalPipelineOptions PipelineOptions(const ServeCommandOptions& o, const std::string& model_dir,
+                                     const std::string& work, const std::string& model_name) {
+  LocalPipelineOptions lp;
+  lp.model_dir = model_dir;
+  lp.work_dir = work;
+  lp.pp = o.pp;
+  lp.tp = o.tp;
+  lp.attn_dp = o.attn_dp;
+  lp.ucx_mode = o.ucx_mode;
+  lp.insecure = o.insecure;
+  lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
+  lp.metrics_port = o.metrics_port;
+  if (o.http_port >= 0) {  // the HTTP API names the model by its folder
+    lp.http_listen = absl::StrCat("127.0.0.1:", o.http_port);
+    lp.extra_coordinator_args = {"--served-model-name", model_name};
+  }
+  return lp;
+}
+
 }  // namespace
 
 absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
@@ -60,79 +125,23 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
   absl::StatusOr<std::string> made = MakeTempDir("seam-serve-");
   if (!made.ok()) return Failed("", made.status());
   const std::string work = *made;
-  LocalPipelineOptions lp;
-  lp.model_dir = o.model_dir;
-  if (lp.model_dir.empty()) {
-    lp.model_dir = work + "/model";
-    if (absl::Status s = WriteDefaultModel(lp.model_dir); !s.ok()) return Failed("", s);
-    out << "model: default random qwen3 checkpoint (4 layers, hidden 64, vocab 256) in " << lp.model_dir << "\n";
-  }
-  lp.work_dir = work;
-  lp.pp = o.pp;
-  lp.tp = o.tp;
-  lp.attn_dp = o.attn_dp;
-  lp.ucx_mode = o.ucx_mode;
-  lp.insecure = o.insecure;
-  lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
-  lp.metrics_port = o.metrics_port;
-  // The HTTP API names the model by its folder.
-  const std::string model_name = ModelName(lp.model_dir);
-  if (o.http_port >= 0) {
-    lp.http_listen = absl::StrCat("127.0.0.1:", o.http_port);
-    lp.extra_coordinator_args = {"--served-model-name", model_name};
-  }
-  auto pipeline = LocalPipeline::Start(lp);
+  absl::StatusOr<std::string> model = ModelDirOrDefault(o.model_dir, work, out);
+  if (!model.ok()) return Failed("", model.status());
+  const std::string model_dir = *model;
+  const std::string model_name = ModelName(model_dir);
+  auto pipeline = LocalPipeline::Start(PipelineOptions(o, model_dir, work, model_name));
   if (!pipeline.ok()) return Failed("", pipeline.status());
   const std::string addr = (*pipeline)->coordinator_address();
   if (!o.port_file.empty()) {
     absl::Status written = WritePortFile(o.port_file, std::stoi(addr.substr(addr.rfind(':') + 1)));
     if (!written.ok()) return absl::Status(AfterFlags(written.code()), written.message());
   }
-  const security::ClientSecurityOptions& client = (*pipeline)->client_security();
-  std::string client_flags;
-  if (client.tls()) {
-    client_flags = absl::StrCat(" --tls-ca ", client.tls_ca_file, " --auth-token-file ", client.auth_token_file);
-  }
-  out << "serving on " << addr << ": " << o.pp << " seam-stage x TP " << o.tp << " (attention DP " << o.attn_dp
-      << ") behind seam-coordinator; logs in " << work << "\n";
-  if (client.tls()) {
-    out << "TLS: CA certificate " << client.tls_ca_file << ", bearer token in " << client.auth_token_file
-        << " (both 0600, removed when serve stops)\n";
-  } else {
-    out << "no TLS, no token (--insecure)\n";
-  }
-  out << "try: seam generate --addr " << addr << client_flags << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM"
-      << std::endl;
-  if (const std::string http = (*pipeline)->http_address(); !http.empty()) {
-    const std::string url = absl::StrCat(client.tls() ? "https://" : "http://", http, "/v1");
-    out << "OpenAI-compatible HTTP: " << url << " model \"" << model_name << "\"" << std::endl;
-    out << "try: curl" << (client.tls() ? absl::StrCat(" --cacert ", client.tls_ca_file) : "")
-        << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
-        << " " << url << "/models" << std::endl;
-  }
-  if (const std::string metrics = (*pipeline)->coordinator_metrics_address(); !metrics.empty()) {
-    const char* scheme = client.tls() ? "https://" : "http://";
-    out << "metrics: coordinator " << scheme << metrics << "/metrics";
-    for (int k = 0; k < o.pp; ++k) {
-      out << ", stage " << k << " " << scheme << (*pipeline)->stage_metrics_address(k) << "/metrics";
-    }
-    out << (client.tls() ? absl::StrCat(" (HTTPS: CA certificate ", client.tls_ca_file, ", no token)") : "")
-        << std::endl;
-  }
-
-  int sig = 0;
+  PrintHowToReach(**pipeline, o, model_name, work, out);
   std::string exited;
-  while ((sig = WaitSignal(signals, 200)) == 0) {
-    exited = (*pipeline)->ExitedProcess();
-    if (!exited.empty()) {
-      sig = WaitSignal(signals, 200);  // a Ctrl-C reaches the children too; prefer the signal
-      break;
-    }
-  }
+  const int sig = WaitWhileServing(signals, **pipeline, &exited);
   if (sig == 0) {
     const std::string tails = (*pipeline)->LogTails(15);
     (*pipeline)->Stop();

@@ -44,11 +44,13 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
   return Capture(model, cache, options);
 }
 
-absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::DecoderModel& model, models::KvCache& cache,
-                                                                  const DecodeGraphOptions& options) {
+namespace {
+
+// What a capture refuses before it allocates anything.
+absl::Status CheckCapture(const models::DecoderModel& model, const models::KvCache& cache,
+                          const DecodeGraphOptions& options) {
   const Device dev = model.options().device;
   const boundary::Topology& topology = model.options().topology;
-  const weights::ModelConfig& config = model.config();
   if (!dev.is_cuda()) {
     return absl::FailedPreconditionError(absl::StrCat("DecodeGraph needs a model on CUDA; this one is on ",
                                                       dev.ToString()));
@@ -79,53 +81,75 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
         " token rows) is more than this piece records (", model.graph_max_rows(),
         " rows: its MoE layers group their experts on the device up to that, or not at all at 0)"));
   }
-  auto g = std::unique_ptr<DecodeGraph>(new DecodeGraph(model, cache));
-  const int64_t b = options.batch_size;
-  g->groups_ = options.groups;
-  g->batch_size_ = b;
-  g->table_width_ = (options.max_context + cache.block_size() - 1) / cache.block_size();
-  g->dp_rows_.assign(topology.attn_dp, b);
-  if (options.stream != nullptr) {
-    g->stream_ = options.stream;
-  } else {
-    SEAM_ASSIGN_OR_RETURN(g->owned_stream_, CudaStream::Create(dev));
-    g->stream_ = &g->owned_stream_;
-  }
-  const int64_t ints = StagedInts(b, g->table_width_);
-  for (int i = 0; i < 2; ++i) {
-    SEAM_ASSIGN_OR_RETURN(g->staging_[i], PinnedBuffer::Create(ints * sizeof(int32_t)));
-    SEAM_ASSIGN_OR_RETURN(g->staged_[i], CudaEvent::Create(dev));
-  }
-  kernels::ScopedStream on(g->stream_->handle());
-  SEAM_ASSIGN_OR_RETURN(g->inputs_, Tensor::TryEmpty({ints}, DType::kI32, dev));
-  if (model.is_last_piece()) {
-    SEAM_ASSIGN_OR_RETURN(g->logits_, Tensor::TryEmpty({b, config.vocab_size}, DType::kF32, dev));
-  }
-  if (!model.is_first_piece()) {
-    const boundary::BatchRows rows(topology, g->dp_rows_, /*padded=*/true);
-    const Shape shape{rows.RowsOf(options.in_rows), config.hidden_size};
-    g->in_.state = options.in_state;
-    g->in_.rows = options.in_rows;
-    SEAM_ASSIGN_OR_RETURN(g->in_.hidden, Tensor::TryEmpty(shape, model.options().dtype, dev));
-    SEAM_RETURN_IF_ERROR(ZeroRowsFrom(g->in_.hidden, 0));
-    if (options.in_state == boundary::StreamState::kPending) {
-      SEAM_ASSIGN_OR_RETURN(g->in_.residual, Tensor::TryEmpty(shape, model.options().dtype, dev));
-      SEAM_RETURN_IF_ERROR(ZeroRowsFrom(g->in_.residual, 0));
-    }
-  }
-  SEAM_RETURN_IF_ERROR(g->Bind());
+  return absl::OkStatus();
+}
 
-  // Placeholder inputs for the warm-up and the capture: every token at
-  // position 0 of a one-token context in block 0, writing no cache slot.
-  int32_t* s = static_cast<int32_t*>(g->staging_[0].data());
-  std::memset(s, 0, ints * sizeof(int32_t));
-  for (int64_t i = 0; i < b; ++i) {
+// The staged inputs of `b` padding rows (and of the warm-up and the capture
+// from row `from` on): token 0 at position 0 of a one-token context in
+// block 0, writing no cache slot and no state.
+void StagePadding(int32_t* s, int64_t b, int64_t table_width, int64_t from) {
+  for (int64_t i = from; i < b; ++i) {
     s[2 * b + i] = -1;                  // slot: skip
     s[3 * b + i + 1] = int32_t(i + 1);  // query_start
     s[4 * b + 1 + i] = 1;               // context length
-    s[StateSlotsAt(b, g->table_width_) + i] = -1;  // Mamba state: none
+    s[StateSlotsAt(b, table_width) + i] = -1;  // Mamba state: none
   }
-  SEAM_RETURN_IF_ERROR(UploadAsync(g->inputs_.raw_data(), dev, s, ints * sizeof(int32_t), *g->stream_));
+}
+
+}  // namespace
+
+absl::Status DecodeGraph::Allocate(const DecodeGraphOptions& options) {
+  const Device dev = model_.options().device;
+  const boundary::Topology& topology = model_.options().topology;
+  const int64_t b = options.batch_size;
+  groups_ = options.groups;
+  batch_size_ = b;
+  table_width_ = (options.max_context + cache_.block_size() - 1) / cache_.block_size();
+  dp_rows_.assign(topology.attn_dp, b);
+  if (options.stream != nullptr) {
+    stream_ = options.stream;
+  } else {
+    SEAM_ASSIGN_OR_RETURN(owned_stream_, CudaStream::Create(dev));
+    stream_ = &owned_stream_;
+  }
+  const int64_t ints = StagedInts(b, table_width_);
+  for (int i = 0; i < 2; ++i) {
+    SEAM_ASSIGN_OR_RETURN(staging_[i], PinnedBuffer::Create(ints * sizeof(int32_t)));
+    SEAM_ASSIGN_OR_RETURN(staged_[i], CudaEvent::Create(dev));
+  }
+  kernels::ScopedStream on(stream_->handle());
+  SEAM_ASSIGN_OR_RETURN(inputs_, Tensor::TryEmpty({ints}, DType::kI32, dev));
+  if (model_.is_last_piece()) {
+    SEAM_ASSIGN_OR_RETURN(logits_, Tensor::TryEmpty({b, model_.config().vocab_size}, DType::kF32, dev));
+  }
+  if (!model_.is_first_piece()) {
+    const boundary::BatchRows rows(topology, dp_rows_, /*padded=*/true);
+    const Shape shape{rows.RowsOf(options.in_rows), model_.config().hidden_size};
+    in_.state = options.in_state;
+    in_.rows = options.in_rows;
+    SEAM_ASSIGN_OR_RETURN(in_.hidden, Tensor::TryEmpty(shape, model_.options().dtype, dev));
+    SEAM_RETURN_IF_ERROR(ZeroRowsFrom(in_.hidden, 0));
+    if (options.in_state == boundary::StreamState::kPending) {
+      SEAM_ASSIGN_OR_RETURN(in_.residual, Tensor::TryEmpty(shape, model_.options().dtype, dev));
+      SEAM_RETURN_IF_ERROR(ZeroRowsFrom(in_.residual, 0));
+    }
+  }
+  return Bind();
+}
+
+absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::DecoderModel& model, models::KvCache& cache,
+                                                                  const DecodeGraphOptions& options) {
+  SEAM_RETURN_IF_ERROR(CheckCapture(model, cache, options));
+  auto g = std::unique_ptr<DecodeGraph>(new DecodeGraph(model, cache));
+  SEAM_RETURN_IF_ERROR(g->Allocate(options));
+  kernels::ScopedStream on(g->stream_->handle());
+  // Placeholder inputs for the warm-up and the capture: padding rows only.
+  const int64_t b = g->batch_size_, ints = StagedInts(b, g->table_width_);
+  int32_t* s = static_cast<int32_t*>(g->staging_[0].data());
+  std::memset(s, 0, ints * sizeof(int32_t));
+  StagePadding(s, b, g->table_width_, 0);
+  SEAM_RETURN_IF_ERROR(UploadAsync(g->inputs_.raw_data(), g->inputs_.device(), s, ints * sizeof(int32_t),
+                                   *g->stream_));
   // The warm-up creates what the first run of each op creates lazily (library
   // handles, plans, pool memory, NCCL scratch and connections), which a
   // capture must not do; it also learns the handoff this piece leaves.
@@ -196,14 +220,15 @@ bool DecodeGraph::Fits(const models::StepInput& input) const {
   return true;
 }
 
-absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& input,
-                                                      const boundary::PipelineTensors* in, const Tensor* fed_ids) {
-  const int64_t b = batch_size_;
+absl::StatusOr<std::vector<models::CacheSpan>> DecodeGraph::CheckReplay(const models::StepInput& input,
+                                                                        const boundary::PipelineTensors* in,
+                                                                        const Tensor* fed_ids) const {
   const int64_t n = static_cast<int64_t>(input.sequences.size());
   const weights::ModelConfig& config = model_.config();
-  const bool first = model_.is_first_piece(), last = model_.is_last_piece();
-  if (n > b) {
-    return absl::InvalidArgumentError(absl::StrCat("this decode graph runs up to ", b, " sequences; the step has ", n));
+  const bool first = model_.is_first_piece();
+  if (n > batch_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("this decode graph runs up to ", batch_size_, " sequences; the step has ", n));
   }
   std::vector<models::CacheSpan> spans;
   for (const models::SequenceStep& s : input.sequences) {
@@ -227,26 +252,38 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
         "fed token ids must be i32 [", n, "] on ", inputs_.device().ToString(), " for a first piece; got ",
         fed_ids->defined() ? fed_ids->DebugString() : "none", first ? "" : " on a later piece"));
   }
-  if (!first) {
-    if (in == nullptr) {
-      return absl::InvalidArgumentError("a pipeline piece after the first needs the previous piece's handoff");
-    }
-    if (in->state != in_.state || in->rows != in_.rows) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "this decode graph takes a ", boundary::StreamStateName(in_.state), " handoff on ",
-          boundary::RowFormName(in_.rows), "; got a ", boundary::StreamStateName(in->state), " one on ",
-          boundary::RowFormName(in->rows)));
-    }
-    for (const Tensor* t : {&in->hidden, &in->residual}) {
-      if (t == &in->residual && in_.state != boundary::StreamState::kPending) continue;
-      if (!t->defined() || t->shape() != Shape{n, config.hidden_size} || t->dtype() != in_.hidden.dtype()) {
-        return absl::InvalidArgumentError(absl::StrCat("a handoff tensor is ",
-                                                       t->defined() ? t->DebugString() : "missing", "; expected ",
-                                                       DTypeName(in_.hidden.dtype()), " [", n, ", ",
-                                                       config.hidden_size, "]"));
-      }
+  if (!first) SEAM_RETURN_IF_ERROR(CheckHandoffIn(in, n));
+  return spans;
+}
+
+absl::Status DecodeGraph::CheckHandoffIn(const boundary::PipelineTensors* in, int64_t n) const {
+  if (in == nullptr) {
+    return absl::InvalidArgumentError("a pipeline piece after the first needs the previous piece's handoff");
+  }
+  if (in->state != in_.state || in->rows != in_.rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this decode graph takes a ", boundary::StreamStateName(in_.state), " handoff on ",
+        boundary::RowFormName(in_.rows), "; got a ", boundary::StreamStateName(in->state), " one on ",
+        boundary::RowFormName(in->rows)));
+  }
+  const int64_t hidden = model_.config().hidden_size;
+  for (const Tensor* t : {&in->hidden, &in->residual}) {
+    if (t == &in->residual && in_.state != boundary::StreamState::kPending) continue;
+    if (!t->defined() || t->shape() != Shape{n, hidden} || t->dtype() != in_.hidden.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat("a handoff tensor is ", t->defined() ? t->DebugString() : "missing",
+                                                     "; expected ", DTypeName(in_.hidden.dtype()), " [", n, ", ",
+                                                     hidden, "]"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& input,
+                                                      const boundary::PipelineTensors* in, const Tensor* fed_ids) {
+  const int64_t b = batch_size_;
+  const int64_t n = static_cast<int64_t>(input.sequences.size());
+  const bool first = model_.is_first_piece(), last = model_.is_last_piece();
+  SEAM_ASSIGN_OR_RETURN(const std::vector<models::CacheSpan> spans, CheckReplay(input, in, fed_ids));
   SEAM_RETURN_IF_ERROR(cache_.Reserve(spans));
   SEAM_ASSIGN_OR_RETURN(models::CacheBatchPlan plan, cache_.PlanBatch(spans, table_width_));
 
@@ -264,14 +301,8 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
   std::memcpy(s + 3 * b, plan.query_start.data(), (n + 1) * sizeof(int32_t));
   std::memcpy(s + 4 * b + 1, plan.context_lens.data(), n * sizeof(int32_t));
   std::memcpy(s + 5 * b + 1, plan.block_tables.data(), plan.block_tables.size() * sizeof(int32_t));
-  const int64_t state_slots = StateSlotsAt(b, table_width_);
-  std::memcpy(s + state_slots, plan.state_slots.data(), n * sizeof(int32_t));
-  for (int64_t i = n; i < b; ++i) {  // padding rows, as in the capture
-    s[2 * b + i] = -1;
-    s[3 * b + i + 1] = int32_t(i + 1);
-    s[4 * b + 1 + i] = 1;
-    s[state_slots + i] = -1;
-  }
+  std::memcpy(s + StateSlotsAt(b, table_width_), plan.state_slots.data(), n * sizeof(int32_t));
+  StagePadding(s, b, table_width_, n);  // padding rows, as in the capture
   if (!first) {  // real rows first, zero padding rows (the step updates the residual in place)
     for (const auto& [from, to] : {std::pair{&in->hidden, &in_.hidden}, std::pair{&in->residual, &in_.residual}}) {
       if (!to->defined()) continue;

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -114,8 +115,15 @@ class DecodeGraph {
 
  private:
   DecodeGraph(models::DecoderModel& model, models::KvCache& cache) : model_(model), cache_(cache) {}
+  // The fixed buffers, stream and staging of `options` (Capture's first half).
+  absl::Status Allocate(const DecodeGraphOptions& options);
   // Views of the device input buffer.
   absl::Status Bind();
+  // Replay's refusals, before anything is reserved; the step's cache spans.
+  absl::StatusOr<std::vector<models::CacheSpan>> CheckReplay(const models::StepInput& input,
+                                                             const boundary::PipelineTensors* in,
+                                                             const Tensor* fed_ids) const;
+  absl::Status CheckHandoffIn(const boundary::PipelineTensors* in, int64_t n) const;
   // The same device work a replay runs (warm-up and capture).
   absl::Status Record(bool capturing);
 
