@@ -1,13 +1,12 @@
-// StageGroup: rank threads over real Gloo, each with its model shards and KV
-// cache; sequence placement on attention-DP groups; one step = one forward
-// on every rank, with every wait bounded by a deadline.
+// StageGroup's creation and facts: rank threads joined over Gloo (host) or
+// NCCL (CUDA), each with its model shards and KV cache, every wait bounded
+// by a deadline. Steps are planned and run in stage_group_run.cc, graphs
+// set up in stage_group_graphs.cc.
 #include "seam/runtime/stage_group.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
-#include <tuple>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -25,15 +24,12 @@
 #include "seam/kernels/cpu_threads.h"
 #include "seam/weights/checkpoint.h"
 #include "src/batch_variant_log.h"
-#include "src/piece_handoff.h"
 #include "src/rank_worker.h"
 #include "src/stage_group_impl.h"
 
 namespace seam::runtime {
 namespace {
 
-using internal::Leaving;
-using internal::Placed;
 using internal::RankState;
 
 // The status payload naming the TP rank whose error a step reports.

@@ -125,7 +125,7 @@ TEST(StepPlan, AStepTheCacheCannotHoldIsRefusedAndNothingIsPlaced) {
 }
 
 TEST(StepPlan, DecodeStepsReplayTheSmallestBucketThatHoldsThem) {
-  Group g(1, 1);
+  Group g(1, 1, /*blocks=*/16);
   g.facts.graph_buckets = {1, 2, 4, 8};
   g.facts.graph_max_context = 16;
   auto three = g.Plan({On(1, 1, 0, 3), On(2, 1, 0, 5), On(3, 1, 0, 7)}, false, nullptr, 3);
@@ -153,23 +153,25 @@ TEST(StepPlan, ANonFirstPieceChecksEveryRanksHandoffAndItsForm) {
   g.facts.graph_max_context = 16;
   g.facts.graph_in_form = HandoffForm{boundary::StreamState::kPending, boundary::RowForm::kAttnTpSlice};
   std::vector<boundary::PipelineTensors> in(2);
-  for (auto& t : in) {  // one decode row over attention TP 2: padded to 2 rows, one slice row each
+  for (auto& t : in) {  // two decode rows over attention TP 2: one slice row on each rank
     t.state = boundary::StreamState::kPending;
     t.rows = boundary::RowForm::kAttnTpSlice;
     t.hidden = Tensor::Zeros({1, 8}, DType::kF32);
     t.residual = Tensor::Zeros({1, 8}, DType::kF32);
   }
-  auto plan = g.Plan({On(1, 1, 0, 2)}, false, &in);
+  const std::vector<SequenceStep> two{On(1, 1, 0, 2), On(2, 1, 0, 5)};
+  auto plan = g.Plan(two, false, &in);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->in, (HandoffForm{boundary::StreamState::kPending, boundary::RowForm::kAttnTpSlice}));
   EXPECT_EQ(plan->execution, StepExecution::kGraph);
+  EXPECT_EQ(plan->bucket, 2);
   in[0].state = in[1].state = boundary::StreamState::kWritten;
   in[0].residual = in[1].residual = Tensor();
-  auto written = g.Plan({On(1, 1, 0, 2)}, false, &in);
+  auto written = g.Plan(two, false, &in);
   ASSERT_TRUE(written.ok()) << written.status();
   EXPECT_EQ(written->eager_reason, "a handoff in written/attn_tp_slice; the graphs take pending/attn_tp_slice");
   in[1].hidden = Tensor::Zeros({2, 8}, DType::kF32);
-  auto wrong = g.Plan({On(1, 1, 0, 2)}, false, &in);
+  auto wrong = g.Plan(two, false, &in);
   ASSERT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument) << wrong.status();
   EXPECT_NE(wrong.status().message().find("rank 1 (dp 0, attn_tp 1)"), std::string::npos) << wrong.status();
 }
