@@ -172,7 +172,8 @@ inline double Seconds(std::chrono::steady_clock::time_point since) {
 // Mean microseconds per call of `call`, `calls` of them captured on `stream`
 // into one CUDA graph and the graph replayed (TimeUs: events around 20
 // replays after 3). `call` must already have run once outside the capture.
-inline absl::StatusOr<double> GraphReplayUs(const CudaStream& stream, const std::function<absl::Status()>& call, int calls) {
+inline absl::StatusOr<double> GraphReplayUs(const CudaStream& stream, const std::function<absl::Status()>& call,
+                                            int calls) {
   kernels::ScopedStream on(stream.handle());
   SEAM_ASSIGN_OR_RETURN(CudaGraph graph, CudaGraph::Capture(stream, [&]() -> absl::Status {
                           for (int i = 0; i < calls; ++i) SEAM_RETURN_IF_ERROR(call());

@@ -174,8 +174,8 @@ struct ExitContext {
   IncomingForm Pending(RowForm rows, SumGroup s) const { return IncomingForm{StreamState::kPending, rows, s, r}; }
   // Complete the sum now (an all-reduce from `rows`) and leave it pending the update.
   void CompleteNow(RowForm rows, ExitPath& exit) const {
-    exit.options.push_back(
-        ExitOption{ExitChoice::kCompleteAllReduce, r, CompletionSteps(rows, owed, r, v, t), Pending(r, SumGroup::kNone)});
+    exit.options.push_back(ExitOption{ExitChoice::kCompleteAllReduce, r, CompletionSteps(rows, owed, r, v, t),
+                                      Pending(r, SumGroup::kNone)});
   }
 };
 

@@ -174,7 +174,9 @@ FilterResult StringFilter(const std::string& name, const Value& v, const Args& a
   const bool known = name == "trim" || name == "upper" || name == "lower" || name == "capitalize" ||
                      name == "title" || name == "replace";
   if (!known) return std::nullopt;
-  if (v.kind != Value::Kind::kString) return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
+  if (v.kind != Value::Kind::kString) {
+    return RenderError(line, absl::StrCat("filter ", name, " of a ", KindName(v.kind)));
+  }
   if (name == "trim") return Value::String(Strip(v.s, args.Get(0, "chars"), true, true));
   if (name == "upper") return Value::String(MapAscii(v.s, [](int c) { return std::toupper(c); }));
   if (name == "lower") return Value::String(MapAscii(v.s, [](int c) { return std::tolower(c); }));

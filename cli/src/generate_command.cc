@@ -91,8 +91,9 @@ struct Completions {
 };
 
 // The streaming call, printing pieces as they come unless --json.
-grpc::Status CallStreaming(v1::Coordinator::Stub& stub, grpc::ClientContext* context, const v1::GenerateRequest& request,
-                           const GenerateCommandOptions& o, Completions& c, std::ostream& out) {
+grpc::Status CallStreaming(v1::Coordinator::Stub& stub, grpc::ClientContext* context,
+                           const v1::GenerateRequest& request, const GenerateCommandOptions& o, Completions& c,
+                           std::ostream& out) {
   const bool text = !o.text_prompts.empty();
   const size_t n = c.tokens.size();
   auto reader = stub.Generate(context, request);

@@ -74,7 +74,9 @@ void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o
   if (const std::string metrics = pipeline.coordinator_metrics_address(); !metrics.empty()) {
     const char* scheme = client.tls() ? "https://" : "http://";
     out << "metrics: coordinator " << scheme << metrics << "/metrics";
-    for (int k = 0; k < o.pp; ++k) out << ", stage " << k << " " << scheme << pipeline.stage_metrics_address(k) << "/metrics";
+    for (int k = 0; k < o.pp; ++k) {
+      out << ", stage " << k << " " << scheme << pipeline.stage_metrics_address(k) << "/metrics";
+    }
     out << (client.tls() ? absl::StrCat(" (HTTPS: CA certificate ", client.tls_ca_file, ", no token)") : "")
         << std::endl;
   }

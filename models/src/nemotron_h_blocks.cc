@@ -16,8 +16,9 @@ absl::StatusOr<PlainAttention> PlainAttention::Load(const LoadContext& ctx, cons
   attn.kv_heads_ = ctx.shard.kv_heads;
   attn.head_dim_ = ctx.config.head_dim;
   attn.hidden_ = ctx.config.hidden_size;
-  const std::string projections[4] = {names.Layer(layer, "mixer.q_proj.weight"), names.Layer(layer, "mixer.k_proj.weight"),
-                                      names.Layer(layer, "mixer.v_proj.weight"), names.Layer(layer, "mixer.o_proj.weight")};
+  const std::string projections[4] = {
+      names.Layer(layer, "mixer.q_proj.weight"), names.Layer(layer, "mixer.k_proj.weight"),
+      names.Layer(layer, "mixer.v_proj.weight"), names.Layer(layer, "mixer.o_proj.weight")};
   SEAM_ASSIGN_OR_RETURN(AttentionWeights w, LoadAttentionWeights(ctx, projections));
   SEAM_ASSIGN_OR_RETURN(attn.wq_, ctx.Place(w.wq));
   SEAM_ASSIGN_OR_RETURN(attn.wk_, ctx.Place(w.wk));

@@ -53,8 +53,9 @@ absl::StatusOr<Attention> Attention::Load(const LoadContext& ctx, int64_t layer)
   attn.hidden_ = c.hidden_size;
   attn.eps_ = c.rms_norm_eps;
   attn.theta_ = c.rope_theta;
-  const std::string projections[4] = {LayerName(layer, "self_attn.q_proj.weight"), LayerName(layer, "self_attn.k_proj.weight"),
-                                      LayerName(layer, "self_attn.v_proj.weight"), LayerName(layer, "self_attn.o_proj.weight")};
+  const std::string projections[4] = {
+      LayerName(layer, "self_attn.q_proj.weight"), LayerName(layer, "self_attn.k_proj.weight"),
+      LayerName(layer, "self_attn.v_proj.weight"), LayerName(layer, "self_attn.o_proj.weight")};
   SEAM_ASSIGN_OR_RETURN(AttentionWeights w, LoadAttentionWeights(ctx, projections));
   SEAM_ASSIGN_OR_RETURN(attn.wqkv_, ctx.Place(ConcatRows(ConcatRows(w.wq, w.wk), w.wv)));
   SEAM_ASSIGN_OR_RETURN(attn.wo_, ctx.Place(w.wo));

@@ -323,8 +323,9 @@ absl::Status CoordinatorProcess::StartMetrics() {
   mo.insecure = o_.server_security.insecure;
   auto started = metrics::MetricsEndpoint::Start(mo);
   if (!started.ok()) {
-    return Failure(absl::Status(started.status().code(), absl::StrCat("--metrics-listen: ", started.status().message())),
-                   absl::IsFailedPrecondition(started.status()));
+    const absl::Status& s = started.status();
+    return Failure(absl::Status(s.code(), absl::StrCat("--metrics-listen: ", s.message())),
+                   absl::IsFailedPrecondition(s));
   }
   metrics_endpoint_ = std::move(*started);
   metrics_ = std::make_unique<CoordinatorMetrics>(*metrics_endpoint_, driver_.get());
