@@ -35,8 +35,11 @@ TEST(PipelineLimits, TheLeastOverTheStagesBoundsEveryFigure) {
   EXPECT_EQ(l->max_context, 2048);
   EXPECT_EQ(l->max_prompt_tokens, 2047);  // room for one generated token
   EXPECT_EQ(l->graph_buckets, (std::vector<int64_t>{2, 4}));
-  const RequestLimits r = RequestLimitsOf(*l, 1000);
-  EXPECT_EQ(r.max_positions, 2048);
+  weights::ModelConfig model;
+  model.vocab_size = 1000;
+  model.max_position_embeddings = 40960;
+  const RequestLimits r = RequestLimitsOf(*l, model);
+  EXPECT_EQ(r.max_positions, 40960);  // past the stages' KV the scheduler refuses, naming the KV budget
   EXPECT_EQ(r.max_prompt_tokens, 2047);
   EXPECT_EQ(r.vocab_size, 1000);
 }

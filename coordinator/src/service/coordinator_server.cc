@@ -300,7 +300,7 @@ absl::Status CoordinatorProcess::BringUpPipeline() {
   for (const StageEndpoint& e : stages_) statuses.push_back(e.status);
   SEAM_ASSIGN_OR_RETURN(limits_, DerivePipelineLimits(statuses, o_.stages, o_.caps));
   SEAM_LOG_INFO("pipeline limits: {}", limits_.ToString());
-  request_limits_ = RequestLimitsOf(limits_, config_.vocab_size);
+  request_limits_ = RequestLimitsOf(limits_, config_);
   PipelineDriverOptions driver_options = DriverOptions(epoch);
   const uint64_t bound = DescriptorBound(request_limits_, driver_options.scheduler.max_sequences_per_microbatch,
                                          driver_options.scheduler.max_tokens_per_microbatch);

@@ -77,10 +77,10 @@ absl::StatusOr<PipelineLimits> DerivePipelineLimits(const std::vector<v1::StageS
   return l;
 }
 
-RequestLimits RequestLimitsOf(const PipelineLimits& limits, int64_t vocab_size) {
+RequestLimits RequestLimitsOf(const PipelineLimits& limits, const weights::ModelConfig& model) {
   RequestLimits r;
-  r.vocab_size = vocab_size;
-  r.max_positions = limits.max_context;
+  r.vocab_size = model.vocab_size;
+  r.max_positions = model.max_position_embeddings;
   r.max_prompt_tokens = limits.max_prompt_tokens;
   return r;
 }

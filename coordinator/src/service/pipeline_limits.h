@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "seam/v1/stage_service.pb.h"
+#include "seam/weights/model_config.h"
 #include "service/request_validation.h"
 
 namespace seam::coordinator {
@@ -36,7 +37,9 @@ struct PipelineLimits {
   // Sequences one attention-DP group holds at once where a stage keeps
   // Mamba state for each (the least over such stages); 0: no such bound.
   int64_t max_sequences_per_dp_group = 0;
-  int64_t max_context = 0;        // prompt + generated tokens of one sequence
+  // Prompt + generated tokens of one sequence: the model's positions, no
+  // more than one DP group's KV holds (what an API advertises as its context).
+  int64_t max_context = 0;
   int64_t max_prompt_tokens = 0;  // a prompt is prefilled in one microbatch
   // Decode graph sizes every stage replays (sequences per DP group); the
   // batches a microbatch of decode steps runs fastest at.
@@ -53,8 +56,10 @@ absl::StatusOr<PipelineLimits> DerivePipelineLimits(const std::vector<v1::StageS
                                                     const std::vector<std::string>& addresses,
                                                     const LimitCaps& caps);
 
-// What a request may ask of a pipeline with `limits` (its positions are
-// max_context) for a model of `vocab_size` tokens.
-RequestLimits RequestLimitsOf(const PipelineLimits& limits, int64_t vocab_size);
+// What a request may ask of a pipeline with `limits` serving `model`: its
+// vocabulary, the model's positions, prompts up to max_prompt_tokens. A
+// request within the model's positions but past what the stages' KV holds
+// (max_context) is refused by the scheduler, which names the KV budget.
+RequestLimits RequestLimitsOf(const PipelineLimits& limits, const weights::ModelConfig& model);
 
 }  // namespace seam::coordinator
