@@ -42,6 +42,7 @@ TEST(PipelineLimits, TheLeastOverTheStagesBoundsEveryFigure) {
   EXPECT_EQ(r.max_positions, 40960);  // past the stages' KV the scheduler refuses, naming the KV budget
   EXPECT_EQ(r.max_prompt_tokens, 2047);
   EXPECT_EQ(r.vocab_size, 1000);
+  EXPECT_EQ(r.max_context, 2048);  // what an API advertises
 }
 
 TEST(PipelineLimits, CapsOnlyLower) {

@@ -82,6 +82,7 @@ RequestLimits RequestLimitsOf(const PipelineLimits& limits, const weights::Model
   r.vocab_size = model.vocab_size;
   r.max_positions = model.max_position_embeddings;
   r.max_prompt_tokens = limits.max_prompt_tokens;
+  r.max_context = limits.max_context;
   return r;
 }
 

@@ -57,7 +57,9 @@ absl::StatusOr<PipelineLimits> DerivePipelineLimits(const std::vector<v1::StageS
                                                     const LimitCaps& caps);
 
 // What a request may ask of a pipeline with `limits` serving `model`: its
-// vocabulary, the model's positions, prompts up to max_prompt_tokens. A
+// vocabulary, the model's positions, prompts up to max_prompt_tokens; and
+// max_context for the APIs to advertise (RequestLimits is what the gRPC
+// service and the HTTP front end are given). A
 // request within the model's positions but past what the stages' KV holds
 // (max_context) is refused by the scheduler, which names the KV budget.
 RequestLimits RequestLimitsOf(const PipelineLimits& limits, const weights::ModelConfig& model);

@@ -25,6 +25,10 @@ struct RequestLimits {
   int64_t max_request_id_bytes = 128;
   // Entries of sampling.stop_token_ids, also copied into every descriptor.
   int64_t max_stop_tokens = 64;
+  // The longest context the pipeline serves (PipelineLimits::max_context:
+  // the model's positions, no more than the stages' KV holds): what an API
+  // advertises (the OpenAI API's max_model_len). 0: unknown.
+  int64_t max_context = 0;
 };
 
 // The largest serialized MicrobatchDescriptor the coordinator can build under
