@@ -18,8 +18,10 @@
 //   cp       one prompt of 32768 tokens prefilled at CP 1 (one GPU) and at
 //            CP 2 (two GPUs, context-parallel): the speedup and the last
 //            row's logits against each other (cp_bench.cc)
+//   attention  PagedAttention alone (decode rows; mixed steps) vs the floor
+//            of its KV bytes at copy bandwidth (attention_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp|attention> [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -568,6 +570,7 @@ int main(int argc, char** argv) {
   if (cmd == "mamba") return seam::bench::MambaBench(flags);
   if (cmd == "tbo") return seam::bench::TboBench(flags);
   if (cmd == "cp") return seam::bench::CpBench(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp> [--flag value]...\n";
+  if (cmd == "attention") return seam::bench::AttentionBench(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp|attention> [--flag value]...\n";
   return 2;
 }

@@ -174,5 +174,7 @@ int MambaBench(const Flags& flags);
 int TboBench(const Flags& flags);
 // cp_bench.cc: one long prompt's prefill at CP 1 (one GPU) against CP N (N GPUs, context-parallel).
 int CpBench(const Flags& flags);
+// attention_bench.cc: PagedAttention alone (decode rows, mixed steps) vs the floor of its KV bytes.
+int AttentionBench(const Flags& flags);
 
 }  // namespace seam::bench

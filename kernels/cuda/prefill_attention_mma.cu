@@ -3,9 +3,9 @@
 // K/V double-buffered by cp.async (bf16 / f16, head_dim 64 or 128;
 // prefill_attention.cu chooses it).
 #include <cmath>
-#include <type_traits>
 
 #include "attention_common.cuh"
+#include "mma_fragments.cuh"
 
 namespace seam::kernels::cuda::attn {
 namespace {
@@ -31,52 +31,6 @@ struct FaSmem {
   static constexpr size_t kTileElems = size_t{kFaKeys} * kLd;
   static constexpr size_t kBytes = 4 * kTileElems * 2;  // two buffers of K and V, 2-byte elements
 };
-
-__device__ __forceinline__ uint16_t BitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-__device__ __forceinline__ uint16_t BitsOf(__half v) { return __half_as_ushort(v); }
-
-template <typename T>
-__device__ __forceinline__ uint32_t PackPair(T lo, T hi) {
-  return static_cast<uint32_t>(BitsOf(lo)) | (static_cast<uint32_t>(BitsOf(hi)) << 16);
-}
-
-// c += a b for a 16x16 (row-major) and b 16x8 (column-major) tile, fp32 accumulators.
-template <typename T>
-__device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-// Four 8x8 matrices of 16-bit elements, transposed; lane l gives the address
-// of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_ptr) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-// 16 bytes from global to shared without staging in registers; zeros when !valid.
-__device__ __forceinline__ void CpAsync16(void* smem_ptr, const void* global_ptr, bool valid) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
-  const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(global_ptr), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void CpAsyncWaitOne() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 // Grid (ceil(T / kFaRows) + B, Hq); needs 16-byte aligned q and caches.
 template <typename T, int kD>
@@ -166,7 +120,7 @@ __global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
   for (int i = 0; i < tiles; ++i) {
     if (i + 1 < tiles) load_tile((i + 1) * kFaKeys, (i + 1) & 1);
     CpAsyncCommit();
-    CpAsyncWaitOne();  // tile i has landed (for this thread) ...
+    CpAsyncWait<1>();  // tile i has landed (for this thread) ...
     __syncthreads();   // ... and for every thread
     const int k0 = i * kFaKeys;
     if (k0 <= warp_last) {
