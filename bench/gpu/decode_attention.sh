@@ -4,7 +4,7 @@
 #   tests    cuda_kernels_test (ATTN_TEST_FILTER narrows it; default: all)
 #   attn     seam-bench-gpu attention at the model's attention shapes (32
 #            query heads, 8 kv heads of 128, bf16, blocks of 16): decode rows
-#            at batch 1-256 x 1024 and batch 1-8 x 32768 contexts, the same
+#            at batch 1-256 x 1024, batch 1-8 x 32768 and 1-32 x 192 contexts, the same
 #            with the block tables 32768 wide (as a server's decode graph),
 #            and mixed steps (a 512-row chunk at 4096, a 64-row chunk at
 #            32768, beside 64 decode rows), for this tree's kernels and, when
@@ -45,6 +45,8 @@ if want attn; then
       > "$OUT_DIR/attn_$tag.log" 2>&1
     $R $bin attention --batches 1,8 --contexts 32768 --json "$OUT_DIR/attn_long_$tag.json" \
       > "$OUT_DIR/attn_long_$tag.log" 2>&1
+    $R $bin attention --batches 1,8,32 --contexts 192 --json "$OUT_DIR/attn_short_$tag.json" \
+      > "$OUT_DIR/attn_short_$tag.log" 2>&1
     $R $bin attention --batches 1,8,64,256 --contexts 1024 --table-context 32768 \
       --json "$OUT_DIR/attn_wide_$tag.json" > "$OUT_DIR/attn_wide_$tag.log" 2>&1
     $R $bin attention --batches 64 --contexts 1024 --prefill-rows 512 --prefill-context 4096 \

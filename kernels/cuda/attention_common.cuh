@@ -160,6 +160,25 @@ __device__ inline void FindTile(const AttnParams& p, int j, int* seq, int* first
   }
 }
 
+// The number of query tiles of the batch (as FindTile numbers them), in
+// every lane of the calling warp.
+__device__ inline int CountTiles(const AttnParams& p) {
+  const int lane = threadIdx.x % 32;
+  int total = 0;
+  for (int b0 = 0; b0 < p.num_seqs; b0 += 32) {
+    const int b = b0 + lane;
+    int tiles = 0;
+    if (b < p.num_seqs) {
+      const int q_len = p.query_start[b + 1] - p.query_start[b];
+      tiles = q_len > p.short_q_max ? (q_len + kTileRows - 1) / kTileRows : 0;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) tiles += __shfl_xor_sync(kFullMask, tiles, offset);
+    total += tiles;
+  }
+  return total;
+}
+
 // ---- launchers across the attention files -------------------------------------------------
 // Each takes validated parameters (see PagedAttention in attention.cu) and
 // launches on `stream`; T is float, __nv_bfloat16 or __half unless noted.
@@ -196,7 +215,8 @@ template <typename T, int kD>
 absl::Status LaunchPrefillTc(const AttnParams& p, cudaStream_t stream);
 
 // prefill_attention_mma.cu: FlashAttention-2 style mma.sync; T bf16 or f16,
-// kD 64 or 128, 16-byte aligned q and caches, out aligned to pairs.
+// kD 64 or 128, 16-byte aligned q and caches, out aligned to pairs, caches
+// of fewer than 2^31 rows.
 template <typename T, int kD>
 absl::Status LaunchPrefillFa(const AttnParams& p, cudaStream_t stream);
 

@@ -50,12 +50,6 @@ struct DecodeMmaLayout {
   static constexpr size_t kBytes = kQBytes + (kStreamBytes > kMergeBytes ? kStreamBytes : kMergeBytes);
 };
 
-// The workspace of a split launch (null pointers when unsplit).
-struct SplitArgs {
-  float* partials;
-  int* counters;
-};
-
 // The query rows one block runs together: mma row r < rows is query row
 // r0 + r / nh of the sequence (global row row0 + r / nh) for head h0 + r % nh.
 struct Pack {
@@ -86,18 +80,17 @@ struct WarpSoftmax {
   float l_lo, l_hi;    // this lane's share of the running sums
 };
 
+// Starts copying the pack's query rows into q_s (rows past the pack: zeros);
+// they land with this thread's next cp.async group.
 template <typename T, int kD>
 __device__ void LoadPackQueries(const AttnParams& p, const Pack& k, T* q_s) {
   constexpr int kLd = kD + 8, kSegs = kD / 8;
   const T* q = static_cast<const T*>(p.q);
   for (int e = static_cast<int>(threadIdx.x); e < kMmaRows * kSegs; e += static_cast<int>(blockDim.x)) {
     const int r = e / kSegs, seg = e % kSegs;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (r < k.rows) {
-      const int64_t row = k.row0 + r / k.nh;
-      if (row < p.q_rows) v = *reinterpret_cast<const uint4*>(q + (row * p.hq + k.h0 + r % k.nh) * kD + seg * 8);
-    }
-    *reinterpret_cast<uint4*>(q_s + r * kLd + seg * 8) = v;
+    const int64_t row = k.row0 + r / k.nh;
+    const bool valid = r < k.rows && row < p.q_rows;
+    CpAsync16(q_s + r * kLd + seg * 8, q + (valid ? (row * p.hq + k.h0 + r % k.nh) * kD + seg * 8 : 0), valid);
   }
 }
 
@@ -228,11 +221,12 @@ __device__ __forceinline__ void AttendChunk(WarpSoftmax<kD>& w, const QFrags<kD,
 
 // A warp's pipeline over its n chunks c0, c0 + step, ...: kStages - 1 chunks
 // in flight ahead of the one it computes on, the table entries of the next
-// one to issue loaded a step earlier.
+// one to issue loaded a step earlier. The query rows (LoadPackQueries) land
+// with the first chunk; one block barrier then makes them visible to all.
 template <typename T, int kD, int kStages, bool kQInRegs>
 __device__ __forceinline__ void StreamWarpChunks(const AttnParams& p, const int32_t* table, const Pack& k, int g,
                                                  int c0, int step, int n, T* stages, const T* q_s,
-                                                 const QFrags<kD, kQInRegs>& qf, WarpSoftmax<kD>& w) {
+                                                 WarpSoftmax<kD>& w) {
   constexpr int kStageElems = 2 * kChunk * (kD + 8);
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const T* k_cache = static_cast<const T*>(p.k_cache);
@@ -249,6 +243,14 @@ __device__ __forceinline__ void StreamWarpChunks(const AttnParams& p, const int3
     CpAsyncCommit();
   }
   int next = kStages - 1 < n ? KeyRow(p, table, c0 + (kStages - 1) * step, k.limit, lane) : -2;
+  CpAsyncWait<kStages - 2>();  // the query rows (and chunk 0)
+  __syncthreads();
+  QFrags<kD, kQInRegs> qf;
+  if constexpr (kQInRegs) {
+    const int q_row = (lane & 7) + (((lane >> 3) & 1) << 3), q_col = (lane >> 4) * 8;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) LdMatrixX4(qf[kk], q_s + q_row * (kD + 8) + kk * 16 + q_col);
+  }
   for (int i = 0; i < n; ++i) {
     const int ahead = i + kStages - 1;
     if (ahead < n) IssueChunk<T, kD>(k_cache, v_cache, kv_stride, head_off, next, stages + (ahead % kStages) * kStageElems);
@@ -294,28 +296,6 @@ __device__ __forceinline__ void WriteOut(const AttnParams& p, const Pack& k, int
   out[(row * p.hq + k.h0 + r % k.nh) * kD + col] = FromFloat<T>(den > 0.0f ? num * (1.0f / den) : 0.0f);
 }
 
-// Merges n partial softmaxes, partial i at (m[i * stride_ml], l[...]) and
-// o[i * stride_o]: out = sum o_i 2^(m_i - M) / sum l_i 2^(m_i - M). One
-// with no keys has m = -inf, l = 0, o = 0 and adds nothing. Workspace
-// partials (kL2) are read past L1: other blocks wrote them.
-template <bool kL2>
-__device__ __forceinline__ void MergePartials(const float* o, const float* ml, int n, int stride_o, int stride_ml,
-                                              float* num, float* den, float* m) {
-  auto load = [](const float* a) { return kL2 ? __ldcg(a) : *a; };
-  float m_max = -INFINITY;
-  for (int i = 0; i < n; ++i) m_max = fmaxf(m_max, load(ml + i * stride_ml));
-  const float m_use = m_max == -INFINITY ? 0.0f : m_max;
-  float sn = 0.0f, sd = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float weight = exp2f(load(ml + i * stride_ml) - m_use);
-    sn += load(o + i * stride_o) * weight;
-    sd += load(ml + i * stride_ml + 1) * weight;
-  }
-  *num = sn;
-  *den = sd;
-  *m = m_max;
-}
-
 // Merges the warps; unsplit, writes the output, else this split's partial,
 // and the last split of the (sequence, kv head) to arrive merges them all.
 template <typename T, int kD, int kWarps>
@@ -330,7 +310,7 @@ __device__ void FinishBlock(const AttnParams& p, const SplitArgs& sa, const Pack
   for (int e = tid; e < k.rows * kD; e += threads) {
     const int r = e / kD, col = e % kD;
     float num, den, m;
-    MergePartials<false>(merge_s + r * kD + col, ml_s + r * 2, kWarps, kMmaRows * kD, kMmaRows * 2, &num, &den, &m);
+    MergeSplitPartials<false>(merge_s + r * kD + col, ml_s + r * 2, kWarps, kMmaRows * kD, kMmaRows * 2, &num, &den, &m);
     if (active == 1) {
       WriteOut<T, kD>(p, k, r, col, num, den);
     } else {
@@ -341,23 +321,13 @@ __device__ void FinishBlock(const AttnParams& p, const SplitArgs& sa, const Pack
       }
     }
   }
-  if (active == 1) return;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    const int arrived = atomicAdd(&sa.counters[unit], 1);
-    *last_s = arrived == active - 1;
-    if (*last_s) sa.counters[unit] = 0;  // every split has arrived: ready for the next launch
-  }
-  __syncthreads();
-  if (!*last_s) return;
-  __threadfence();
+  if (active == 1 || !ArriveLast(sa.counters, unit, active, last_s)) return;
   const float* first_o = sa.partials + static_cast<size_t>(unit) * gridDim.x * kMmaRows * kD;
   const float* first_ml = sa.partials + slots * kMmaRows * kD + static_cast<size_t>(unit) * gridDim.x * kMmaRows * 2;
   for (int e = tid; e < k.rows * kD; e += threads) {
     const int r = e / kD, col = e % kD;
     float num, den, m;
-    MergePartials<true>(first_o + r * kD + col, first_ml + r * 2, active, kMmaRows * kD, kMmaRows * 2, &num, &den,
+    MergeSplitPartials<true>(first_o + r * kD + col, first_ml + r * 2, active, kMmaRows * kD, kMmaRows * 2, &num, &den,
                         &m);
     WriteOut<T, kD>(p, k, r, col, num, den);
   }
@@ -377,7 +347,7 @@ __global__ void __launch_bounds__(kWarps * 32, (kD <= 128 ? 12 : 4) / kWarps) De
   float* merge_s = reinterpret_cast<float*>(mma_smem + L::kQBytes);  // over the stages, once they are done
 
   const int split = static_cast<int>(blockIdx.x);
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
   const HeadGroup hg = HeadGroupOf(p, kMmaRows);
   const SeqView seq = SeqOf(p, static_cast<int>(blockIdx.y));
   const bool in_packs = seq.q_len > p.short_q_max;
@@ -396,13 +366,6 @@ __global__ void __launch_bounds__(kWarps * 32, (kD <= 128 ? 12 : 4) / kWarps) De
     const int c_begin = split * per, c_end = min(c_begin + per, chunks);
 
     LoadPackQueries<T, kD>(p, k, q_s);
-    __syncthreads();
-    QFrags<kD, kQInRegs> qf;
-    if constexpr (kQInRegs) {
-      const int q_row = (lane & 7) + (((lane >> 3) & 1) << 3), q_col = (lane >> 4) * 8;
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) LdMatrixX4(qf[kk], q_s + q_row * L::kLd + kk * 16 + q_col);
-    }
     WarpSoftmax<kD> w;
     w.m_lo = w.m_hi = -INFINITY;
     w.l_lo = w.l_hi = 0.0f;
@@ -410,7 +373,7 @@ __global__ void __launch_bounds__(kWarps * 32, (kD <= 128 ? 12 : 4) / kWarps) De
     for (int nt = 0; nt < kD / 8; ++nt) w.o[nt][0] = w.o[nt][1] = w.o[nt][2] = w.o[nt][3] = 0.0f;
     const int n_mine = c_end - c_begin > warp ? (c_end - c_begin - warp + kWarps - 1) / kWarps : 0;
     StreamWarpChunks<T, kD, kStages, kQInRegs>(p, seq.table, k, hg.g, c_begin + warp, kWarps, n_mine,
-                                               stream_s + warp * kStages * L::kStageElems, q_s, qf, w);
+                                               stream_s + warp * kStages * L::kStageElems, q_s, w);
     CpAsyncWait<0>();
     __syncthreads();  // every warp is done with its stages: the merge area overlays them
     StoreWarpState<kD, kWarps>(w, merge_s, warp);
@@ -418,18 +381,6 @@ __global__ void __launch_bounds__(kWarps * 32, (kD <= 128 ? 12 : 4) / kWarps) De
     FinishBlock<T, kD, kWarps>(p, sa, k, merge_s, active, split, unit, &last_s);
     __syncthreads();  // the next pack rewrites q_s and the merge area
   }
-}
-
-// Splits per (sequence, kv head, head chunk) from shapes only: enough blocks
-// for one wave over the SMs' block slots, at least kWarps chunks each at the
-// table's width, partials that fit the workspace.
-int64_t SplitsFor(int64_t units, int64_t max_chunks, int64_t slots, int warps, int d) {
-  if (units >= slots || units > kSplitCounters) return 1;
-  int64_t s = (slots + units - 1) / units;
-  s = std::min<int64_t>(s, (max_chunks + warps - 1) / warps);
-  s = std::min<int64_t>(s, kMaxMmaSplits);
-  s = std::min<int64_t>(s, static_cast<int64_t>(kSplitPartialFloats / (units * kMmaRows * (d + 2))));
-  return std::max<int64_t>(s, 1);
 }
 
 template <typename T, int kD, int kWarps, int kStages>
@@ -450,7 +401,9 @@ absl::Status LaunchDecodeMmaWith(const AttnParams& p, int sms, cudaStream_t stre
   const int head_chunks = (p.group + kMmaRows - 1) / kMmaRows;
   const int64_t units = static_cast<int64_t>(p.num_seqs) * p.hk * head_chunks;
   const int64_t max_chunks = (static_cast<int64_t>(p.max_blocks) * p.block_size + kChunk - 1) / kChunk;
-  int64_t splits = SplitsFor(units, max_chunks, static_cast<int64_t>(sms) * per_sm, kWarps, kD);
+  // Each split takes at least one chunk per warp.
+  int64_t splits = ChooseSplits(units, max_chunks, kWarps, static_cast<int64_t>(sms) * per_sm,
+                                int64_t{kMmaRows} * (kD + 2), kMaxMmaSplits);
   SplitArgs sa{nullptr, nullptr};
   if (splits > 1) {
     const SplitWorkspace* ws = SplitWorkspaceFor(stream);

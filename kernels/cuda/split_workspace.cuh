@@ -17,7 +17,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 namespace seam::kernels::cuda::attn {
 
@@ -29,7 +31,66 @@ struct SplitWorkspace {
 constexpr size_t kSplitPartialFloats = size_t{8} << 20;  // 32 MiB
 constexpr int kSplitCounters = 16384;
 
+// What a split kernel launch gets of the workspace (null pointers: no splits).
+struct SplitArgs {
+  float* partials;
+  int* counters;
+};
+
 // The workspace of `stream` on the current device, or nullptr (see above).
 const SplitWorkspace* SplitWorkspaceFor(cudaStream_t stream);
+
+// Splits of each of `units` independent pieces of work (each `steps` steps
+// of streaming at the block table's width, split into shares of at least
+// `min_steps`), from shapes only: the count minimising waves x (a split's
+// share + a block's fixed cost), waves over `slots` resident blocks, the
+// fixed cost taken as kSplitOverheadSteps steps; the fewest splits among
+// equals. 1 when the partials (`partial_floats` each) would not fit the
+// workspace or the units its counters.
+constexpr int kSplitOverheadSteps = 8;
+int64_t ChooseSplits(int64_t units, int64_t steps, int64_t min_steps, int64_t slots, int64_t partial_floats,
+                     int64_t max_splits);
+
+// Merges n partial softmaxes of one output element: partial i has the
+// unnormalised output o[i * stride_o] and (max in the log2 domain, sum) at
+// ml[i * stride_ml], ml[i * stride_ml + 1]; returns sum o_i 2^(m_i - M) and
+// sum l_i 2^(m_i - M) with M the largest max (a partial with no keys has
+// m = -inf, l = 0, o = 0 and adds nothing). kL2 reads past L1, for partials
+// other blocks wrote.
+template <bool kL2>
+__device__ __forceinline__ void MergeSplitPartials(const float* o, const float* ml, int n, int stride_o,
+                                                   int stride_ml, float* num, float* den, float* m) {
+  auto load = [](const float* a) { return kL2 ? __ldcg(a) : *a; };
+  float m_max = -INFINITY;
+  for (int i = 0; i < n; ++i) m_max = fmaxf(m_max, load(ml + i * stride_ml));
+  const float m_use = m_max == -INFINITY ? 0.0f : m_max;
+  float sn = 0.0f, sd = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float weight = exp2f(load(ml + i * stride_ml) - m_use);
+    sn += load(o + i * stride_o) * weight;
+    sd += load(ml + i * stride_ml + 1) * weight;
+  }
+  *num = sn;
+  *den = sd;
+  *m = m_max;
+}
+
+// Counts block `unit`'s arrival after its partial is written (every thread
+// fences its own writes first); true in every thread of the block that
+// arrives last of `active`, which also resets the counter for the next
+// launch. Block-wide: every thread calls it.
+__device__ __forceinline__ bool ArriveLast(int* counters, int unit, int active, int* flag_s) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int arrived = atomicAdd(&counters[unit], 1);
+    *flag_s = arrived == active - 1;
+    if (*flag_s) counters[unit] = 0;
+  }
+  __syncthreads();
+  const bool last = *flag_s != 0;
+  if (last) __threadfence();
+  return last;
+}
 
 }  // namespace seam::kernels::cuda::attn

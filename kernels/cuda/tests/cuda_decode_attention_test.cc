@@ -115,6 +115,24 @@ TEST_F(CudaKernelsTest, MixedStepsMatchCpuForEveryGroup) {
   }
 }
 
+TEST_F(CudaKernelsTest, PrefillChunksOverLongCachedPrefixesMatchCpu) {
+  // Few query tiles over many key tiles: the prefill kernels split the keys
+  // of each tile over blocks and merge the partials (with and without decode
+  // rows beside them).
+  uint32_t seed = 950;
+  for (DType dtype : kDtypes) {
+    for (Heads h : {Heads{4, 4}, Heads{8, 2}}) {
+      for (int64_t d : {64, 128}) {
+        ExpectAttentionMatchesCpu(MakeCase({{64, 20000}}, h.hq, h.hk, d, dtype, ++seed, 4.0f),
+                                  AttentionTolerance(dtype), "64 rows after 19936, " + Tag(dtype, h, d));
+        ExpectAttentionMatchesCpu(MakeCase({{5, 9000}, {1, 3000}, {100, 12000}, {1, 40}}, h.hq, h.hk, d, dtype,
+                                           ++seed, 4.0f),
+                                  AttentionTolerance(dtype), "chunks after long prefixes, " + Tag(dtype, h, d));
+      }
+    }
+  }
+}
+
 TEST_F(CudaKernelsTest, OneRowPerSequenceOnAverageWithIdleSequencesMatchesCpu) {
   // As many rows as sequences, but idle sequences leave rows to a chunk: the
   // launcher sees T == B and must still cover the chunk's rows.
