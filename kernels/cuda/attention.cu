@@ -54,25 +54,10 @@
 // attention_common.cuh (parameters, prologue, launchers) and
 // mma_fragments.cuh (mma.sync, ldmatrix, cp.async). This file validates what
 // the dispatcher cannot and picks the kernels.
-#include <cstdlib>
-#include <string>
-
 #include "attention_common.cuh"
 #include "cuda_ops.h"
 
 namespace seam::kernels::cuda {
-namespace {
-
-// TEMPORARY (measurement): SEAM_DECODE_KERNEL=legacy runs the CUDA-core decode kernels.
-bool LegacyDecodeForced() {
-  static const bool legacy = [] {
-    const char* v = std::getenv("SEAM_DECODE_KERNEL");
-    return v != nullptr && std::string(v) == "legacy";
-  }();
-  return legacy;
-}
-
-}  // namespace
 
 absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const AttentionBatch& batch, float scale, const Tensor& out) {
@@ -118,7 +103,7 @@ absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor
   // bf16/f16 of the common head sizes: the tensor-core decode kernel takes
   // the decode rows (and short chunks), and in a mixed batch the prefill
   // kernels take only the longer sequences (two launches, no host sync).
-  const bool mma = attn::DecodeMmaApplies(p, dtype) && !LegacyDecodeForced();
+  const bool mma = attn::DecodeMmaApplies(p, dtype);
   if (mma) {
     p.short_q_max = attn::DecodeMmaShortRows(p);
     p.decode_all = decode ? 1 : 0;

@@ -25,8 +25,6 @@
 // head) to arrive merges them: one launch, no host sync, capturable.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "attention_common.cuh"
 #include "mma_fragments.cuh"
@@ -404,13 +402,13 @@ absl::Status LaunchDecodeMmaWith(const AttnParams& p, int sms, cudaStream_t stre
   // Each split takes at least one chunk per warp.
   int64_t splits = ChooseSplits(units, max_chunks, kWarps, static_cast<int64_t>(sms) * per_sm,
                                 int64_t{kMmaRows} * (kD + 2), kMaxMmaSplits);
-  SplitArgs sa{nullptr, nullptr};
+  SplitArgs sa{nullptr, nullptr, 0};
   if (splits > 1) {
     const SplitWorkspace* ws = SplitWorkspaceFor(stream);
     if (ws == nullptr) {
       splits = 1;
     } else {
-      sa = {ws->partials, ws->counters};
+      sa = {ws->partials, ws->counters, 0};
     }
   }
   const dim3 grid(static_cast<unsigned int>(splits), static_cast<unsigned int>(p.num_seqs),
@@ -420,34 +418,19 @@ absl::Status LaunchDecodeMmaWith(const AttnParams& p, int sms, cudaStream_t stre
   return absl::OkStatus();
 }
 
-// TEMPORARY (tuning): SEAM_DECODE_MMA=W,S picks warps and stages for bf16 d128.
-int TuningVariant() {
-  static const int variant = [] {
-    const char* v = std::getenv("SEAM_DECODE_MMA");
-    if (v == nullptr) return 0;
-    if (std::strcmp(v, "4,2") == 0) return 42;
-    if (std::strcmp(v, "4,3") == 0) return 43;
-    if (std::strcmp(v, "4,4") == 0) return 44;
-    if (std::strcmp(v, "8,2") == 0) return 82;
-    if (std::strcmp(v, "8,3") == 0) return 83;
-    return 0;
-  }();
-  return variant;
-}
-
+// Head size 128 (the common one, measured on an H200 at 32 query / 8 kv
+// heads, bench/results/2026-12-02-h200-decode-attention): fewer (sequence,
+// kv head) blocks than SMs, latency-bound, take blocks of 8 warps with 2
+// stages (one block per SM: batch 1 x 32k 46.6 against 58.4 us, batch 8 x
+// 1024 16.3 against 17.1, batch 1 x 192 9.0 against 10.9); more take 4
+// warps with 3 stages (two blocks per SM: batch 256 x 1024 277.7 against
+// 309.3 us, batch 32 41.6 against 45.0).
 template <typename T>
 absl::Status LaunchDecodeMmaTyped(const AttnParams& p, int sms, cudaStream_t stream) {
   if (p.head_dim == 64) return LaunchDecodeMmaWith<T, 64, 4, 4>(p, sms, stream);
   if (p.head_dim == 256) return LaunchDecodeMmaWith<T, 256, 4, 2>(p, sms, stream);
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    switch (TuningVariant()) {
-      case 42: return LaunchDecodeMmaWith<T, 128, 4, 2>(p, sms, stream);
-      case 44: return LaunchDecodeMmaWith<T, 128, 4, 4>(p, sms, stream);
-      case 82: return LaunchDecodeMmaWith<T, 128, 8, 2>(p, sms, stream);
-      case 83: return LaunchDecodeMmaWith<T, 128, 8, 3>(p, sms, stream);
-      default: break;
-    }
-  }
+  const int64_t units = static_cast<int64_t>(p.num_seqs) * p.hk * ((p.group + kMmaRows - 1) / kMmaRows);
+  if (units < sms) return LaunchDecodeMmaWith<T, 128, 8, 2>(p, sms, stream);
   return LaunchDecodeMmaWith<T, 128, 4, 3>(p, sms, stream);
 }
 

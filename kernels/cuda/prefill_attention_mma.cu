@@ -28,8 +28,9 @@ namespace {
 // Context splits: the grid has at least enough blocks per head to fill the
 // SMs once (shapes only), and the blocks beyond the batch's actual query
 // tiles (counted on the device) become splits of those tiles' keys, at least
-// kFaMinTilesPerSplit key tiles each: a short chunk over a long cached prefix
-// streams on every SM instead of one block per head. A split leaves its
+// kFaMinTilesPerSplit key tiles each, as many as the waves over the SMs make
+// worth it (ChooseSplits, on the device): a short chunk over a long cached
+// prefix streams on every SM instead of one block per head. A split leaves its
 // partial softmax (rows' unnormalised outputs, maxima and sums) in the
 // stream's split workspace and the last to arrive merges them.
 constexpr int kFaRows = kTileRows;  // 4 warps x 16 rows
@@ -48,7 +49,8 @@ struct FaSmem {
 // The (query tile, split) of this block: block x takes split x / n of tile
 // n - 1 - x % n (n query tiles in the batch, heaviest first); each tile's key
 // tiles divide into at most gridDim.x / n splits (1 without a workspace, or
-// when the partials would not fit it).
+// when the partials would not fit it), the workspace's slots laid out for
+// that many.
 struct FaWork {
   int seq, q0;        // the tile: sequence, first query row (seq -1: none)
   int unit;           // tile * Hq + head: the merge counter
@@ -209,9 +211,13 @@ __global__ void __launch_bounds__(kFaThreads, kFaBlocksPerSm) PrefillFaKernel(At
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;  // m in the log2 domain
   const float scale_log2 = p.scale * kLog2e;
 
-  // This split's key tiles: an equal share of the tile's, at least kFaMinTilesPerSplit.
+  // This split's key tiles: an equal share of the tile's, at least
+  // kFaMinTilesPerSplit, in as many splits as pay for themselves (the
+  // batch's tiles in waves over the SMs; at most work.splits).
   const int key_tiles = last_pos >= 0 ? last_pos / kFaKeys + 1 : 0;
-  const int per_split = max((key_tiles + work.splits - 1) / work.splits, kFaMinTilesPerSplit);
+  const int want = static_cast<int>(ChooseSplits(static_cast<int64_t>(work.tiles) * p.hq, key_tiles,
+                                                 kFaMinTilesPerSplit, sa.slots, kFaRows * (kD + 2), work.splits));
+  const int per_split = max((key_tiles + want - 1) / want, kFaMinTilesPerSplit);
   const int active = key_tiles > 0 ? (key_tiles + per_split - 1) / per_split : 1;
   if (work.split >= active) return;
   const int t0 = work.split * per_split, tiles = min(per_split, key_tiles - t0);
@@ -373,7 +379,8 @@ absl::Status LaunchPrefillFa(const AttnParams& p, cudaStream_t stream) {
   const int64_t tiles = (p.q_rows + kFaRows - 1) / kFaRows + p.num_seqs;
   const int64_t blocks = std::max<int64_t>(tiles, static_cast<int64_t>(sms) * kFaBlocksPerSm / std::max(p.hq, 1));
   const SplitWorkspace* ws = SplitWorkspaceFor(stream);
-  const SplitArgs sa = ws != nullptr ? SplitArgs{ws->partials, ws->counters} : SplitArgs{nullptr, nullptr};
+  const int slots = sms * kFaBlocksPerSm;
+  const SplitArgs sa = ws != nullptr ? SplitArgs{ws->partials, ws->counters, slots} : SplitArgs{nullptr, nullptr, slots};
   const dim3 grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(p.hq));
   kernel<<<grid, kFaThreads, kBytes, stream>>>(p, sa);
   SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());

@@ -2,7 +2,6 @@
 // until the process exits (see split_workspace.cuh).
 #include "split_workspace.cuh"
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -63,25 +62,6 @@ const SplitWorkspace* SplitWorkspaceFor(cudaStream_t stream) {
   const SplitWorkspace* ws = Allocate(stream);
   registry.by_stream.emplace(key, ws);
   return ws;
-}
-
-int64_t ChooseSplits(int64_t units, int64_t steps, int64_t min_steps, int64_t slots, int64_t partial_floats,
-                     int64_t max_splits) {
-  if (units <= 0 || units > kSplitCounters || slots <= 0) return 1;
-  int64_t cap = std::min<int64_t>(max_splits, (steps + min_steps - 1) / std::max<int64_t>(min_steps, 1));
-  cap = std::min<int64_t>(cap, static_cast<int64_t>(kSplitPartialFloats) / (units * std::max<int64_t>(partial_floats, 1)));
-  const double overhead = static_cast<double>(kSplitOverheadSteps) / std::max<int64_t>(steps, 1);
-  int64_t best = 1;
-  double best_cost = 0;
-  for (int64_t s = 1; s <= std::max<int64_t>(cap, 1); ++s) {
-    const double waves = static_cast<double>((units * s + slots - 1) / slots);
-    const double cost = waves * (1.0 / static_cast<double>(s) + overhead);
-    if (s == 1 || cost < best_cost * (1 - 1e-6)) {
-      best = s;
-      best_cost = cost;
-    }
-  }
-  return best;
 }
 
 }  // namespace seam::kernels::cuda::attn

@@ -31,25 +31,45 @@ struct SplitWorkspace {
 constexpr size_t kSplitPartialFloats = size_t{8} << 20;  // 32 MiB
 constexpr int kSplitCounters = 16384;
 
-// What a split kernel launch gets of the workspace (null pointers: no splits).
+// What a split kernel launch gets of the workspace (null pointers: no
+// splits), and the blocks the GPU holds at once for that kernel.
 struct SplitArgs {
   float* partials;
   int* counters;
+  int slots;
 };
 
 // The workspace of `stream` on the current device, or nullptr (see above).
 const SplitWorkspace* SplitWorkspaceFor(cudaStream_t stream);
 
 // Splits of each of `units` independent pieces of work (each `steps` steps
-// of streaming at the block table's width, split into shares of at least
-// `min_steps`), from shapes only: the count minimising waves x (a split's
-// share + a block's fixed cost), waves over `slots` resident blocks, the
-// fixed cost taken as kSplitOverheadSteps steps; the fewest splits among
-// equals. 1 when the partials (`partial_floats` each) would not fit the
-// workspace or the units its counters.
+// of streaming, split into shares of at least `min_steps`), from what the
+// caller knows without a sync: the count minimising waves x (a split's share
+// + a block's fixed cost), waves over `slots` resident blocks, the fixed cost
+// taken as kSplitOverheadSteps steps; the fewest splits among equals. 1 when
+// the partials (`partial_floats` each) would not fit the workspace or the
+// units its counters; at most max_splits.
 constexpr int kSplitOverheadSteps = 8;
-int64_t ChooseSplits(int64_t units, int64_t steps, int64_t min_steps, int64_t slots, int64_t partial_floats,
-                     int64_t max_splits);
+__host__ __device__ inline int64_t ChooseSplits(int64_t units, int64_t steps, int64_t min_steps, int64_t slots,
+                                                int64_t partial_floats, int64_t max_splits) {
+  if (units <= 0 || units > kSplitCounters || slots <= 0 || steps <= 0) return 1;
+  int64_t cap = (steps + min_steps - 1) / (min_steps > 0 ? min_steps : 1);
+  cap = cap < max_splits ? cap : max_splits;
+  const int64_t fit = static_cast<int64_t>(kSplitPartialFloats) / (units * (partial_floats > 0 ? partial_floats : 1));
+  cap = cap < fit ? cap : fit;
+  const double overhead = static_cast<double>(kSplitOverheadSteps) / static_cast<double>(steps);
+  int64_t best = 1;
+  double best_cost = static_cast<double>((units + slots - 1) / slots) * (1.0 + overhead);
+  for (int64_t s = 2; s <= cap; ++s) {
+    const double waves = static_cast<double>((units * s + slots - 1) / slots);
+    const double cost = waves * (1.0 / static_cast<double>(s) + overhead);
+    if (cost < best_cost * (1 - 1e-6)) {
+      best = s;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
 
 // Merges n partial softmaxes of one output element: partial i has the
 // unnormalised output o[i * stride_o] and (max in the log2 domain, sum) at
