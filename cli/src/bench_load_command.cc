@@ -128,9 +128,9 @@ absl::Status MeasureTarget(const Context& c, const LoadVariant& v, Target& targe
       }
       LoadRow row{v.label, name, point, SummarizeLoad(*records, c.setup.target), std::nullopt};
       row.ideal = c.setup.Ideal(c.workload, point, c.options.seed);
-      c.out << absl::StrFormat("  %s %s: %d requests in %.3f s, %.1f output tok/s%s\n", name, point.Label(),
+      c.out << absl::StrFormat("  %s %s: %d requests in %.4g s, %.1f output tok/s%s\n", name, point.Label(),
                                row.figures.requests, row.figures.duration_s, row.figures.output_tok_per_s,
-                               row.ideal ? absl::StrFormat(", %.2fx the ideal %.3f s",
+                               row.ideal ? absl::StrFormat(", %.2fx the ideal %.4g s",
                                                            row.figures.duration_s / row.ideal->seconds,
                                                            row.ideal->seconds)
                                          : "")

@@ -59,8 +59,9 @@ struct BenchLoadOptions {
   double slo_ttft_ms = 0, slo_tpot_ms = 0;  // goodput's latency target (0: none)
   bool no_ideal = false;            // skip the peak measurements and the ideal
   std::string json_out, svg_out;
-  // A few tiny requests on a tiny random model over both transports, closed
-  // and open loop: the CI smoke test of the command.
+  // A tiny random model, and for the flags left at their defaults a few
+  // tiny requests over both transports, closed loop and open: the CI smoke
+  // test of the command.
   bool smoke = false;
 };
 

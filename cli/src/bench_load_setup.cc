@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "grpc_client.h"
 #include "seam/core/status.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
@@ -128,12 +129,15 @@ absl::StatusOr<std::vector<LoadPoint>> ParseLoadPoints(const std::string& concur
 
 BenchLoadOptions WithSmokeDefaults(BenchLoadOptions o) {
   if (!o.smoke) return o;
-  o.layers = std::max(2, o.pp), o.hidden = 64, o.heads = 4, o.kv_heads = 2, o.head_dim = 16;
+  const BenchLoadOptions d;  // a flag left at its default takes the smoke test's value
+  o.layers = std::max<int64_t>(2, o.pp), o.hidden = 64, o.heads = 4, o.kv_heads = 2, o.head_dim = 16;
   o.intermediate = 128, o.vocab = 256;
-  o.sessions = 6, o.prompt_len = "uniform:4:12", o.output_len = "4";
+  if (o.sessions == d.sessions) o.sessions = 6;
+  if (o.prompt_len == d.prompt_len) o.prompt_len = "uniform:4:12";
+  if (o.output_len == d.output_len) o.output_len = "4";
   if (o.concurrency.empty() && o.rates.empty()) o.concurrency = "3", o.rates = "inf";
-  o.transports = "grpc,http";
-  o.warmup = 1;
+  if (o.transports == d.transports) o.transports = "grpc,http";
+  if (o.warmup == d.warmup) o.warmup = 1;
   return o;
 }
 
@@ -206,8 +210,8 @@ void LoadSetup::MeasurePeaks(const BenchLoadOptions& o, const Workload& w, std::
   const size_t copy_bytes = gpu ? size_t{1} << 30 : o.smoke ? size_t{32} << 20 : size_t{256} << 20;
   const int64_t rows = std::clamp<int64_t>(w.prompt_tokens(), 1, gpu ? 8192 : o.smoke ? 64 : 512);
   absl::StatusOr<double> copy = runtime::CopyBytesPerSecond(device, copy_bytes, threads);
-  absl::StatusOr<runtime::MatmulPeak> peak =
-      copy.ok() ? runtime::BestMatmulFlopsPerSecond(device, dtype, *config_, rows) : copy.status();
+  absl::StatusOr<runtime::MatmulPeak> peak = absl::UnknownError("the copy bandwidth was not measured");
+  if (copy.ok()) peak = runtime::BestMatmulFlopsPerSecond(device, dtype, *config_, rows);
   if (!copy.ok() || !peak.ok()) {
     peaks_source_ = absl::StrCat("not measured: ", (copy.ok() ? peak.status() : copy.status()).message());
     out << "peaks: " << peaks_source_ << "\n";

@@ -115,6 +115,7 @@ class HttpLoadClient final : public LoadClient {
     }
     if (!target.token.empty()) client_.set_bearer_token_auth(target.token.c_str());
     client_.set_keep_alive(true);
+    client_.set_tcp_nodelay(true);  // the request's header and body leave at once
     client_.set_connection_timeout(std::chrono::seconds(10));
   }
 

@@ -70,8 +70,8 @@ void PrintLoadTables(const std::vector<LoadRow>& rows, std::ostream& out) {
     const LoadFigures& f = r.figures;
     const LoadRow* base = BaselineOf(rows, r);
     out << absl::StrFormat(kThroughput, r.variant, r.transport, r.point.Label(), std::to_string(f.requests),
-                           Cell(f.duration_s, "%.3f"), Cell(f.output_tok_per_s, "%.1f"), Cell(f.request_per_s, "%.2f"),
-                           Cell(r.ideal ? r.ideal->seconds : 0, "%.3f", r.ideal.has_value()),
+                           Cell(f.duration_s, "%.4g"), Cell(f.output_tok_per_s, "%.1f"), Cell(f.request_per_s, "%.2f"),
+                           Cell(r.ideal ? r.ideal->seconds : 0, "%.4g", r.ideal.has_value()),
                            Cell(r.ideal ? Ratio(f.duration_s, r.ideal->seconds) : 0, "%.2f", r.ideal.has_value()),
                            Cell(f.goodput_request_per_s, "%.2f", f.good_requests.has_value()),
                            Cell(base ? Ratio(f.output_tok_per_s, base->figures.output_tok_per_s) : 0, "%.2f",

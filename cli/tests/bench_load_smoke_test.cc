@@ -101,7 +101,7 @@ TEST(BenchLoadSmoke, MultiTurnVariantsCompareWithTheFirst) {
 TEST(BenchLoadSmoke, AFailedRequestEndsTheRunWithItsError) {
   const CommandRun run = RunLoad("--smoke --no-ideal --warmup 0 --coordinator-arg=--max-prompt-tokens=2");
   EXPECT_EQ(run.exit_code, 1) << run.output;  // the flags were fine: the server refused the work
-  EXPECT_NE(run.output.find("load-default-grpc-s"), std::string::npos) << run.output;  // names the request
+  EXPECT_NE(run.output.find("load-default-grpc-p0-s"), std::string::npos) << run.output;  // names the request
   EXPECT_NE(run.output.find("INVALID_ARGUMENT"), std::string::npos) << run.output;
 }
 
