@@ -22,9 +22,10 @@ void AddTargetFlags(CLI::App* c, BenchLoadOptions& o) {
   c->add_option("--intermediate", o.intermediate, "FFN size of the random model (0: 3 x hidden)")
       ->capture_default_str();
   c->add_option("--vocab", o.vocab, "vocabulary of the random model")->capture_default_str();
-  c->add_option("--pp", o.pp, "pipeline stages (seam-stage processes)")->capture_default_str();
-  c->add_option("--tp", o.tp, "tensor-parallel ranks per stage")->capture_default_str();
-  c->add_option("--attn-dp", o.attn_dp, "attention data-parallel groups")->capture_default_str();
+  c->add_option("--pp", o.pp, "pipeline stages of the local pipeline (--addr: the server's)")->capture_default_str();
+  c->add_option("--tp", o.tp, "tensor-parallel ranks per stage (--addr: the server's)")->capture_default_str();
+  c->add_option("--attn-dp", o.attn_dp, "attention data-parallel groups (--addr: the server's)")
+      ->capture_default_str();
   c->add_option("--device", o.device, "cpu or cuda: the stages, and where the peaks are measured")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

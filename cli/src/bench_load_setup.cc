@@ -57,15 +57,15 @@ std::string CheckLayout(const BenchLoadOptions& o) {
   return "";
 }
 
-// The vocabulary of the coordinator at --addr (GetMetadata).
-absl::StatusOr<int64_t> ServedVocab(const BenchLoadOptions& o) {
+// The model facts and topology of the coordinator at --addr.
+absl::StatusOr<v1::Metadata> ServedMetadata(const BenchLoadOptions& o) {
   SEAM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, security::MakeChannel(o.security, o.addr));
   auto stub = v1::Coordinator::NewStub(channel);
   auto context = ContextWithTimeout(30);
   v1::Metadata metadata;
   const grpc::Status s = stub->GetMetadata(context.get(), v1::GetMetadataRequest(), &metadata);
   if (!s.ok()) return CallFailed(absl::StrCat("GetMetadata at ", o.addr, ": ", DescribeStatus(s)), s);
-  return static_cast<int64_t>(metadata.model().vocab_size());
+  return metadata;
 }
 
 absl::Status ParseWorkloadOptions(const BenchLoadOptions& o, int64_t vocab, WorkloadOptions* w) {
@@ -177,21 +177,31 @@ absl::StatusOr<LoadSetup> LoadSetup::Make(const BenchLoadOptions& o, const std::
   }
   if (s.variants.empty()) s.variants.push_back(LoadVariant{"default", {}, {}});
   s.target = LatencyTarget{o.slo_ttft_ms, o.slo_tpot_ms};
+  s.pp = o.pp, s.tp = o.tp, s.attn_dp = o.attn_dp;
   int64_t vocab = 0;
+  if (!o.addr.empty()) {  // the running server's own vocabulary and layout
+    SEAM_ASSIGN_OR_RETURN(const v1::Metadata served, ServedMetadata(o));
+    vocab = served.model().vocab_size();
+    s.pp = static_cast<int>(std::max(1u, served.topology().pipeline_size()));
+    s.tp = static_cast<int>(std::max(1u, served.topology().tp_size()));
+    s.attn_dp = static_cast<int>(std::max(1u, served.topology().attn_dp_size()));
+    s.model_summary = absl::StrCat("the model at ", o.addr);
+  }
   if (!model_dir.empty()) {
     absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
     if (!config.ok()) return Bad(absl::StrCat("--model: ", config.status().message()));
+    if (!o.addr.empty() && config->vocab_size != vocab) {
+      return Bad(absl::StrCat("--model's vocabulary (", config->vocab_size, ") is not the served model's (", vocab,
+                              "): pass the served checkpoint"));
+    }
     s.config_ = *config;
     vocab = config->vocab_size;
     runtime::StepFloorOptions f;
     f.weight_dtype = f.cache_dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-    f.tp = o.tp, f.attn_dp = o.attn_dp;
+    f.tp = s.tp, f.attn_dp = s.attn_dp;
     s.floor_ = runtime::StepFloor::Of(*config, f);
     s.model_summary = absl::StrFormat("%s, %d layers, hidden %d, %s, %s", config->architecture,
                                       config->num_hidden_layers, config->hidden_size, o.dtype, o.device);
-  } else {
-    SEAM_ASSIGN_OR_RETURN(vocab, ServedVocab(o));
-    s.model_summary = absl::StrCat("the model at ", o.addr);
   }
   SEAM_RETURN_IF_ERROR(ParseWorkloadOptions(o, vocab, &s.workload));
   return s;
@@ -217,13 +227,13 @@ void LoadSetup::MeasurePeaks(const BenchLoadOptions& o, const Workload& w, std::
     out << "peaks: " << peaks_source_ << "\n";
     return;
   }
-  rates_ = IdealRates{peak->flops_per_s, *copy, gpu ? 1 : o.tp};
+  rates_ = IdealRates{peak->flops_per_s, *copy, gpu ? 1 : tp};
   gemm_shape_ = peak->best;
   peaks_source_ = gpu ? absl::StrFormat("GPU 0: a device-to-device copy of %d MiB; %s matmuls", copy_bytes >> 20,
                                         o.dtype)
                       : absl::StrFormat("host: memcpy of %d MiB on %d threads; %s matmuls on the CPU math library's "
                                         "threads (shared by %d TP ranks)",
-                                        copy_bytes >> 20, threads, o.dtype, o.tp);
+                                        copy_bytes >> 20, threads, o.dtype, tp);
   out << absl::StrFormat("peaks: copy %.2f GB/s, matmul %.2f TFLOP/s (best at %d x %d x %d); %s\n", *copy / 1e9,
                          peak->flops_per_s / 1e12, gemm_shape_.m, gemm_shape_.n, gemm_shape_.k, peaks_source_);
 }
@@ -242,7 +252,7 @@ std::string LoadSetup::Banner(const BenchLoadOptions& o, const Workload& w) cons
       "and %d output tokens\n  layout PP %d x TP %d, attention DP %d; transports %s; load points %s; variants %s\n",
       o.smoke ? " --smoke" : "", model_summary, WorkloadShapeName(w.options), w.sessions.size(), w.requests(),
       w.options.prompt.ToString(), w.options.output.ToString(), w.options.seed, w.prompt_tokens(), w.output_tokens(),
-      o.pp, o.tp, o.attn_dp, absl::StrJoin(transports, ","), absl::StrJoin(points, ", "), absl::StrJoin(labels, ", "));
+      pp, tp, attn_dp, absl::StrJoin(transports, ","), absl::StrJoin(points, ", "), absl::StrJoin(labels, ", "));
 }
 
 Json LoadSetup::Describe(const BenchLoadOptions& o, const Workload& w, const std::string& model_dir) const {
@@ -266,7 +276,7 @@ Json LoadSetup::Describe(const BenchLoadOptions& o, const Workload& w, const std
   return {{"commit", SourceCommit()},
           {"target", o.addr.empty() ? Json("local pipeline") : Json(o.addr)},
           {"model", model},
-          {"layout", {{"pp", o.pp}, {"tp", o.tp}, {"attn_dp", o.attn_dp}}},
+          {"layout", {{"pp", pp}, {"tp", tp}, {"attn_dp", attn_dp}}},
           {"device", o.device},
           {"dtype", o.dtype},
           {"cores", std::thread::hardware_concurrency()},

@@ -48,8 +48,9 @@ absl::StatusOr<std::string> PrepareModel(const BenchLoadOptions& options, const 
 
 class LoadSetup {
  public:
-  // INVALID_ARGUMENT for bad flags. With --addr and no model, asks the
-  // coordinator for the vocabulary (GetMetadata).
+  // INVALID_ARGUMENT for bad flags. With --addr, asks the coordinator for
+  // its vocabulary and layout (GetMetadata); --model must then be the
+  // served checkpoint (its vocabulary is checked).
   static absl::StatusOr<LoadSetup> Make(const BenchLoadOptions& options, const std::string& model_dir);
 
   // Copy bandwidth and matmul peak on --device, before any pipeline runs;
@@ -71,6 +72,7 @@ class LoadSetup {
   WorkloadOptions workload;
   LatencyTarget target;
   std::string model_summary;  // "qwen3, 4 layers, hidden 512, f32, cpu"
+  int pp = 1, tp = 1, attn_dp = 1;  // the flags', or the running server's (GetMetadata)
 
  private:
   std::optional<weights::ModelConfig> config_;  // absent: --addr without --model
