@@ -17,11 +17,14 @@
 // microbatches and do better.
 //
 // For the serving-under-load figures (256 requests of 64-1,024 prompt tokens,
-// 128 new tokens each, all in flight, 8-layer hidden-4096 bf16 Qwen3): 256
-// prefills of 139,503 tokens in all take about 4.5e14 FLOPs (0.53 s at
-// 841 TFLOP/s), then 127 steps at batch 256 read 3.35 GB of weights plus
-// about 4.8-5.8 GB of KV each (about 2 ms at 4.25 TB/s): about 0.8 s in all
-// (the rounder 5.0e14 FLOPs and 128 steps give its 0.9 s).
+// 139,503 in all, 128 new tokens each, all in flight, 8-layer hidden-4096
+// bf16 Qwen3): the prefills take 4.37e14 FLOPs (4.31e14 in matmuls, 6.3e12 in
+// causal attention, the lm_head on 256 last rows), 0.52 s at 841 TFLOP/s;
+// then 127 steps at batch 256 read 3.35 GB of weights and 4.6-5.6 GB of KV
+// each, about 2.0 ms at 4.25 TB/s, 0.25 s: 0.77 s in all (load_ideal_test).
+// The rounder 0.9 s counts 128 steps and 5.0e14 FLOPs, near what
+// the lm_head on every prompt row and non-causal attention would add
+// (4.8e14): neither is work a prefill must do.
 #pragma once
 
 #include <cstdint>
