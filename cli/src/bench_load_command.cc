@@ -164,11 +164,22 @@ absl::Status WriteOutputs(const Context& c, const std::vector<LoadRow>& rows, co
   return absl::OkStatus();
 }
 
+// Removes the run's directory (the random model, the pipelines' logs unless
+// --logs-dir) however the run ends; a failure's message carries the logs' tails.
+struct WorkDir {
+  std::string path;
+  ~WorkDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
 }  // namespace
 
 absl::Status RunBenchLoadCommand(const BenchLoadOptions& given, std::ostream& out) {
   const BenchLoadOptions o = WithSmokeDefaults(given);
   SEAM_ASSIGN_OR_RETURN(const std::string work, MakeTempDir("seam-bench-load"));
+  const WorkDir remove_at_end{work};
   SEAM_ASSIGN_OR_RETURN(const std::string model_dir, PrepareModel(o, work));
   SEAM_ASSIGN_OR_RETURN(LoadSetup setup, LoadSetup::Make(o, model_dir));
   SEAM_ASSIGN_OR_RETURN(const Workload workload, GenerateWorkload(setup.workload));
@@ -189,7 +200,6 @@ absl::Status RunBenchLoadCommand(const BenchLoadOptions& given, std::ostream& ou
   out << "\n";
   PrintLoadTables(rows, out);
   out << setup.Notes();
-  if (o.logs_dir.empty()) std::filesystem::remove_all(work);
   return absl::OkStatus();
 }
 
