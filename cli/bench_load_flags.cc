@@ -14,14 +14,15 @@ void AddTargetFlags(CLI::App* c, BenchLoadOptions& o) {
   c->add_option("--model", o.model_dir,
                 "model directory: served by the local pipeline; with --addr, read for the ideal only "
                 "(default: a random qwen3 of the sizes below)");
-  c->add_option("--layers", o.layers, "layers of the random model")->capture_default_str();
-  c->add_option("--hidden", o.hidden, "hidden size of the random model")->capture_default_str();
-  c->add_option("--heads", o.heads, "attention heads of the random model")->capture_default_str();
-  c->add_option("--kv-heads", o.kv_heads, "KV heads of the random model")->capture_default_str();
-  c->add_option("--head-dim", o.head_dim, "head dim of the random model (0: hidden / heads)")->capture_default_str();
-  c->add_option("--intermediate", o.intermediate, "FFN size of the random model (0: 3 x hidden)")
+  c->add_option("--layers", o.random.layers, "layers of the random model")->capture_default_str();
+  c->add_option("--hidden", o.random.hidden, "hidden size of the random model")->capture_default_str();
+  c->add_option("--heads", o.random.heads, "attention heads of the random model")->capture_default_str();
+  c->add_option("--kv-heads", o.random.kv_heads, "KV heads of the random model")->capture_default_str();
+  c->add_option("--head-dim", o.random.head_dim, "head dim of the random model (0: hidden / heads)")
       ->capture_default_str();
-  c->add_option("--vocab", o.vocab, "vocabulary of the random model")->capture_default_str();
+  c->add_option("--intermediate", o.random.intermediate, "FFN size of the random model (0: 3 x hidden)")
+      ->capture_default_str();
+  c->add_option("--vocab", o.random.vocab, "vocabulary of the random model")->capture_default_str();
   c->add_option("--pp", o.pp, "pipeline stages of the local pipeline (--addr: the server's)")->capture_default_str();
   c->add_option("--tp", o.tp, "tensor-parallel ranks per stage (--addr: the server's)")->capture_default_str();
   c->add_option("--attn-dp", o.attn_dp, "attention data-parallel groups (--addr: the server's)")

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench_random_model.h"
 #include "seam/security/credentials.h"
 
 namespace seam::cli {
@@ -31,7 +32,7 @@ struct BenchLoadOptions {
   // ideal (without it the ideal is left out). Empty: a random qwen3 of the
   // sizes below, written for the run.
   std::string model_dir;
-  int64_t layers = 4, hidden = 512, heads = 8, kv_heads = 4, head_dim = 0, intermediate = 0, vocab = 4096;
+  RandomModelSizes random;
   // The local pipeline.
   int pp = 1, tp = 1, attn_dp = 1;
   std::string device = "cpu";  // cpu | cuda: the stages, and where the peaks are measured

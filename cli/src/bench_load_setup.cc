@@ -15,7 +15,6 @@
 #include "grpc_client.h"
 #include "seam/core/status.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
-#include "seam/weights/random_checkpoint.h"
 #include "source_commit.h"
 
 namespace seam::cli {
@@ -48,13 +47,7 @@ std::string CheckLayout(const BenchLoadOptions& o) {
   if (!o.addr.empty() && (o.variants.size() > 1 || !o.stage_args.empty() || !o.coordinator_args.empty())) {
     return "--addr measures a running server: it takes no --variant list, --stage-arg or --coordinator-arg";
   }
-  if (o.model_dir.empty() && o.addr.empty() &&
-      (o.layers < o.pp || o.heads < 1 || o.kv_heads < 1 || o.heads % o.kv_heads != 0 || o.vocab < 8 ||
-       (o.head_dim == 0 && o.hidden % o.heads != 0) || o.head_dim < 0 || o.intermediate < 0)) {
-    return "the random model needs --layers >= --pp, --kv-heads dividing --heads, --heads dividing --hidden "
-           "(or a --head-dim) and --vocab >= 8";
-  }
-  return "";
+  return o.model_dir.empty() && o.addr.empty() ? CheckRandomModelSizes(o.random, o.pp) : "";
 }
 
 // The model facts and topology of the coordinator at --addr.
@@ -130,8 +123,7 @@ absl::StatusOr<std::vector<LoadPoint>> ParseLoadPoints(const std::string& concur
 BenchLoadOptions WithSmokeDefaults(BenchLoadOptions o) {
   if (!o.smoke) return o;
   const BenchLoadOptions d;  // a flag left at its default takes the smoke test's value
-  o.layers = std::max<int64_t>(2, o.pp), o.hidden = 64, o.heads = 4, o.kv_heads = 2, o.head_dim = 16;
-  o.intermediate = 128, o.vocab = 256;
+  o.random = RandomModelSizes{std::max<int64_t>(2, o.pp), 64, 4, 2, 16, 128, 256};
   if (o.sessions == d.sessions) o.sessions = 6;
   if (o.prompt_len == d.prompt_len) o.prompt_len = "uniform:4:12";
   if (o.output_len == d.output_len) o.output_len = "4";
@@ -144,22 +136,8 @@ BenchLoadOptions WithSmokeDefaults(BenchLoadOptions o) {
 absl::StatusOr<std::string> PrepareModel(const BenchLoadOptions& o, const std::string& work) {
   if (!o.model_dir.empty() || !o.addr.empty()) return o.model_dir;
   if (std::string bad = CheckLayout(o); !bad.empty()) return Bad(bad);
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.num_hidden_layers = o.layers;
-  c.hidden_size = o.hidden;
-  c.num_attention_heads = o.heads;
-  c.num_key_value_heads = o.kv_heads;
-  c.head_dim = o.head_dim > 0 ? o.head_dim : o.hidden / o.heads;
-  c.intermediate_size = o.intermediate > 0 ? o.intermediate : 3 * o.hidden;
-  c.vocab_size = o.vocab;
-  c.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  c.bos_token_id = 0;
-  c.eos_token_id = 1;
-  weights::RandomCheckpointOptions random;
-  random.seed = 1;
   const std::string dir = work + "/model";
-  SEAM_RETURN_IF_ERROR(weights::WriteRandomCheckpoint(c, random, dir));
+  SEAM_RETURN_IF_ERROR(WriteRandomQwen3(o.random, o.dtype == "bf16" ? DType::kBF16 : DType::kF32, dir));
   return dir;
 }
 

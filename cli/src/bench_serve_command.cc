@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench_random_model.h"
 #include "in_process_decode.h"
 #include "local_pipeline.h"
 #include "seam/core/status.h"
@@ -28,7 +29,6 @@
 #include "seam/kernels/cpu_threads.h"
 #include "seam/runtime/measured_peaks.h"
 #include "seam/runtime/step_floor.h"
-#include "seam/weights/random_checkpoint.h"
 #include "served_decode.h"
 #include "source_commit.h"
 
@@ -64,20 +64,8 @@ std::optional<std::vector<int>> ParseBatches(const std::string& text) {
   return out;
 }
 
-weights::ModelConfig RandomConfig(const BenchServeOptions& o) {
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.num_hidden_layers = o.layers;
-  c.hidden_size = o.hidden;
-  c.num_attention_heads = o.heads;
-  c.num_key_value_heads = o.kv_heads;
-  c.head_dim = o.head_dim > 0 ? o.head_dim : o.hidden / o.heads;
-  c.intermediate_size = o.intermediate > 0 ? o.intermediate : 3 * o.hidden;
-  c.vocab_size = o.vocab;
-  c.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  c.bos_token_id = 0;
-  c.eos_token_id = 1;
-  return c;
+RandomModelSizes Sizes(const BenchServeOptions& o) {
+  return RandomModelSizes{o.layers, o.hidden, o.heads, o.kv_heads, o.head_dim, o.intermediate, o.vocab};
 }
 
 std::string CheckArguments(const BenchServeOptions& o) {
@@ -89,14 +77,7 @@ std::string CheckArguments(const BenchServeOptions& o) {
            "--warmup >= 0";
   }
   if (!ParseBatches(o.batch)) return "--batch must be a list of sizes >= 1, e.g. 1,8,32";
-  if (o.model_dir.empty()) {
-    if (o.hidden < 1 || o.layers < o.pp || o.heads < 1 || o.kv_heads < 1 || o.heads % o.kv_heads != 0 ||
-        o.vocab < 8 || (o.head_dim == 0 && o.hidden % o.heads != 0) || o.head_dim < 0 || o.intermediate < 0) {
-      return "the random model needs --layers >= --pp, --kv-heads dividing --heads, --heads dividing --hidden "
-             "(or a --head-dim) and --vocab >= 8";
-    }
-  }
-  return "";
+  return o.model_dir.empty() ? CheckRandomModelSizes(Sizes(o), o.pp) : "";
 }
 
 // Starts the pipeline once and times every batch size through it.
@@ -258,9 +239,7 @@ absl::Status RunBenchServeCommand(const BenchServeOptions& given, std::ostream& 
   std::string model_dir = o.model_dir;
   if (model_dir.empty()) {
     model_dir = work + "/model";
-    weights::RandomCheckpointOptions random;
-    random.seed = 1;
-    SEAM_RETURN_IF_ERROR(weights::WriteRandomCheckpoint(RandomConfig(o), random, model_dir));
+    SEAM_RETURN_IF_ERROR(WriteRandomQwen3(Sizes(o), o.dtype == "bf16" ? DType::kBF16 : DType::kF32, model_dir));
   }
   absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
   if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("--model: ", config.status().message()));

@@ -1,12 +1,10 @@
 // load_transport.h over gRPC: one channel for every session, one streaming
 // Generate call per request, each response stamped on arrival.
-#include <mutex>
-#include <set>
-
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "grpc_client.h"
+#include "in_flight_calls.h"
 #include "load_transport.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
 
@@ -15,30 +13,7 @@ namespace {
 
 double Since(LoadClock::time_point t0) { return std::chrono::duration<double>(LoadClock::now() - t0).count(); }
 
-// The calls in flight, so that CancelAll can end them.
-class CallRegistry {
- public:
-  bool Add(grpc::ClientContext* context) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cancelled_) return false;
-    calls_.insert(context);
-    return true;
-  }
-  void Remove(grpc::ClientContext* context) {
-    std::lock_guard<std::mutex> lock(mu_);
-    calls_.erase(context);
-  }
-  void CancelAll() {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled_ = true;
-    for (grpc::ClientContext* c : calls_) c->TryCancel();
-  }
-
- private:
-  std::mutex mu_;
-  bool cancelled_ = false;
-  std::set<grpc::ClientContext*> calls_;
-};
+using CallRegistry = InFlightCalls<grpc::ClientContext>;
 
 class GrpcLoadClient final : public LoadClient {
  public:
@@ -79,7 +54,8 @@ class GrpcLoadClient final : public LoadClient {
 class GrpcLoadTransport final : public LoadTransport {
  public:
   explicit GrpcLoadTransport(std::shared_ptr<grpc::Channel> channel)
-      : stub_(v1::Coordinator::NewStub(std::move(channel))) {}
+      : stub_(v1::Coordinator::NewStub(std::move(channel))),
+        registry_([](grpc::ClientContext* call) { call->TryCancel(); }) {}
   std::string name() const override { return "grpc"; }
   std::unique_ptr<LoadClient> NewClient() override { return std::make_unique<GrpcLoadClient>(stub_.get(), &registry_); }
   void CancelAll() override { registry_.CancelAll(); }

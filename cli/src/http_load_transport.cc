@@ -3,12 +3,10 @@
 // server-sent events of a streamed /v1/completions as they arrive.
 #include <httplib.h>
 
-#include <mutex>
-#include <set>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "in_flight_calls.h"
 #include "load_transport.h"
 #include "seam/security/secret_files.h"
 
@@ -19,34 +17,7 @@ using Json = nlohmann::json;
 
 double Since(LoadClock::time_point t0) { return std::chrono::duration<double>(LoadClock::now() - t0).count(); }
 
-// The clients with a call in flight, so that CancelAll can stop them.
-class ClientRegistry {
- public:
-  bool Add(httplib::Client* client) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cancelled_) return false;
-    clients_.insert(client);
-    return true;
-  }
-  void Remove(httplib::Client* client) {
-    std::lock_guard<std::mutex> lock(mu_);
-    clients_.erase(client);
-  }
-  void CancelAll() {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled_ = true;
-    for (httplib::Client* c : clients_) c->stop();
-  }
-  bool cancelled() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return cancelled_;
-  }
-
- private:
-  std::mutex mu_;
-  bool cancelled_ = false;
-  std::set<httplib::Client*> clients_;
-};
+using ClientRegistry = InFlightCalls<httplib::Client>;
 
 // Reads the events of one streamed answer as its bytes come.
 class EventReader {
@@ -172,7 +143,8 @@ class HttpLoadClient final : public LoadClient {
 
 class HttpLoadTransport final : public LoadTransport {
  public:
-  explicit HttpLoadTransport(HttpTarget target) : target_(std::move(target)) {}
+  explicit HttpLoadTransport(HttpTarget target)
+      : target_(std::move(target)), registry_([](httplib::Client* client) { client->stop(); }) {}
   std::string name() const override { return "http"; }
   std::unique_ptr<LoadClient> NewClient() override { return std::make_unique<HttpLoadClient>(target_, &registry_); }
   void CancelAll() override { registry_.CancelAll(); }

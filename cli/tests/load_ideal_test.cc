@@ -5,22 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "seam/testing/tiny_checkpoint.h"
+
 namespace seam::cli {
 namespace {
 
 // The 8-layer hidden-4096 Qwen3 of the figures, bf16.
-runtime::StepFloor LoadModelFloor() {
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.num_hidden_layers = 8;
-  c.hidden_size = 4096;
-  c.num_attention_heads = 32;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.intermediate_size = 12288;
-  c.vocab_size = 32000;
-  return runtime::StepFloor::Of(c, {});
-}
+runtime::StepFloor LoadModelFloor() { return runtime::StepFloor::Of(testing::ServingLoadConfig(), {}); }
 
 Workload Sessions(const std::vector<int64_t>& prompts, int64_t output, int turns = 1) {
   Workload w;

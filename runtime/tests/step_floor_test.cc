@@ -11,18 +11,7 @@
 namespace seam::runtime {
 namespace {
 
-weights::ModelConfig LoadModel() {
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.num_hidden_layers = 8;
-  c.hidden_size = 4096;
-  c.num_attention_heads = 32;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.intermediate_size = 12288;
-  c.vocab_size = 32000;
-  return c;
-}
+weights::ModelConfig LoadModel() { return testing::ServingLoadConfig(); }
 
 // Parameters of one layer of LoadModel(): q, k, v, o, gate, up, down and four norms.
 constexpr double kLayerParams = 4096.0 * 4096 * 2 + 1024.0 * 4096 * 2 + 3.0 * 12288 * 4096 + 2 * 4096 + 2 * 128;
