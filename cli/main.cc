@@ -14,6 +14,7 @@
 #include "seam/core/logging.h"
 #include "seam/core/progress.h"
 
+#include "bench_load_flags.h"
 #include "bench_model_command.h"
 #include "bench_pipeline_command.h"
 #include "bench_serve_command.h"
@@ -225,6 +226,12 @@ Command AddBenchServeCommand(CLI::App& parent) {
   return {bench_serve_cmd, [o] { return Report("seam bench serve", seam::cli::RunBenchServeCommand(*o, std::cout)); }};
 }
 
+Command AddBenchLoad(CLI::App& parent) {
+  auto o = std::make_shared<seam::cli::BenchLoadOptions>();
+  CLI::App* cmd = seam::cli::AddBenchLoadCommand(parent, *o);
+  return {cmd, [o] { return Report("seam bench load", seam::cli::RunBenchLoadCommand(*o, std::cout)); }};
+}
+
 Command AddRunCommand(CLI::App& parent) {
   auto o = std::make_shared<seam::cli::RunCommandOptions>();
   CLI::App* run_cmd = parent.add_subcommand("run", "a local pipeline of seam-stage processes (CPU, or CUDA with --device) and a seam-coordinator, "
@@ -356,8 +363,8 @@ int main(int argc, char** argv) {
   const std::vector<Command> commands = {
       AddPlanCommand(app),         AddDemoCommand(app),           AddModelInitCommand(model),
       AddCheckCommand(app),        AddBenchModelCommand(bench),   AddBenchPipelineCommand(bench),
-      AddBenchServeCommand(bench), AddRunCommand(app),            AddServeCommand(app),
-      AddGenerateCommand(app),     AddStatusCommand(app),
+      AddBenchServeCommand(bench), AddBenchLoad(bench),           AddRunCommand(app),
+      AddServeCommand(app),        AddGenerateCommand(app),       AddStatusCommand(app),
   };
   try {
     app.parse(argc, argv);
