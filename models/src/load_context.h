@@ -32,6 +32,15 @@ struct LoadContext {
 };
 
 
+// The embedding table and the output head of a piece: the first piece reads
+// the embedding (`embed`), the last the head (`lm_head`) as
+// weights::ResolveOutputHead says (the embedding table when tied, shared
+// with `embed` on a piece that is both), warning once per group (TP rank 0)
+// when config.json and the file disagree. Tensors a piece does not need
+// stay undefined.
+absl::Status LoadEmbeddingAndHead(const LoadContext& ctx, const std::string& embedding, bool first_piece,
+                                  bool last_piece, Tensor* embed, Tensor* lm_head);
+
 // The rows of `a` followed by the rows of `b` (same columns and dtype).
 Tensor ConcatRows(const Tensor& a, const Tensor& b);
 

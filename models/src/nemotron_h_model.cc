@@ -119,16 +119,9 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Load(const weigh
   const internal::NemotronHNames names = internal::NemotronHNames::Of(checkpoint);
 
   const bool first_piece = first == 0, last_piece = end == total;
-  if (first_piece || (last_piece && c.tie_word_embeddings)) {
-    SEAM_ASSIGN_OR_RETURN(impl->embed, ctx.Load(names.embedding, {c.vocab_size, c.hidden_size}));
-  }
+  SEAM_RETURN_IF_ERROR(
+      LoadEmbeddingAndHead(ctx, names.embedding, first_piece, last_piece, &impl->embed, &impl->lm_head));
   if (last_piece) {
-    if (c.tie_word_embeddings) {
-      impl->lm_head = impl->embed;
-      if (!first_piece) impl->embed = Tensor();
-    } else {
-      SEAM_ASSIGN_OR_RETURN(impl->lm_head, ctx.Load("lm_head.weight", {c.vocab_size, c.hidden_size}));
-    }
     impl->final_norm.eps = c.rms_norm_eps;
     SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight, ctx.Load(names.prefix + "norm_f.weight", {c.hidden_size}));
   }

@@ -95,16 +95,9 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
                                   options.moe_experts};
 
   const bool first_piece = first == 0, last_piece = end == total;
-  if (first_piece || (last_piece && c.tie_word_embeddings)) {
-    SEAM_ASSIGN_OR_RETURN(impl->embed, ctx.Load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
-  }
+  SEAM_RETURN_IF_ERROR(LoadEmbeddingAndHead(ctx, "model.embed_tokens.weight", first_piece, last_piece, &impl->embed,
+                                            &impl->lm_head));
   if (last_piece) {
-    if (c.tie_word_embeddings) {
-      impl->lm_head = impl->embed;
-      if (!first_piece) impl->embed = Tensor();  // the last piece of a split reads the table as lm_head only
-    } else {
-      SEAM_ASSIGN_OR_RETURN(impl->lm_head, ctx.Load("lm_head.weight", {c.vocab_size, c.hidden_size}));
-    }
     impl->final_norm.eps = c.rms_norm_eps;
     SEAM_ASSIGN_OR_RETURN(impl->final_norm.weight, ctx.Load("model.norm.weight", {c.hidden_size}));
   }
