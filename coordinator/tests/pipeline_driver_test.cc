@@ -37,7 +37,7 @@ class FakeLink : public StageLink {
       for (const v1::SequenceEntry& e : d.sequences()) {
         v1::SequenceResult* s = r.add_sequences();
         s->set_sequence_id(e.sequence_id());
-        s->set_request_id(e.request_id());
+        s->set_server_request_id(e.server_request_id());
         s->set_sampled_token((e.token_ids(0) + e.position_start() + e.token_ids_size()) % 256);
       }
     }
@@ -61,9 +61,16 @@ class FakeLink : public StageLink {
 
 class Recorder : public CallObserver {
  public:
-  explicit Recorder(size_t n) : tokens(n) {}
-  void OnToken(int i, int32_t t) override { tokens[i].push_back(t); }
-  void OnSequenceFinished(int, FinishReason) override { ++finished; }
+  explicit Recorder(size_t n) : tokens(n), texts(n) {}
+  void OnToken(int i, const TokenOutput& t) override {
+    tokens[i].push_back(t.token);
+    texts[i] += t.text;
+  }
+  void OnSequenceFinished(int i, FinishReason reason, const std::string& text) override {
+    ++finished;
+    texts[i] += text;
+    reasons.push_back(reason);
+  }
   void OnScore(int, std::vector<float>) override {}
   void OnDone(const absl::Status& s) override { done.set_value(s); }
   absl::Status Wait() {
@@ -72,6 +79,8 @@ class Recorder : public CallObserver {
     return f.get();
   }
   std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::string> texts;
+  std::vector<FinishReason> reasons;
   int finished = 0;
   std::promise<absl::Status> done;
 };
@@ -91,7 +100,8 @@ struct Pipeline {
   void Submit(Recorder& r, std::vector<std::vector<int32_t>> prompts, int max_new = 3, bool score = false,
               std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
     DriverCall c;
-    c.client_request_id = "client-1";
+    // Server ids are unique per call: req-...c1, req-...c2, ...
+    c.identity = RequestIdentity{absl::StrCat("req-00000000000000c", ++calls), "client-1"};
     c.prompts = std::move(prompts);
     c.sampling.set_max_new_tokens(max_new);
     c.score = score;
@@ -101,6 +111,7 @@ struct Pipeline {
   }
   std::vector<FakeLink*> fakes;
   std::unique_ptr<PipelineDriver> driver;
+  int calls = 0;
 };
 
 TEST(PipelineDriver, TokensOfTheLastStageReachTheCall) {
@@ -123,7 +134,7 @@ TEST(PipelineDriver, AStageErrorFailsTheCallWithItsCodeAndWhere) {
   const absl::Status s = r.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("stage 0 failed microbatch"));
-  EXPECT_THAT(s.message(), HasSubstr("'client-1'"));
+  EXPECT_THAT(s.message(), HasSubstr("'req-00000000000000c1'"));
   EXPECT_THAT(s.message(), HasSubstr("handoff rejected"));
   EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));  // the stage still answers
 }
@@ -342,7 +353,7 @@ TEST(PipelineDriver, AFullQueueIsResourceExhaustedAndNothingStays) {
   p.Submit(r, {{1}, {2}});
   const absl::Status s = r.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(s.message(), HasSubstr("request 'client-1' prompt 1:"));
+  EXPECT_THAT(s.message(), HasSubstr("request 'req-00000000000000c1' prompt 1:"));
   Recorder ok(1);
   p.Submit(ok, {{1}});
   EXPECT_TRUE(ok.Wait().ok());
@@ -355,7 +366,7 @@ TEST(PipelineDriver, TheClientsDeadlineEndsTheCall) {
   p.Submit(r, {{1}}, 3, false, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
   const absl::Status s = r.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(s.message(), HasSubstr("request 'client-1' passed its deadline"));
+  EXPECT_THAT(s.message(), HasSubstr("request 'req-00000000000000c1' passed its deadline"));
 }
 
 TEST(PipelineDriver, ScoringWithoutLogprobsFromTheStagesIsUnimplemented) {

@@ -472,6 +472,7 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
     auto leave = [&](const Tensor& logits) -> absl::Status {
       rank.logits = Tensor();
       rank.tokens.clear();
+      rank.logprobs.clear();
       if (!logits.defined()) return absl::OkStatus();
       if (!choose) {
         SEAM_ASSIGN_OR_RETURN(rank.logits, logits.To(Device::CPU()));
@@ -479,7 +480,8 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
       }
       const std::vector<TokenChoice>& mine = choices_by_dp[rank.topology.dp_rank()];
       if (mine.empty()) return absl::OkStatus();
-      SEAM_ASSIGN_OR_RETURN(rank.tokens, ChooseTokens(logits.Rows(0, static_cast<int64_t>(mine.size())), mine));
+      SEAM_ASSIGN_OR_RETURN(rank.tokens,
+                            ChooseTokens(logits.Rows(0, static_cast<int64_t>(mine.size())), mine, &rank.logprobs));
       return absl::OkStatus();
     };
     if (bucket > 0) {
@@ -531,6 +533,7 @@ absl::StatusOr<PieceOutput> StageGroup::StepPiece(const std::vector<models::Sequ
     for (size_t i = 0; i < sequences.size(); ++i) {
       const auto [dp, row] = where[i];
       out.tokens.push_back(g.ranks[dp * g.attn_tp()]->tokens.at(static_cast<size_t>(row)));
+      out.logprobs.push_back(g.ranks[dp * g.attn_tp()]->logprobs.at(static_cast<size_t>(row)));
     }
     return out;
   }

@@ -236,7 +236,9 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   SEAM_LOG_INFO("KV admission: {} blocks of {} tokens per attention-DP group", kv_blocks, kv->block_size);
   RequestLimits limits;
   limits.vocab_size = config->vocab_size;
-  limits.max_positions = config->max_position_embeddings;
+  // A sequence never holds more positions than the model has or one DP
+  // group's KV holds (the scheduler refuses it otherwise).
+  limits.max_positions = std::min<int64_t>(config->max_position_embeddings, kv_blocks * kv->block_size);
   limits.max_prompt_tokens = std::min(o.max_prompt_tokens, driver_options.scheduler.max_tokens_per_microbatch);
   // The stages own their descriptor limit (their gRPC receive limit); the
   // driver never sends a descriptor over the least of them.
