@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--temperature", gen.temperature, "0: greedy")->capture_default_str();
   gen_cmd->add_option("--top-k", gen.top_k, "0: off")->capture_default_str();
   gen_cmd->add_option("--top-p", gen.top_p, "1: off")->capture_default_str();
-  gen_cmd->add_option("--seed", gen.seed, "sampling seed")->capture_default_str();
+  gen_cmd->add_option("--seed", gen.seed, "sampling seed (default: a fresh one per call)");
   gen_cmd->add_flag("--stream", gen.stream, "use the streaming Generate call (text mode prints pieces as they come)");
   gen_cmd->add_flag("--json", gen.json, "print one JSON document");
   gen_cmd->add_option("--timeout", gen.timeout_s, "call deadline in seconds")->capture_default_str();

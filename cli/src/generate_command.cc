@@ -71,7 +71,7 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
   s->set_temperature(o.temperature);
   s->set_top_k(static_cast<uint32_t>(o.top_k));
   s->set_top_p(o.top_p);
-  s->set_seed(o.seed);
+  if (o.seed) s->set_seed(*o.seed);
   s->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
 
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = security::MakeChannel(o.security, o.addr);
