@@ -92,6 +92,28 @@ void Refuse(const OpenAiBackend& backend, const LogFields& identity, const absl:
   SetError(response, status);
 }
 
+// The non-streamed answer, once the driver is done with the call.
+void AnswerWhole(HttpCall& call, const OpenAiRequest& request, const AnswerHeader& header, const ModelText* text,
+                 httplib::Response& response) {
+  const size_t sequences = static_cast<size_t>(request.generate.prompts_size());
+  std::vector<ChoiceOutput> choices(sequences);
+  int64_t completion_tokens = 0;
+  absl::Status status;
+  for (bool done = false; !done;) {
+    HttpCall::Progress p = call.Take();
+    for (size_t i = 0; i < sequences; ++i) {
+      completion_tokens += static_cast<int64_t>(p.new_tokens[i].size());
+      choices[i].text += p.new_text[i];
+      choices[i].logprobs.insert(choices[i].logprobs.end(), p.new_logprobs[i].begin(), p.new_logprobs[i].end());
+      if (p.finished[i]) choices[i].finish = p.finished[i];
+    }
+    done = p.done;
+    status = p.status;
+  }
+  if (!status.ok()) return SetError(response, status);
+  response.set_content(CompletionJson(request, header, choices, completion_tokens, text).dump(), "application/json");
+}
+
 }  // namespace
 
 void SetError(httplib::Response& response, const absl::Status& status) {
@@ -147,26 +169,7 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   driver_call.observer = new MeteredCall(call.get(), backend.metrics, identity, "http", std::move(prompt_lengths), false);
   backend.driver->Submit(std::move(driver_call));
 
-  if (!parsed->stream) {
-    std::vector<ChoiceOutput> choices(sequences);
-    int64_t completion_tokens = 0;
-    absl::Status status;
-    for (bool done = false; !done;) {
-      HttpCall::Progress p = call->Take();
-      for (int i = 0; i < sequences; ++i) {
-        completion_tokens += static_cast<int64_t>(p.new_tokens[i].size());
-        choices[i].text += p.new_text[i];
-        choices[i].logprobs.insert(choices[i].logprobs.end(), p.new_logprobs[i].begin(), p.new_logprobs[i].end());
-        if (p.finished[i]) choices[i].finish = p.finished[i];
-      }
-      done = p.done;
-      status = p.status;
-    }
-    if (!status.ok()) return SetError(response, status);
-    response.set_content(CompletionJson(*parsed, header, choices, completion_tokens, backend.text).dump(),
-                         "application/json");
-    return;
-  }
+  if (!parsed->stream) return AnswerWhole(*call, *parsed, header, backend.text, response);
   // Streaming: the status line waits for the first news, so that a call the
   // driver refuses at once (queue full, pipeline down) gets its HTTP status.
   HttpCall::Progress first = call->Take();
