@@ -35,7 +35,7 @@ void PipelineDriver::State::Admit(DriverCall call) {
   v1::SamplingParams& sampling = c->call.sampling;
   if (!c->call.score && !sampling.has_seed()) {
     sampling.set_seed(FreshSeed());
-    ScopedLogFields scope({{"request_id", identity.server_id}});
+    ScopedLogFields scope({{"request_id", identity.server_id}, {"client_request_id", identity.client_id}});
     SEAM_LOG_INFO("request {} brought no seed: it samples with seed {}", identity.server_id, sampling.seed());
   }
   for (size_t i = 0; i < c->call.prompts.size(); ++i) {
@@ -52,7 +52,6 @@ void PipelineDriver::State::Admit(DriverCall call) {
     if (!st.ok()) {
       for (const std::string& id : c->sequence_ids) {
         (void)scheduler->Cancel(id);  // queued only: ends at once, nothing reached a stage
-        by_sequence_id.erase(sequences[id].sequence_id);
         sequences.erase(id);
       }
       c->call.observer->OnDone(absl::Status(
@@ -64,7 +63,6 @@ void PipelineDriver::State::Admit(DriverCall call) {
     s.index = index;
     s.tokens = c->call.prompts[i];
     s.sequence_id = next_sequence_id++;
-    by_sequence_id[s.sequence_id] = r.id;
     s.sampling = SamplingOfSequence(sampling, index, r.prompt_tokens);
     if (!c->call.score) {
       std::vector<std::string> stops(sampling.stop().begin(), sampling.stop().end());
@@ -219,6 +217,12 @@ bool PipelineDriver::State::Send(const Microbatch& mb, const Described& d) {
 }
 
 void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& result) {
+  std::map<uint64_t, std::string> names;  // the microbatch's sequences by their stage id
+  for (const auto& group : f.microbatch.entries_by_group) {
+    for (const MicrobatchEntry& e : group) {
+      if (auto it = sequences.find(e.request_id); it != sequences.end()) names[it->second.sequence_id] = e.request_id;
+    }
+  }
   for (const v1::SequenceResult& r : result.sequences()) {
     if (r.has_error()) {
       f.step_errors.emplace(r.sequence_id(),
@@ -227,8 +231,8 @@ void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& 
     }
     if (f.step_errors.count(r.sequence_id()) != 0) continue;
     f.step_tokens[r.sequence_id()].push_back(r.sampled_token());
-    auto id = by_sequence_id.find(r.sequence_id());
-    if (id == by_sequence_id.end()) continue;
+    auto id = names.find(r.sequence_id());
+    if (id == names.end()) continue;
     auto it = sequences.find(id->second);
     if (it == sequences.end()) continue;
     Sequence& s = it->second;
@@ -354,7 +358,6 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
 
 void PipelineDriver::State::Release(Sequence& s) {
   if (s.sent) to_free.push_back(s.sequence_id);
-  by_sequence_id.erase(s.sequence_id);
   s.ended = true;
 }
 

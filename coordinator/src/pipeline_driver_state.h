@@ -125,7 +125,6 @@ struct PipelineDriver::State {
   uint64_t last_ended = 0;
   uint64_t next_sequence_id = 1;
   std::map<std::string, Sequence> sequences;        // by SequenceName, the scheduler's request id
-  std::map<uint64_t, std::string> by_sequence_id;   // stage sequence id -> SequenceName
   std::vector<std::shared_ptr<Call>> calls;         // live calls
   std::map<uint64_t, InFlight> in_flight;           // by microbatch id
   std::vector<uint64_t> to_free;                    // finished_sequence_ids of the next descriptor

@@ -66,7 +66,7 @@ TEST(RequestValidation, TooManyTokensForTheModelsPositions) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "request 'req-7': too many tokens: prompt 0 has 30 tokens + 40 new tokens = 70, more than the "
-            "model's 64 positions");
+            "64 positions a sequence may hold (max_model_len)");
 }
 
 TEST(RequestValidation, DefaultMaxNewTokensIsApplied) {

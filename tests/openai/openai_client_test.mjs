@@ -124,7 +124,7 @@ async function runChecks() {
     const ids = (n) => Array.from({ length: n }, (_, i) => 100 + i);
     await assert.rejects(client.completions.create({ model, prompt: ids(kContext), max_tokens: 1 }), (e) => {
       assert.ok(e instanceof OpenAI.BadRequestError, String(e));
-      assert.match(e.message, new RegExp(`more than the model's ${kContext} positions`));
+      assert.match(e.message, new RegExp(`more than the ${kContext} positions a sequence may hold`));
       return true;
     });
     const fits = await client.completions.create({ model, prompt: ids(kContext - 1), max_tokens: 1, temperature: 0 });

@@ -37,7 +37,8 @@ absl::Status CheckTokens(const std::string& who, const char* noun, int index, co
   if (n + extra_tokens > limits.max_positions) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": too many tokens: ", noun, " ", index, " has ", n,
                                                    " tokens + ", extra_tokens, " new tokens = ", n + extra_tokens,
-                                                   ", more than the model's ", limits.max_positions, " positions"));
+                                                   ", more than the ", limits.max_positions,
+                                                   " positions a sequence may hold (max_model_len)"));
   }
   return absl::OkStatus();
 }
