@@ -107,9 +107,16 @@ async function runChecks() {
   const baseURL = process.env.SEAM_BASE_URL;
   const model = process.env.SEAM_MODEL;
   const client = new OpenAI({ baseURL, apiKey: process.env.SEAM_API_KEY, maxRetries: 0, timeout: 60000 });
+  // Every check runs; each failure is printed and fails the run at the end.
+  const failed = [];
   const check = async (what, fn) => {
-    await fn();
-    console.log(`ok: ${what}`);
+    try {
+      await fn();
+      console.log(`ok: ${what}`);
+    } catch (e) {
+      failed.push(what);
+      console.log(`FAILED: ${what}: ${e.message ?? e}`);
+    }
   };
 
   await check('models', async () => {
@@ -384,4 +391,8 @@ async function runChecks() {
     assert.equal(typeof body.error.message, 'string');
   });
 
+  if (failed.length > 0) {
+    console.log(`${failed.length} checks failed: ${failed.join('; ')}`);
+    process.exitCode = 1;
+  }
 }
