@@ -28,6 +28,7 @@
 #include "seam/core/tensor.h"
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
+#include "seam/runtime/measured_peaks.h"
 
 namespace seam::bench {
 
@@ -125,12 +126,10 @@ inline Tensor RandomGpu(const Shape& shape, DType dtype, uint32_t seed, float sc
   return Value(Tensor::FromFloats(v, shape, dtype).To(kGpu), "upload");
 }
 
-// Device-to-device copy bandwidth in GB/s of traffic (bytes read + written).
+// Device-to-device copy bandwidth in GB/s of traffic (bytes read + written),
+// as every seam benchmark measures it (runtime/measured_peaks.h).
 inline double CopyGbps(size_t bytes) {
-  Tensor a = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
-  Tensor b = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
-  const double us = TimeUs([&] { Check(CopyInto(a, b), "copy"); }, 20);
-  return 2.0 * bytes / us / 1e3;
+  return Value(runtime::CopyBytesPerSecond(kGpu, bytes), "copy bandwidth") / 1e9;
 }
 
 inline std::vector<int32_t> ArgmaxToHost(const Tensor& logits) {
@@ -174,5 +173,7 @@ int MambaBench(const Flags& flags);
 int TboBench(const Flags& flags);
 // cp_bench.cc: one long prompt's prefill at CP 1 (one GPU) against CP N (N GPUs, context-parallel).
 int CpBench(const Flags& flags);
+// attention_bench.cc: PagedAttention alone (decode rows, mixed steps) vs the floor of its KV bytes.
+int AttentionBench(const Flags& flags);
 
 }  // namespace seam::bench

@@ -7,6 +7,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention_input.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode_attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode_attention_mma.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode_attention_warp.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
@@ -25,4 +26,5 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_mma.cu
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_wmma.cu
   ${CMAKE_CURRENT_LIST_DIR}/rotary.cu
-  ${CMAKE_CURRENT_LIST_DIR}/sampling.cu)
+  ${CMAKE_CURRENT_LIST_DIR}/sampling.cu
+  ${CMAKE_CURRENT_LIST_DIR}/split_workspace.cu)
