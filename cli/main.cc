@@ -324,7 +324,7 @@ Command AddGenerateCommand(CLI::App& parent) {
   gen_cmd->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();
   gen_cmd->add_option("--top-k", o->top_k, "0: off")->capture_default_str();
   gen_cmd->add_option("--top-p", o->top_p, "1: off")->capture_default_str();
-  gen_cmd->add_option("--seed", o->seed, "sampling seed")->capture_default_str();
+  gen_cmd->add_option("--seed", o->seed, "sampling seed (default: a fresh one per call)");
   gen_cmd->add_flag("--stream", o->stream, "use the streaming Generate call (text mode prints pieces as they come)");
   gen_cmd->add_flag("--json", o->json, "print one JSON document");
   gen_cmd->add_option("--timeout", o->timeout_s, "call deadline in seconds")->capture_default_str();

@@ -1,7 +1,10 @@
 // The external oracle: Hugging Face transformers' fp32 logits for small random
 // Qwen3 and Qwen3-MoE checkpoints (tests/fixtures/golden, made by
-// tools/make_golden.py) and for seam's own random Nemotron-H checkpoint
-// (made by tools/make_golden_nemotron_h.py). seam must match them within 1e-4
+// tools/make_golden.py), for seam's own random Nemotron-H checkpoint
+// (made by tools/make_golden_nemotron_h.py), and for checkpoints in
+// transformers' own layout (tools/make_golden_layouts.py: tied Qwen3 and
+// Qwen3-MoE, a tied config whose file holds its own lm_head, Nemotron-H as
+// transformers 5 saves it, untied and tied with its own lm_head). seam must match them within 1e-4
 // relative (max |seam - hf| <= 1e-4 · max |hf| per logits tensor: both sides
 // are fp32, differing only in summation order and transcendental
 // implementations) and pick the same greedy tokens, at TP 1, 2 and 4, with
@@ -50,7 +53,9 @@ Tensor Get(const weights::SafetensorsFile& file, const std::string& name) {
 
 // The layer cuts of a `pp`-piece split of the 8-layer Nemotron-H fixture
 // (pattern MM*--M*-): PP 2 cuts between its two Mamba layers, PP 3 between a
-// Mamba layer and attention and between an MLP and a Mamba layer.
+// Mamba layer and attention and between an MLP and a Mamba layer. The
+// layout fixtures' PP 2 cuts after their first layer (the last piece of a
+// tied one reads the embedding table as its head).
 std::vector<int> Cuts(int pp, int layers) {
   if (pp == 2) return {0, 1, layers};
   if (pp == 3) return {0, 2, 5, layers};
@@ -168,6 +173,13 @@ const auto kLayouts = ::testing::Values(std::make_pair(1, 1), std::make_pair(2, 
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden,
                          ::testing::Combine(::testing::Values("qwen3", "qwen3_moe"), kLayouts, ::testing::Values(1)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(TransformersLayouts, Golden,
+                         ::testing::Combine(::testing::Values("qwen3_tied", "qwen3_moe_tied", "qwen3_tied_own_head",
+                                                              "nemotron_h_hf", "nemotron_h_hf_tied"),
+                                            ::testing::Values(std::make_pair(1, 1), std::make_pair(2, 1),
+                                                              std::make_pair(2, 2)),
+                                            ::testing::Values(1, 2)),
                          Name);
 INSTANTIATE_TEST_SUITE_P(NemotronH, Golden,
                          ::testing::Combine(::testing::Values("nemotron_h"), kLayouts, ::testing::Values(1, 2, 3)),

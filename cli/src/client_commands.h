@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@ struct GenerateCommandOptions {
   float temperature = 0;             // 0: greedy
   int top_k = 0;                     // 0: off
   float top_p = 1;                   // 1: off
-  uint64_t seed = 0;
+  std::optional<uint64_t> seed;  // unset: the coordinator draws a fresh one per call
   bool stream = false;               // Generate (streamed) instead of GenerateAll
   bool json = false;                 // one JSON document on stdout
   double timeout_s = 60;

@@ -77,7 +77,7 @@ v1::GenerateRequest Request(const GenerateCommandOptions& o, const std::vector<s
   s->set_temperature(o.temperature);
   s->set_top_k(static_cast<uint32_t>(o.top_k));
   s->set_top_p(o.top_p);
-  s->set_seed(o.seed);
+  if (o.seed) s->set_seed(*o.seed);
   s->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
   return request;
 }

@@ -83,7 +83,8 @@ TEST_F(KvAdmission, ARequestThatCanNeverFitTheStagesKvIsRefusedUpFront) {
   v1::GenerateResult result;
   const grpc::Status s = Generate("too-long", 8, kBlocks * 16, &result);  // 8 + 192 tokens > 12 blocks
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("can never fit"));
+  // The limit a sequence meets is one DP group's KV (192 tokens here), stated as max_model_len.
+  EXPECT_THAT(s.error_message(), HasSubstr("more than the 192 positions a sequence may hold (max_model_len)"));
   // The pipeline still serves.
   const grpc::Status ok = Generate("after", 4, 4, &result);
   EXPECT_TRUE(ok.ok()) << ok.error_message();

@@ -3,6 +3,10 @@
 // copied beside it). Text prompts are tokenized by the coordinator exactly as
 // the tokenizer does, completions carry text decoded from their ids, the
 // streamed text adds up to the whole, and `seam generate "text"` prints it.
+// The sampling and parameter cases over gRPC: sequences without a seed (and
+// every sequence of one call) drawing their own tokens, a seed reproducing
+// a sequence's tokens whatever call it is in, stop strings, logit_bias and
+// log-probs reaching the last stage, GetMetadata's enforced limits.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -159,6 +163,109 @@ TEST_F(TextOverGrpc, PromptsAndTextPromptsTogetherAreInvalid) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("both prompts and text_prompts"), std::string::npos)
       << status.error_message();
+}
+
+v1::GenerateRequest Sampled(int max_new_tokens, const std::vector<std::string>& prompts) {
+  v1::GenerateRequest r;
+  r.set_request_id("sampled");
+  r.mutable_sampling()->set_max_new_tokens(max_new_tokens);
+  r.mutable_sampling()->set_temperature(1.0f);
+  for (const std::string& p : prompts) r.add_text_prompts(p);
+  return r;
+}
+
+std::vector<int32_t> Ids(const v1::Completion& c) { return {c.token_ids().begin(), c.token_ids().end()}; }
+
+TEST_F(TextOverGrpc, WithoutASeedEveryCallAndEverySequenceDrawsItsOwnTokens) {
+  const v1::GenerateRequest request = Sampled(10, {"Once upon a time", "Once upon a time"});
+  v1::GenerateResult a, b;
+  ASSERT_TRUE(stub_->GenerateAll(Context().get(), request, &a).ok());
+  ASSERT_TRUE(stub_->GenerateAll(Context().get(), request, &b).ok());
+  EXPECT_NE(Ids(a.completions(0)), Ids(a.completions(1)));  // two sequences of one call
+  EXPECT_NE(Ids(a.completions(0)), Ids(b.completions(0)));  // two calls
+}
+
+TEST_F(TextOverGrpc, ASeedGivesTheSameTokensWhateverTheCallAroundTheSequence) {
+  v1::GenerateRequest alone = Sampled(10, {"Once upon a time"});
+  alone.mutable_sampling()->set_seed(9);
+  v1::GenerateRequest with_others = Sampled(10, {"Once upon a time", "Hello", "The capital of France is"});
+  with_others.mutable_sampling()->set_seed(9);
+  v1::GenerateResult one, three;
+  ASSERT_TRUE(stub_->GenerateAll(Context().get(), alone, &one).ok());
+  ASSERT_TRUE(stub_->GenerateAll(Context().get(), with_others, &three).ok());
+  EXPECT_EQ(Ids(one.completions(0)), Ids(three.completions(0)));
+  EXPECT_NE(Ids(three.completions(0)), Ids(three.completions(1)));
+}
+
+TEST_F(TextOverGrpc, AStopStringEndsTheTextBeforeItStreamedOrNot) {
+  v1::GenerateRequest request = Greedy(20);
+  request.add_text_prompts("The capital of France is");
+  v1::GenerateResult whole;
+  ASSERT_TRUE(stub_->GenerateAll(Context().get(), request, &whole).ok());
+  const std::string text = whole.completions(0).text();
+  ASSERT_GT(text.size(), 12u) << text;
+  // Three bytes from the middle, on a character boundary.
+  size_t at = text.size() / 2;
+  while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+  size_t end = at + 1;
+  while (end < text.size() && (end - at < 3 || (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)) ++end;
+  const std::string stop = text.substr(at, end - at);
+  const std::string expected = text.substr(0, text.find(stop));
+  request.mutable_sampling()->add_stop(stop);
+  v1::GenerateResult stopped;
+  ASSERT_TRUE(stub_->GenerateAll(Context().get(), request, &stopped).ok());
+  EXPECT_EQ(stopped.completions(0).text(), expected);
+  EXPECT_EQ(stopped.completions(0).finish_reason(), v1::FINISH_REASON_STOP_STRING);
+  EXPECT_LT(stopped.completions(0).token_ids_size(), 20);
+  auto context = Context();
+  auto reader = stub_->Generate(context.get(), request);
+  v1::GenerateResponse r;
+  std::string streamed;
+  v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED;
+  while (reader->Read(&r)) {
+    streamed += r.text();
+    if (r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) finish = r.finish_reason();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(streamed, expected);
+  EXPECT_EQ(finish, v1::FINISH_REASON_STOP_STRING);
+}
+
+TEST_F(TextOverGrpc, LogitBiasAndLogprobsReachTheLastStage) {
+  v1::GenerateRequest request = Greedy(4);
+  request.add_text_prompts("Once upon a time");
+  v1::LogitBias* bias = request.mutable_sampling()->add_logit_bias();
+  bias->set_token_id(9707);
+  bias->set_bias(100.0f);
+  request.mutable_sampling()->set_logprobs(true);
+  request.mutable_sampling()->set_top_logprobs(2);
+  v1::GenerateResult result;
+  ASSERT_TRUE(stub_->GenerateAll(Context().get(), request, &result).ok());
+  const v1::Completion& c = result.completions(0);
+  EXPECT_EQ(Ids(c), (std::vector<int32_t>{9707, 9707, 9707, 9707}));
+  ASSERT_EQ(c.logprobs_size(), 4);
+  for (const v1::ChosenTokenLogprobs& lp : c.logprobs()) {
+    EXPECT_EQ(lp.token_id(), 9707);
+    EXPECT_LT(lp.logprob(), 0.0f);
+    ASSERT_EQ(lp.top_size(), 2);
+    EXPECT_GE(lp.top(0).logprob(), lp.logprob());  // the model's own most likely, before the bias
+  }
+}
+
+TEST_F(TextOverGrpc, MetadataStatesTheLimitsTheServerEnforces) {
+  v1::Metadata metadata;
+  ASSERT_TRUE(stub_->GetMetadata(Context().get(), v1::GetMetadataRequest(), &metadata).ok());
+  const uint32_t max_len = metadata.limits().max_model_len();
+  EXPECT_GT(max_len, 0u);
+  EXPECT_LE(max_len, metadata.model().max_position_embeddings());
+  EXPECT_GT(metadata.limits().max_prompt_tokens(), 0u);
+  EXPECT_EQ(metadata.limits().default_max_tokens(), 16u);
+  v1::GenerateRequest over = Greedy(1);
+  const std::vector<int32_t> long_prompt(metadata.limits().max_prompt_tokens() + 1, 5);
+  over.add_prompts()->mutable_token_ids()->Add(long_prompt.begin(), long_prompt.end());
+  v1::GenerateResult result;
+  const grpc::Status refused = stub_->GenerateAll(Context().get(), over, &result);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << refused.error_message();
 }
 
 TEST_F(TextOverGrpc, SeamGeneratePrintsTheText) {

@@ -62,7 +62,7 @@ void SchedulerImpl::BreakDeadlocks() {
   }
 }
 
-void SchedulerImpl::Preempt(const std::string& request_id) {
+void SchedulerImpl::Preempt(std::string request_id) {
   RequestState& state = requests_.at(request_id);
   SEAM_CHECK(!state.in_flight && state.phase != Phase::kQueued);
   kv_.Release(state.dp_group, state.blocks);

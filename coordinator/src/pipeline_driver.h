@@ -18,10 +18,24 @@
 
 #include "absl/status/statusor.h"
 #include "seam/coordinator/scheduler.h"
+#include "request_identity.h"
 #include "seam/v1/sampling.pb.h"
+#include "sequence_output.h"
 #include "stage_link.h"
 
 namespace seam::coordinator {
+
+// What one token of a sequence gives the call's observer.
+struct TokenOutput {
+  int32_t token = -1;
+  // The text this token completes, as SequenceOutput releases it (stop
+  // strings left out, a tail that may begin one held back); "" without a
+  // tokenizer.
+  std::string text;
+  // With SamplingParams.logprobs: the token's log-probs (null otherwise);
+  // valid during the callback only.
+  const v1::ChosenTokenLogprobs* logprobs = nullptr;
+};
 
 // Receives the outcome of one call. Every method runs on the driver thread;
 // OnDone comes exactly once and last, after which the driver forgets the
@@ -29,8 +43,9 @@ namespace seam::coordinator {
 class CallObserver {
  public:
   virtual ~CallObserver() = default;
-  virtual void OnToken(int sequence_index, int32_t token) = 0;
-  virtual void OnSequenceFinished(int sequence_index, FinishReason reason) = 0;
+  virtual void OnToken(int sequence_index, const TokenOutput& token) = 0;
+  // `text`: the sequence's last text (what its tokenizer held back until the end).
+  virtual void OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) = 0;
   // Scoring calls: log p(token i+1 | tokens 0..i) of the sequence.
   virtual void OnScore(int sequence_index, std::vector<float> token_logprobs) = 0;
   // OK once every sequence finished; otherwise why the call failed.
@@ -40,12 +55,20 @@ class CallObserver {
 };
 
 // One client call: a batch of prompts sampled alike, or sequences to score.
+// Sequence i of the call is prompts[i]; it draws with its own seed
+// (seam::SequenceSeed of the call's seed and i) and is sent to the last
+// stage with its own SequenceSampling.
 struct DriverCall {
-  std::string client_request_id;  // for messages and stage errors
+  RequestIdentity identity;
   std::vector<std::vector<int32_t>> prompts;
-  v1::SamplingParams sampling;    // max_new_tokens already resolved (>= 1)
+  // max_new_tokens already resolved (>= 1); without a seed the driver draws
+  // a fresh one for the call and logs it with the call's id.
+  v1::SamplingParams sampling;
   bool score = false;             // one prefill with return_token_logprobs, nothing generated
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Each sequence's detokenizer (the model's tokenizer); empty: no text and
+  // no stop strings.
+  std::function<std::unique_ptr<TokenText>()> text;
   CallObserver* observer = nullptr;
 };
 

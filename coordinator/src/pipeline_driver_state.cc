@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/logging.h"
+#include "sequence_sampling.h"
 
 namespace seam::coordinator {
 namespace {
@@ -30,14 +31,22 @@ void PipelineDriver::State::Admit(DriverCall call) {
     c->call.observer->OnDone(down_status);
     return;
   }
-  const std::string call_tag = absl::StrCat("c", next_call++);
+  const RequestIdentity& identity = c->call.identity;
+  v1::SamplingParams& sampling = c->call.sampling;
+  if (!c->call.score && !sampling.has_seed()) {
+    sampling.set_seed(FreshSeed());
+    ScopedLogFields scope({{"request_id", identity.server_id}, {"client_request_id", identity.client_id}});
+    SEAM_LOG_INFO("request {} brought no seed: it samples with seed {}", identity.server_id, sampling.seed());
+  }
   for (size_t i = 0; i < c->call.prompts.size(); ++i) {
+    const int index = static_cast<int>(i);
     Request r;
-    r.id = absl::StrCat(call_tag, ".", i);
+    r.id = SequenceName(identity, index);
     r.prompt_tokens = static_cast<int>(c->call.prompts[i].size());
-    r.max_new_tokens = c->call.score ? 1 : static_cast<int>(c->call.sampling.max_new_tokens());
+    r.max_new_tokens = c->call.score ? 1 : static_cast<int>(sampling.max_new_tokens());
     if (!c->call.score) {
-      r.stop_token_ids.assign(c->call.sampling.stop_token_ids().begin(), c->call.sampling.stop_token_ids().end());
+      r.stop_token_ids.assign(sampling.stop_token_ids().begin(), sampling.stop_token_ids().end());
+      r.min_tokens = static_cast<int>(sampling.min_tokens());
     }
     const absl::Status st = scheduler->Submit(r);
     if (!st.ok()) {
@@ -46,70 +55,83 @@ void PipelineDriver::State::Admit(DriverCall call) {
         sequences.erase(id);
       }
       c->call.observer->OnDone(absl::Status(
-          st.code(), absl::StrCat("request '", c->call.client_request_id, "' prompt ", i, ": ", st.message())));
+          st.code(), absl::StrCat("request '", identity.server_id, "' prompt ", i, ": ", st.message())));
       return;
     }
     Sequence& s = sequences[r.id];
     s.call = c;
-    s.index = static_cast<int>(i);
+    s.index = index;
     s.tokens = c->call.prompts[i];
+    s.sequence_id = next_sequence_id++;
+    s.sampling = SamplingOfSequence(sampling, index, r.prompt_tokens);
+    if (!c->call.score) {
+      std::vector<std::string> stops(sampling.stop().begin(), sampling.stop().end());
+      s.output = std::make_unique<SequenceOutput>(c->call.text ? c->call.text() : nullptr, std::move(stops),
+                                                  r.min_tokens);
+    }
     c->sequence_ids.push_back(r.id);
   }
   c->remaining = static_cast<int>(c->sequence_ids.size());
   calls.push_back(std::move(c));
 }
 
-v1::MicrobatchDescriptor PipelineDriver::State::Describe(const Microbatch& mb) {
-  v1::MicrobatchDescriptor d;
+PipelineDriver::State::Described PipelineDriver::State::Describe(const Microbatch& mb) {
+  Described out;
+  v1::MicrobatchDescriptor& d = out.common;
   d.set_microbatch_id(mb.id);
   d.set_sequence_number(mb.sequence_number);
   d.set_epoch(mb.epoch);
   for (const std::string& id : mb.preempted) {
     // Its blocks are free in the scheduler from this microbatch on: the
-    // stages free its KV before running it.
+    // stages free its KV before running it (its id stays: its recomputation
+    // starts it again under the same id, freed first once more).
     auto it = sequences.find(id);
-    if (it == sequences.end() || it->second.sequence_id == 0) continue;
+    if (it == sequences.end() || !it->second.sent) continue;
     to_free.push_back(it->second.sequence_id);
-    by_sequence_id.erase(it->second.sequence_id);
-    it->second.sequence_id = 0;
+    it->second.sent = false;
   }
+  std::vector<std::pair<int, const v1::SequenceSampling*>> starting;  // entry index, its sampling
+  std::vector<uint64_t> restarted;
   for (const auto& group : mb.entries_by_group) {
     for (const MicrobatchEntry& e : group) {
       Sequence& s = sequences.at(e.request_id);
-      if (e.is_prefill && e.start_position == 0 && s.sent && s.sequence_id != 0) {
-        // Recomputed after a preemption: the stages free the old KV first.
-        to_free.push_back(s.sequence_id);
-        by_sequence_id.erase(s.sequence_id);
-        s.sequence_id = 0;
-      }
-      if (s.sequence_id == 0) {
-        s.sequence_id = next_sequence_id++;
-        by_sequence_id[s.sequence_id] = e.request_id;
+      const bool starts = e.is_prefill && e.start_position == 0;
+      // Recomputed after a preemption: the stages free the old KV first
+      // (whose free may still wait in to_free).
+      if (starts && (s.sent || std::find(to_free.begin(), to_free.end(), s.sequence_id) != to_free.end())) {
+        restarted.push_back(s.sequence_id);
       }
       s.sent = true;
-      v1::SequenceEntry* out = d.add_sequences();
-      out->set_request_id(s.call->call.client_request_id);
-      out->set_sequence_id(s.sequence_id);
+      if (starts) starting.emplace_back(d.sequences_size(), &s.sampling);
+      v1::SequenceEntry* entry = d.add_sequences();
+      entry->set_server_request_id(s.call->call.identity.server_id);
+      entry->set_sequence_id(s.sequence_id);
       if (e.is_prefill) {
-        out->mutable_token_ids()->Add(s.tokens.begin() + e.start_position,
-                                      s.tokens.begin() + e.start_position + e.num_tokens);
+        entry->mutable_token_ids()->Add(s.tokens.begin() + e.start_position,
+                                        s.tokens.begin() + e.start_position + e.num_tokens);
       } else {
-        out->add_token_ids(e.input_token);
+        entry->add_token_ids(e.input_token);
       }
-      out->set_position_start(e.start_position);
-      out->set_is_prefill(e.is_prefill);
-      out->set_dp_group(static_cast<uint32_t>(e.dp_group));
-      *out->mutable_sampling() = s.call->call.sampling;
-      out->set_return_token_logprobs(s.call->call.score);
+      entry->set_position_start(e.start_position);
+      entry->set_is_prefill(e.is_prefill);
+      entry->set_dp_group(static_cast<uint32_t>(e.dp_group));
+      entry->set_return_token_logprobs(s.call->call.score);
     }
   }
   if (mb.decode_steps > 1) d.set_decode_steps(static_cast<uint32_t>(mb.decode_steps));
+  // A sequence that starts again under its id is freed in this very
+  // descriptor, ahead of every other free (there are at most as many as
+  // entries), and no older free of it may follow its new start.
+  for (uint64_t id : restarted) to_free.erase(std::remove(to_free.begin(), to_free.end(), id), to_free.end());
+  to_free.insert(to_free.begin(), restarted.begin(), restarted.end());
   // At most as many frees as a microbatch has sequences, so that the
   // descriptor stays within its bound; the rest go with the next one.
   const size_t frees = std::min<size_t>(to_free.size(), scheduler->options().max_sequences_per_microbatch);
   for (size_t i = 0; i < frees; ++i) d.add_finished_sequence_ids(to_free[i]);
   to_free.erase(to_free.begin(), to_free.begin() + static_cast<std::ptrdiff_t>(frees));
-  return d;
+  out.last = d;
+  for (const auto& [index, sampling] : starting) *out.last.mutable_sequences(index)->mutable_sampling() = *sampling;
+  return out;
 }
 
 std::string PipelineDriver::State::RequestsOf(const Microbatch& mb) const {
@@ -117,7 +139,7 @@ std::string PipelineDriver::State::RequestsOf(const Microbatch& mb) const {
   for (const auto& group : mb.entries_by_group) {
     for (const MicrobatchEntry& e : group) {
       auto it = sequences.find(e.request_id);
-      const std::string id = it == sequences.end() ? e.request_id : it->second.call->call.client_request_id;
+      const std::string id = it == sequences.end() ? e.request_id : it->second.call->call.identity.server_id;
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     }
   }
@@ -129,14 +151,14 @@ std::string PipelineDriver::State::RequestsOf(const Microbatch& mb) const {
 void PipelineDriver::State::Pump() {
   // Everything the scheduler offers now, so that consecutive multi-step
   // microbatches of as many steps go out as one wave.
-  std::vector<std::pair<Microbatch, v1::MicrobatchDescriptor>> ready;
+  std::vector<std::pair<Microbatch, Described>> ready;
   while (!down) {
     std::optional<Microbatch> mb = scheduler->Next();
     if (!mb) break;
-    v1::MicrobatchDescriptor d = Describe(*mb);
-    if (const size_t bytes = d.ByteSizeLong(); options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
+    Described d = Describe(*mb);
+    if (const size_t bytes = d.last.ByteSizeLong(); options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
       // Never sent: a stage would refuse it and lose its Run stream.
-      to_free.insert(to_free.begin(), d.finished_sequence_ids().begin(), d.finished_sequence_ids().end());
+      to_free.insert(to_free.begin(), d.common.finished_sequence_ids().begin(), d.common.finished_sequence_ids().end());
       Handle(scheduler
                  ->Fail(mb->id, absl::ResourceExhaustedError(absl::StrCat(
                                     "microbatch ", mb->id, " of requests ", RequestsOf(*mb), " would be ", bytes,
@@ -151,8 +173,10 @@ void PipelineDriver::State::Pump() {
     const int steps = ready[i].first.decode_steps;
     while (steps > 1 && end < ready.size() && ready[end].first.decode_steps == steps) ++end;
     for (size_t k = i; steps > 1 && k < end; ++k) {
-      ready[k].second.set_wave_size(static_cast<uint32_t>(end - i));
-      ready[k].second.set_wave_index(static_cast<uint32_t>(k - i));
+      for (v1::MicrobatchDescriptor* d : {&ready[k].second.common, &ready[k].second.last}) {
+        d->set_wave_size(static_cast<uint32_t>(end - i));
+        d->set_wave_index(static_cast<uint32_t>(k - i));
+      }
     }
     for (; i < end; ++i) {
       if (!Send(ready[i].first, ready[i].second)) return;
@@ -160,7 +184,7 @@ void PipelineDriver::State::Pump() {
   }
 }
 
-bool PipelineDriver::State::Send(const Microbatch& mb, const v1::MicrobatchDescriptor& d) {
+bool PipelineDriver::State::Send(const Microbatch& mb, const Described& d) {
   if (down) return false;
   // The work the stages owe before answering it: its tokens (each step's)
   // and those of the microbatches ahead of it.
@@ -175,7 +199,8 @@ bool PipelineDriver::State::Send(const Microbatch& mb, const v1::MicrobatchDescr
   f.answered.assign(links.size(), false);
   const Clock::time_point writing = Clock::now();
   for (size_t k = 0; k < links.size(); ++k) {
-    if (absl::Status st = links[k]->Send(d); !st.ok()) {
+    // Only the last stage samples: only it gets the sequences' sampling.
+    if (absl::Status st = links[k]->Send(k + 1 == links.size() ? d.last : d.common); !st.ok()) {
       StageDown(static_cast<int>(k), st);
       return false;
     }
@@ -192,6 +217,12 @@ bool PipelineDriver::State::Send(const Microbatch& mb, const v1::MicrobatchDescr
 }
 
 void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& result) {
+  std::map<uint64_t, std::string> names;  // the microbatch's sequences by their stage id
+  for (const auto& group : f.microbatch.entries_by_group) {
+    for (const MicrobatchEntry& e : group) {
+      if (auto it = sequences.find(e.request_id); it != sequences.end()) names[it->second.sequence_id] = e.request_id;
+    }
+  }
   for (const v1::SequenceResult& r : result.sequences()) {
     if (r.has_error()) {
       f.step_errors.emplace(r.sequence_id(),
@@ -200,17 +231,36 @@ void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& 
     }
     if (f.step_errors.count(r.sequence_id()) != 0) continue;
     f.step_tokens[r.sequence_id()].push_back(r.sampled_token());
-    auto id = by_sequence_id.find(r.sequence_id());
-    if (id == by_sequence_id.end()) continue;
+    auto id = names.find(r.sequence_id());
+    if (id == names.end()) continue;
     auto it = sequences.find(id->second);
     if (it == sequences.end()) continue;
     Sequence& s = it->second;
     if (s.stream_stopped || s.call->done || s.call->call.score) continue;
-    s.call->call.observer->OnToken(s.index, r.sampled_token());
+    const bool stop_string = Deliver(s, r.sampled_token(), r.has_sampled_logprobs() ? &r.sampled_logprobs() : nullptr);
     ++s.streamed;
-    const auto& stops = s.call->call.sampling.stop_token_ids();
-    s.stream_stopped = std::find(stops.begin(), stops.end(), r.sampled_token()) != stops.end();
+    const v1::SamplingParams& sampling = s.call->call.sampling;
+    const auto& stops = sampling.stop_token_ids();
+    const int generated = static_cast<int>(s.tokens.size() - s.call->call.prompts[s.index].size()) + s.streamed;
+    s.stream_stopped = stop_string || (generated >= static_cast<int>(sampling.min_tokens()) &&
+                                       std::find(stops.begin(), stops.end(), r.sampled_token()) != stops.end());
+    // In flight: it ends when its microbatch completes; the tokens its later steps chose are dropped.
+    if (stop_string) EndAtStopString(id->second);
   }
+}
+
+bool PipelineDriver::State::Deliver(Sequence& s, int32_t token, const v1::ChosenTokenLogprobs* logprobs) {
+  if (s.call->done || s.call->call.score || s.output == nullptr || s.output->stopped()) return false;
+  SequenceOutput::Piece piece = s.output->Push(token);
+  s.call->call.observer->OnToken(s.index, TokenOutput{token, std::move(piece.text), logprobs});
+  return piece.stopped;
+}
+
+void PipelineDriver::State::EndAtStopString(const std::string& id) {
+  // NOT_FOUND: the scheduler ended it with this very token (stop token or
+  // max_new_tokens); its end event follows and reports the stop string.
+  absl::StatusOr<std::vector<SchedulerEvent>> events = scheduler->Cancel(id);
+  if (events.ok()) Handle(*events);
 }
 
 void PipelineDriver::State::OnResult(int stage, const v1::MicrobatchResult& result, Clock::time_point read) {
@@ -267,7 +317,7 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
       SequenceResult r;
       r.request_id = e.request_id;
       const std::string where = absl::StrCat("stage ", last, " microbatch ", microbatch_id, " request '",
-                                             s.call->call.client_request_id, "' sequence ", s.sequence_id);
+                                             s.call->call.identity.server_id, "' sequence ", s.sequence_id);
       auto it = by_id.find(s.sequence_id);
       if (it == by_id.end()) {
         if (e.is_last_chunk) r.status = absl::InternalError(absl::StrCat(where, ": no result from the last stage"));
@@ -281,6 +331,7 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
         }
       } else {
         r.token = it->second->sampled_token();
+        if (it->second->has_sampled_logprobs()) s.pending_logprobs = it->second->sampled_logprobs();
         if (s.call->call.score && e.is_last_chunk) {
           const auto& lp = it->second->token_logprobs();
           if (lp.size() + 1 != static_cast<int>(s.tokens.size())) {
@@ -306,10 +357,7 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
 }
 
 void PipelineDriver::State::Release(Sequence& s) {
-  if (s.sent && s.sequence_id != 0) {
-    to_free.push_back(s.sequence_id);
-    by_sequence_id.erase(s.sequence_id);
-  }
+  if (s.sent) to_free.push_back(s.sequence_id);
   s.ended = true;
 }
 
@@ -324,11 +372,17 @@ void PipelineDriver::State::Handle(const std::vector<SchedulerEvent>& events) {
       s.tokens.push_back(ev.token);
       if (s.streamed > 0) {
         --s.streamed;  // given to the observer when its step was answered
-      } else if (!call->done && !call->call.score) {
-        obs->OnToken(s.index, ev.token);
+        continue;
       }
+      std::optional<v1::ChosenTokenLogprobs> logprobs = std::move(s.pending_logprobs);
+      s.pending_logprobs.reset();
+      if (Deliver(s, ev.token, logprobs ? &*logprobs : nullptr)) EndAtStopString(ev.request_id);
       continue;
     }
+    const bool stop_string = s.output != nullptr && s.output->stopped();
+    const std::string last_text = s.output != nullptr && ev.kind == SchedulerEvent::Kind::kFinished && !call->done
+                                      ? s.output->Finish()
+                                      : std::string();
     Release(s);
     --call->remaining;
     const int index = s.index;
@@ -339,14 +393,14 @@ void PipelineDriver::State::Handle(const std::vector<SchedulerEvent>& events) {
       EndCall(call, ev.status);
       continue;
     }
-    if (ev.reason == FinishReason::kCancelled) {
-      EndCall(call, absl::CancelledError(absl::StrCat("request '", call->call.client_request_id, "' was cancelled")));
+    if (ev.reason == FinishReason::kCancelled && !stop_string) {
+      EndCall(call, absl::CancelledError(absl::StrCat("request '", call->call.identity.server_id, "' was cancelled")));
       continue;
     }
     if (call->call.score) {
       obs->OnScore(index, std::move(logprobs));
     } else {
-      obs->OnSequenceFinished(index, ev.reason);
+      obs->OnSequenceFinished(index, stop_string ? FinishReason::kStopString : ev.reason, last_text);
     }
     if (call->remaining == 0) EndCall(call, absl::OkStatus());
   }
@@ -406,9 +460,9 @@ void PipelineDriver::State::CheckTimes(Clock::time_point now) {
   for (const std::shared_ptr<Call>& c : std::vector<std::shared_ptr<Call>>(calls)) {
     if (c->done) continue;
     if (c->call.observer->Cancelled()) {
-      EndCall(c, absl::CancelledError(absl::StrCat("request '", c->call.client_request_id, "' was cancelled by the client")));
+      EndCall(c, absl::CancelledError(absl::StrCat("request '", c->call.identity.server_id, "' was cancelled by the client")));
     } else if (now > c->call.deadline) {
-      EndCall(c, absl::DeadlineExceededError(absl::StrCat("request '", c->call.client_request_id, "' passed its deadline with ",
+      EndCall(c, absl::DeadlineExceededError(absl::StrCat("request '", c->call.identity.server_id, "' passed its deadline with ",
                                                           c->remaining, " of ", c->sequence_ids.size(),
                                                           " sequences unfinished")));
     }

@@ -8,10 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipeline_driver.h"
+#include "seam/v1/stage_service.pb.h"
+#include "sequence_output.h"
 
 namespace seam::coordinator {
 
@@ -24,14 +27,20 @@ struct PipelineDriver::State {
     bool done = false;  // observer->OnDone was called
     std::vector<std::string> sequence_ids;
   };
+  // One sequence of a call, from Admit until its end.
   struct Sequence {
     std::shared_ptr<Call> call;
-    int index = 0;
+    int index = 0;                // in its call (SequenceName)
     std::vector<int32_t> tokens;  // prompt, then generated
-    uint64_t sequence_id = 0;     // names its KV on the stages
+    uint64_t sequence_id = 0;     // names it and its KV on the stages for its whole life
     bool sent = false;            // some stage may hold KV for sequence_id
     bool ended = false;
+    v1::SequenceSampling sampling;           // the last stage's, sent with its first entry
+    std::unique_ptr<SequenceOutput> output;  // its text and stop strings (generating calls)
     std::vector<float> logprobs;  // scoring: from the last stage
+    // The last stage's log-probs of the token its next kToken event brings
+    // (single-step microbatches).
+    std::optional<v1::ChosenTokenLogprobs> pending_logprobs;
     // Multi-step decode: tokens already given to the observer as the last
     // stage answered each step, ahead of the scheduler's events for them
     // (which then only record them), and whether one of them was a stop
@@ -75,16 +84,26 @@ struct PipelineDriver::State {
 
  private:
   void Finalize(uint64_t microbatch_id);
+  // Gives `token` of `s` to its observer (text, stop strings, log-probs);
+  // true when a stop string ended the sequence with it.
+  bool Deliver(Sequence& s, int32_t token, const v1::ChosenTokenLogprobs* logprobs);
+  // Ends sequence `id`, whose text reached a stop string, in the scheduler.
+  void EndAtStopString(const std::string& id);
   // A step's answer from the last stage of a multi-step microbatch: records
   // each sequence's token and streams it to its observer.
   void RecordStep(InFlight& f, const v1::MicrobatchResult& result);
+  // A microbatch as the stages get it: `common` for every stage but the
+  // last, `last` (common plus each starting sequence's sampling) for it.
+  struct Described {
+    v1::MicrobatchDescriptor common, last;
+  };
   // Sends `d` (of `mb`) to every stage; false once a stage is down.
-  bool Send(const Microbatch& mb, const v1::MicrobatchDescriptor& d);
+  bool Send(const Microbatch& mb, const Described& d);
   void Handle(const std::vector<SchedulerEvent>& events);
   void EndCall(std::shared_ptr<Call> call, const absl::Status& status);
   void Release(Sequence& seq);
   void StageDown(int stage, const absl::Status& status);
-  v1::MicrobatchDescriptor Describe(const Microbatch& mb);
+  Described Describe(const Microbatch& mb);
   std::string RequestsOf(const Microbatch& mb) const;
 
   PipelineDriverOptions options;
@@ -104,10 +123,8 @@ struct PipelineDriver::State {
   Clock::time_point received{};  // when the link thread read the result being handled
   int64_t last_hop_us = 0;       // the ended microbatch's last result: link thread to driver thread
   uint64_t last_ended = 0;
-  uint64_t next_call = 1;
   uint64_t next_sequence_id = 1;
-  std::map<std::string, Sequence> sequences;        // by scheduler request id
-  std::map<uint64_t, std::string> by_sequence_id;   // stage sequence id -> request id
+  std::map<std::string, Sequence> sequences;        // by SequenceName, the scheduler's request id
   std::vector<std::shared_ptr<Call>> calls;         // live calls
   std::map<uint64_t, InFlight> in_flight;           // by microbatch id
   std::vector<uint64_t> to_free;                    // finished_sequence_ids of the next descriptor

@@ -9,7 +9,7 @@ std::optional<FinishReason> RecordSample(RequestState& state, int32_t token) {
   state.generated += 1;
   state.last_token = token;
   const auto& stops = state.request.stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+  if (state.generated >= state.request.min_tokens && std::find(stops.begin(), stops.end(), token) != stops.end()) {
     return FinishReason::kStopToken;
   }
   if (state.generated >= state.request.max_new_tokens) return FinishReason::kMaxTokens;

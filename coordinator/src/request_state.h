@@ -38,7 +38,7 @@ struct RequestState {
 };
 
 // Records a sampled token: returns the finish reason when the request ends
-// with it (a stop token, or max_new_tokens reached).
+// with it (a stop token once it has min_tokens tokens, or max_new_tokens reached).
 std::optional<FinishReason> RecordSample(RequestState& state, int32_t token);
 
 // Puts a preempted request back to the queued phase: its blocks are released

@@ -52,6 +52,7 @@ const char* FinishReasonName(FinishReason reason) {
     case FinishReason::kMaxTokens: return "max_tokens";
     case FinishReason::kStopToken: return "stop_token";
     case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kStopString: return "stop_string";
   }
   return "unknown";
 }

@@ -48,7 +48,7 @@ class SchedulerImpl final : public Scheduler {
   // microbatch_builder.cc
   void BreakDeadlocks();
   bool GroupDeadlocked(int group) const;
-  void Preempt(const std::string& request_id);
+  void Preempt(std::string request_id);  // by value: callers pass an id of running_, which it erases
   // Decode steps one microbatch may take (see AddDecodeSteps).
   int DecodeShare() const;
   // Steps the next microbatch runs (see SchedulerOptions::max_decode_steps);

@@ -95,9 +95,6 @@ TEST(OpenAiRequest, RefusalsNameWhatIsWrong) {
     return r.ok() ? absl::OkStatus() : r.status();
   };
   EXPECT_EQ(refused("{not json", false, nullptr).message(), "the request body is not valid JSON");
-  EXPECT_TRUE(absl::IsInvalidArgument(refused(R"({"prompt": [1], "stop": ["\n"]})", false, nullptr)));
-  EXPECT_NE(refused(R"({"prompt": [1], "stop": ["\n"]})", false, nullptr).message().find("stop_token_ids"),
-            std::string::npos);
   EXPECT_NE(refused(R"({"prompt": [1], "max_tokens": 0})", false, nullptr).message().find("max_tokens"),
             std::string::npos);
   EXPECT_NE(refused(R"({"prompt": [1], "n": 9})", false, nullptr).message().find("'n'"), std::string::npos);
@@ -109,6 +106,68 @@ TEST(OpenAiRequest, RefusalsNameWhatIsWrong) {
   EXPECT_TRUE(absl::IsFailedPrecondition(refused(R"({"prompt": "hello"})", false, nullptr)));
   EXPECT_TRUE(absl::IsFailedPrecondition(
       refused(R"({"messages": [{"role": "user", "content": "hi"}]})", true, nullptr)));
+}
+
+TEST(OpenAiRequest, EveryParameterSeamDoesNotImplementIsRefusedByName) {
+  const auto message = [](const std::string& body, bool chat) {
+    auto r = ParseOpenAiRequest(body, chat, "x", Qwen3Text(), Limits());
+    EXPECT_TRUE(!r.ok() && absl::IsInvalidArgument(r.status())) << body;
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  const std::string chat = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_EQ(message(R"({"prompt": [1], "echo": true})", false), "'echo' is not supported (the answer never repeats the prompt)");
+  EXPECT_EQ(message(R"({"prompt": [1], "suffix": "end"})", false), "'suffix' is not supported (no insertion)");
+  EXPECT_EQ(message(R"({"prompt": [1], "best_of": 3})", false), "'best_of' is not supported (one sequence per choice)");
+  EXPECT_EQ(message("{" + chat + R"(, "response_format": {"type": "json_object"}})", true),
+            "'response_format' is not supported: only {\"type\": \"text\"}");
+  EXPECT_EQ(message("{" + chat + R"(, "tools": [{"type": "function", "function": {"name": "f"}}]})", true),
+            "'tools' are not supported (no tool calls)");
+  EXPECT_EQ(message("{" + chat + R"(, "n": 1, "top_logprobs": 2})", true), "'top_logprobs' needs 'logprobs': true");
+  EXPECT_EQ(message(R"({"prompt": [1], "min_p": 0.1})", false), "'min_p' is not a parameter /v1/completions takes");
+  EXPECT_EQ(message(R"({"prompt": [1], "messages": []})", false), "'messages' is not a parameter /v1/completions takes");
+  EXPECT_EQ(message("{" + chat + R"(, "stream_options": {"include_obfuscation": true}})", true),
+            "'stream_options.include_obfuscation' is not supported");
+  // Defaults and fields without effect on the answer pass.
+  auto ok = ParseOpenAiRequest("{" + chat + R"(, "echo_x": 1})", true, "x", Qwen3Text(), Limits());
+  EXPECT_FALSE(ok.ok());
+  ok = ParseOpenAiRequest("{" + chat + R"(, "user": "u", "tools": [], "tool_choice": "none", "store": false,
+      "response_format": {"type": "text"}, "modalities": ["text"], "metadata": {"a": "b"}})",
+                          true, "x", Qwen3Text(), Limits());
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST(OpenAiRequest, SamplingParametersAreRead) {
+  auto r = ParseOpenAiRequest(R"({"prompt": "hi", "stop": ["\n\n", "END"], "presence_penalty": 0.5,
+      "frequency_penalty": -0.25, "repetition_penalty": 1.1, "logit_bias": {"42": -100, "7": 2.5},
+      "min_tokens": 3, "logprobs": 2, "seed": 99, "max_tokens": 5})", false, "x", Qwen3Text(), Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::SamplingParams& s = r->generate.sampling();
+  EXPECT_EQ(std::vector<std::string>(s.stop().begin(), s.stop().end()), (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_FLOAT_EQ(s.presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty(), -0.25f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty(), 1.1f);
+  ASSERT_EQ(s.logit_bias_size(), 2);
+  EXPECT_EQ(s.logit_bias(0).token_id(), 42);
+  EXPECT_FLOAT_EQ(s.logit_bias(0).bias(), -100.0f);
+  EXPECT_EQ(s.min_tokens(), 3u);
+  EXPECT_TRUE(s.logprobs());
+  EXPECT_EQ(s.top_logprobs(), 2u);
+  EXPECT_TRUE(r->logprobs);
+  ASSERT_TRUE(s.has_seed());
+  EXPECT_EQ(s.seed(), 99u);
+  auto unseeded = ParseOpenAiRequest(R"({"prompt": [1, 2]})", false, "x", nullptr, Limits());
+  ASSERT_TRUE(unseeded.ok()) << unseeded.status();
+  EXPECT_FALSE(unseeded->generate.sampling().has_seed());  // the driver draws one
+  EXPECT_EQ(unseeded->generate.sampling().max_new_tokens(), 0u);  // the server's default (16)
+}
+
+TEST(OpenAiRequest, ChatWithoutMaxTokensMayFillTheContext) {
+  auto r = ParseOpenAiRequest(R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true,
+      "top_logprobs": 3})", true, "x", Qwen3Text(), Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().max_new_tokens(),
+            static_cast<uint32_t>(Limits().max_positions - r->prompt_tokens[0]));
+  EXPECT_EQ(r->top_logprobs, 3);
 }
 
 TEST(OpenAiServerOptions, PlaintextOnlyOnLoopbackOrWithInsecure) {

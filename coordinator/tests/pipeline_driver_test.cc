@@ -1,12 +1,20 @@
 // PipelineDriver's decisions against fake stage links: tokens reach the call,
 // a stage error fails its microbatch, a broken or silent stage ends every
-// call UNAVAILABLE, and the client's limits (queue, deadline) are honoured.
+// call UNAVAILABLE, and the client's limits (queue, deadline) are honoured;
+// only the last stage gets sampling, once per sequence, each sequence with
+// its own seed (a fresh one per call without a client seed); a stop string
+// ends a sequence with its text cut before it.
 #include "pipeline_driver.h"
+
+#include "absl/strings/str_cat.h"
+#include "seam/core/sampling_seed.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <set>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -27,6 +35,10 @@ class FakeLink : public StageLink {
   }
   absl::Status Send(const v1::MicrobatchDescriptor& d) override {
     ++sent;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      descriptors.push_back(d);
+    }
     if (silent) return absl::OkStatus();
     v1::MicrobatchResult r;
     r.set_microbatch_id(d.microbatch_id());
@@ -37,7 +49,7 @@ class FakeLink : public StageLink {
       for (const v1::SequenceEntry& e : d.sequences()) {
         v1::SequenceResult* s = r.add_sequences();
         s->set_sequence_id(e.sequence_id());
-        s->set_request_id(e.request_id());
+        s->set_server_request_id(e.server_request_id());
         s->set_sampled_token((e.token_ids(0) + e.position_start() + e.token_ids_size()) % 256);
       }
     }
@@ -51,6 +63,8 @@ class FakeLink : public StageLink {
   std::atomic<bool> silent{false};
   std::atomic<int> error_code{0};
   std::atomic<int> sent{0};
+  std::mutex mu;
+  std::vector<v1::MicrobatchDescriptor> descriptors;  // every one sent here
 
  private:
   bool last_;
@@ -61,9 +75,16 @@ class FakeLink : public StageLink {
 
 class Recorder : public CallObserver {
  public:
-  explicit Recorder(size_t n) : tokens(n) {}
-  void OnToken(int i, int32_t t) override { tokens[i].push_back(t); }
-  void OnSequenceFinished(int, FinishReason) override { ++finished; }
+  explicit Recorder(size_t n) : tokens(n), texts(n) {}
+  void OnToken(int i, const TokenOutput& t) override {
+    tokens[i].push_back(t.token);
+    texts[i] += t.text;
+  }
+  void OnSequenceFinished(int i, FinishReason reason, const std::string& text) override {
+    ++finished;
+    texts[i] += text;
+    reasons.push_back(reason);
+  }
   void OnScore(int, std::vector<float>) override {}
   void OnDone(const absl::Status& s) override { done.set_value(s); }
   absl::Status Wait() {
@@ -72,6 +93,8 @@ class Recorder : public CallObserver {
     return f.get();
   }
   std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::string> texts;
+  std::vector<FinishReason> reasons;
   int finished = 0;
   std::promise<absl::Status> done;
 };
@@ -91,17 +114,91 @@ struct Pipeline {
   void Submit(Recorder& r, std::vector<std::vector<int32_t>> prompts, int max_new = 3, bool score = false,
               std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
     DriverCall c;
-    c.client_request_id = "client-1";
+    c.sampling = sampling;
+    // Server ids are unique per call: req-...c1, req-...c2, ...
+    c.identity = RequestIdentity{absl::StrCat("req-00000000000000c", ++calls), "client-1"};
     c.prompts = std::move(prompts);
     c.sampling.set_max_new_tokens(max_new);
     c.score = score;
     c.deadline = deadline;
+    c.text = text;
     c.observer = &r;
     driver->Submit(std::move(c));
   }
+  // The entries stage `k` was sent, in order.
+  std::vector<v1::SequenceEntry> EntriesOf(int k) {
+    std::lock_guard<std::mutex> lock(fakes[k]->mu);
+    std::vector<v1::SequenceEntry> out;
+    for (const v1::MicrobatchDescriptor& d : fakes[k]->descriptors) out.insert(out.end(), d.sequences().begin(), d.sequences().end());
+    return out;
+  }
   std::vector<FakeLink*> fakes;
   std::unique_ptr<PipelineDriver> driver;
+  int calls = 0;
+  v1::SamplingParams sampling;           // of the next calls (max_new_tokens set by Submit)
+  std::function<std::unique_ptr<TokenText>()> text;  // of the next calls
 };
+
+// Token t reads "<t>,".
+class NumberText : public TokenText {
+ public:
+  std::string Push(int32_t token) override { return absl::StrCat(token, ","); }
+  std::string Flush() override { return ""; }
+};
+
+TEST(PipelineDriver, OnlyTheLastStageGetsSamplingOncePerSequence) {
+  Pipeline p;
+  p.sampling.set_temperature(0.5f);
+  p.sampling.set_seed(77);
+  Recorder r(2);
+  p.Submit(r, {{10, 20}, {5}});
+  ASSERT_TRUE(r.Wait().ok());
+  for (const v1::SequenceEntry& e : p.EntriesOf(0)) EXPECT_FALSE(e.has_sampling()) << e.ShortDebugString();
+  std::map<uint64_t, int> with_sampling;
+  for (const v1::SequenceEntry& e : p.EntriesOf(1)) {
+    EXPECT_EQ(e.has_sampling(), e.is_prefill() && e.position_start() == 0) << e.ShortDebugString();
+    if (!e.has_sampling()) continue;
+    ++with_sampling[e.sequence_id()];
+    EXPECT_FLOAT_EQ(e.sampling().temperature(), 0.5f);
+    EXPECT_EQ(e.sampling().prompt_tokens(), static_cast<uint32_t>(e.token_ids_size()));
+    EXPECT_EQ(e.server_request_id(), "req-00000000000000c1");
+  }
+  ASSERT_EQ(with_sampling.size(), 2u);
+  std::set<uint64_t> seeds;
+  for (const v1::SequenceEntry& e : p.EntriesOf(1)) {
+    if (e.has_sampling()) seeds.insert(e.sampling().seed());
+  }
+  EXPECT_EQ(seeds, (std::set<uint64_t>{77, SequenceSeed(77, 1)}));
+}
+
+TEST(PipelineDriver, ACallWithoutASeedSamplesWithAFreshOne) {
+  Pipeline p;
+  p.sampling.set_temperature(1.0f);
+  Recorder a(1), b(1);
+  p.Submit(a, {{1, 2}});
+  ASSERT_TRUE(a.Wait().ok());
+  p.Submit(b, {{1, 2}});
+  ASSERT_TRUE(b.Wait().ok());
+  std::vector<uint64_t> seeds;
+  for (const v1::SequenceEntry& e : p.EntriesOf(1)) {
+    if (e.has_sampling()) seeds.push_back(e.sampling().seed());
+  }
+  ASSERT_EQ(seeds.size(), 2u);
+  EXPECT_NE(seeds[0], seeds[1]);
+}
+
+TEST(PipelineDriver, AStopStringEndsTheSequenceWithItsTextCutBeforeIt) {
+  Pipeline p;
+  p.text = [] { return std::make_unique<NumberText>(); };
+  // [10, 20] samples 12, then 15, 19, 24, ...: the text "12,15,19,..." stops at "15,1".
+  p.sampling.add_stop("15,1");
+  Recorder r(1);
+  p.Submit(r, {{10, 20}}, 8);
+  ASSERT_TRUE(r.Wait().ok());
+  EXPECT_EQ(r.tokens[0], (std::vector<int32_t>{12, 15, 19}));
+  EXPECT_EQ(r.texts[0], "12,");
+  EXPECT_EQ(r.reasons, (std::vector<FinishReason>{FinishReason::kStopString}));
+}
 
 TEST(PipelineDriver, TokensOfTheLastStageReachTheCall) {
   Pipeline p;
@@ -123,7 +220,7 @@ TEST(PipelineDriver, AStageErrorFailsTheCallWithItsCodeAndWhere) {
   const absl::Status s = r.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("stage 0 failed microbatch"));
-  EXPECT_THAT(s.message(), HasSubstr("'client-1'"));
+  EXPECT_THAT(s.message(), HasSubstr("'req-00000000000000c1'"));
   EXPECT_THAT(s.message(), HasSubstr("handoff rejected"));
   EXPECT_EQ(p.driver->StagesUp(), (std::vector<bool>{true, true}));  // the stage still answers
 }
@@ -342,7 +439,7 @@ TEST(PipelineDriver, AFullQueueIsResourceExhaustedAndNothingStays) {
   p.Submit(r, {{1}, {2}});
   const absl::Status s = r.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(s.message(), HasSubstr("request 'client-1' prompt 1:"));
+  EXPECT_THAT(s.message(), HasSubstr("request 'req-00000000000000c1' prompt 1:"));
   Recorder ok(1);
   p.Submit(ok, {{1}});
   EXPECT_TRUE(ok.Wait().ok());
@@ -355,7 +452,7 @@ TEST(PipelineDriver, TheClientsDeadlineEndsTheCall) {
   p.Submit(r, {{1}}, 3, false, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
   const absl::Status s = r.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(s.message(), HasSubstr("request 'client-1' passed its deadline"));
+  EXPECT_THAT(s.message(), HasSubstr("request 'req-00000000000000c1' passed its deadline"));
 }
 
 TEST(PipelineDriver, ScoringWithoutLogprobsFromTheStagesIsUnimplemented) {

@@ -66,7 +66,7 @@ TEST(RequestValidation, TooManyTokensForTheModelsPositions) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "request 'req-7': too many tokens: prompt 0 has 30 tokens + 40 new tokens = 70, more than the "
-            "model's 64 positions");
+            "64 positions a sequence may hold (max_model_len)");
 }
 
 TEST(RequestValidation, DefaultMaxNewTokensIsApplied) {
@@ -126,20 +126,32 @@ TEST(RequestValidation, TheDescriptorBoundCoversTheLargestLegalMicrobatch) {
   const int sequences = 8, tokens = 64;
   for (int i = 0; i < sequences; ++i) {
     v1::SequenceEntry* e = d.add_sequences();
-    e->set_request_id(std::string(l.max_request_id_bytes, 'r'));
+    e->set_server_request_id(std::string(l.max_request_id_bytes, 'r'));
     e->set_sequence_id(~uint64_t{0});
     for (int t = 0; t < tokens / sequences; ++t) e->add_token_ids(std::numeric_limits<int32_t>::max());
     e->set_position_start(~uint64_t{0});
     e->set_is_prefill(true);
     e->set_return_token_logprobs(true);
     e->set_dp_group(~uint32_t{0});
-    v1::SamplingParams* sp = e->mutable_sampling();
+    // The last stage's descriptor: each starting sequence's whole sampling.
+    v1::SequenceSampling* sp = e->mutable_sampling();
     sp->set_temperature(1.5f);
     sp->set_top_k(~uint32_t{0});
     sp->set_top_p(0.5f);
     sp->set_seed(~uint64_t{0});
-    sp->set_max_new_tokens(~uint32_t{0});
-    for (int k = 0; k < l.max_stop_tokens; ++k) sp->add_stop_token_ids(std::numeric_limits<int32_t>::max());
+    sp->set_prompt_tokens(~uint32_t{0});
+    sp->set_presence_penalty(1.5f);
+    sp->set_frequency_penalty(1.5f);
+    sp->set_repetition_penalty(1.5f);
+    for (int k = 0; k < l.max_logit_bias; ++k) {
+      v1::LogitBias* b = sp->add_logit_bias();
+      b->set_token_id(std::numeric_limits<int32_t>::max());
+      b->set_bias(-99.5f);
+    }
+    sp->set_min_tokens(~uint32_t{0});
+    for (int k = 0; k < l.max_stop_tokens; ++k) sp->add_min_tokens_masked(std::numeric_limits<int32_t>::max());
+    sp->set_logprobs(true);
+    sp->set_top_logprobs(~uint32_t{0});
     d.add_finished_sequence_ids(~uint64_t{0});
   }
   EXPECT_LE(d.ByteSizeLong(), DescriptorBound(l, sequences, tokens));

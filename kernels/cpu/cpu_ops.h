@@ -35,6 +35,8 @@ absl::Status Softmax(const Tensor& x, const Tensor& out);
 absl::Status Argmax(const Tensor& logits, const Tensor& out);
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
 absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
+absl::Status EditLogits(const Tensor& logits, const Tensor& at, const Tensor& by);
+absl::Status TokenLogProbs(const Tensor& logits, const Tensor& tokens, const Tensor& out);
 absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
                       const Tensor& ids);
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);

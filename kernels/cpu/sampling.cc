@@ -1,7 +1,7 @@
 // Row-wise softmax, argmax and seeded sampling on the CPU. Sampling follows
 // ops.h: temperature, then top-k, then the top-p nucleus over the kept tokens,
 // then one inverse-CDF draw over the kept tokens in descending-probability
-// order (ties to the lower index) with u = SampleUniform(seed, step, row).
+// order (ties to the lower index) with u = SampleUniform(seed, step).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -95,7 +95,7 @@ absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Te
       continue;
     }
     const uint64_t step = static_cast<uint64_t>(static_cast<int64_t>(steps.data<int32_t>()[r]));
-    const float u = SampleUniform(params.seed, step, static_cast<uint64_t>(r));
+    const float u = SampleUniform(params.seed, step);
     out.data<int32_t>()[r] = SampleRow(row, params, u, order);
   }
   return absl::OkStatus();

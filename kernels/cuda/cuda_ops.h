@@ -47,6 +47,9 @@ absl::Status Softmax(const Tensor& x, const Tensor& out);
 absl::Status Argmax(const Tensor& logits, const Tensor& out);
 absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
+// logit_edits.cu
+absl::Status EditLogits(const Tensor& logits, const Tensor& at, const Tensor& by);
+absl::Status TokenLogProbs(const Tensor& logits, const Tensor& tokens, const Tensor& out);
 
 // moe.cu
 absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,

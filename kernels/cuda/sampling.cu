@@ -39,7 +39,7 @@
 //   nucleus = shortest sorted prefix whose sequential sum reaches top_p·total
 //   (a second walk, skipped when top_p·total == total);
 //   the draw walks once more to the first prefix sum > u·mass, with
-//   u = SampleUniform(seed, step, row) from the same splitmix64 recipe.
+//   u = SampleUniform(seed, step) from the same splitmix64 recipe.
 // Work is O(N) per pass with a few passes per chunk; a full-vocabulary draw
 // (top_k = 0) takes about ceil(N / kChunk) chunks per walk.
 #include <cooperative_groups.h>
@@ -360,8 +360,8 @@ __device__ __forceinline__ uint64_t SplitMix64(uint64_t z) {
 }
 
 // The recipe of SampleUniform in kernels/src/ops_sampling.cc.
-__device__ __forceinline__ float DeviceSampleUniform(uint64_t seed, uint64_t step, uint64_t row) {
-  const uint64_t h = SplitMix64(SplitMix64(SplitMix64(seed) ^ step) ^ row);
+__device__ __forceinline__ float DeviceSampleUniform(uint64_t seed, uint64_t step) {
+  const uint64_t h = SplitMix64(SplitMix64(seed) ^ step);
   return __fmul_rn(static_cast<float>(h >> 40), 1.0f / 16777216.0f);
 }
 
@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const T* __restrict__ x
 
   // Walk 3: the token, the first prefix sum > u · mass, or the nucleus's last one.
   const uint64_t step = static_cast<uint64_t>(static_cast<int64_t>(steps[row]));
-  const float threshold = __fmul_rn(DeviceSampleUniform(args.seed, step, static_cast<uint64_t>(row)), mass);
+  const float threshold = __fmul_rn(DeviceSampleUniform(args.seed, step), mass);
   __syncthreads();
   if (threadIdx.x == 0) s_sum = 0.f, s_token = -1;
   __shared__ bool s_found;

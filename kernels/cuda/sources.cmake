@@ -13,6 +13,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
   ${CMAKE_CURRENT_LIST_DIR}/gated_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache_write.cu
+  ${CMAKE_CURRENT_LIST_DIR}/logit_edits.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_conv.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu

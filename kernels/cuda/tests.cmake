@@ -7,6 +7,7 @@ add_executable(cuda_kernels_test
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_attention_input_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_matmul_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_sampling_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_logit_edits_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_mhc_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_mamba_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_moe_experts_test.cc)

@@ -1,9 +1,10 @@
 // The probability and sampling ops of seam/kernels/ops.h (validation, then
 // dispatch by device) and SampleUniform, the counter-based uniform that makes
-// a draw reproducible from (seed, step, row) on every device.
+// a draw reproducible from (seed, step) on every device.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/sampling_seed.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "src/dispatch.h"
@@ -15,14 +16,6 @@ using internal::ExpectFloatTensor;
 using internal::ExpectIndexTensor;
 
 namespace {
-
-// The splitmix64 finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mix.
-uint64_t SplitMix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // logits: floating [T, N] with N >= 1.
 absl::Status ExpectLogits(const Tensor& logits, const char* what) {
@@ -47,10 +40,10 @@ absl::Status ExpectSamplingParams(const SamplingParams& p) {
 }  // namespace
 
 // Exact integer recipe (so a CUDA version gives the same bits):
-//   h = mix(mix(mix(seed) ^ step) ^ row), mix = splitmix64 above;
+//   h = mix(mix(seed) ^ step), mix = seam::SplitMix64;
 //   u = (h >> 40) / 2^24, exact in fp32.
-float SampleUniform(uint64_t seed, uint64_t step, uint64_t row) {
-  const uint64_t h = SplitMix64(SplitMix64(SplitMix64(seed) ^ step) ^ row);
+float SampleUniform(uint64_t seed, uint64_t step) {
+  const uint64_t h = SplitMix64(SplitMix64(seed) ^ step);
   return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
 }
 
@@ -80,6 +73,37 @@ absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Te
   SEAM_RETURN_IF_ERROR(ExpectShape(out, {logits.dim(0)}, "out"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&logits, "logits"}, {&steps, "steps"}, {&out, "out"}}));
   SEAM_KERNELS_DISPATCH(device, Sample, logits, params, steps, out);
+}
+
+absl::Status EditLogits(const Tensor& logits, const Tensor& at, const Tensor& by) {
+  SEAM_RETURN_IF_ERROR(ExpectDType(logits, DType::kF32, "logits"));
+  SEAM_RETURN_IF_ERROR(ExpectContiguous(logits, "logits"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(logits, 2, "logits"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(at, "at"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(at, 2, "at"));
+  if (at.dim(1) != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("at: expected [edits, 2], got ", ShapeToString(at.shape())));
+  }
+  SEAM_RETURN_IF_ERROR(ExpectDType(by, DType::kF32, "by"));
+  SEAM_RETURN_IF_ERROR(ExpectContiguous(by, "by"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(by, at.shape(), "by"));
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&logits, "logits"}, {&at, "at"}, {&by, "by"}}));
+  SEAM_KERNELS_DISPATCH(device, EditLogits, logits, at, by);
+}
+
+absl::Status TokenLogProbs(const Tensor& logits, const Tensor& tokens, const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectLogits(logits, "logits"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(tokens, "tokens"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(tokens, 2, "tokens"));
+  if (tokens.dim(0) != logits.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("tokens: expected ", logits.dim(0), " rows, got shape ",
+                                                   ShapeToString(tokens.shape())));
+  }
+  SEAM_RETURN_IF_ERROR(ExpectDType(out, DType::kF32, "out"));
+  SEAM_RETURN_IF_ERROR(ExpectContiguous(out, "out"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(out, tokens.shape(), "out"));
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&logits, "logits"}, {&tokens, "tokens"}, {&out, "out"}}));
+  SEAM_KERNELS_DISPATCH(device, TokenLogProbs, logits, tokens, out);
 }
 
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices) {

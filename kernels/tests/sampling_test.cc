@@ -48,18 +48,19 @@ std::vector<int32_t> Draw(const Tensor& logits, const SamplingParams& p, const s
 }
 
 TEST(SampleUniform, FollowsTheSplitMix64Recipe) {
-  // Values from an independent implementation of h = mix(mix(mix(seed) ^ step)
-  // ^ row), u = (h >> 40) / 2^24; a GPU version must give the same bits.
-  EXPECT_EQ(SampleUniform(0, 0, 0), 2327157 / 16777216.0f);
-  EXPECT_EQ(SampleUniform(42, 7, 3), 16080450 / 16777216.0f);
-  EXPECT_EQ(SampleUniform(~0ull, 123456, 65535), 473789 / 16777216.0f);
-  EXPECT_EQ(SampleUniform(1234567890123ull, 0, 1), 4664430 / 16777216.0f);
+  // Values from an independent implementation of h = mix(mix(seed) ^ step),
+  // u = (h >> 40) / 2^24; a GPU version must give the same bits.
+  EXPECT_EQ(SampleUniform(0, 0), 10946269 / 16777216.0f);
+  EXPECT_EQ(SampleUniform(42, 7), 1443373 / 16777216.0f);
+  EXPECT_EQ(SampleUniform(~0ull, 123456), 1154057 / 16777216.0f);
+  EXPECT_EQ(SampleUniform(1234567890123ull, 0), 10540655 / 16777216.0f);
+  EXPECT_EQ(SampleUniform(1234567890123ull, 1), 3235050 / 16777216.0f);
 }
 
 TEST(SampleUniform, IsUniformOnTheUnitInterval) {
   double sum = 0.0;
   for (uint64_t i = 0; i < 20000; ++i) {
-    const float u = SampleUniform(9, i / 100, i % 100);
+    const float u = SampleUniform(9 + i % 100, i / 100);
     ASSERT_GE(u, 0.0f);
     ASSERT_LT(u, 1.0f);
     sum += u;
@@ -79,13 +80,13 @@ TEST(Sample, MatchesTheInverseCdfReference) {
     const std::vector<double> lv = Values(logits);
     for (int r = 0; r < 64; ++r) {
       const std::vector<double> row(lv.begin() + r * 96, lv.begin() + (r + 1) * 96);
-      EXPECT_EQ(got[r], ReferenceDraw(row, p, SampleUniform(1234, steps[r], r)))
+      EXPECT_EQ(got[r], ReferenceDraw(row, p, SampleUniform(1234, steps[r])))
           << "row " << r << " temperature " << temperature << " top_k " << top_k << " top_p " << top_p;
     }
   }
 }
 
-TEST(Sample, SamplingIsReproducibleFromSeedStepRow) {
+TEST(Sample, SamplingIsReproducibleFromSeedAndStep) {
   const Tensor logits = RandomTensor({7, 96}, DType::kBF16, 82);
   const SamplingParams p{0.9f, 0, 0.95f, 77};
   const std::vector<int32_t> steps = {3, 3, 3, 3, 3, 3, 3};

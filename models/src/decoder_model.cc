@@ -5,10 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/stream_ops.h"
+#include "seam/core/log.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "seam/models/nemotron_h_model.h"
 #include "seam/models/qwen3_model.h"
+#include "seam/weights/output_head.h"
 #include "src/cp_attention.h"
 #include "src/load_context.h"
 #include "src/step_inputs.h"
@@ -39,15 +41,19 @@ absl::Status DecoderModel::LoadEnds(const internal::LoadContext& ctx, const std:
                                     const std::string& final_norm) {
   const weights::ModelConfig& c = config_;
   const bool first = is_first_piece(), last = is_last_piece();
-  if (first || (last && c.tie_word_embeddings)) {
-    SEAM_ASSIGN_OR_RETURN(ends_.embed, ctx.Load(embedding, {c.vocab_size, c.hidden_size}));
+  const Shape shape{c.vocab_size, c.hidden_size};
+  if (first) {
+    SEAM_ASSIGN_OR_RETURN(ends_.embed, ctx.Load(embedding, shape));
   }
   if (!last) return absl::OkStatus();
-  if (c.tie_word_embeddings) {
+  // The head as weights::ResolveOutputHead says: the file's own lm_head
+  // whenever it has one, the embedding table only for a tied config without.
+  SEAM_ASSIGN_OR_RETURN(const weights::OutputHead head, weights::ResolveOutputHead(ctx.checkpoint, embedding));
+  if (!head.disagreement.empty() && ctx.options.topology.tp_rank == 0) SEAM_LOG_WARN("{}", head.disagreement);
+  if (head.is_embedding && first) {
     ends_.lm_head = ends_.embed;
-    if (!first) ends_.embed = Tensor();  // the last piece of a split reads the table as lm_head only
   } else {
-    SEAM_ASSIGN_OR_RETURN(ends_.lm_head, ctx.Load("lm_head.weight", {c.vocab_size, c.hidden_size}));
+    SEAM_ASSIGN_OR_RETURN(ends_.lm_head, ctx.Load(head.tensor, shape));
   }
   ends_.final_norm.eps = c.rms_norm_eps;
   SEAM_ASSIGN_OR_RETURN(ends_.final_norm.weight, ctx.Load(final_norm, {c.hidden_size}));

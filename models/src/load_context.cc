@@ -2,8 +2,10 @@
 // the row helper.
 #include "src/load_context.h"
 
+#include "seam/core/logging.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
+#include "seam/weights/output_head.h"
 
 namespace seam::models::internal {
 

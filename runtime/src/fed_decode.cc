@@ -122,6 +122,12 @@ absl::StatusOr<FedStep> StageGroup::StepFed(const std::vector<models::SequenceSt
     return absl::InvalidArgumentError(absl::StrCat("a fed step takes one token choice per sequence: ", choices.size(),
                                                    " for ", n, " sequences"));
   }
+  for (const TokenChoice& c : choices) {
+    if (!c.edits.empty() || c.logprobs || c.top_logprobs > 0) {
+      return absl::InvalidArgumentError("a fed step chooses from unedited logits without log-probs: run choices "
+                                        "with edits or log-probs through StepPiece");
+    }
+  }
   auto job = std::make_shared<FedJob>();
   job->input.sequences = sequences;
   job->choices = choices;

@@ -1,10 +1,11 @@
 // The generation loop: batched prefill, then batched decode of the sequences
-// still running; token choice through kernels::Sample on the step's rows.
+// still running; token choice through kernels::Sample, each prompt with its own seed.
 #include "seam/runtime/generator.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/sampling_seed.h"
 #include "seam/core/status.h"
 
 namespace seam::runtime {
@@ -19,16 +20,22 @@ struct Running {
   bool started = false;  // the group has seen it (holds blocks)
 };
 
-// Chooses one token per row of `logits` ([B, V] fp32) at generation `step`.
-absl::StatusOr<std::vector<int32_t>> Choose(const std::vector<Tensor>& rows, const kernels::SamplingParams& params,
-                                            int step) {
-  const int64_t b = static_cast<int64_t>(rows.size()), vocab = rows.empty() ? 0 : rows[0].dim(1);
-  Tensor logits = Tensor::Empty({b, vocab}, DType::kF32);
-  for (int64_t i = 0; i < b; ++i) SEAM_RETURN_IF_ERROR(CopyInto(rows[i], logits.Rows(i, 1)));
-  Tensor steps = Tensor::FromInts(std::vector<int32_t>(b, step), {b});
-  Tensor out = Tensor::Empty({b}, DType::kI32);
-  SEAM_RETURN_IF_ERROR(kernels::Sample(logits, params, steps, out));
-  return std::vector<int32_t>(out.data<int32_t>(), out.data<int32_t>() + b);
+// Chooses one token per row of `logits` ([1, V] fp32 each) at generation
+// `step`; row i belongs to prompt `prompts[i]`, which draws with its own seed
+// (seam::SequenceSeed of the options' seed and the prompt's index), as the
+// coordinator gives each sequence of a request its own.
+absl::StatusOr<std::vector<int32_t>> Choose(const std::vector<Tensor>& rows, const std::vector<size_t>& prompts,
+                                            const kernels::SamplingParams& params, int step) {
+  std::vector<int32_t> chosen;
+  Tensor steps = Tensor::FromInts({step}, {1});
+  Tensor out = Tensor::Empty({1}, DType::kI32);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    kernels::SamplingParams own = params;
+    own.seed = SequenceSeed(params.seed, prompts[i]);
+    SEAM_RETURN_IF_ERROR(kernels::Sample(rows[i], own, steps, out));
+    chosen.push_back(out.data<int32_t>()[0]);
+  }
+  return chosen;
 }
 
 }  // namespace
@@ -87,7 +94,9 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<std::vect
       return logits.status();
     }
     for (Running& r : running) r.started = true;
-    absl::StatusOr<std::vector<int32_t>> chosen = Choose(*logits, options.sampling, step);
+    std::vector<size_t> prompts;
+    for (const Running& r : running) prompts.push_back(r.prompt);
+    absl::StatusOr<std::vector<int32_t>> chosen = Choose(*logits, prompts, options.sampling, step);
     if (!chosen.ok()) {
       free_all();
       return chosen.status();

@@ -41,6 +41,7 @@ struct RankState {
   std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs;  // by bucket; declared after what they use
   Tensor logits;                     // the last step's output (last piece)
   std::vector<int32_t> tokens;       // or its DP group's chosen tokens (last piece, with choices)
+  std::vector<TokenLogprobs> logprobs;  // and their log-probs where the choices ask
   boundary::PipelineTensors handoff;  // the last step's output (other pieces)
   double synchronize_seconds = 0;     // the last step's wait for its stream and collectives
   std::shared_ptr<boundary::IpcFusionProvider> fusions;  // null: no all-reduce fusion

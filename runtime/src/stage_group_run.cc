@@ -33,6 +33,7 @@ namespace {
 absl::Status LeaveLogits(RankState& rank, const Tensor& logits, const StageGroup::Impl::RankJob& job) {
   rank.logits = Tensor();
   rank.tokens.clear();
+  rank.logprobs.clear();
   if (!logits.defined()) return absl::OkStatus();
   if (job.plan.output != StepOutput::kTokens) {
     SEAM_ASSIGN_OR_RETURN(rank.logits, logits.To(Device::CPU()));
@@ -40,7 +41,8 @@ absl::Status LeaveLogits(RankState& rank, const Tensor& logits, const StageGroup
   }
   const std::vector<TokenChoice>& mine = job.choices_by_dp[rank.topology.dp_rank()];
   if (mine.empty()) return absl::OkStatus();
-  SEAM_ASSIGN_OR_RETURN(rank.tokens, ChooseTokens(logits.Rows(0, static_cast<int64_t>(mine.size())), mine));
+  SEAM_ASSIGN_OR_RETURN(rank.tokens,
+                        ChooseTokens(logits.Rows(0, static_cast<int64_t>(mine.size())), mine, &rank.logprobs));
   return absl::OkStatus();
 }
 
@@ -65,6 +67,7 @@ PieceOutput CollectOutput(const StepPlan& plan, const std::vector<std::unique_pt
     const RankState& holder = *ranks[s.dp_group * attn_tp];
     if (plan.output == StepOutput::kTokens) {
       out.tokens.push_back(holder.tokens.at(static_cast<size_t>(s.logit_row)));
+      out.logprobs.push_back(holder.logprobs.at(static_cast<size_t>(s.logit_row)));
     } else {
       const int64_t count = plan.output == StepOutput::kAllLogits ? s.tokens : 1;
       out.logits.push_back(holder.logits.Rows(s.logit_row, count).Clone());

@@ -17,10 +17,14 @@ namespace seam::weights::internal {
 
 using Json = nlohmann::json;
 
+// Fields every PretrainedConfig may carry that do not change what inference
+// computes (names, token ids, output switches, generation defaults).
+bool IsInferenceNeutralField(const std::string& key);
 // INVALID_ARGUMENT "config.json: field '<key>' <what>".
 absl::Status FieldError(const std::string& key, const std::string& what);
 // `required`: an absent or null key is an error.
 absl::Status ReadInt(const Json& j, const std::string& key, int64_t* out, bool required);
+// A finite float within float range (every spelling FloatValue reads).
 absl::Status ReadFloat(const Json& j, const std::string& key, float* out);
 absl::Status ReadBool(const Json& j, const std::string& key, bool* out);
 // An integer or a list of integers (the first counts).
@@ -35,11 +39,19 @@ Json TokenIdJson(int64_t id);
 // "float32", "bfloat16" or "float16".
 const char* TorchDTypeName(DType dtype);
 
+// How writers spell floats JSON has no number for (src/config_floats.cc).
 // Python's json writes infinite floats as the bare tokens Infinity and
 // -Infinity (and NaN), which JSON does not have: this returns the text with
 // each such token outside a string turned into the string "Infinity",
 // "-Infinity" or "NaN", for the readers of the fields that allow them.
 std::string QuoteNonFiniteNumbers(const std::string& text);
+// transformers 5 writes a non-finite float as {"__float__": "Infinity"}:
+// every such object in `j` becomes the string "Infinity", "-Infinity" or
+// "NaN" (a number inside becomes that number), the spelling above.
+void UnwrapFloatObjects(Json& j);
+// A number, or one of those three strings; INVALID_ARGUMENT naming `key`
+// ("must hold numbers") otherwise.
+absl::StatusOr<double> FloatValue(const std::string& key, const Json& v);
 
 // The fields of a NemotronHForCausalLM config (model_type nemotron_h), after
 // its architecture was read into c->architecture.

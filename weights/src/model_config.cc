@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,18 @@
 
 namespace seam::weights {
 namespace internal {
+
+bool IsInferenceNeutralField(const std::string& key) {
+  static const std::set<std::string> fields = {
+      "architectures", "model_type", "transformers_version", "_name_or_path", "auto_map", "torch_dtype", "dtype",
+      "bos_token_id", "eos_token_id", "pad_token_id", "return_dict", "output_attentions", "output_hidden_states",
+      "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "chunk_size_feed_forward", "is_decoder",
+      "is_encoder_decoder", "add_cross_attention", "tie_encoder_decoder", "finetuning_task", "id2label",
+      "label2id", "problem_type", "tokenizer_class", "prefix", "task_specific_params", "max_length", "min_length",
+      "do_sample", "early_stopping", "num_beams", "temperature", "top_k", "top_p", "repetition_penalty",
+      "length_penalty", "no_repeat_ngram_size", "num_return_sequences", "use_return_dict"};
+  return fields.count(key) != 0;
+}
 
 absl::Status FieldError(const std::string& key, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("config.json: field '", key, "' ", what));
@@ -26,17 +39,6 @@ absl::Status ReadInt(const Json& j, const std::string& key, int64_t* out, bool r
   }
   if (!it->is_number_integer()) return FieldError(key, absl::StrCat("must be an integer, got ", it->dump()));
   *out = it->get<int64_t>();
-  return absl::OkStatus();
-}
-
-absl::Status ReadFloat(const Json& j, const std::string& key, float* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return absl::OkStatus();
-  // Bounded before narrowing: 1e300 must not become an infinite rope_theta.
-  if (!it->is_number() || !(std::fabs(it->get<double>()) <= std::numeric_limits<float>::max())) {
-    return FieldError(key, absl::StrCat("must be a number within float range, got ", it->dump()));
-  }
-  *out = static_cast<float>(it->get<double>());
   return absl::OkStatus();
 }
 
@@ -98,9 +100,30 @@ absl::StatusOr<std::string> ReadArchitecture(const Json& j) {
 }
 
 
+// Every field of a Qwen3 / Qwen3-MoE config.json that seam reads or checks
+// (below), or that does not change what inference computes (initialisation,
+// training-only settings, a sliding window that use_sliding_window leaves
+// off, the router's training loss). Any other field is refused by name: it
+// may change the arithmetic (quantization_config, a bias, a shared expert).
+const std::set<std::string>& Qwen3Fields() {
+  static const std::set<std::string> fields = {
+      "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+      "intermediate_size", "rms_norm_eps", "rope_theta", "rope_parameters", "rope_scaling",
+      "max_position_embeddings", "tie_word_embeddings", "hidden_act", "attention_bias", "use_sliding_window",
+      "sliding_window", "max_window_layers", "layer_types", "attention_dropout", "initializer_range", "use_cache",
+      "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+      "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "output_router_logits"};
+  return fields;
+}
+
 // Features seam's Qwen3 models do not implement: refuse rather than compute
 // something different from transformers.
 absl::Status RefuseUnsupported(const Json& j) {
+  for (const auto& [key, value] : j.items()) {
+    if (Qwen3Fields().count(key) == 0 && !internal::IsInferenceNeutralField(key)) {
+      return absl::UnimplementedError(absl::StrCat("config.json: field '", key, "' is not supported for qwen3"));
+    }
+  }
   bool flag = false;
   SEAM_RETURN_IF_ERROR(ReadBool(j, "attention_bias", &flag));
   if (flag) return absl::UnimplementedError("config.json: attention_bias=true is not supported");
@@ -110,6 +133,10 @@ absl::Status RefuseUnsupported(const Json& j) {
   auto it = j.find("rope_scaling");
   if (it != j.end() && !it->is_null()) {
     return absl::UnimplementedError(absl::StrCat("config.json: rope_scaling ", it->dump(), " is not supported"));
+  }
+  it = j.find("hidden_act");
+  if (it != j.end() && !it->is_null() && *it != "silu" && *it != "swish") {
+    return absl::UnimplementedError(absl::StrCat("config.json: hidden_act ", it->dump(), " is not supported (silu)"));
   }
   it = j.find("layer_types");  // transformers 5.x
   if (it != j.end() && it->is_array()) {
@@ -131,6 +158,12 @@ absl::Status ReadRope(const Json& j, float* rope_theta) {
   auto type = it->find("rope_type");
   if (type != it->end() && *type != "default") {
     return absl::UnimplementedError(absl::StrCat("config.json: rope_parameters ", it->dump(), " is not supported"));
+  }
+  for (const auto& [key, value] : it->items()) {
+    if (key != "rope_type" && key != "rope_theta") {
+      return absl::UnimplementedError(
+          absl::StrCat("config.json: field 'rope_parameters.", key, "' is not supported (", value.dump(), ")"));
+    }
   }
   return ReadFloat(*it, "rope_theta", rope_theta);
 }
@@ -175,6 +208,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError("config.json: not a JSON object");
   }
+  internal::UnwrapFloatObjects(j);
   ModelConfig c;
   SEAM_ASSIGN_OR_RETURN(c.architecture, ReadArchitecture(j));
   if (c.is_nemotron_h()) {

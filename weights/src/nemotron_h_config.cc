@@ -92,11 +92,10 @@ absl::Status ReadString(const Json& j, const std::string& key, std::string* out)
   return absl::OkStatus();
 }
 
-// A float that may be Infinity (QuoteNonFiniteNumbers turned it into a string).
+// A float that may be infinite, in any spelling FloatValue reads.
 absl::StatusOr<float> LimitValue(const std::string& key, const Json& v) {
-  if (v.is_string() && v.get<std::string>() == "Infinity") return std::numeric_limits<float>::infinity();
-  if (!v.is_number()) return FieldError(key, absl::StrCat("must hold numbers, got ", v.dump()));
-  return static_cast<float>(v.get<double>());
+  SEAM_ASSIGN_OR_RETURN(const double value, FloatValue(key, v));
+  return static_cast<float>(value);
 }
 
 absl::Status ReadTimeStepLimit(const Json& j, ModelConfig* c) {
@@ -190,7 +189,7 @@ absl::Status RequireValues(const Json& j) {
     return absl::UnimplementedError(absl::StrCat("config.json: num_nextn_predict_layers=", mtp, " is not supported"));
   }
   for (const auto& [key, value] : j.items()) {
-    if (ReadFields().count(key) == 0 && IgnoredFields().count(key) == 0) {
+    if (ReadFields().count(key) == 0 && IgnoredFields().count(key) == 0 && !IsInferenceNeutralField(key)) {
       return absl::UnimplementedError(
           absl::StrCat("config.json: field '", key, "' is not supported for nemotron_h"));
     }
@@ -199,37 +198,6 @@ absl::Status RequireValues(const Json& j) {
 }
 
 }  // namespace
-
-std::string QuoteNonFiniteNumbers(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (in_string) {
-      out.push_back(ch);
-      if (ch == '\\' && i + 1 < text.size()) {
-        out.push_back(text[++i]);
-      } else if (ch == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (ch == '"') in_string = true;
-    bool replaced = false;
-    for (const char* token : {"-Infinity", "Infinity", "NaN"}) {
-      const size_t n = std::char_traits<char>::length(token);
-      if (text.compare(i, n, token) == 0) {
-        absl::StrAppend(&out, "\"", token, "\"");
-        i += n - 1;
-        replaced = true;
-        break;
-      }
-    }
-    if (!replaced) out.push_back(ch);
-  }
-  return out;
-}
 
 absl::Status ParseNemotronH(const Json& j, ModelConfig* c) {
   SEAM_RETURN_IF_ERROR(RequireValues(j));

@@ -22,8 +22,9 @@ struct StreamState {
   LogFields identity;  // RequestLogFields of the call
   OpenAiRequest request;
   AnswerHeader header;
-  std::vector<TextStream> text;
+  const ModelText* text = nullptr;
   std::vector<bool> role_sent;
+  std::vector<int64_t> text_offset;         // per choice: characters sent (completions' log-probs)
   std::optional<HttpCall::Progress> first;  // taken before the answer started
   int64_t completion_tokens = 0;
 };
@@ -33,13 +34,13 @@ bool WriteProgress(StreamState& s, const HttpCall::Progress& p, httplib::DataSin
   std::string out;
   for (size_t i = 0; i < p.new_tokens.size(); ++i) {
     s.completion_tokens += static_cast<int64_t>(p.new_tokens[i].size());
-    std::string piece = s.text[i].Push(p.new_tokens[i]);
-    if (p.finished[i]) piece += s.text[i].Flush();
+    ChoiceOutput part{p.new_text[i], p.new_logprobs[i], p.finished[i]};
     // A chat's first chunk names the role, even before any text is whole.
     const bool role = s.request.chat && !s.role_sent[i] && (!p.new_tokens[i].empty() || p.finished[i]);
-    if (piece.empty() && !p.finished[i] && !role) continue;
+    if (part.text.empty() && part.logprobs.empty() && !part.finish && !role) continue;
     if (role) s.role_sent[i] = true;
-    out += SseEvent(ChunkJson(s.request, s.header, static_cast<int>(i), piece, role, p.finished[i]).dump());
+    out += SseEvent(
+        ChunkJson(s.request, s.header, static_cast<int>(i), part, role, s.text, &s.text_offset[i]).dump());
   }
   return out.empty() || sink.write(out.data(), out.size());
 }
@@ -74,8 +75,8 @@ bool StreamMore(StreamState& s, httplib::DataSink& sink) {
 // The observer of a call refused before the driver: nothing to pass on.
 class NoObserver final : public CallObserver {
  public:
-  void OnToken(int, int32_t) override {}
-  void OnSequenceFinished(int, FinishReason) override {}
+  void OnToken(int, const TokenOutput&) override {}
+  void OnSequenceFinished(int, FinishReason, const std::string&) override {}
   void OnScore(int, std::vector<float>) override {}
   void OnDone(const absl::Status&) override {}
   bool Cancelled() const override { return false; }
@@ -89,6 +90,28 @@ void Refuse(const OpenAiBackend& backend, const LogFields& identity, const absl:
   auto* metered = new MeteredCall(&kNoObserver, backend.metrics, identity, "http", {}, false);
   metered->OnDone(status);  // deletes it
   SetError(response, status);
+}
+
+// The non-streamed answer, once the driver is done with the call.
+void AnswerWhole(HttpCall& call, const OpenAiRequest& request, const AnswerHeader& header, const ModelText* text,
+                 httplib::Response& response) {
+  const size_t sequences = static_cast<size_t>(request.generate.prompts_size());
+  std::vector<ChoiceOutput> choices(sequences);
+  int64_t completion_tokens = 0;
+  absl::Status status;
+  for (bool done = false; !done;) {
+    HttpCall::Progress p = call.Take();
+    for (size_t i = 0; i < sequences; ++i) {
+      completion_tokens += static_cast<int64_t>(p.new_tokens[i].size());
+      choices[i].text += p.new_text[i];
+      choices[i].logprobs.insert(choices[i].logprobs.end(), p.new_logprobs[i].begin(), p.new_logprobs[i].end());
+      if (p.finished[i]) choices[i].finish = p.finished[i];
+    }
+    done = p.done;
+    status = p.status;
+  }
+  if (!status.ok()) return SetError(response, status);
+  response.set_content(CompletionJson(request, header, choices, completion_tokens, text).dump(), "application/json");
 }
 
 }  // namespace
@@ -124,10 +147,14 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   if (absl::Status s = ValidateGenerateRequest(parsed->generate, backend.limits); !s.ok()) {
     return Refuse(backend, identity, s, response);
   }
+  if (absl::Status s = ValidateTextSampling(parsed->generate, backend.text != nullptr); !s.ok()) {
+    return Refuse(backend, identity, s, response);
+  }
   const int sequences = parsed->generate.prompts_size();
   std::shared_ptr<HttpCall> call = HttpCall::Make(sequences);
   DriverCall driver_call;
-  driver_call.client_request_id = server_id;  // names the call in driver and stage messages
+  driver_call.identity = RequestIdentity{server_id, identity[1].second};  // the server's names it past here
+  driver_call.text = TextStreams(backend.text);
   for (const v1::TokenSequence& p : parsed->generate.prompts()) {
     driver_call.prompts.emplace_back(p.token_ids().begin(), p.token_ids().end());
   }
@@ -142,30 +169,7 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   driver_call.observer = new MeteredCall(call.get(), backend.metrics, identity, "http", std::move(prompt_lengths), false);
   backend.driver->Submit(std::move(driver_call));
 
-  if (!parsed->stream) {
-    std::vector<std::vector<int32_t>> tokens(sequences);
-    std::vector<std::optional<FinishReason>> finish(sequences);
-    absl::Status status;
-    for (bool done = false; !done;) {
-      HttpCall::Progress p = call->Take();
-      for (int i = 0; i < sequences; ++i) {
-        tokens[i].insert(tokens[i].end(), p.new_tokens[i].begin(), p.new_tokens[i].end());
-        if (p.finished[i]) finish[i] = p.finished[i];
-      }
-      done = p.done;
-      status = p.status;
-    }
-    if (!status.ok()) return SetError(response, status);
-    std::vector<std::string> texts(sequences);
-    int64_t completion_tokens = 0;
-    for (int i = 0; i < sequences; ++i) {
-      if (backend.text != nullptr) texts[i] = backend.text->Decode(tokens[i]);
-      completion_tokens += static_cast<int64_t>(tokens[i].size());
-    }
-    response.set_content(CompletionJson(*parsed, header, texts, finish, completion_tokens).dump(),
-                         "application/json");
-    return;
-  }
+  if (!parsed->stream) return AnswerWhole(*call, *parsed, header, backend.text, response);
   // Streaming: the status line waits for the first news, so that a call the
   // driver refuses at once (queue full, pipeline down) gets its HTTP status.
   HttpCall::Progress first = call->Take();
@@ -175,8 +179,9 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   state->identity = identity;
   state->request = std::move(*parsed);
   state->header = header;
-  state->text.assign(sequences, TextStream(backend.text));
+  state->text = backend.text;
   state->role_sent.assign(sequences, false);
+  state->text_offset.assign(sequences, 0);
   state->first = std::move(first);
   response.set_header("Cache-Control", "no-cache");
   response.set_chunked_content_provider(

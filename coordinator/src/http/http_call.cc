@@ -11,11 +11,16 @@ bool HttpCall::Progress::Empty() const {
   for (const auto& f : finished) {
     if (f) return false;
   }
+  for (const auto& t : new_text) {
+    if (!t.empty()) return false;
+  }
   return true;
 }
 
 HttpCall::HttpCall(int sequences) {
   pending_.new_tokens.resize(sequences);
+  pending_.new_text.resize(sequences);
+  pending_.new_logprobs.resize(sequences);
   pending_.finished.resize(sequences);
 }
 
@@ -34,8 +39,12 @@ HttpCall::Progress HttpCall::Take(std::chrono::milliseconds wait) {
   }
   Progress out;
   out.new_tokens.resize(pending_.new_tokens.size());
+  out.new_text.resize(pending_.new_text.size());
+  out.new_logprobs.resize(pending_.new_logprobs.size());
   out.finished.resize(pending_.finished.size());
   std::swap(out.new_tokens, pending_.new_tokens);
+  std::swap(out.new_text, pending_.new_text);
+  std::swap(out.new_logprobs, pending_.new_logprobs);
   std::swap(out.finished, pending_.finished);
   out.done = pending_.done;
   out.status = pending_.status;
@@ -43,18 +52,21 @@ HttpCall::Progress HttpCall::Take(std::chrono::milliseconds wait) {
   return out;
 }
 
-void HttpCall::OnToken(int sequence_index, int32_t token) {
+void HttpCall::OnToken(int sequence_index, const TokenOutput& token) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sequence_index < 0 || sequence_index >= static_cast<int>(pending_.new_tokens.size())) return;
-  pending_.new_tokens[sequence_index].push_back(token);
+  pending_.new_tokens[sequence_index].push_back(token.token);
+  pending_.new_text[sequence_index] += token.text;
+  if (token.logprobs != nullptr) pending_.new_logprobs[sequence_index].push_back(*token.logprobs);
   news_ = true;
   cv_.notify_all();
 }
 
-void HttpCall::OnSequenceFinished(int sequence_index, FinishReason reason) {
+void HttpCall::OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sequence_index < 0 || sequence_index >= static_cast<int>(pending_.finished.size())) return;
   pending_.finished[sequence_index] = reason;
+  pending_.new_text[sequence_index] += text;
   news_ = true;
   cv_.notify_all();
 }

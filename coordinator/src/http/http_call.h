@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeline_driver.h"
@@ -25,6 +26,8 @@ class HttpCall final : public CallObserver {
   // What came since the previous Take.
   struct Progress {
     std::vector<std::vector<int32_t>> new_tokens;                 // per sequence
+    std::vector<std::string> new_text;                            // per sequence: text released since
+    std::vector<std::vector<v1::ChosenTokenLogprobs>> new_logprobs;  // per sequence, with log-probs asked
     std::vector<std::optional<FinishReason>> finished;            // set where it finished now
     bool done = false;                                            // OnDone came
     absl::Status status;                                          // its status, once done
@@ -36,8 +39,8 @@ class HttpCall final : public CallObserver {
   void Cancel() { cancelled_.store(true); }
 
   // CallObserver, on the driver thread.
-  void OnToken(int sequence_index, int32_t token) override;
-  void OnSequenceFinished(int sequence_index, FinishReason reason) override;
+  void OnToken(int sequence_index, const TokenOutput& token) override;
+  void OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) override;
   void OnScore(int, std::vector<float>) override {}
   void OnDone(const absl::Status& status) override;
   bool Cancelled() const override { return cancelled_.load(); }

@@ -1,9 +1,14 @@
 // Reading OpenAI request bodies into GenerateRequests.
 #include "http/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "http/openai_fields.h"
+#include "seam/core/status.h"
 
 namespace seam::coordinator::http {
 namespace {
@@ -34,26 +39,6 @@ absl::StatusOr<bool> Boolean(const Json& body, const char* key, bool fallback) {
   if (it == body.end() || it->is_null()) return fallback;
   if (!it->is_boolean()) return Bad(absl::StrCat("'", key, "' must be true or false"));
   return it->get<bool>();
-}
-
-absl::Status RefuseUnsupported(const Json& body) {
-  if (auto it = body.find("stop"); it != body.end() && !it->is_null() && !(it->is_array() && it->empty()) &&
-                                   !(it->is_string() && it->get<std::string>().empty())) {
-    return Bad("'stop' strings are not supported; pass token ids in 'stop_token_ids'");
-  }
-  if (auto it = body.find("logprobs"); it != body.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>())) {
-    return Bad("'logprobs' is not supported");
-  }
-  if (auto it = body.find("echo"); it != body.end() && it->is_boolean() && it->get<bool>()) {
-    return Bad("'echo' is not supported");
-  }
-  if (auto it = body.find("best_of"); it != body.end() && it->is_number_integer() && it->get<int64_t>() > 1) {
-    return Bad("'best_of' is not supported");
-  }
-  if (auto it = body.find("tools"); it != body.end() && it->is_array() && !it->empty()) {
-    return Bad("'tools' are not supported");
-  }
-  return absl::OkStatus();
 }
 
 // A list of token ids, each within int32 (the vocabulary check comes later).
@@ -137,6 +122,87 @@ absl::StatusOr<Json> ReadMessages(const Json& body) {
   return out;
 }
 
+// "stop": a string or a list of strings.
+absl::Status ReadStop(const Json& body, v1::SamplingParams* s) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (it->is_string()) {
+    if (!it->get<std::string>().empty()) s->add_stop(it->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!it->is_array()) return Bad("'stop' must be a string or a list of strings");
+  for (const Json& v : *it) {
+    if (!v.is_string()) return Bad("'stop' must be a string or a list of strings");
+    if (!v.get<std::string>().empty()) s->add_stop(v.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// "logit_bias": {"<token id>": bias, ...}.
+absl::Status ReadLogitBias(const Json& body, v1::SamplingParams* s) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return Bad("'logit_bias' must be an object of token ids to biases");
+  for (const auto& [key, value] : it->items()) {
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(key, &id) || id < INT32_MIN || id > INT32_MAX || !value.is_number()) {
+      return Bad(absl::StrCat("'logit_bias' must map token ids to numbers, got \"", key, "\": ", value.dump()));
+    }
+    v1::LogitBias* b = s->add_logit_bias();
+    b->set_token_id(static_cast<int32_t>(id));
+    b->set_bias(static_cast<float>(value.get<double>()));
+  }
+  return absl::OkStatus();
+}
+
+// Completions: "logprobs": N (the N most likely tokens too). Chat:
+// "logprobs": true, "top_logprobs": N.
+absl::Status ReadLogprobs(const Json& body, bool chat, v1::SamplingParams* s) {
+  int64_t top = 0;
+  if (chat) {
+    absl::StatusOr<bool> on = Boolean(body, "logprobs", false);
+    if (!on.ok()) return on.status();
+    if (auto r = Integer(body, "top_logprobs", &top); !r.ok()) return r.status();
+    if (top != 0 && !*on) return Bad("'top_logprobs' needs 'logprobs': true");
+    s->set_logprobs(*on);
+  } else {
+    auto r = Integer(body, "logprobs", &top);
+    if (!r.ok()) return Bad("'logprobs' must be an integer: the number of most likely tokens to return");
+    s->set_logprobs(*r);
+  }
+  if (top < 0 || top > UINT32_MAX) return Bad(absl::StrCat("top log-probs ", top, " must be at least 0"));
+  s->set_top_logprobs(static_cast<uint32_t>(top));
+  return absl::OkStatus();
+}
+
+absl::Status ReadPenalties(const Json& body, v1::SamplingParams* s) {
+  double presence = 0, frequency = 0, repetition = 0;
+  if (auto r = Number(body, "presence_penalty", &presence); !r.ok()) return r.status();
+  if (auto r = Number(body, "frequency_penalty", &frequency); !r.ok()) return r.status();
+  if (auto r = Number(body, "repetition_penalty", &repetition); !r.ok()) return r.status();
+  s->set_presence_penalty(static_cast<float>(presence));
+  s->set_frequency_penalty(static_cast<float>(frequency));
+  s->set_repetition_penalty(static_cast<float>(repetition));
+  int64_t min_tokens = 0;
+  if (auto r = Integer(body, "min_tokens", &min_tokens); !r.ok()) return r.status();
+  if (min_tokens < 0 || min_tokens > INT32_MAX) return Bad(absl::StrCat("'min_tokens' is ", min_tokens));
+  s->set_min_tokens(static_cast<uint32_t>(min_tokens));
+  return ReadLogitBias(body, s);
+}
+
+// max_tokens (chat: or max_completion_tokens); 0 when absent.
+absl::StatusOr<int64_t> ReadMaxTokens(const Json& body, bool chat) {
+  int64_t max_tokens = 0;
+  const char* max_key = "max_tokens";
+  auto r = Integer(body, max_key, &max_tokens);
+  if (r.ok() && !*r && chat) r = Integer(body, max_key = "max_completion_tokens", &max_tokens);
+  if (!r.ok()) return r.status();
+  if (*r && (max_tokens < 1 || max_tokens > INT32_MAX)) {
+    return Bad(absl::StrCat("'", max_key, "' is ", max_tokens, ", it must be at least 1"));
+  }
+  return max_tokens;
+}
+
 absl::Status ReadSampling(const Json& body, bool chat, const ModelText* text, v1::SamplingParams* s) {
   double temperature = 1, top_p = 1;  // OpenAI's defaults
   if (auto r = Number(body, "temperature", &temperature); !r.ok()) return r.status();
@@ -146,19 +212,15 @@ absl::Status ReadSampling(const Json& body, bool chat, const ModelText* text, v1
   }
   s->set_temperature(static_cast<float>(temperature));
   s->set_top_p(static_cast<float>(top_p));  // range checked by ValidateGenerateRequest
-  int64_t top_k = 0, seed = 0, max_tokens = 0;
+  int64_t top_k = 0, seed = 0;
   if (auto r = Integer(body, "top_k", &top_k); !r.ok()) return r.status();
   if (top_k > 0) s->set_top_k(static_cast<uint32_t>(top_k));  // -1 / 0: off
-  if (auto r = Integer(body, "seed", &seed); !r.ok()) return r.status();
-  s->set_seed(static_cast<uint64_t>(seed));
-  const char* max_key = "max_tokens";
-  auto r = Integer(body, max_key, &max_tokens);
-  if (r.ok() && !*r && chat) r = Integer(body, max_key = "max_completion_tokens", &max_tokens);
-  if (!r.ok()) return r.status();
-  if (*r && (max_tokens < 1 || max_tokens > INT32_MAX)) {
-    return Bad(absl::StrCat("'", max_key, "' is ", max_tokens, ", it must be at least 1"));
-  }
-  s->set_max_new_tokens(static_cast<uint32_t>(max_tokens));  // 0: the server's default
+  auto has_seed = Integer(body, "seed", &seed);
+  if (!has_seed.ok()) return has_seed.status();
+  if (*has_seed) s->set_seed(static_cast<uint64_t>(seed));  // absent: the driver draws one
+  absl::StatusOr<int64_t> max_tokens = ReadMaxTokens(body, chat);
+  if (!max_tokens.ok()) return max_tokens.status();
+  s->set_max_new_tokens(static_cast<uint32_t>(*max_tokens));  // 0: the default (ParseOpenAiRequest)
   absl::StatusOr<bool> ignore_eos = Boolean(body, "ignore_eos", false);
   if (!ignore_eos.ok()) return ignore_eos.status();
   if (!*ignore_eos && text != nullptr) {
@@ -171,7 +233,9 @@ absl::Status ReadSampling(const Json& body, bool chat, const ModelText* text, v1
     }
     for (int32_t id : ids) s->add_stop_token_ids(id);
   }
-  return absl::OkStatus();
+  SEAM_RETURN_IF_ERROR(ReadStop(body, s));
+  SEAM_RETURN_IF_ERROR(ReadLogprobs(body, chat, s));
+  return ReadPenalties(body, s);
 }
 
 }  // namespace
@@ -188,7 +252,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, b
     if (!it->is_string()) return Bad("'model' must be a string");
     request.model = it->get<std::string>();
   }
-  if (absl::Status s = RefuseUnsupported(body); !s.ok()) return s;
+  if (absl::Status s = CheckOpenAiFields(body, chat); !s.ok()) return s;
   absl::StatusOr<bool> stream = Boolean(body, "stream", false);
   if (!stream.ok()) return stream.status();
   request.stream = *stream;
@@ -232,7 +296,15 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, b
     request.prompt_tokens.push_back(static_cast<int>(p.size()));
     for (int j = 0; j < n; ++j) request.generate.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
   }
-  if (absl::Status s = ReadSampling(body, chat, text, request.generate.mutable_sampling()); !s.ok()) return s;
+  v1::SamplingParams* sampling = request.generate.mutable_sampling();
+  if (absl::Status s = ReadSampling(body, chat, text, sampling); !s.ok()) return s;
+  if (sampling->max_new_tokens() == 0 && chat) {
+    // As vLLM: a chat without max_tokens may fill the rest of the context.
+    const int64_t left = limits.max_positions - request.prompt_tokens.front();
+    sampling->set_max_new_tokens(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, INT32_MAX)));
+  }
+  request.logprobs = sampling->logprobs();
+  request.top_logprobs = static_cast<int>(sampling->top_logprobs());
   return request;
 }
 

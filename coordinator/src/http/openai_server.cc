@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "http/generation_handler.h"
+#include "http/openai_response.h"
 #include "seam/core/logging.h"
 #include "seam/security/bearer_token.h"
 #include "seam/security/listen_address.h"
@@ -106,11 +107,7 @@ void AddRoutes(OpenAiServer::Impl& impl) {
     response.set_content(up ? R"({"status":"ok"})" : R"({"status":"unavailable"})", "application/json");
   });
   server.Get("/v1/models", [&impl](const httplib::Request&, httplib::Response& response) {
-    nlohmann::json model = {{"id", impl.options.model_name},
-                            {"object", "model"},
-                            {"created", impl.created},
-                            {"owned_by", "seam"},
-                            {"max_model_len", impl.backend.limits.max_positions}};
+    const nlohmann::json model = ModelJson(impl.options.model_name, impl.created, impl.backend.limits);
     response.set_content(nlohmann::json{{"object", "list"}, {"data", {model}}}.dump(), "application/json");
   });
   auto generation = [&impl](bool chat) {

@@ -5,29 +5,25 @@
 
 namespace seam::coordinator {
 
-void GenerateStreamReactor::OnToken(int sequence_index, int32_t token) {
+void GenerateStreamReactor::OnToken(int sequence_index, const TokenOutput& token) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string text = sequence_index < static_cast<int>(text_streams_.size())
-                               ? text_streams_[sequence_index].Push({token})
-                               : std::string();
   // Tokens of a sequence not yet on the wire join its queued response.
-  if (!queue_.empty() && queue_.back().sequence_index() == static_cast<uint32_t>(sequence_index) &&
-      queue_.back().finish_reason() == v1::FINISH_REASON_UNSPECIFIED) {
-    queue_.back().add_token_ids(token);
-    queue_.back().mutable_text()->append(text);
-    return;
+  if (queue_.empty() || queue_.back().sequence_index() != static_cast<uint32_t>(sequence_index) ||
+      queue_.back().finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+    v1::GenerateResponse r;
+    r.set_request_id(request_id_);
+    r.set_server_request_id(server_request_id_);
+    r.set_sequence_index(sequence_index);
+    queue_.push_back(std::move(r));
   }
-  v1::GenerateResponse r;
-  r.set_request_id(request_id_);
-  r.set_server_request_id(server_request_id_);
-  r.set_sequence_index(sequence_index);
-  r.add_token_ids(token);
-  r.set_text(text);
-  queue_.push_back(std::move(r));
+  v1::GenerateResponse& r = queue_.back();
+  r.add_token_ids(token.token);
+  r.mutable_text()->append(token.text);
+  if (token.logprobs != nullptr) *r.add_logprobs() = *token.logprobs;
   WriteNextLocked();
 }
 
-void GenerateStreamReactor::OnSequenceFinished(int sequence_index, FinishReason reason) {
+void GenerateStreamReactor::OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) {
   std::lock_guard<std::mutex> lock(mu_);
   if (queue_.empty() || queue_.back().sequence_index() != static_cast<uint32_t>(sequence_index) ||
       queue_.back().finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
@@ -38,9 +34,7 @@ void GenerateStreamReactor::OnSequenceFinished(int sequence_index, FinishReason 
     queue_.push_back(std::move(r));
   }
   queue_.back().set_finish_reason(ToProto(reason));
-  if (sequence_index < static_cast<int>(text_streams_.size())) {
-    queue_.back().mutable_text()->append(text_streams_[sequence_index].Flush());
-  }
+  queue_.back().mutable_text()->append(text);
   WriteNextLocked();
 }
 
@@ -74,21 +68,25 @@ void GenerateStreamReactor::WriteNextLocked() {
   }
 }
 
-UnaryCallReactor::UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences,
-                                   const ModelText* text)
-    : generate_(generate), score_(score), text_(text) {
+UnaryCallReactor::UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences)
+    : generate_(generate), score_(score) {
   for (size_t i = 0; i < sequences; ++i) {
     if (generate_ != nullptr) generate_->add_completions();
     if (score_ != nullptr) score_->add_scores();
   }
 }
 
-void UnaryCallReactor::OnToken(int sequence_index, int32_t token) {
-  generate_->mutable_completions(sequence_index)->add_token_ids(token);
+void UnaryCallReactor::OnToken(int sequence_index, const TokenOutput& token) {
+  v1::Completion* c = generate_->mutable_completions(sequence_index);
+  c->add_token_ids(token.token);
+  c->mutable_text()->append(token.text);
+  if (token.logprobs != nullptr) *c->add_logprobs() = *token.logprobs;
 }
 
-void UnaryCallReactor::OnSequenceFinished(int sequence_index, FinishReason reason) {
-  generate_->mutable_completions(sequence_index)->set_finish_reason(ToProto(reason));
+void UnaryCallReactor::OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) {
+  v1::Completion* c = generate_->mutable_completions(sequence_index);
+  c->set_finish_reason(ToProto(reason));
+  c->mutable_text()->append(text);
 }
 
 void UnaryCallReactor::OnScore(int sequence_index, std::vector<float> token_logprobs) {
@@ -101,13 +99,6 @@ void UnaryCallReactor::OnScore(int sequence_index, std::vector<float> token_logp
   s->set_total_logprob(total);
 }
 
-void UnaryCallReactor::OnDone(const absl::Status& status) {
-  if (status.ok() && generate_ != nullptr && text_ != nullptr) {
-    for (v1::Completion& c : *generate_->mutable_completions()) {
-      c.set_text(text_->Decode({c.token_ids().begin(), c.token_ids().end()}));
-    }
-  }
-  Finish(ToGrpc(status));
-}
+void UnaryCallReactor::OnDone(const absl::Status& status) { Finish(ToGrpc(status)); }
 
 }  // namespace seam::coordinator

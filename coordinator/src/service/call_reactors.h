@@ -19,14 +19,11 @@ namespace seam::coordinator {
 // Generate: one GenerateResponse per batch of new tokens of a sequence.
 class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>, public CallObserver {
  public:
-  // `text` (may be null) decodes each sequence's tokens into the responses' text.
-  GenerateStreamReactor(std::string request_id, std::string server_request_id, const ModelText* text = nullptr,
-                        int sequences = 0)
-      : request_id_(std::move(request_id)),
-        server_request_id_(std::move(server_request_id)),
-        text_streams_(sequences, TextStream(text)) {}
-  void OnToken(int sequence_index, int32_t token) override;
-  void OnSequenceFinished(int sequence_index, FinishReason reason) override;
+  // The responses carry the text and log-probs the driver gives with each token.
+  GenerateStreamReactor(std::string request_id, std::string server_request_id)
+      : request_id_(std::move(request_id)), server_request_id_(std::move(server_request_id)) {}
+  void OnToken(int sequence_index, const TokenOutput& token) override;
+  void OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) override;
   void OnScore(int, std::vector<float>) override {}
   void OnDone(const absl::Status& status) override;
   bool Cancelled() const override { return cancelled_.load(); }
@@ -39,7 +36,6 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   void WriteNextLocked();  // mu_ held
   std::string request_id_;
   std::string server_request_id_;
-  std::vector<TextStream> text_streams_;  // per sequence
   std::mutex mu_;
   std::deque<v1::GenerateResponse> queue_;
   bool writing_ = false;
@@ -53,12 +49,11 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
 // GenerateAll and Score: one answer once every sequence is done.
 class UnaryCallReactor final : public grpc::ServerUnaryReactor, public CallObserver {
  public:
-  // Exactly one of the two results is given; `text` (may be null) decodes
-  // the completions once they are done.
-  UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences,
-                   const ModelText* text = nullptr);
-  void OnToken(int sequence_index, int32_t token) override;
-  void OnSequenceFinished(int sequence_index, FinishReason reason) override;
+  // Exactly one of the two results is given; a completion's text and
+  // log-probs are the driver's, token by token.
+  UnaryCallReactor(v1::GenerateResult* generate, v1::ScoreResult* score, size_t sequences);
+  void OnToken(int sequence_index, const TokenOutput& token) override;
+  void OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) override;
   void OnScore(int sequence_index, std::vector<float> token_logprobs) override;
   void OnDone(const absl::Status& status) override;
   bool Cancelled() const override { return cancelled_.load(); }
@@ -69,7 +64,6 @@ class UnaryCallReactor final : public grpc::ServerUnaryReactor, public CallObser
  private:
   v1::GenerateResult* generate_;
   v1::ScoreResult* score_;
-  const ModelText* text_;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -2,6 +2,7 @@
 // from the configured topology plus the driver's view of stage health.
 #include "service/coordinator_service.h"
 
+#include "seam/core/status.h"
 #include "service/call_reactors.h"
 
 namespace seam::coordinator {
@@ -15,15 +16,14 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
   return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
 }
 
-// `server_id` names the call in the driver's messages and in the stages'
-// descriptors and errors (DriverCall::client_request_id carries it there),
-// so that every line about the call, on the coordinator or a stage, names
-// the same id; the client's own id stays on the coordinator's lines.
-DriverCall MakeCall(const std::string& server_id,
-                    const google::protobuf::RepeatedPtrField<v1::TokenSequence>& seqs,
+// The server id names the call in the driver's messages and in the stages'
+// descriptors and errors, so that every line about the call, on the
+// coordinator or a stage, names the same id; the client's own id stays on
+// the coordinator's lines.
+DriverCall MakeCall(RequestIdentity identity, const google::protobuf::RepeatedPtrField<v1::TokenSequence>& seqs,
                     const grpc::CallbackServerContext* context) {
   DriverCall call;
-  call.client_request_id = server_id;
+  call.identity = std::move(identity);
   for (const v1::TokenSequence& s : seqs) call.prompts.emplace_back(s.token_ids().begin(), s.token_ids().end());
   call.deadline = SteadyDeadline(context);
   return call;
@@ -39,6 +39,7 @@ v1::FinishReason ToProto(FinishReason reason) {
   switch (reason) {
     case FinishReason::kMaxTokens: return v1::FINISH_REASON_MAX_NEW_TOKENS;
     case FinishReason::kStopToken: return v1::FINISH_REASON_STOP_TOKEN;
+    case FinishReason::kStopString: return v1::FINISH_REASON_STOP_STRING;
     case FinishReason::kCancelled: break;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
@@ -64,11 +65,21 @@ std::string CoordinatorService::StartCall(grpc::CallbackServerContext* context) 
 
 void CoordinatorService::SubmitValidGeneration(const std::string& server_id, const v1::GenerateRequest& request,
                                                grpc::CallbackServerContext* context, CallObserver* observer) {
-  DriverCall call = MakeCall(server_id, request.prompts(), context);
+  DriverCall call = MakeCall(Identity(server_id, request.request_id()), request.prompts(), context);
   call.sampling = request.sampling();
   call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request.sampling(), limits_)));
+  call.text = TextStreams(text_);
   call.observer = observer;
   driver_->Submit(std::move(call));
+}
+
+RequestIdentity CoordinatorService::Identity(const std::string& server_id, const std::string& client_id) const {
+  return RequestIdentity{server_id, client_id.substr(0, static_cast<size_t>(limits_.max_request_id_bytes))};
+}
+
+absl::Status CoordinatorService::Validate(const v1::GenerateRequest& request) const {
+  SEAM_RETURN_IF_ERROR(ValidateGenerateRequest(request, limits_));
+  return ValidateTextSampling(request, text_ != nullptr);
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grpc::CallbackServerContext* context,
@@ -76,9 +87,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* CoordinatorService::Generate(grp
   const std::string id = StartCall(context);
   v1::GenerateRequest scratch;
   absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
-  auto* reactor = new GenerateStreamReactor(request->request_id(), id, text_,
-                                            tokens.ok() ? (*tokens)->prompts_size() : 0);
-  absl::Status st = tokens.ok() ? ValidateGenerateRequest(**tokens, limits_) : tokens.status();
+  auto* reactor = new GenerateStreamReactor(request->request_id(), id);
+  absl::Status st = tokens.ok() ? Validate(**tokens) : tokens.status();
   if (!st.ok()) {
     Metered(reactor, id, request->request_id(), {}, false)->OnDone(st);
     return reactor;
@@ -94,7 +104,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerCo
   // Validation first: nothing is built per prompt for a request refused.
   v1::GenerateRequest scratch;
   absl::StatusOr<const v1::GenerateRequest*> tokens = WithTokenPrompts(text_, *request, &scratch);
-  absl::Status st = tokens.ok() ? ValidateGenerateRequest(**tokens, limits_) : tokens.status();
+  absl::Status st = tokens.ok() ? Validate(**tokens) : tokens.status();
   if (!st.ok()) {
     auto* reactor = new UnaryCallReactor(result, nullptr, 0);
     Metered(reactor, id, request->request_id(), {}, false)->OnDone(st);
@@ -102,7 +112,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GenerateAll(grpc::CallbackServerCo
   }
   result->set_request_id(request->request_id());
   result->set_server_request_id(id);
-  auto* reactor = new UnaryCallReactor(result, nullptr, (*tokens)->prompts_size(), text_);
+  auto* reactor = new UnaryCallReactor(result, nullptr, (*tokens)->prompts_size());
   for (int i = 0; i < (*tokens)->prompts_size(); ++i) {
     result->mutable_completions(i)->set_prompt_tokens((*tokens)->prompts(i).token_ids_size());
   }
@@ -122,7 +132,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext*
   result->set_request_id(request->request_id());
   result->set_server_request_id(id);
   auto* reactor = new UnaryCallReactor(nullptr, result, request->sequences_size());
-  DriverCall call = MakeCall(id, request->sequences(), context);
+  DriverCall call = MakeCall(Identity(id, request->request_id()), request->sequences(), context);
   call.sampling.set_max_new_tokens(1);  // greedy; the sampled token is dropped
   call.score = true;
   call.observer = Metered(reactor, id, request->request_id(), request->sequences(), true);
@@ -133,6 +143,10 @@ grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* CoordinatorService::GetMetadata(grpc::CallbackServerContext* context,
                                                           const v1::GetMetadataRequest*, v1::Metadata* response) {
   *response = metadata_;
+  const ServingLimits limits = ServingLimitsOf(limits_);
+  response->mutable_limits()->set_max_model_len(static_cast<uint32_t>(limits.max_model_len));
+  response->mutable_limits()->set_max_prompt_tokens(static_cast<uint32_t>(limits.max_prompt_tokens));
+  response->mutable_limits()->set_default_max_tokens(static_cast<uint32_t>(limits.default_max_tokens));
   const std::vector<bool> up = driver_->StagesUp();
   response->mutable_topology()->set_epoch(driver_->Epoch());
   for (int k = 0; k < response->topology().stages_size() && k < static_cast<int>(up.size()); ++k) {

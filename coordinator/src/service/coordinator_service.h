@@ -39,6 +39,10 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // Hands a generation request that passed ValidateGenerateRequest to the driver.
   void SubmitValidGeneration(const std::string& server_id, const v1::GenerateRequest& request,
                              grpc::CallbackServerContext* context, CallObserver* observer);
+  // The call's identity: `server_id` and the client's id cut to the validated length.
+  RequestIdentity Identity(const std::string& server_id, const std::string& client_id) const;
+  // ValidateGenerateRequest, then what needs the tokenizer (stop strings).
+  absl::Status Validate(const v1::GenerateRequest& request) const;
   // `inner` wrapped for metrics and the call's log lines.
   MeteredCall* Metered(CallObserver* inner, const std::string& server_id, const std::string& client_id,
                        const google::protobuf::RepeatedPtrField<v1::TokenSequence>& sequences, bool score) const;

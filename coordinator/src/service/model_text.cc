@@ -104,6 +104,11 @@ std::string TextStream::Push(const std::vector<int32_t>& ids) {
   return out;
 }
 
+std::function<std::unique_ptr<TokenText>()> TextStreams(const ModelText* text) {
+  if (text == nullptr) return nullptr;
+  return [text] { return std::make_unique<TextStream>(text); };
+}
+
 std::string TextStream::Flush() {
   std::string out = tokenizer::ReplaceInvalidUtf8(pending_);
   pending_.clear();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "seam/chat_template/chat_template.h"
 #include "seam/tokenizer/tokenizer.h"
 #include "seam/v1/coordinator_service.pb.h"
+#include "sequence_output.h"
 
 namespace seam::coordinator {
 
@@ -61,17 +63,22 @@ absl::StatusOr<const v1::GenerateRequest*> WithTokenPrompts(const ModelText* tex
 
 // Turns a stream of token ids into text pieces that never split a UTF-8
 // character: bytes of an unfinished character wait for the next tokens.
-class TextStream {
+class TextStream final : public TokenText {
  public:
   explicit TextStream(const ModelText* text) : text_(text) {}
   // The text that can be sent after these tokens ("" without a tokenizer).
   std::string Push(const std::vector<int32_t>& ids);
+  std::string Push(int32_t token) override { return Push(std::vector<int32_t>{token}); }
   // What is left at the end, invalid bytes as U+FFFD.
-  std::string Flush();
+  std::string Flush() override;
 
  private:
   const ModelText* text_;
   std::string pending_;
 };
+
+// Each sequence's TextStream, as DriverCall::text makes them; empty
+// without a tokenizer (`text` null).
+std::function<std::unique_ptr<TokenText>()> TextStreams(const ModelText* text);
 
 }  // namespace seam::coordinator

@@ -19,7 +19,8 @@ double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 const char* FinishedReason(FinishReason reason) {
   switch (reason) {
     case FinishReason::kMaxTokens: return "length";
-    case FinishReason::kStopToken: return "stop";
+    case FinishReason::kStopToken:
+    case FinishReason::kStopString: return "stop";
     case FinishReason::kCancelled: return "abort";
   }
   return "abort";
@@ -108,7 +109,7 @@ MeteredCall::MeteredCall(CallObserver* inner, CoordinatorMetrics* metrics, LogFi
   SEAM_LOG_DEBUG("request received");
 }
 
-void MeteredCall::OnToken(int sequence_index, int32_t token) {
+void MeteredCall::OnToken(int sequence_index, const TokenOutput& token) {
   const Clock::time_point now = Clock::now();
   Sequence& s = sequences_[sequence_index];
   if (first_token_ == Clock::time_point{}) {
@@ -132,14 +133,14 @@ void MeteredCall::OnToken(int sequence_index, int32_t token) {
   inner_->OnToken(sequence_index, token);
 }
 
-void MeteredCall::OnSequenceFinished(int sequence_index, FinishReason reason) {
+void MeteredCall::OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) {
   Sequence& s = sequences_[sequence_index];
   s.finish_reason = FinishedReason(reason);
   if (metrics_ != nullptr && !score_) {
     metrics_->e2e.Observe(Seconds(Clock::now() - start_));
     metrics_->success.Add({{"finished_reason", s.finish_reason}}).Increment();
   }
-  inner_->OnSequenceFinished(sequence_index, reason);
+  inner_->OnSequenceFinished(sequence_index, reason, text);
 }
 
 void MeteredCall::OnScore(int sequence_index, std::vector<float> token_logprobs) {

@@ -57,8 +57,8 @@ class MeteredCall final : public CallObserver {
   MeteredCall(CallObserver* inner, CoordinatorMetrics* metrics, LogFields identity, std::string api,
               std::vector<int> prompt_tokens, bool score);
 
-  void OnToken(int sequence_index, int32_t token) override;
-  void OnSequenceFinished(int sequence_index, FinishReason reason) override;
+  void OnToken(int sequence_index, const TokenOutput& token) override;
+  void OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) override;
   void OnScore(int sequence_index, std::vector<float> token_logprobs) override;
   void OnDone(const absl::Status& status) override;
   bool Cancelled() const override { return inner_->Cancelled(); }

@@ -2,7 +2,9 @@
 // mistake so that a client can fix it without reading server logs.
 #include "service/request_validation.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -35,7 +37,8 @@ absl::Status CheckTokens(const std::string& who, const char* noun, int index, co
   if (n + extra_tokens > limits.max_positions) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": too many tokens: ", noun, " ", index, " has ", n,
                                                    " tokens + ", extra_tokens, " new tokens = ", n + extra_tokens,
-                                                   ", more than the model's ", limits.max_positions, " positions"));
+                                                   ", more than the ", limits.max_positions,
+                                                   " positions a sequence may hold (max_model_len)"));
   }
   return absl::OkStatus();
 }
@@ -57,13 +60,95 @@ absl::Status CheckRequestId(const std::string& id, const RequestLimits& limits) 
   return absl::OkStatus();
 }
 
+absl::Status CheckStops(const std::string& who, const v1::SamplingParams& sp, const RequestLimits& limits) {
+  if (sp.stop_size() > limits.max_stop_strings) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.stop has ", sp.stop_size(),
+                                                   " strings, more than the ", limits.max_stop_strings, " allowed"));
+  }
+  for (int i = 0; i < sp.stop_size(); ++i) {
+    if (static_cast<int64_t>(sp.stop(i).size()) > limits.max_stop_string_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.stop[", i, "] has ", sp.stop(i).size(),
+                                                     " bytes, more than the ", limits.max_stop_string_bytes,
+                                                     " allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLogitBias(const std::string& who, const v1::SamplingParams& sp, const RequestLimits& limits) {
+  if (sp.logit_bias_size() > limits.max_logit_bias) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.logit_bias has ", sp.logit_bias_size(),
+                                                   " entries, more than the ", limits.max_logit_bias, " allowed"));
+  }
+  std::set<int32_t> tokens;
+  for (int i = 0; i < sp.logit_bias_size(); ++i) {
+    const v1::LogitBias& b = sp.logit_bias(i);
+    if (b.token_id() < 0 || b.token_id() >= limits.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.logit_bias[", i, "] names token ",
+                                                     b.token_id(), ", outside the vocabulary [0, ",
+                                                     limits.vocab_size, ")"));
+    }
+    if (!std::isfinite(b.bias()) || b.bias() < -100 || b.bias() > 100) {
+      return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.logit_bias[", i, "] is ", b.bias(),
+                                                     ", it must be within [-100, 100]"));
+    }
+    if (!tokens.insert(b.token_id()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": sampling.logit_bias names token ", b.token_id(), " twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPenalties(const std::string& who, const v1::SamplingParams& sp, const RequestLimits& limits) {
+  const std::pair<const char*, float> openai[] = {{"presence_penalty", sp.presence_penalty()},
+                                                  {"frequency_penalty", sp.frequency_penalty()}};
+  for (const auto& [name, value] : openai) {
+    if (!std::isfinite(value) || value < -2 || value > 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": sampling.", name, " is ", value, ", it must be within [-2, 2]"));
+    }
+  }
+  const float r = sp.repetition_penalty();
+  if (!std::isfinite(r) || r < 0 || r > 10) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.repetition_penalty is ", r,
+                                                   ", it must be within (0, 10] (0: off)"));
+  }
+  if (sp.top_logprobs() > limits.max_top_logprobs) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.top_logprobs is ", sp.top_logprobs(),
+                                                   ", more than the ", limits.max_top_logprobs, " allowed"));
+  }
+  if (absl::Status s = CheckStops(who, sp, limits); !s.ok()) return s;
+  return CheckLogitBias(who, sp, limits);
+}
+
 }  // namespace
+
+absl::Status ValidateTextSampling(const v1::GenerateRequest& request, bool has_tokenizer) {
+  if (request.sampling().stop_size() > 0 && !has_tokenizer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Who(request.request_id()), ": sampling.stop strings are matched in the generated text, which needs the "
+                                   "model's tokenizer.json; this checkpoint has none: pass stop_token_ids"));
+  }
+  return absl::OkStatus();
+}
+
+ServingLimits ServingLimitsOf(const RequestLimits& limits) {
+  // The stages' KV may hold less than the model's positions (max_context).
+  const int64_t max_model_len =
+      limits.max_context > 0 ? std::min(limits.max_positions, limits.max_context) : limits.max_positions;
+  return ServingLimits{max_model_len, std::min(limits.max_prompt_tokens, max_model_len),
+                       limits.default_max_new_tokens};
+}
 
 uint64_t DescriptorBound(const RequestLimits& limits, int max_sequences, int max_tokens) {
   // Per entry: request id, sequence id, position, flags, DP group, sampling
   // with its stop tokens, each with its tag and length; per token a varint.
-  const uint64_t per_sequence = static_cast<uint64_t>(limits.max_request_id_bytes) + 128 +
-                                5 * static_cast<uint64_t>(limits.max_stop_tokens) + 11;
+  // The last stage's descriptor also carries each starting sequence's
+  // sampling: its masked stop tokens and its logit biases.
+  const uint64_t per_sequence = static_cast<uint64_t>(limits.max_request_id_bytes) + 192 +
+                                10 * static_cast<uint64_t>(limits.max_stop_tokens) +
+                                12 * static_cast<uint64_t>(limits.max_logit_bias) + 11;
   return 64 + static_cast<uint64_t>(max_sequences) * per_sequence + static_cast<uint64_t>(max_tokens) * 5;
 }
 
@@ -99,7 +184,12 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, const R
                                                      ", outside the vocabulary [0, ", limits.vocab_size, ")"));
     }
   }
+  if (absl::Status s = CheckPenalties(who, sp, limits); !s.ok()) return s;
   const int64_t new_tokens = ResolvedMaxNewTokens(sp, limits);
+  if (sp.min_tokens() > new_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": sampling.min_tokens is ", sp.min_tokens(),
+                                                   ", more than the ", new_tokens, " tokens it may generate"));
+  }
   for (int i = 0; i < request.prompts_size(); ++i) {
     if (absl::Status s = CheckTokens(who, "prompt", i, request.prompts(i), 1, new_tokens, limits); !s.ok()) {
       return s;

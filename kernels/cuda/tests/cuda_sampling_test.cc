@@ -283,7 +283,7 @@ TEST_F(CudaKernelsTest, CudaSampleGreedyIsArgmax) {
   EXPECT_EQ(ToInts(odd_argmax), SampleCpu(odd, greedy, steps));
 }
 
-// Same (seed, step, row) → same token, run after run.
+// Same (seed, step) → same token, run after run.
 TEST_F(CudaKernelsTest, CudaSampleIsDeterministic) {
   const Tensor glogits = OnGpu(DistinctRows(3, kVocab, DType::kF32, 8));
   const Tensor steps = Tensor::FromInts({5, 6, 7}, {3});

@@ -43,6 +43,8 @@ bool MicrobatchRunner::CanFeedWave(const std::vector<v1::MicrobatchDescriptor>& 
   if (!group_->is_first_piece() || !group_->is_last_piece() || wave.size() > kMostMembers || steps < 1) return false;
   for (const v1::MicrobatchDescriptor& d : wave) {
     if (!group_->CanStepFed(StepsAt(d, 0)) || !group_->CanStepFed(StepsAt(d, steps - 1))) return false;
+    // A step is enqueued before the previous one's tokens reach the host: only choices that need no history.
+    if (!sampler_.Plain(d)) return false;
   }
   return true;
 }
@@ -78,7 +80,7 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
     last_tokens = *tokens;
     v1::MicrobatchResult result;
     result.set_microbatch_id(d.microbatch_id());
-    for (v1::SequenceResult& s : SequenceSampler::Results(d, *tokens)) *result.add_sequences() = std::move(s);
+    for (v1::SequenceResult& s : sampler_.Results(d, *tokens)) *result.add_sequences() = std::move(s);
     result.set_decode_step(e.step);
     result.set_more(e.step + 1 < steps);
     answer(std::move(result));

@@ -154,7 +154,8 @@ absl::Status MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
       return Annotate(freed, absl::StrCat("finished_sequence_ids: freeing sequence ", id));
     }
   }
-  return CheckDescriptorContents(d, group_->config().vocab_size);
+  SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, group_->config().vocab_size));
+  return group_->is_last_piece() ? sampler_.Take(d) : absl::OkStatus();
 }
 
 absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32_t step,
@@ -196,7 +197,7 @@ absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32
   }
   std::vector<v1::SequenceResult> sequences;
   if (choose) {
-    sequences = SequenceSampler::Results(d, out.tokens);
+    sequences = sampler_.Results(d, out.tokens, out.logprobs);
   } else {
     SEAM_ASSIGN_OR_RETURN(sequences, sampler_.Sample(d, out.logits, all_logits));
   }

@@ -2,9 +2,12 @@
 #include "request_checks.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/status.h"
 
 namespace seam::server {
 
@@ -77,8 +80,8 @@ absl::Status CheckDescriptorOrder(const v1::MicrobatchDescriptor& d, uint64_t ep
 uint64_t MaxDescriptorBytes(int64_t max_step_tokens) {
   const uint64_t tokens = static_cast<uint64_t>(std::max<int64_t>(max_step_tokens, 1));
   // Per sequence: the request id, sequence id, position, flags, DP group and
-  // sampling parameters with their stop tokens, each with its field framing.
-  constexpr uint64_t kSequenceOverhead = 128 + 5 * kMaxStopTokens;
+  // sampling with its masked tokens and logit biases, each with its field framing.
+  constexpr uint64_t kSequenceOverhead = 192 + 5 * kMaxStopTokens + 5 * kMaxMaskedTokens + 12 * kMaxLogitBias;
   constexpr uint64_t kTokenBytes = 5;        // an int32 varint, at most 5 bytes when non-negative
   constexpr uint64_t kFinishedIdBytes = 11;  // a uint64 varint and its tag
   const uint64_t bytes = 64 + tokens * (kMaxRequestIdBytes + kSequenceOverhead + kTokenBytes + kFinishedIdBytes);
@@ -91,6 +94,54 @@ uint64_t MaxHandoffPayloadBytes(const weights::ModelConfig& model, int tp, int a
   const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(max_step_tokens, 1)) * std::max(attn_dp, 1);
   return rows * static_cast<uint64_t>(model.hidden_size) * DTypeSize(dtype) * 2 * static_cast<uint64_t>(tp);
 }
+
+namespace {
+
+absl::Status CheckToken(const std::string& field, int32_t t, int64_t vocab) {
+  if (t >= 0 && t < vocab) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, ": token id ", t, " is outside the vocabulary [0, ", vocab,
+                                                 ")"));
+}
+
+absl::Status CheckSampling(const std::string& at, const v1::SequenceSampling& p, int64_t vocab) {
+  const std::pair<const char*, float> finite[] = {{"temperature", p.temperature()},
+                                                  {"top_p", p.top_p()},
+                                                  {"presence_penalty", p.presence_penalty()},
+                                                  {"frequency_penalty", p.frequency_penalty()},
+                                                  {"repetition_penalty", p.repetition_penalty()}};
+  for (const auto& [name, value] : finite) {
+    if (!std::isfinite(value)) return absl::InvalidArgumentError(absl::StrCat(at, name, ": ", value, " is not finite"));
+  }
+  if (p.top_p() < 0 || p.top_p() > 1 || p.repetition_penalty() < 0 || p.top_k() > vocab) {
+    return absl::InvalidArgumentError(absl::StrCat(at, "top_p ", p.top_p(), ", repetition_penalty ",
+                                                   p.repetition_penalty(), ", top_k ", p.top_k(),
+                                                   ": top_p must be in [0, 1], repetition_penalty >= 0, top_k <= ",
+                                                   vocab));
+  }
+  if (p.logit_bias_size() > kMaxLogitBias || p.min_tokens_masked_size() > kMaxMaskedTokens ||
+      p.top_logprobs() > static_cast<uint32_t>(kMaxTopLogprobs)) {
+    return absl::InvalidArgumentError(absl::StrCat(at, p.logit_bias_size(), " logit biases, ",
+                                                   p.min_tokens_masked_size(), " masked tokens, top_logprobs ",
+                                                   p.top_logprobs(), ": at most ", kMaxLogitBias, ", ",
+                                                   kMaxMaskedTokens, " and ", kMaxTopLogprobs));
+  }
+  std::set<int32_t> biased;
+  for (int k = 0; k < p.logit_bias_size(); ++k) {
+    const v1::LogitBias& b = p.logit_bias(k);
+    const std::string field = absl::StrCat(at, "logit_bias[", k, "]");
+    SEAM_RETURN_IF_ERROR(CheckToken(field, b.token_id(), vocab));
+    if (!std::isfinite(b.bias()) || !biased.insert(b.token_id()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": bias ", b.bias(), " on token ", b.token_id(),
+                                                     " (finite, one per token)"));
+    }
+  }
+  for (int k = 0; k < p.min_tokens_masked_size(); ++k) {
+    SEAM_RETURN_IF_ERROR(CheckToken(absl::StrCat(at, "min_tokens_masked[", k, "]"), p.min_tokens_masked(k), vocab));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status CheckDescriptorContents(const v1::MicrobatchDescriptor& d, int64_t vocab) {
   if (d.sequences().empty()) {
@@ -105,15 +156,18 @@ absl::Status CheckDescriptorContents(const v1::MicrobatchDescriptor& d, int64_t 
     }
     if (s.token_ids().empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sequences[", i, "].token_ids: sequence ", s.sequence_id(),
-                                                     " (request '", s.request_id(), "') has no tokens"));
+                                                     " (request '", s.server_request_id(), "') has no tokens"));
     }
     for (int j = 0; j < s.token_ids_size(); ++j) {
       const int32_t t = s.token_ids(j);
       if (t < 0 || t >= vocab) {
         return absl::InvalidArgumentError(absl::StrCat("sequences[", i, "].token_ids[", j, "]: token id ", t,
-                                                       " (request '", s.request_id(),
+                                                       " (request '", s.server_request_id(),
                                                        "') is outside the vocabulary [0, ", vocab, ")"));
       }
+    }
+    if (s.has_sampling()) {
+      SEAM_RETURN_IF_ERROR(CheckSampling(absl::StrCat("sequences[", i, "].sampling."), s.sampling(), vocab));
     }
   }
   return absl::OkStatus();

@@ -31,6 +31,11 @@ absl::Status CheckDescriptorOrder(const v1::MicrobatchDescriptor& descriptor, ui
 // kMaxRequestIdBytes, stop tokens at most kMaxStopTokens).
 inline constexpr uint64_t kMaxRequestIdBytes = 128;
 inline constexpr uint64_t kMaxStopTokens = 64;
+// A sequence's sampling (the last stage's): logit_bias entries, tokens
+// masked until min_tokens (its stop tokens and EOS), top log-probs.
+inline constexpr int kMaxLogitBias = 300;
+inline constexpr int kMaxMaskedTokens = kMaxStopTokens + 8;
+inline constexpr int kMaxTopLogprobs = 20;
 // The largest serialized MicrobatchDescriptor of a step of `max_step_tokens`
 // tokens (at most that many sequences, and that many finished sequence ids):
 // the stage's gRPC receive limit.
@@ -41,7 +46,10 @@ uint64_t MaxHandoffPayloadBytes(const weights::ModelConfig& model, int tp, int a
                                 int64_t max_step_tokens);
 
 // The descriptor's contents: at least one sequence, distinct sequence ids,
-// non-empty token lists, token ids in [0, vocab). INVALID_ARGUMENT.
+// non-empty token lists, token ids in [0, vocab); sampling with finite
+// values in range, at most kMaxLogitBias biases on distinct tokens, at most
+// kMaxMaskedTokens masked tokens, top_logprobs at most kMaxTopLogprobs, every
+// token it names in [0, vocab). INVALID_ARGUMENT naming the field.
 absl::Status CheckDescriptorContents(const v1::MicrobatchDescriptor& descriptor, int64_t vocab);
 
 }  // namespace seam::server

@@ -22,7 +22,7 @@ namespace {
 std::string RequestIdsOf(const v1::MicrobatchDescriptor& d) {
   std::vector<std::string> ids;
   for (const v1::SequenceEntry& s : d.sequences()) {
-    if (std::find(ids.begin(), ids.end(), s.request_id()) == ids.end()) ids.push_back(s.request_id());
+    if (std::find(ids.begin(), ids.end(), s.server_request_id()) == ids.end()) ids.push_back(s.server_request_id());
   }
   return absl::StrJoin(ids, ",");
 }

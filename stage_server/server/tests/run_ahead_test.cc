@@ -19,12 +19,11 @@ v1::MicrobatchDescriptor Member(uint64_t id, uint32_t steps, int64_t position, s
   const uint64_t ids[] = {7, 9};
   for (int i = 0; i < 2; ++i) {
     v1::SequenceEntry* s = d.add_sequences();
-    s->set_request_id("req-" + std::to_string(ids[i]));
+    s->set_server_request_id("req-" + std::to_string(ids[i]));
     s->set_sequence_id(ids[i]);
     s->add_token_ids(tokens[static_cast<size_t>(i)]);
     s->set_position_start(static_cast<uint64_t>(position + i));
     s->set_dp_group(0);
-    s->mutable_sampling()->set_max_new_tokens(64);
     s->mutable_sampling()->set_temperature(0.7f);
     s->mutable_sampling()->set_seed(11);
   }

@@ -48,7 +48,7 @@ v1::MicrobatchDescriptor Descriptor(uint64_t id, uint64_t sequence_number) {
 void AddSequence(v1::MicrobatchDescriptor& d, uint64_t sequence, const std::vector<int32_t>& tokens,
                  uint64_t start, bool prefill) {
   v1::SequenceEntry* s = d.add_sequences();
-  s->set_request_id("req-" + std::to_string(sequence));
+  s->set_server_request_id("req-" + std::to_string(sequence));
   s->set_sequence_id(sequence);
   for (int32_t t : tokens) s->add_token_ids(t);
   s->set_position_start(start);

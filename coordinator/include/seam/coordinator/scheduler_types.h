@@ -74,6 +74,7 @@ struct Request {
   int prompt_tokens = 0;                 // prompt length, >= 1
   int max_new_tokens = 1;                // generation stops after this many, >= 1
   std::vector<int32_t> stop_token_ids;   // generation stops after sampling one of these
+  int min_tokens = 0;                    // ... once the request has at least this many tokens
 };
 
 // One sequence's step inside a microbatch.
@@ -130,7 +131,9 @@ struct SequenceResult {
   std::vector<int32_t> tokens;
 };
 
-enum class FinishReason { kMaxTokens, kStopToken, kCancelled };
+// kStopString is never the scheduler's: the driver ends a sequence whose
+// text reached a stop string (a Cancel the driver reports as this reason).
+enum class FinishReason { kMaxTokens, kStopToken, kCancelled, kStopString };
 const char* FinishReasonName(FinishReason reason);
 
 // What the API layer streams to clients. Every submitted request gets exactly

@@ -107,13 +107,35 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
-// out: i32 [T]. Row t draws with the uniform number SampleUniform(seed, step[t], t)
-// so a draw is reproducible from (seed, step, row) on every device.
-// steps: i32 [T] (generation step of each row's sequence).
+// out: i32 [T]. Row t is one sequence's step: it draws with the uniform
+// number SampleUniform(seed, steps[t]), keyed by the sequence's seed and
+// generation step alone, so a sequence draws the same token wherever it sits
+// in a batch (rows that share a seed and a step share their uniform: give
+// each sequence its own seed, seam::SequenceSeed). The same bits on every
+// device. steps: i32 [T] (generation step of each row's sequence).
 absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
 
 // Counter-based uniform in [0, 1): the same bits on CPU and GPU.
-float SampleUniform(uint64_t seed, uint64_t step, uint64_t row);
+float SampleUniform(uint64_t seed, uint64_t step);
+
+// Edits of single logits before a token is chosen (penalties, logit_bias,
+// min_tokens), one per (row, token) pair, each pair at most once:
+//   x = logits[row, token];
+//   if (repetition != 1) x = x > 0 ? x / repetition : x * repetition;
+//   x = x + offset;
+// in fp32, each operation rounded (the CUDA kernel does exactly this, so
+// both devices edit to the same bits). logits: f32 [T, N], edited in place;
+// at: i32 [E, 2] (row, token); by: f32 [E, 2] (repetition, offset). An
+// offset of -inf masks the token. Pairs outside [0, T) x [0, N) are skipped
+// (indices are not read on the host).
+absl::Status EditLogits(const Tensor& logits, const Tensor& at, const Tensor& by);
+
+// Log-probabilities of given tokens under each row's softmax:
+// out[t, k] = logits[t, tokens[t, k]] - (max_t + log Σ exp(logits[t] - max_t)),
+// in fp32. logits: floating [T, N]; tokens: i32 [T, K]; out: f32 [T, K]. A
+// token outside [0, N) gives NaN. CPU and CUDA sum in different orders:
+// equal within 1e-5 absolute for rows of up to 2^18 entries.
+absl::Status TokenLogProbs(const Tensor& logits, const Tensor& tokens, const Tensor& out);
 
 // Row-wise top-k of x[T, N]: values (f32 [T, k], descending) and indices (i32 [T, k]);
 // ties go to the lower index.

@@ -20,7 +20,9 @@ namespace seam::runtime {
 struct GenerationOptions {
   int max_new_tokens = 16;
   // temperature ≤ 0: greedy. Draws use kernels::Sample with steps = the
-  // generation step (0 for the token after the prompt).
+  // generation step (0 for the token after the prompt); prompt p draws with
+  // seed seam::SequenceSeed(sampling.seed, p), as sequence p of a served
+  // request does.
   kernels::SamplingParams sampling{0.0f, 0, 1.0f, 0};
   int64_t eos_token_id = -2;  // -2: the config's eos_token_id; -1: never stop early
   bool return_logits = false;  // keep each step's logits

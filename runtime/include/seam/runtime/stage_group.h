@@ -132,6 +132,9 @@ struct PieceOutput {
   // and no logits: the logits never leave the device.
   std::vector<Tensor> logits;
   std::vector<int32_t> tokens;
+  // With token choices: each sequence's log-probs, empty where its choice
+  // asks for none (computed where the logits are, token_sampler.h).
+  std::vector<TokenLogprobs> logprobs;
 };
 
 // A decode step fed on the device (StageGroup::StepFed), by which a later
