@@ -79,7 +79,8 @@ struct PipelineDriver::State {
   // each sequence's token and streams it to its observer.
   void RecordStep(InFlight& f, const v1::MicrobatchResult& result);
   // Sends `d` (of `mb`) to every stage; false once a stage is down.
-  bool Send(const Microbatch& mb, const v1::MicrobatchDescriptor& d);
+  // Sets d's budget and sends it to every stage; false when the pipeline went down.
+  bool Send(const Microbatch& mb, v1::MicrobatchDescriptor& d);
   void Handle(const std::vector<SchedulerEvent>& events);
   void EndCall(std::shared_ptr<Call> call, const absl::Status& status);
   void Release(Sequence& seq);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "http/openai_server.h"
 #include "seam/core/logging.h"
+#include "seam/security/listen_port.h"
 #include "seam/security/bearer_token.h"
 #include "seam/security/health_port.h"
 #include "seam/security/listen_address.h"
@@ -182,6 +183,15 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   }
   auto stage_credentials = security::MakeChannelCredentials(o.stage_security, o.stages.front());
   if (!stage_credentials.ok()) return err << "seam-coordinator: " << stage_credentials.status().message() << "\n", 2;
+  // Ports first: a second coordinator on a taken port must not adopt the stages of the one that holds it.
+  for (const auto& [address, flag] : {std::pair{o.listen, "--listen"}, std::pair{o.http_listen, "--http-listen"},
+                                      std::pair{o.metrics_listen, "--metrics-listen"},
+                                      std::pair{o.health_listen, "--health-listen"}}) {
+    if (address.empty()) continue;
+    if (absl::Status s = security::CheckCanListen(address, flag); !s.ok()) {
+      return err << "seam-coordinator: " << s.message() << "\n", 1;
+    }
+  }
 
   auto stages = ConnectStages(o.stages, o.startup_timeout, *stage_credentials);
   if (!stages.ok()) return err << "seam-coordinator: " << stages.status() << "\n", 1;
@@ -281,12 +291,13 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
+  security::ListenExclusively(builder);  // a second coordinator on this port fails here
   builder.AddListeningPort(o.listen, *server_credentials, &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     (*driver)->Shutdown();
-    return err << "seam-coordinator: cannot listen on " << o.listen << "\n", 1;
+    return err << "seam-coordinator: " << security::ListenFailure(o.listen, "--listen").message() << "\n", 1;
   }
   std::unique_ptr<security::HealthPort> health_port;
   if (!o.health_listen.empty()) {

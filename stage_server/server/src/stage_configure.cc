@@ -32,13 +32,6 @@ bool IsNewEpochOf(const v1::StageConfig& now, const v1::StageConfig& next) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
-void AddDrops(handoff::HandoffDrops& total, const handoff::HandoffDrops& more) {
-  total.bad_mac += more.bad_mac;
-  total.oversized += more.oversized;
-  total.malformed += more.malformed;
-  total.unexpected_microbatch += more.unexpected_microbatch;
-}
-
 }  // namespace
 
 void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
@@ -55,23 +48,27 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
         // The coordinator brings the pipeline back after a failure: drop the
         // loaded stage (KV caches, neighbour endpoints) and load it afresh
         // after the microbatches already queued.
+        const std::string previous_key = config_->handoff_key();
         config_ = config;
         state_ = v1::STAGE_STATE_LOADING;
         error_.clear();
         interrupt_ = true;  // a wait of the microbatch running ends now
-        mailbox_.push_back([this, config, done] {
+        mailbox_.push_back([this, config, done, previous_key] {
           interrupt_ = false;
           SetServing(false);
+          AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
+          // What the old epoch left on the data plane goes before the new one starts.
+          if (runner_ != nullptr) runner_->DrainForNewEpoch();
           {
             std::lock_guard<std::mutex> lock(mu_);
-            AddDrops(drops_before_, drops_);  // the stage counts over its life
+            if (runner_ != nullptr) drops_ = runner_->drops();
+            drops_before_ += drops_;  // the stage counts over its life
             drops_ = {};
             handoff_in_ = handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
             last_sequence_number_ = 0;
           }
-          AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
           runner_.reset();
-          Load(config, done);
+          Load(config, done, previous_key);
         });
         changed_.notify_all();
         return;
@@ -104,7 +101,7 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
   done(refused, now);
 }
 
-void StageActor::Load(v1::StageConfig config, StatusCallback done) {
+void StageActor::Load(v1::StageConfig config, StatusCallback done, const std::string& previous_key) {
   auto failed = [&](const absl::Status& why) {
     SEAM_LOG_ERROR("configure failed: {}", why.ToString());
     v1::StageStatus s;
@@ -184,7 +181,7 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   links.slot_bytes = std::min<uint64_t>(max_payload / std::max<uint32_t>(config.tp_size(), 1), uint64_t{256} << 20);
   runner_ = std::make_unique<MicrobatchRunner>(config, std::move(*group), *worker_, std::move(previous),
                                                std::move(next), std::move(first), options_.handoff_timeout,
-                                               max_payload, options_.metrics, links);
+                                               max_payload, options_.metrics, links, previous_key);
   runner_->set_run_ahead(options_.run_ahead);
   runner_->set_interrupted([this]() -> absl::Status {
     if (!interrupt_) return absl::OkStatus();

@@ -208,9 +208,10 @@ TEST(PipelineStages, TheDescriptorsDpGroupPlacesEachSequenceOnEveryStage) {
 }
 
 // An endpoint the coordinator never named sends the second stage's UCX
-// worker a 64-byte message and a header claiming 64 GiB, both tagged as the
-// header of the next real microbatch: each is dropped and counted, nothing
-// is allocated for the claim, and the real microbatches still run in order.
+// worker a 64-byte message and a header claiming 64 GiB, both tagged as a
+// header of the next real microbatch would have been before link tags: each
+// is a stray, taken off the wire unread and counted as from an unknown peer,
+// nothing is allocated for the claim, and the real microbatches still run in order.
 TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "5"});
   ConfigurePipeline(first, second, 1);
@@ -226,7 +227,7 @@ TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
   const uint64_t next_microbatch = Prefill()[0].microbatch_id();
   const std::string garbage(64, '\x5a');
-  absl::Status sent = (*forger)->Send(*endpoint, handoff::HeaderTag(next_microbatch), garbage.data(),
+  absl::Status sent = (*forger)->Send(*endpoint, handoff::HandoffTag(handoff::HandoffKind::kHeader, next_microbatch, 0), garbage.data(),
                                       garbage.size(), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(sent.ok()) << sent;
   v1::StreamState claim;
@@ -240,7 +241,7 @@ TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   huge->add_shape(64);
   huge->set_byte_size(uint64_t{64} << 30);
   const std::string bytes = claim.SerializeAsString();
-  sent = (*forger)->Send(*endpoint, handoff::HeaderTag(next_microbatch), bytes.data(), bytes.size(),
+  sent = (*forger)->Send(*endpoint, handoff::HandoffTag(handoff::HandoffKind::kHeader, next_microbatch, 0), bytes.data(), bytes.size(),
                          absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(sent.ok()) << sent;
 
@@ -253,7 +254,8 @@ TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   EXPECT_EQ(decode.sequences_size(), 2);
 
   const v1::HandoffDrops drops = GetStatus(second).handoff_drops();
-  EXPECT_EQ(drops.bad_mac() + drops.oversized() + drops.malformed() + drops.unexpected_microbatch(), 2u)
+  EXPECT_EQ(drops.unknown_peer(), 2u) << drops.ShortDebugString();
+  EXPECT_EQ(drops.bad_mac() + drops.oversized() + drops.malformed() + drops.unexpected_microbatch(), 0u)
       << drops.ShortDebugString();
   EXPECT_EQ(GetStatus(second).state(), v1::STAGE_STATE_READY);
   EXPECT_TRUE(run_first.Close().ok());

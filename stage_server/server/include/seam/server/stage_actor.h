@@ -80,7 +80,8 @@ class StageActor {
   explicit StageActor(StageActorOptions options);
   void Post(std::function<void()> task);
   void Loop(std::promise<absl::Status>* started);
-  void Load(v1::StageConfig config, StatusCallback done);
+  // `previous_key`: the handoff key of the epoch this load replaces ("" for the first).
+  void Load(v1::StageConfig config, StatusCallback done, const std::string& previous_key = "");
   void SetServing(bool serving);
   v1::StageStatus StatusLocked() const;
 
