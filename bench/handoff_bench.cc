@@ -50,7 +50,11 @@ struct LatencyArgs {
   int64_t hidden = 0;
   int iters = 0;
   int warmup = 0;
+  bool keyed = false;  // headers and payloads authenticated under a key, as stages send them
 };
+
+// The key of a keyed latency run (a stage's is 32 random bytes from the coordinator).
+constexpr char kBenchKey[] = "seam-bench-handoff epoch key 32B";
 
 // How long one pipe message or one handoff round may take.
 constexpr absl::Duration kStepTimeout = absl::Seconds(60);
@@ -242,8 +246,11 @@ absl::Status UseGpu(bool peer) {
 // The peer: receives each ping and sends the same activations back.
 int Pong(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep) {
   const seam::Device device = a.cuda ? GpuOf(/*peer=*/true) : seam::Device::CPU();
-  seam::handoff::HandoffSender sender(w, ep);
+  seam::handoff::HandoffSenderOptions send;
+  if (a.keyed) send.key = kBenchKey;
+  seam::handoff::HandoffSender sender(w, ep, send);
   seam::handoff::HandoffReceiverOptions receive;
+  if (a.keyed) receive.key = kBenchKey;
   receive.page_locked = a.cuda;  // as a GPU stage receives
   seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr, receive);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
@@ -270,8 +277,11 @@ int Ping(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep, std::vector<double
     if (!t.ok()) return Fail("tensors", t.status());
     act.push_back(*std::move(t));
   }
-  seam::handoff::HandoffSender sender(w, ep);
+  seam::handoff::HandoffSenderOptions send;
+  if (a.keyed) send.key = kBenchKey;
+  seam::handoff::HandoffSender sender(w, ep, send);
   seam::handoff::HandoffReceiverOptions receive;
+  if (a.keyed) receive.key = kBenchKey;
   receive.page_locked = a.cuda;  // as a GPU stage receives
   seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr, receive);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
@@ -344,9 +354,11 @@ int RunLatency(const LatencyArgs& a, double* median_out = nullptr, double* p99_o
 }
 
 bool ParseLatencyArgs(int argc, char** argv, LatencyArgs& a) {
-  if (argc != 7 && argc != 8) return false;
-  const std::string mode = argv[2], device = argc == 8 ? argv[7] : "cpu";
+  if (argc < 7 || argc > 9) return false;
+  const std::string mode = argv[2], device = argc >= 8 ? argv[7] : "cpu", key = argc == 9 ? argv[8] : "keyless";
   if ((mode != "tcp" && mode != "shm") || (device != "cpu" && device != "cuda")) return false;
+  if (key != "keyed" && key != "keyless") return false;
+  a.keyed = key == "keyed";
   a.tcp = mode == "tcp";
   a.cuda = device == "cuda";
   a.tokens = std::strtoll(argv[3], nullptr, 10);
@@ -397,9 +409,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: seam-bench-handoff tcp|shm handoff|raw BYTES ITERS WARMUP\n"
                  "         prints the sender's bandwidth in MiB/s over ITERS messages after WARMUP\n"
-                 "       seam-bench-handoff latency tcp|shm TOKENS HIDDEN ITERS WARMUP [cpu|cuda]\n"
+                 "       seam-bench-handoff latency tcp|shm TOKENS HIDDEN ITERS WARMUP [cpu|cuda] [keyed|keyless]\n"
                  "         ping-pongs a pending handoff (bf16 hidden + residual, [TOKENS, HIDDEN] each) and\n"
-                 "         prints the median and p99 one-way latency in microseconds over ITERS round trips\n"
+                 "         prints the median and p99 one-way latency in microseconds over ITERS round trips;\n"
+                 "         keyed: headers and payloads authenticated under a key, as stages send them\n"
                  "       seam-bench-handoff device tcp|shm TOKENS[,TOKENS...] HIDDEN ITERS WARMUP [JSON_FILE]\n"
                  "         the same handoff GPU to GPU through a CUDA-IPC device link, against cudaMemcpyPeer of\n"
                  "         its bytes and the host path, where a hop goes (Send, Take, the rest) and the floors of\n"

@@ -13,6 +13,7 @@
 #include <future>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <thread>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -99,7 +100,8 @@ TEST(ChaosFrontEnd, AChunkedBodyPastTheLimitIsRefusedWithoutBeingBuffered) {
   ASSERT_TRUE(answer.ok()) << answer.status() << " (send: " << sent << ")";
   EXPECT_EQ(answer->status, 413) << answer->body;
   EXPECT_NE(answer->body.find("larger than 8388608 bytes"), std::string::npos) << answer->body;
-  EXPECT_LT(peak, idle * 3 / 2) << "the refused body was buffered";
+  // Without a declared length, up to the limit (8 MiB) is held before the body is known to pass it.
+  EXPECT_LT(peak, idle * 2) << "the refused body was buffered past the limit";
   EXPECT_LT(after, idle * 5 / 4);
   EXPECT_TRUE(Complete(*p).ok());
 }
@@ -173,13 +175,43 @@ TEST(ChaosFrontEnd, IdleConnectionsHoldNothingCallsNeed) {
   for (const auto& c : idle) EXPECT_TRUE(c->ClosedWithin(absl::Seconds(20)));
 }
 
+// The accept queue of the listening socket on `port` (ss's Send-Q of a
+// listening socket), or -1.
+int ListenBacklog(int port) {
+  FILE* ss = popen(absl::StrCat("ss -Hltn 'sport = :", port, "' 2>/dev/null").c_str(), "r");
+  if (ss == nullptr) return -1;
+  char state[32] = {};
+  int queued = 0, backlog = -1;
+  if (std::fscanf(ss, "%31s %d %d", state, &queued, &backlog) != 3) backlog = -1;
+  pclose(ss);
+  return backlog;
+}
+
+// The kernel's count of connections dropped from full accept queues (all of this host).
+int64_t ListenOverflows() {
+  std::ifstream in("/proc/net/netstat");
+  std::string names, values;
+  while (std::getline(in, names) && std::getline(in, values)) {
+    if (names.rfind("TcpExt:", 0) != 0) continue;
+    std::istringstream n(names), v(values);
+    std::string name, value;
+    while (n >> name && v >> value) {
+      if (name == "ListenOverflows") return std::stoll(value);
+    }
+  }
+  return -1;
+}
+
 // 200 calls at once over TLS. Before, a listen backlog of 5 reset some of
-// them (7 resets in one run of 5, 172-461 listen overflows a run).
+// them (7 resets in one run of 5, slowest 54 s, 172-461 listen overflows a
+// run); the accept queue now holds 1024.
 TEST(ChaosFrontEnd, TwoHundredConcurrentCallsAreAllServed) {
   if (!HaveBinaries()) GTEST_SKIP() << "no seam-stage";
   std::unique_ptr<LocalPipeline> p = StartPipeline({}, ModelDir(), "10s", /*http=*/true);
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(Complete(*p).ok());
+  const int backlog = ListenBacklog(HttpPort(*p));
+  const int64_t overflows = ListenOverflows();
   std::vector<std::string> failures(200);
   std::atomic<int> ok{0};
   std::vector<double> seconds(200, 0);
@@ -198,9 +230,10 @@ TEST(ChaosFrontEnd, TwoHundredConcurrentCallsAreAllServed) {
     });
   }
   for (std::thread& t : clients) t.join();
-  std::printf("CHAOS %-36s served=%d slowest_s=%.2f all_s=%.2f\n", "200 concurrent HTTP calls", ok.load(),
-              *std::max_element(seconds.begin(), seconds.end()),
-              std::chrono::duration<double>(Clock::now() - start).count());
+  std::printf("CHAOS %-36s served=%d slowest_s=%.2f all_s=%.2f listen_backlog=%d listen_overflows_on_host=%ld\n",
+              "200 concurrent HTTP calls", ok.load(), *std::max_element(seconds.begin(), seconds.end()),
+              std::chrono::duration<double>(Clock::now() - start).count(), backlog,
+              static_cast<long>(ListenOverflows() - overflows));
   std::fflush(stdout);
   std::string first_failure;
   for (const std::string& f : failures) {
@@ -210,6 +243,7 @@ TEST(ChaosFrontEnd, TwoHundredConcurrentCallsAreAllServed) {
     }
   }
   EXPECT_EQ(ok.load(), 200) << first_failure;
+  EXPECT_GE(backlog, 200) << "an accept queue shorter than the burst drops or resets connections";
 }
 
 // Bytes that are not a GenerateRequest, on GenerateAll. Before, UNIMPLEMENTED

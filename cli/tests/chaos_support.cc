@@ -196,7 +196,9 @@ std::unique_ptr<LocalPipeline> StartPipeline(std::vector<std::string> stage_args
                                              std::vector<std::string> coordinator_args) {
   LocalPipelineOptions o;
   o.model_dir = model;
-  o.bin_dir = SEAM_BIN_DIR;
+  // SEAM_CHAOS_BIN_DIR: the processes of another build (to show an attempt against it).
+  const char* other = std::getenv("SEAM_CHAOS_BIN_DIR");
+  o.bin_dir = other != nullptr ? other : SEAM_BIN_DIR;
   o.startup_timeout = std::chrono::seconds(30);
   o.extra_stage_args = std::move(stage_args);
   o.extra_coordinator_args = std::move(coordinator_args);

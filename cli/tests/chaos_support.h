@@ -91,7 +91,8 @@ void Print(const Figures& f);
 absl::StatusOr<double> ServedAgainWithin(const LocalPipeline& p, const std::string& target,
                                          std::chrono::milliseconds within);
 
-// A PP 2 pipeline of ModelDir() (or `model`) as `seam run` starts it, with
+// A PP 2 pipeline of ModelDir() (or `model`) as `seam run` starts it (the
+// processes of this build, or of $SEAM_CHAOS_BIN_DIR when set), with
 // `stage_args` on every stage; `http`: the coordinator serves the HTTP API
 // too. Null (with a test failure) when it does not start.
 std::unique_ptr<LocalPipeline> StartPipeline(std::vector<std::string> stage_args = {},
