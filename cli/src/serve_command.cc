@@ -46,6 +46,16 @@ std::string ModelName(const std::string& dir) {
   return name.empty() ? "model" : name;
 }
 
+// A taken port fails before any process starts (one server per port).
+absl::Status CheckPorts(const ServeCommandOptions& o) {
+  for (const auto& [port, flag] : {std::pair{o.port, "--port"}, std::pair{o.http_port, "--http-port"},
+                                   std::pair{o.metrics_port, "--metrics-port"}}) {
+    if (port <= 0) continue;
+    if (absl::Status s = security::CheckCanListen(absl::StrCat("127.0.0.1:", port), flag); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
@@ -55,12 +65,7 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
         "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535, --http-port and "
         "--metrics-port within -1..65535");
   }
-  // A taken port fails here, before any process starts (one server per port).
-  for (const auto& [port, flag] : {std::pair{o.port, "--port"}, std::pair{o.http_port, "--http-port"},
-                                   std::pair{o.metrics_port, "--metrics-port"}}) {
-    if (port <= 0) continue;
-    if (absl::Status s = security::CheckCanListen(absl::StrCat("127.0.0.1:", port), flag); !s.ok()) return s;
-  }
+  if (absl::Status s = CheckPorts(o); !s.ok()) return s;
   // Blocked before any child or thread exists; children unblock them after fork.
   sigset_t signals;
   sigemptyset(&signals);

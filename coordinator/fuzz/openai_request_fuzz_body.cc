@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -14,10 +15,12 @@
 namespace seam::coordinator::fuzz {
 namespace {
 
-// Qwen3's tokenizer and chat template (tests/fixtures/tokenizer/qwen3), loaded once.
+// Qwen3's tokenizer and chat template (tests/fixtures/tokenizer/qwen3, or
+// $SEAM_TOKENIZER_FIXTURES/qwen3 where a fuzz bundle carries it), loaded once.
 const ModelText* Text() {
   static const std::unique_ptr<ModelText> text = [] {
-    auto loaded = ModelText::Load(std::string(SEAM_TOKENIZER_FIXTURES) + "/qwen3");
+    const char* moved = std::getenv("SEAM_TOKENIZER_FIXTURES");
+    auto loaded = ModelText::Load(std::string(moved != nullptr ? moved : SEAM_TOKENIZER_FIXTURES) + "/qwen3");
     return loaded.ok() ? std::move(*loaded) : nullptr;
   }();
   return text.get();

@@ -69,7 +69,9 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", port_file, "write the bound port to this file once serving");
   app.add_option("--ucx-mode", ucx_mode, "data plane: tcp (detects dead peers) or shm (shared memory)")
       ->capture_default_str();
-  app.add_option("--handoff-timeout", handoff_timeout_s, "seconds a microbatch waits for a neighbour's handoff")
+  app.add_option("--handoff-timeout", handoff_timeout_s,
+                 "seconds a microbatch without a budget (MicrobatchDescriptor.budget_ms) waits for a neighbour's "
+                 "handoff; a budgeted one waits until its budget is spent")
       ->capture_default_str();
   app.add_option("--drain-timeout", drain_timeout_s, "seconds a shutdown waits for in-flight microbatches")
       ->capture_default_str();

@@ -115,6 +115,17 @@ class HealthGate {
   bool stopped_ = false;
 };
 
+// Every port the coordinator listens on can be bound now.
+absl::Status CheckPorts(const CoordinatorServerOptions& o) {
+  for (const auto& [address, flag] : {std::pair{o.listen, "--listen"}, std::pair{o.http_listen, "--http-listen"},
+                                      std::pair{o.metrics_listen, "--metrics-listen"},
+                                      std::pair{o.health_listen, "--health-listen"}}) {
+    if (address.empty()) continue;
+    if (absl::Status s = security::CheckCanListen(address, flag); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
@@ -184,14 +195,7 @@ int RunCoordinatorServer(const CoordinatorServerOptions& o, std::ostream& err) {
   auto stage_credentials = security::MakeChannelCredentials(o.stage_security, o.stages.front());
   if (!stage_credentials.ok()) return err << "seam-coordinator: " << stage_credentials.status().message() << "\n", 2;
   // Ports first: a second coordinator on a taken port must not adopt the stages of the one that holds it.
-  for (const auto& [address, flag] : {std::pair{o.listen, "--listen"}, std::pair{o.http_listen, "--http-listen"},
-                                      std::pair{o.metrics_listen, "--metrics-listen"},
-                                      std::pair{o.health_listen, "--health-listen"}}) {
-    if (address.empty()) continue;
-    if (absl::Status s = security::CheckCanListen(address, flag); !s.ok()) {
-      return err << "seam-coordinator: " << s.message() << "\n", 1;
-    }
-  }
+  if (absl::Status s = CheckPorts(o); !s.ok()) return err << "seam-coordinator: " << s.message() << "\n", 1;
 
   auto stages = ConnectStages(o.stages, o.startup_timeout, *stage_credentials);
   if (!stages.ok()) return err << "seam-coordinator: " << stages.status() << "\n", 1;

@@ -53,23 +53,7 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
         state_ = v1::STAGE_STATE_LOADING;
         error_.clear();
         interrupt_ = true;  // a wait of the microbatch running ends now
-        mailbox_.push_back([this, config, done, previous_key] {
-          interrupt_ = false;
-          SetServing(false);
-          AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
-          // What the old epoch left on the data plane goes before the new one starts.
-          if (runner_ != nullptr) runner_->DrainForNewEpoch();
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (runner_ != nullptr) drops_ = runner_->drops();
-            drops_before_ += drops_;  // the stage counts over its life
-            drops_ = {};
-            handoff_in_ = handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
-            last_sequence_number_ = 0;
-          }
-          runner_.reset();
-          Load(config, done, previous_key);
-        });
+        mailbox_.push_back([this, config, done, previous_key] { Reload(config, done, previous_key); });
         changed_.notify_all();
         return;
       }
@@ -99,6 +83,24 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
     return;
   }
   done(refused, now);
+}
+
+void StageActor::Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key) {
+  interrupt_ = false;
+  SetServing(false);
+  AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
+  // What the old epoch left on the data plane goes before the new one starts.
+  if (runner_ != nullptr) runner_->DrainForNewEpoch();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (runner_ != nullptr) drops_ = runner_->drops();
+    drops_before_ += drops_;  // the stage counts over its life
+    drops_ = {};
+    handoff_in_ = handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
+    last_sequence_number_ = 0;
+  }
+  runner_.reset();
+  Load(config, std::move(done), previous_key);
 }
 
 void StageActor::Load(v1::StageConfig config, StatusCallback done, const std::string& previous_key) {

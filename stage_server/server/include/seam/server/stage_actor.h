@@ -82,6 +82,9 @@ class StageActor {
   void Loop(std::promise<absl::Status>* started);
   // `previous_key`: the handoff key of the epoch this load replaces ("" for the first).
   void Load(v1::StageConfig config, StatusCallback done, const std::string& previous_key = "");
+  // A later epoch of the same layout: ends the running one (its waits, its
+  // data plane, its sequences), then loads `config`.
+  void Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key);
   void SetServing(bool serving);
   v1::StageStatus StatusLocked() const;
 
