@@ -190,9 +190,9 @@ absl::StatusOr<std::vector<int32_t>> MicrobatchRunner::ReceiveTokens(const v1::M
   absl::StatusOr<handoff::ReceivedHandoff> got = token_receiver_->Receive(expect, WaitDeadline());
   if (!got.ok()) {
     if (absl::IsDeadlineExceeded(got.status())) {
-      if (absl::Status spent = CheckBudget(d, "waiting for the tokens of its step"); !spent.ok()) {
-        return Annotate(spent, std::string(got.status().message()));
-      }
+      const std::string what = absl::StrCat("waiting for the tokens of step ", step, " from pipeline rank ",
+                                            config_.pipeline_size() - 1, " (", got.status().message(), ")");
+      if (absl::Status spent = CheckBudget(d, what.c_str()); !spent.ok()) return spent;
     }
     return Annotate(got.status(),
                     absl::StrCat("tokens of step ", step, " from pipeline rank ", config_.pipeline_size() - 1));

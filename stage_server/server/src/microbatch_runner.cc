@@ -262,10 +262,9 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
       continue;
     }
     if (absl::IsDeadlineExceeded(got.status())) {
-      if (absl::Status spent = CheckBudget(d, "waiting for its handoff"); !spent.ok()) {
-        return Annotate(spent, absl::StrCat("from pipeline rank ", config_.pipeline_rank() - 1, " (",
-                                            got.status().message(), ")"));
-      }
+      const std::string what = absl::StrCat("waiting for its handoff from pipeline rank ", config_.pipeline_rank() - 1,
+                                            " (", got.status().message(), ")");
+      if (absl::Status spent = CheckBudget(d, what.c_str()); !spent.ok()) return spent;
     }
     return Annotate(got.status(), absl::StrCat("handoff from pipeline rank ", config_.pipeline_rank() - 1));
   }
