@@ -93,7 +93,7 @@ std::optional<v1::StreamState> HandoffReceiver::Sound(absl::StatusOr<std::vector
 
 void HandoffReceiver::Poll(uint64_t answered_through) {
   if (!Prepare().ok()) return;
-  DrainStrays();
+  MaybeDrainStrays();
   while (held_.size() < options_.max_held_headers) {
     absl::StatusOr<std::vector<char>> bytes = worker_.RecvUnknownSize(
         HeaderTag(link_), kTagKindAndLinkMask, options_.max_header_bytes, absl::InfinitePast(), watch_);

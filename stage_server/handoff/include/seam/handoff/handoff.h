@@ -205,7 +205,7 @@ class HandoffReceiver {
 
   // Takes the strays on the wire now (stray_drain.h) into drops().
   void DrainStrays();
-  // While the stage is idle: drains strays, and takes the link's headers
+  // While the stage is idle: drains strays (every drain_interval), and takes the link's headers
   // that have arrived. A sound one for a descriptor at or before sequence
   // number `answered_through` (one this stage has answered: it gave up on
   // it) is late and dropped with its payloads, so its sender's sends
