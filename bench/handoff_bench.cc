@@ -14,15 +14,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
+#include "seam/handoff/crc32c.h"
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/handoff_tag.h"
 #include "seam/handoff/ucx_worker.h"
 #include "handoff_bench_common.h"
+#include "src/payload_mac.h"  // the keyed payloads' MAC, measured beside CRC-32C
 
 namespace {
 
@@ -50,7 +53,11 @@ struct LatencyArgs {
   int64_t hidden = 0;
   int iters = 0;
   int warmup = 0;
+  bool keyed = false;  // headers and payloads authenticated under a key, as stages send them
 };
+
+// The key of a keyed latency run (a stage's is 32 random bytes from the coordinator).
+constexpr char kBenchKey[] = "seam-bench-handoff epoch key 32B";
 
 // How long one pipe message or one handoff round may take.
 constexpr absl::Duration kStepTimeout = absl::Seconds(60);
@@ -242,8 +249,11 @@ absl::Status UseGpu(bool peer) {
 // The peer: receives each ping and sends the same activations back.
 int Pong(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep) {
   const seam::Device device = a.cuda ? GpuOf(/*peer=*/true) : seam::Device::CPU();
-  seam::handoff::HandoffSender sender(w, ep);
+  seam::handoff::HandoffSenderOptions send;
+  if (a.keyed) send.key = kBenchKey;
+  seam::handoff::HandoffSender sender(w, ep, send);
   seam::handoff::HandoffReceiverOptions receive;
+  if (a.keyed) receive.key = kBenchKey;
   receive.page_locked = a.cuda;  // as a GPU stage receives
   seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr, receive);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
@@ -270,8 +280,11 @@ int Ping(const LatencyArgs& a, UcxWorker& w, UcxEndpoint& ep, std::vector<double
     if (!t.ok()) return Fail("tensors", t.status());
     act.push_back(*std::move(t));
   }
-  seam::handoff::HandoffSender sender(w, ep);
+  seam::handoff::HandoffSenderOptions send;
+  if (a.keyed) send.key = kBenchKey;
+  seam::handoff::HandoffSender sender(w, ep, send);
   seam::handoff::HandoffReceiverOptions receive;
+  if (a.keyed) receive.key = kBenchKey;
   receive.page_locked = a.cuda;  // as a GPU stage receives
   seam::handoff::HandoffReceiver receiver(w, a.tcp ? &ep : nullptr, receive);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
@@ -340,13 +353,18 @@ int RunLatency(const LatencyArgs& a, double* median_out = nullptr, double* p99_o
     return 0;
   }
   std::printf("%.2f %.2f\n", median, p99);
+  // The least round is the path's cost on cores not shared (stdout keeps its two numbers).
+  std::fprintf(stderr, "seam-bench-handoff: least one-way %.2f us of %zu rounds\n",
+               *std::min_element(one_way_us.begin(), one_way_us.end()), one_way_us.size());
   return 0;
 }
 
 bool ParseLatencyArgs(int argc, char** argv, LatencyArgs& a) {
-  if (argc != 7 && argc != 8) return false;
-  const std::string mode = argv[2], device = argc == 8 ? argv[7] : "cpu";
+  if (argc < 7 || argc > 9) return false;
+  const std::string mode = argv[2], device = argc >= 8 ? argv[7] : "cpu", key = argc == 9 ? argv[8] : "keyless";
   if ((mode != "tcp" && mode != "shm") || (device != "cpu" && device != "cuda")) return false;
+  if (key != "keyed" && key != "keyless") return false;
+  a.keyed = key == "keyed";
   a.tcp = mode == "tcp";
   a.cuda = device == "cuda";
   a.tokens = std::strtoll(argv[3], nullptr, 10);
@@ -388,8 +406,40 @@ int seam::bench::HostHandoffLatency(bool tcp, bool cuda, int64_t tokens, int64_t
   return RunLatency(a, median, p99);
 }
 
+// Protect mode: the CPU a payload's protection costs in this process, per
+// payload of BYTES: CRC-32C (keyless handoffs, and main's keyed ones)
+// against Poly1305 with its one-time key (keyed ones), the least of 30 short
+// rounds of ITERS each (the least is the cost on a core not shared).
+int RunProtect(int argc, char** argv) {
+  if (argc != 4) return 2;
+  const size_t bytes = std::strtoull(argv[2], nullptr, 10);
+  const int iters = std::atoi(argv[3]);
+  if (bytes == 0 || iters <= 0) return 2;
+  std::vector<char> payload(bytes);
+  for (size_t i = 0; i < bytes; ++i) payload[i] = static_cast<char>(i * 131);
+  auto mac = seam::handoff::PayloadMac::Create(kBenchKey);
+  auto nonce = seam::handoff::PayloadMac::NewNonce();
+  if (!mac.ok() || !nonce.ok()) return 1;
+  auto least = [&](const std::function<void()>& one) {
+    double best = 1e300;
+    for (int round = 0; round < 30; ++round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) one();
+      best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters);
+    }
+    return best;
+  };
+  uint32_t sink = 0;
+  const double crc = least([&] { sink ^= seam::handoff::Crc32c(payload.data(), bytes); });
+  const double poly = least([&] { sink ^= static_cast<uint32_t>((*mac).Tag(*nonce, 1, payload.data(), bytes)->size()); });
+  std::printf("bytes=%zu crc32c_us=%.2f (%.1f GB/s) poly1305_us=%.2f (%.1f GB/s) ratio=%.2f [%u]\n", bytes, crc,
+              bytes / crc / 1e3, poly, bytes / poly / 1e3, poly / crc, sink & 1);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "device") return seam::bench::RunDeviceMode(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "protect") return RunProtect(argc, argv);
   Args a;
   LatencyArgs l;
   const bool latency = argc > 1 && std::string(argv[1]) == "latency";
@@ -397,9 +447,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: seam-bench-handoff tcp|shm handoff|raw BYTES ITERS WARMUP\n"
                  "         prints the sender's bandwidth in MiB/s over ITERS messages after WARMUP\n"
-                 "       seam-bench-handoff latency tcp|shm TOKENS HIDDEN ITERS WARMUP [cpu|cuda]\n"
+                 "       seam-bench-handoff latency tcp|shm TOKENS HIDDEN ITERS WARMUP [cpu|cuda] [keyed|keyless]\n"
                  "         ping-pongs a pending handoff (bf16 hidden + residual, [TOKENS, HIDDEN] each) and\n"
-                 "         prints the median and p99 one-way latency in microseconds over ITERS round trips\n"
+                 "         prints the median and p99 one-way latency in microseconds over ITERS round trips;\n"
+                 "         keyed: headers and payloads authenticated under a key, as stages send them\n"
+                 "       seam-bench-handoff protect BYTES ITERS\n"
+                 "         the CPU one payload's protection costs: CRC-32C against Poly1305 with its key\n"
                  "       seam-bench-handoff device tcp|shm TOKENS[,TOKENS...] HIDDEN ITERS WARMUP [JSON_FILE]\n"
                  "         the same handoff GPU to GPU through a CUDA-IPC device link, against cudaMemcpyPeer of\n"
                  "         its bytes and the host path, where a hop goes (Send, Take, the rest) and the floors of\n"

@@ -38,6 +38,7 @@ declare -A CORPUS=(
   [safetensors_fuzz]=weights/fuzz/safetensors_corpus
   [tokenizer_fuzz]=tokenizer/fuzz/corpus
   [chat_template_fuzz]=chat_template/fuzz/corpus
+  [openai_request_fuzz]=coordinator/fuzz/openai_request_corpus
 )
 mapfile -t TARGETS < <(printf '%s\n' "${!CORPUS[@]}" | sort)
 
@@ -71,6 +72,10 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$OUT_DIR/corpus/$t"
   cp "$src"/* "$OUT_DIR/corpus/$t/"
 done
+# openai_request_fuzz reads Qwen3's tokenizer and chat template
+# ($SEAM_TOKENIZER_FIXTURES, which fuzz-long.sh points here).
+mkdir -p "$OUT_DIR/fixtures/tokenizer"
+cp -r tests/fixtures/tokenizer/qwen3 "$OUT_DIR/fixtures/tokenizer/"
 
 host_lib() {
   case "$1" in

@@ -59,6 +59,8 @@ if [ -z "$bundle" ]; then
 fi
 [ -d "$bundle/bin" ] && [ -d "$bundle/corpus" ] || { echo "fuzz-long: $bundle is not a fuzz bundle (no bin/ and corpus/)" >&2; exit 2; }
 bundle="$(cd "$bundle" && pwd)"
+# The tokenizer fixture openai_request_fuzz reads.
+[ -d "$bundle/fixtures/tokenizer" ] && export SEAM_TOKENIZER_FIXTURES="$bundle/fixtures/tokenizer"
 mkdir -p "$out/logs" "$out/corpus" "$out/artifacts"
 out="$(cd "$out" && pwd)"
 

@@ -32,11 +32,13 @@ ALLOWED = {
     "models": BASE | {"kernels", "boundary", "weights", "models"},  # no comm: models call their boundary
     "runtime": BASE | {"kernels", "comm", "boundary", "weights", "models", "runtime"},
     "security": BASE | {"security"},
-    "metrics": BASE | {"security", "metrics"},
+    "http_server": BASE | {"security", "http_server"},
+    "metrics": BASE | {"security", "http_server", "metrics"},
     "stage_server/handoff": BASE | {"v1", "handoff"},
     "stage_server/server": BASE | {"kernels", "comm", "boundary", "weights", "models", "runtime", "v1", "handoff",
                                    "server", "security", "metrics"},
-    "coordinator": BASE | {"weights", "v1", "coordinator", "security", "tokenizer", "chat_template", "metrics"},
+    "coordinator": BASE | {"weights", "v1", "coordinator", "security", "tokenizer", "chat_template", "metrics",
+                           "http_server"},
     "cli": None,  # the top: anything
     "bench": None,
 }

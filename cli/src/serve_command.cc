@@ -14,6 +14,7 @@
 #include "command_status.h"
 #include "local_pipeline.h"
 #include "seam/core/temp_dir.h"
+#include "seam/security/listen_port.h"
 
 namespace seam::cli {
 namespace {
@@ -112,6 +113,16 @@ LocalPipelineOptions PipelineOptions(const ServeCommandOptions& o, const std::st
   return lp;
 }
 
+// A taken port fails before any process starts (one server per port).
+absl::Status CheckPorts(const ServeCommandOptions& o) {
+  for (const auto& [port, flag] : {std::pair{o.port, "--port"}, std::pair{o.http_port, "--http-port"},
+                                   std::pair{o.metrics_port, "--metrics-port"}}) {
+    if (port <= 0) continue;
+    if (absl::Status s = security::CheckCanListen(absl::StrCat("127.0.0.1:", port), flag); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
@@ -121,6 +132,7 @@ absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
         "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535, --http-port and "
         "--metrics-port within -1..65535");
   }
+  if (absl::Status s = CheckPorts(o); !s.ok()) return s;
   // Blocked before any child or thread exists; children unblock them after fork.
   sigset_t signals;
   sigemptyset(&signals);

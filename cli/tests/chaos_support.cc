@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -18,6 +19,7 @@
 #include "seam/runtime/stage_group.h"
 #include "seam/testing/temp_dir.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
+#include "seam/v1/stage_service.grpc.pb.h"
 
 namespace seam::cli::chaos {
 namespace {
@@ -187,6 +189,85 @@ absl::StatusOr<double> ServedAgainWithin(const LocalPipeline& p, const std::stri
   }
   return absl::UnavailableError(absl::StrCat("not served again within ", within.count(), " ms: ", last.error_message(),
                                              " (grpc code ", last.error_code(), ")"));
+}
+
+std::unique_ptr<LocalPipeline> StartPipeline(std::vector<std::string> stage_args, const std::string& model,
+                                             const std::string& stage_timeout, bool http,
+                                             std::vector<std::string> coordinator_args) {
+  LocalPipelineOptions o;
+  o.model_dir = model;
+  // SEAM_CHAOS_BIN_DIR: the processes of another build (to show an attempt against it).
+  const char* other = std::getenv("SEAM_CHAOS_BIN_DIR");
+  o.bin_dir = other != nullptr ? other : SEAM_BIN_DIR;
+  o.startup_timeout = std::chrono::seconds(30);
+  o.extra_stage_args = std::move(stage_args);
+  o.extra_coordinator_args = std::move(coordinator_args);
+  o.stage_timeout = stage_timeout;
+  if (http) o.http_listen = "127.0.0.1:0";
+  auto p = LocalPipeline::Start(o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+v1::StageStatus StageStatusOf(const LocalPipeline& p, int k) {
+  v1::StageStatus s;
+  auto channel = p.StageChannel(k);
+  EXPECT_TRUE(channel.ok()) << channel.status();
+  if (!channel.ok()) return s;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  const grpc::Status rpc = v1::StageControl::NewStub(*channel)->GetStatus(&context, v1::GetStatusRequest(), &s);
+  EXPECT_TRUE(rpc.ok()) << rpc.error_message();
+  return s;
+}
+
+int64_t Drops(const v1::StageStatus& s) {
+  const v1::HandoffDrops& d = s.handoff_drops();
+  return static_cast<int64_t>(d.bad_mac() + d.oversized() + d.malformed() + d.unexpected_microbatch() +
+                              d.unknown_peer() + d.unknown_kind() + d.bad_payload() + d.stale_epoch() +
+                              d.incomplete());
+}
+
+namespace {
+
+int64_t StatusField(pid_t pid, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::istringstream value(line.substr(field.size() + 1));
+    int64_t kib = -1;
+    value >> kib;
+    return kib;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t RssKiB(pid_t pid) { return StatusField(pid, "VmRSS"); }
+int64_t PeakRssKiB(pid_t pid) { return StatusField(pid, "VmHWM"); }
+
+void ResetPeakRss(pid_t pid) {
+  std::ofstream out(absl::StrCat("/proc/", pid, "/clear_refs"));
+  out << "5";
+}
+
+absl::StatusOr<Forger> ConnectForger(const LocalPipeline& p, int k) {
+  handoff::UcxWorkerOptions options;
+  if (std::getenv("UCX_NET_DEVICES") == nullptr) {
+    options.config = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
+  } else {
+    options.config = {{"TLS", "tcp"}};
+  }
+  Forger f;
+  absl::StatusOr<std::unique_ptr<handoff::UcxWorker>> worker = handoff::UcxWorker::Create(options);
+  if (!worker.ok()) return worker.status();
+  f.worker = std::move(*worker);
+  absl::StatusOr<handoff::UcxEndpoint> endpoint = f.worker->Connect(StageStatusOf(p, k).worker_address().ucx_address());
+  if (!endpoint.ok()) return endpoint.status();
+  f.endpoint = std::move(*endpoint);
+  return f;
 }
 
 std::vector<std::string> CommandLine(pid_t pid) {

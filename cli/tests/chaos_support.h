@@ -17,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "child_process.h"
 #include "local_pipeline.h"
+#include "seam/handoff/ucx_worker.h"
+#include "seam/v1/stage_service.pb.h"
 
 namespace seam::cli::chaos {
 
@@ -88,6 +90,30 @@ void Print(const Figures& f);
 // reference tokens or `within` passes; the time it took.
 absl::StatusOr<double> ServedAgainWithin(const LocalPipeline& p, const std::string& target,
                                          std::chrono::milliseconds within);
+
+// A PP 2 pipeline of ModelDir() (or `model`) as `seam run` starts it (the
+// processes of this build, or of $SEAM_CHAOS_BIN_DIR when set), with
+// `stage_args` on every stage; `http`: the coordinator serves the HTTP API
+// too. Null (with a test failure) when it does not start.
+std::unique_ptr<LocalPipeline> StartPipeline(std::vector<std::string> stage_args = {},
+                                             const std::string& model = ModelDir(),
+                                             const std::string& stage_timeout = "10s", bool http = false,
+                                             std::vector<std::string> coordinator_args = {});
+// Stage k's status (a test failure when it does not answer).
+v1::StageStatus StageStatusOf(const LocalPipeline& p, int k);
+// Every data-plane message stage status `s` counts as dropped.
+int64_t Drops(const v1::StageStatus& s);
+// A process's resident memory now (VmRSS) and at its peak (VmHWM), in KiB; -1 if unreadable.
+int64_t RssKiB(pid_t pid);
+int64_t PeakRssKiB(pid_t pid);
+// Resets VmHWM to the current resident size (/proc/PID/clear_refs "5").
+void ResetPeakRss(pid_t pid);
+// A UCX worker of an endpoint nobody named, connected to stage k's worker.
+struct Forger {
+  std::unique_ptr<handoff::UcxWorker> worker;
+  handoff::UcxEndpoint endpoint;
+};
+absl::StatusOr<Forger> ConnectForger(const LocalPipeline& p, int k);
 
 // Starts again a process that was killed, with the command line it had
 // (read from /proc before the kill: `cmdline`), listening on `listen` and

@@ -32,37 +32,6 @@ constexpr auto kTen = std::chrono::seconds(10);
 
 bool HaveBinaries() { return access((std::string(SEAM_BIN_DIR) + "/seam-stage").c_str(), X_OK) == 0; }
 
-std::unique_ptr<LocalPipeline> StartPipeline(std::vector<std::string> stage_args = {},
-                                             const std::string& model = ModelDir(),
-                                             const std::string& stage_timeout = "10s") {
-  LocalPipelineOptions o;
-  o.model_dir = model;
-  o.bin_dir = SEAM_BIN_DIR;
-  o.startup_timeout = std::chrono::seconds(30);
-  o.extra_stage_args = std::move(stage_args);
-  o.stage_timeout = stage_timeout;
-  auto p = LocalPipeline::Start(o);
-  EXPECT_TRUE(p.ok()) << p.status();
-  return p.ok() ? std::move(*p) : nullptr;
-}
-
-v1::StageStatus StageStatusOf(const LocalPipeline& p, int k) {
-  v1::StageStatus s;
-  auto channel = p.StageChannel(k);
-  EXPECT_TRUE(channel.ok()) << channel.status();
-  if (!channel.ok()) return s;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  const grpc::Status rpc = v1::StageControl::NewStub(*channel)->GetStatus(&context, v1::GetStatusRequest(), &s);
-  EXPECT_TRUE(rpc.ok()) << rpc.error_message();
-  return s;
-}
-
-int64_t Drops(const v1::StageStatus& s) {
-  const v1::HandoffDrops& d = s.handoff_drops();
-  return static_cast<int64_t>(d.bad_mac() + d.oversized() + d.malformed() + d.unexpected_microbatch());
-}
-
 // The requirements every scenario shares.
 void Expect(const Figures& f, bool in_flight_fail = true) {
   Print(f);
@@ -125,12 +94,12 @@ TEST(Chaos, KillNineOfEachStage) {
 // A stopped stage keeps its sockets open: its Run stream never breaks, and
 // only the liveness probes (GetStatus every second, 3 missed) find it. The
 // next stage may still be waiting for the stopped one's handoff of the old
-// epoch and reloads only after that wait (--handoff-timeout, which does not
-// scale with the work): 5 s here, where the default 10 s measured 10.2 s
-// from SIGCONT for stage 0 (docs/RELIABILITY.md).
+// epoch: the reload for the new epoch cuts that wait short (and the
+// microbatch's budget bounds it anyway; before budgets, recovery waited out
+// a fixed --handoff-timeout: 10.2 s from SIGCONT once).
 TEST(Chaos, SigstopOfEachStage) {
   if (!HaveBinaries()) GTEST_SKIP() << "no seam-stage";
-  std::unique_ptr<LocalPipeline> p = StartPipeline({"--handoff-timeout", "5"});
+  std::unique_ptr<LocalPipeline> p = StartPipeline();
   ASSERT_NE(p, nullptr);
   std::vector<std::unique_ptr<ChildProcess>> respawned;
   for (int k = 0; k < 2; ++k) {
@@ -304,7 +273,7 @@ TEST(Chaos, ForgedUcxMessagesFromAnUnknownEndpoint) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   const auto fault = Clock::now();
   const std::string garbage(64, '\x5a');
-  absl::Status sent = (*forger)->Send(*endpoint, handoff::HeaderTag(1), garbage.data(), garbage.size(),
+  absl::Status sent = (*forger)->Send(*endpoint, handoff::HandoffTag(handoff::HandoffKind::kHeader, 1, 0), garbage.data(), garbage.size(),
                                       absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(sent.ok()) << sent;
   v1::StreamState claim;
@@ -318,7 +287,7 @@ TEST(Chaos, ForgedUcxMessagesFromAnUnknownEndpoint) {
   huge->add_shape(64);
   huge->set_byte_size(uint64_t{64} << 30);
   const std::string bytes = claim.SerializeAsString();
-  sent = (*forger)->Send(*endpoint, handoff::HeaderTag(1), bytes.data(), bytes.size(), absl::Now() + absl::Seconds(10));
+  sent = (*forger)->Send(*endpoint, handoff::HandoffTag(handoff::HandoffKind::kHeader, 1, 0), bytes.data(), bytes.size(), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(sent.ok()) << sent;
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   load.Stop();
@@ -340,6 +309,9 @@ TEST(Chaos, ForgedUcxMessagesFromAnUnknownEndpoint) {
 
 // A prefill far longer than the --stage-timeout floor (300 ms here) is work,
 // not a failure: the deadline adds --stage-timeout-per-token for each token.
+// The stages bound their waits by the same budget (the descriptor carries
+// it), not by --handoff-timeout: 1 s here, far shorter than the prefill
+// stage 1 waits for.
 TEST(Chaos, ALongPrefillOutlastsTheStageTimeoutFloor) {
   if (!HaveBinaries()) GTEST_SKIP() << "no seam-stage";
   const seam::testing::TempDir model("seam_chaos_wide_model");
@@ -358,7 +330,7 @@ TEST(Chaos, ALongPrefillOutlastsTheStageTimeoutFloor) {
   weights::RandomCheckpointOptions rc;
   rc.seed = 3;
   ASSERT_TRUE(weights::WriteRandomCheckpoint(c, rc, model.path()).ok());
-  std::unique_ptr<LocalPipeline> p = StartPipeline({}, model.path(), "300ms");
+  std::unique_ptr<LocalPipeline> p = StartPipeline({"--handoff-timeout", "1"}, model.path(), "300ms");
   ASSERT_NE(p, nullptr);
   auto stub = v1::Coordinator::NewStub(p->ClientChannel());
   v1::GenerateRequest request;

@@ -207,7 +207,8 @@ TEST_F(PipelineE2e, MalformedRequestBytesAreAnsweredByGrpcAndServingGoesOn) {
   generic.UnaryCall(&context, "/seam.v1.Coordinator/GenerateAll", grpc::StubOptions(), &request, &response,
                     [&](grpc::Status s) { done.set_value(s); });
   const grpc::Status s = done.get_future().get();
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message(), "the request bytes are not a seam.v1.GenerateRequest");
 
   grpc::ClientContext after;
   Deadline(after, 30);

@@ -123,5 +123,36 @@ TEST(SeamServe, GenerateAndStatusThenSigtermLeavesNoChildren) {
   EXPECT_FALSE(std::filesystem::exists(port_file));
 }
 
+// A second `seam serve` on the port the first holds: it exits 1 naming the
+// port, before it starts anything, and the first keeps serving. (Before,
+// gRPC's SO_REUSEPORT let both bind it: the kernel split the calls.)
+TEST(SeamServe, ASecondServeOnATakenPortExitsNamingItAndTheFirstKeepsServing) {
+  const std::string bin = std::filesystem::path(SEAM_BINARY).parent_path();
+  if (!std::filesystem::exists(bin + "/seam-stage")) GTEST_SKIP() << "seam-stage is not built";
+  const seam::testing::TempDir dir("seam_serve_taken_port");
+  const std::string port_file = dir.File("port"), log = dir.File("serve.log");
+  auto serve = ChildProcess::Spawn({SEAM_BINARY, "serve", "--pp", "2", "--tp", "1", "--port-file", port_file}, log);
+  ASSERT_TRUE(serve.ok()) << serve.status();
+  auto port = (*serve)->WaitForPortFile(port_file, std::chrono::seconds(90));
+  ASSERT_TRUE(port.ok()) << port.status();
+  const SeamRun second = RunSeam("serve --pp 2 --tp 1 --port " + std::to_string(*port) + " 2>&1");
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_NE(second.output.find("address already in use (port " + std::to_string(*port) + ")"), std::string::npos)
+      << second.output;
+  std::string printed;
+  {
+    std::ifstream f(log);
+    printed.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  const size_t at = printed.find(" --tls-ca ");
+  ASSERT_NE(at, std::string::npos) << printed;
+  const std::string credentials = printed.substr(at, printed.find(" --prompt", at) - at);
+  const SeamRun gen = RunSeam("generate --addr 127.0.0.1:" + std::to_string(*port) + credentials +
+                              " --prompt '3 14 15' --max-new-tokens 2 --json");
+  EXPECT_EQ(gen.exit_code, 0) << gen.output;
+  EXPECT_TRUE((*serve)->Running());
+  (*serve)->Stop(std::chrono::seconds(30));
+}
+
 }  // namespace
 }  // namespace seam::cli

@@ -3,11 +3,17 @@
 // whatever the scheduler offers.
 #include "pipeline_driver.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "pipeline_driver_state.h"
 #include "seam/core/logging.h"
 
 namespace seam::coordinator {
+
+std::chrono::milliseconds AnswerGrace(std::chrono::milliseconds stage_timeout) {
+  return std::clamp(stage_timeout / 2, std::chrono::milliseconds(2000), std::chrono::milliseconds(5000));
+}
 
 absl::StatusOr<std::unique_ptr<PipelineDriver>> PipelineDriver::Create(
     const PipelineDriverOptions& options, std::vector<std::unique_ptr<StageLink>> links) {

@@ -72,17 +72,25 @@ struct DriverCall {
   CallObserver* observer = nullptr;
 };
 
+// How much longer than a microbatch's budget the driver waits for a stage's
+// answer before it takes the stage as hung: half the stage_timeout floor,
+// within [2 s, 5 s] (a stage's own DEADLINE_EXCEEDED answer comes first).
+std::chrono::milliseconds AnswerGrace(std::chrono::milliseconds stage_timeout);
+
 struct PipelineDriverOptions {
   SchedulerOptions scheduler;  // pipeline_stages must equal the number of links
-  // Longest a microbatch may stay unanswered by a stage after it was sent:
-  // stage_timeout plus stage_timeout_per_token for each token of it and of
-  // the microbatches still in flight ahead of it (the work the stages owe
-  // before answering it), so a long prefill is not a failure. A stage that
-  // misses it is taken as down (UNAVAILABLE for everyone), as is one that
-  // refuses the stream (FAILED_PRECONDITION: another epoch or sequence
-  // number) and a pipeline whose microbatches fail 3 times in a row. A dead
-  // or stopped stage is found sooner by its link's liveness probes
-  // (grpc_stage_link.h), which end the stream.
+  // A microbatch's budget: stage_timeout plus stage_timeout_per_token for
+  // each token of it and of the microbatches still in flight ahead of it
+  // (the work the stages owe before answering it), so a long prefill is not
+  // a failure. It travels in the descriptor (budget_ms): each stage bounds
+  // its waits for the microbatch by it and answers DEADLINE_EXCEEDED,
+  // naming itself, once it is spent, which fails that microbatch alone. A
+  // stage that leaves it unanswered for AnswerGrace longer is taken as
+  // down (hung: UNAVAILABLE for everyone), as is one that refuses the
+  // stream (FAILED_PRECONDITION: another epoch or sequence number) and a
+  // pipeline whose microbatches fail 3 times in a row. A dead or stopped
+  // stage is found sooner by its link's liveness probes (grpc_stage_link.h),
+  // which end the stream.
   std::chrono::milliseconds stage_timeout{10000};
   std::chrono::milliseconds stage_timeout_per_token{100};
   // Largest serialized descriptor the stages take (the least of their

@@ -156,7 +156,10 @@ void PipelineDriver::State::Pump() {
     std::optional<Microbatch> mb = scheduler->Next();
     if (!mb) break;
     Described d = Describe(*mb);
-    if (const size_t bytes = d.last.ByteSizeLong(); options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
+    // The last stage's is the larger (it carries the sampling); Send adds
+    // the budget: a uint64 field of at most 11 bytes.
+    const size_t bytes = d.last.ByteSizeLong() + 11;
+    if (options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
       // Never sent: a stage would refuse it and lose its Run stream.
       to_free.insert(to_free.begin(), d.common.finished_sequence_ids().begin(), d.common.finished_sequence_ids().end());
       Handle(scheduler
@@ -184,7 +187,7 @@ void PipelineDriver::State::Pump() {
   }
 }
 
-bool PipelineDriver::State::Send(const Microbatch& mb, const Described& d) {
+bool PipelineDriver::State::Send(const Microbatch& mb, Described& d) {
   if (down) return false;
   // The work the stages owe before answering it: its tokens (each step's)
   // and those of the microbatches ahead of it.
@@ -195,7 +198,9 @@ bool PipelineDriver::State::Send(const Microbatch& mb, const Described& d) {
   InFlight& f = in_flight[mb.id];
   f.microbatch = mb;
   f.bound = options.stage_timeout + options.stage_timeout_per_token * tokens;
-  f.deadline = Clock::now() + f.bound;
+  f.deadline = Clock::now() + f.bound + AnswerGrace(options.stage_timeout);
+  d.common.set_budget_ms(static_cast<uint64_t>(f.bound.count()));
+  d.last.set_budget_ms(static_cast<uint64_t>(f.bound.count()));
   f.answered.assign(links.size(), false);
   const Clock::time_point writing = Clock::now();
   for (size_t k = 0; k < links.size(); ++k) {
@@ -455,7 +460,8 @@ void PipelineDriver::State::CheckTimes(Clock::time_point now) {
     return StageDown(stage, absl::DeadlineExceededError(absl::StrCat(
                                 "no answer to microbatch ", id, " of requests ", RequestsOf(f.microbatch), " within ",
                                 f.bound.count(), " ms (", options.stage_timeout.count(), " ms + ",
-                                options.stage_timeout_per_token.count(), " ms per token owed)")));
+                                options.stage_timeout_per_token.count(), " ms per token owed) and ",
+                                AnswerGrace(options.stage_timeout).count(), " ms of grace")));
   }
   for (const std::shared_ptr<Call>& c : std::vector<std::shared_ptr<Call>>(calls)) {
     if (c->done) continue;

@@ -97,8 +97,9 @@ struct PipelineDriver::State {
   struct Described {
     v1::MicrobatchDescriptor common, last;
   };
-  // Sends `d` (of `mb`) to every stage; false once a stage is down.
-  bool Send(const Microbatch& mb, const Described& d);
+  // Sets d's budget and sends it to every stage (the last its own); false
+  // once a stage is down.
+  bool Send(const Microbatch& mb, Described& d);
   void Handle(const std::vector<SchedulerEvent>& events);
   void EndCall(std::shared_ptr<Call> call, const absl::Status& status);
   void Release(Sequence& seq);

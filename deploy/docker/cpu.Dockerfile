@@ -35,7 +35,8 @@ RUN apt-get update -q \
       libspdlog1.10=1:1.10.* \
       libfmt9=9.1.* \
       libprometheus-cpp-core1.0=1.0.* \
-      libcpp-httplib0.11=0.11.* \
+      libmicrohttpd12=0.9.75* \
+      libgnutls30=3.7.9* \
       libutf8proc2=2.8.* \
       libpcre2-8-0=10.42* \
  && rm -rf /var/lib/apt/lists/* \

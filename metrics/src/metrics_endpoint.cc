@@ -1,14 +1,12 @@
-// The /metrics listener: the loopback rule, then cpp-httplib serving the
-// registry's text exposition.
+// The /metrics listener: the loopback rule, then seam's HTTP listener
+// serving the registry's text exposition.
 #include "seam/metrics/metrics_endpoint.h"
 
-#include <sstream>
-
-#include <httplib.h>
 #include <prometheus/text_serializer.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "seam/http_server/http_server.h"
 #include "seam/security/listen_address.h"
 
 namespace seam::metrics {
@@ -30,31 +28,36 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const Me
       port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("metrics address '", o.listen, "': expected host:port"));
   }
-  std::string host = security::HostOfAddress(o.listen);
-  if (host.empty()) host = "0.0.0.0";
   std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
   e->registry_ = std::make_shared<prometheus::Registry>();
-  if (tls) {
-    e->server_ = std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
-  } else {
-    e->server_ = std::make_unique<httplib::Server>();
-  }
-  if (!e->server_->is_valid()) {
-    return absl::UnavailableError(absl::StrCat("cannot load the metrics TLS certificate ", o.tls_cert_file));
-  }
   MetricsEndpoint* self = e.get();
-  e->server_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
-    res.set_content(self->Render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  e->port_ = port == 0 ? e->server_->bind_to_any_port(host) : (e->server_->bind_to_port(host, port) ? port : -1);
-  if (e->port_ <= 0) return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", o.listen));
-  e->thread_ = std::thread([self] { self->server_->listen_after_bind(); });
+  http_server::ServerOptions options;
+  options.listen = o.listen;
+  options.name = "--metrics-listen";
+  options.tls_cert_file = o.tls_cert_file;
+  options.tls_key_file = o.tls_key_file;
+  options.max_body_bytes = 0;  // a scrape is a GET
+  options.workers = 2;
+  options.io_threads = 1;
+  options.max_connections = 64;
+  options.max_connections_per_address = 16;
+  std::vector<http_server::Route> routes = {
+      {"GET", "/metrics", [self](const http_server::Request&, http_server::Response& res) {
+         res.set_content(self->Render(), "text/plain; version=0.0.4; charset=utf-8");
+       }}};
+  absl::StatusOr<std::unique_ptr<http_server::Server>> server = http_server::Server::Start(options, std::move(routes));
+  if (!server.ok() && tls && absl::IsInvalidArgument(server.status())) {
+    return absl::UnavailableError(absl::StrCat("cannot load the metrics TLS certificate ", o.tls_cert_file, ": ",
+                                               server.status().message()));
+  }
+  if (!server.ok()) return server.status();
+  e->server_ = std::move(*server);
+  e->port_ = e->server_->port();
   return e;
 }
 
 MetricsEndpoint::~MetricsEndpoint() {
-  if (server_ != nullptr) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_ != nullptr) server_->Stop();
 }
 
 void MetricsEndpoint::AddCollectable(std::shared_ptr<prometheus::Collectable> collectable) {

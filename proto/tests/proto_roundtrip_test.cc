@@ -52,6 +52,7 @@ StreamState FullStreamState() {
   t->set_crc32c(0xDEADBEEFu);
   t->set_lane(1);
   t->set_offset(4096);
+  t->set_mac(std::string(16, '\x6b'));
   s.set_transport(HANDOFF_TRANSPORT_CUDA_IPC);
   DeviceSlot* slot = s.mutable_device_slot();
   slot->set_link_id(0x1234567890ABCDEFull);
@@ -70,6 +71,7 @@ StreamState FullStreamState() {
   s.set_token_count(10);
   s.set_decode_step(3);
   s.set_mac(std::string(32, '\x5a'));
+  s.set_payload_nonce(std::string(12, '\x4e'));
   s.add_attn_dp_row_counts(6);
   s.add_attn_dp_row_counts(4);
   return s;

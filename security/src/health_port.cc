@@ -2,6 +2,7 @@
 #include "seam/security/health_port.h"
 
 #include "absl/strings/str_cat.h"
+#include "seam/security/listen_port.h"
 
 namespace seam::security {
 
@@ -9,12 +10,11 @@ absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(const std::string&
   std::unique_ptr<HealthPort> self(new HealthPort());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  ListenExclusively(builder);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &self->port_);
   builder.RegisterCallbackGenericService(&self->unimplemented_);
   self->server_ = builder.BuildAndStart();
-  if (self->server_ == nullptr || self->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on --health-listen ", listen));
-  }
+  if (self->server_ == nullptr || self->port_ == 0) return ListenFailure(listen, "--health-listen");
   self->SetServing("", false);
   return self;
 }

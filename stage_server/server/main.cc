@@ -79,7 +79,9 @@ void AddServerFlags(CLI::App& app, StageFlags& f, seam::server::StageServerOptio
   app.add_option("--port-file", f.port_file, "write the bound port to this file once serving");
   app.add_option("--ucx-mode", f.ucx_mode, "data plane: tcp (detects dead peers) or shm (shared memory)")
       ->capture_default_str();
-  app.add_option("--handoff-timeout", f.handoff_timeout_s, "seconds a microbatch waits for a neighbour's handoff")
+  app.add_option("--handoff-timeout", f.handoff_timeout_s,
+                 "seconds a microbatch without a budget (MicrobatchDescriptor.budget_ms) waits for a neighbour's "
+                 "handoff; a budgeted one waits until its budget is spent")
       ->capture_default_str();
   app.add_option("--drain-timeout", f.drain_timeout_s, "seconds a shutdown waits for in-flight microbatches")
       ->capture_default_str();

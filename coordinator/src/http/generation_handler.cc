@@ -30,7 +30,7 @@ struct StreamState {
 };
 
 // Writes the chunks of `p`; false when the client is gone.
-bool WriteProgress(StreamState& s, const HttpCall::Progress& p, httplib::DataSink& sink) {
+bool WriteProgress(StreamState& s, const HttpCall::Progress& p, http_server::DataSink& sink) {
   std::string out;
   for (size_t i = 0; i < p.new_tokens.size(); ++i) {
     s.completion_tokens += static_cast<int64_t>(p.new_tokens[i].size());
@@ -45,7 +45,7 @@ bool WriteProgress(StreamState& s, const HttpCall::Progress& p, httplib::DataSin
   return out.empty() || sink.write(out.data(), out.size());
 }
 
-bool StreamMore(StreamState& s, httplib::DataSink& sink) {
+bool StreamMore(StreamState& s, http_server::DataSink& sink) {
   HttpCall::Progress p;
   if (s.first) {
     p = std::move(*s.first);
@@ -86,7 +86,7 @@ NoObserver kNoObserver;
 // An answer refused before it reached the driver: counted as a failed
 // request (as a refused gRPC call is), logged, and answered.
 void Refuse(const OpenAiBackend& backend, const LogFields& identity, const absl::Status& status,
-            httplib::Response& response) {
+            http_server::Response& response) {
   auto* metered = new MeteredCall(&kNoObserver, backend.metrics, identity, "http", {}, false);
   metered->OnDone(status);  // deletes it
   SetError(response, status);
@@ -116,13 +116,13 @@ void AnswerWhole(HttpCall& call, const OpenAiRequest& request, const AnswerHeade
 
 }  // namespace
 
-void SetError(httplib::Response& response, const absl::Status& status) {
+void SetError(http_server::Response& response, const absl::Status& status) {
   response.status = HttpStatusOf(status.code());
   response.set_content(ErrorBody(status), "application/json");
 }
 
-void ServeGeneration(const GenerationContext& context, bool chat, const httplib::Request& http_request,
-                     httplib::Response& response) {
+void ServeGeneration(const GenerationContext& context, bool chat, const http_server::Request& http_request,
+                     http_server::Response& response) {
   const OpenAiBackend& backend = *context.backend;
   const std::string server_id = NewServerRequestId();
   const LogFields identity =
@@ -185,7 +185,7 @@ void ServeGeneration(const GenerationContext& context, bool chat, const httplib:
   state->first = std::move(first);
   response.set_header("Cache-Control", "no-cache");
   response.set_chunked_content_provider(
-      "text/event-stream", [state](size_t, httplib::DataSink& sink) { return StreamMore(*state, sink); },
+      "text/event-stream", [state](size_t, http_server::DataSink& sink) { return StreamMore(*state, sink); },
       [call](bool success) {
         if (!success) call->Cancel();
       });

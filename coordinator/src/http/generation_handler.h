@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include <httplib.h>
 
 #include "http/openai_server.h"
+#include "seam/http_server/http_message.h"
 
 namespace seam::coordinator::http {
 
@@ -22,10 +22,10 @@ struct GenerationContext {
 inline constexpr char kServerRequestIdHeader[] = "X-Server-Request-Id";
 inline constexpr char kClientRequestIdHeader[] = "X-Request-Id";
 
-void ServeGeneration(const GenerationContext& context, bool chat, const httplib::Request& request,
-                     httplib::Response& response);
+void ServeGeneration(const GenerationContext& context, bool chat, const http_server::Request& request,
+                     http_server::Response& response);
 
 // Sets an OpenAI-style error answer for `status` (not OK).
-void SetError(httplib::Response& response, const absl::Status& status);
+void SetError(http_server::Response& response, const absl::Status& status);
 
 }  // namespace seam::coordinator::http

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "http/openai_fields.h"
 #include "seam/core/status.h"
+#include "http/request_json.h"
 
 namespace seam::coordinator::http {
 namespace {
@@ -243,8 +244,10 @@ absl::Status ReadSampling(const Json& body, bool chat, const ModelText* text, v1
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, bool chat,
                                                  const std::string& request_id, const ModelText* text,
                                                  const RequestLimits& limits) {
-  const Json body = Json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return Bad("the request body is not valid JSON");
+  // Bounded: a body within the size limit cannot make its parse many times larger.
+  absl::StatusOr<Json> parsed = ParseBoundedJson(body_text, RequestJsonBounds(limits));
+  if (!parsed.ok()) return parsed.status();
+  const Json& body = *parsed;
   if (!body.is_object()) return Bad("the request body must be a JSON object");
   OpenAiRequest request;
   request.chat = chat;

@@ -1,18 +1,22 @@
 // The OpenAI-compatible HTTP front end of seam-coordinator (--http-listen):
 // POST /v1/completions and /v1/chat/completions (server-sent events with
-// "stream": true), GET /v1/models and GET /health, on cpp-httplib. Requests
-// take the same path as the gRPC API: the same validation and limits
-// (ValidateGenerateRequest), then the PipelineDriver; the same bearer token
-// (Authorization: Bearer, every path but /health); TLS with the same
-// certificate, plaintext only on loopback or with --insecure. Each request
-// is served on one worker thread of the server's pool, which waits for the
-// driver's callbacks (the driver itself never waits on HTTP).
+// "stream": true), GET /v1/models and GET /health, on seam's HTTP listener
+// (http_server/: libmicrohttpd's event loops, bounded connections, head
+// deadline, bodies bounded before they are buffered, exclusive bind).
+// Requests take the same path as the gRPC API: the same validation and
+// limits (ValidateGenerateRequest), then the PipelineDriver; the same bearer
+// token (Authorization: Bearer, every path but /health), checked on the
+// request head before any body byte is read; TLS with the same certificate,
+// plaintext only on loopback or with --insecure. Each request is served on
+// one worker thread of the listener's pool once it is whole, which waits
+// for the driver's callbacks (the driver itself never waits on HTTP).
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "pipeline_driver.h"
 #include "seam/security/credentials.h"
 #include "service/model_text.h"
@@ -26,7 +30,10 @@ struct OpenAiServerOptions {
   security::ServerSecurityOptions security;  // tls_cert/key (+ client CA), token, insecure
   std::string model_name;                    // the one model of /v1/models; requests naming another get 404
   int threads = 32;                          // concurrent requests (each holds a worker while it runs)
-  size_t max_body_bytes = 8 << 20;
+  size_t max_body_bytes = 8 << 20;           // every transfer encoding, checked before buffering
+  unsigned max_connections = 1024;           // in all, idle ones included
+  unsigned max_connections_per_address = 256;
+  absl::Duration head_timeout = absl::Seconds(10);  // accept to the end of the request head, TLS included
 };
 
 // What the front end serves from; every pointer must outlive the server.

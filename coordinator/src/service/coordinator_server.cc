@@ -21,6 +21,7 @@
 #include "http/openai_server.h"
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
+#include "seam/security/listen_port.h"
 #include "seam/security/bearer_token.h"
 #include "seam/security/health_port.h"
 #include "seam/security/listen_address.h"
@@ -116,6 +117,17 @@ class HealthGate {
   bool up_ = true;
   bool stopped_ = false;
 };
+
+// Every port the coordinator listens on can be bound now.
+absl::Status CheckPorts(const CoordinatorServerOptions& o) {
+  for (const auto& [address, flag] : {std::pair{o.listen, "--listen"}, std::pair{o.http_listen, "--http-listen"},
+                                      std::pair{o.metrics_listen, "--metrics-listen"},
+                                      std::pair{o.health_listen, "--health-listen"}}) {
+    if (address.empty()) continue;
+    if (absl::Status s = security::CheckCanListen(address, flag); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -243,7 +255,8 @@ absl::Status CoordinatorProcess::CheckArguments() {
   auto stage_credentials = security::MakeChannelCredentials(o_.stage_security, o_.stages.front());
   if (!stage_credentials.ok()) return OperatorError(stage_credentials.status());
   stage_credentials_ = *stage_credentials;
-  return absl::OkStatus();
+  // Ports first: a second coordinator on a taken port must not adopt the stages of the one that holds it.
+  return CheckPorts(o_);
 }
 
 PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
@@ -341,10 +354,11 @@ absl::Status CoordinatorProcess::StartGrpc() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  security::ListenExclusively(builder);  // a second coordinator on this port fails here
   builder.AddListeningPort(o_.listen, server_credentials_, &port_);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
-  if (server_ == nullptr || port_ == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", o_.listen));
+  if (server_ == nullptr || port_ == 0) return security::ListenFailure(o_.listen, "--listen");
   if (!o_.health_listen.empty()) {
     SEAM_ASSIGN_OR_RETURN(health_port_, security::HealthPort::Start(o_.health_listen));
   }

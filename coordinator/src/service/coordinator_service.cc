@@ -4,6 +4,7 @@
 
 #include "seam/core/status.h"
 #include "service/call_reactors.h"
+#include "service/unparsable_requests.h"
 
 namespace seam::coordinator {
 namespace {
@@ -30,6 +31,29 @@ DriverCall MakeCall(RequestIdentity identity, const google::protobuf::RepeatedPt
 }
 
 }  // namespace
+
+CoordinatorService::CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata,
+                                       const ModelText* text, CoordinatorMetrics* metrics)
+    : driver_(driver), limits_(limits), metadata_(std::move(metadata)), text_(text), metrics_(metrics) {
+  // The methods' indices in seam.v1.Coordinator, as the generated service numbers them.
+  MarkMethodCallback(0, ServerStreamingHandler<v1::GenerateRequest, v1::GenerateResponse>(
+                            "seam.v1.GenerateRequest",
+                            [this](grpc::CallbackServerContext* c, const v1::GenerateRequest* q) {
+                              return Generate(c, q);
+                            }));
+  MarkMethodCallback(1, UnaryHandler<v1::GenerateRequest, v1::GenerateResult>(
+                            "seam.v1.GenerateRequest",
+                            [this](grpc::CallbackServerContext* c, const v1::GenerateRequest* q,
+                                   v1::GenerateResult* r) { return GenerateAll(c, q, r); }));
+  MarkMethodCallback(2, UnaryHandler<v1::ScoreRequest, v1::ScoreResult>(
+                            "seam.v1.ScoreRequest", [this](grpc::CallbackServerContext* c, const v1::ScoreRequest* q,
+                                                           v1::ScoreResult* r) { return Score(c, q, r); }));
+  MarkMethodCallback(3, UnaryHandler<v1::GetMetadataRequest, v1::Metadata>(
+                            "seam.v1.GetMetadataRequest",
+                            [this](grpc::CallbackServerContext* c, const v1::GetMetadataRequest* q, v1::Metadata* r) {
+                              return GetMetadata(c, q, r);
+                            }));
+}
 
 grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));

@@ -22,9 +22,10 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // completions; `metrics` (may be null) counts every call; both must
   // outlive the service. Each call gets a server request id, logged with its
   // one completion line and sent back.
+  // A request whose bytes are not its method's message is refused
+  // INVALID_ARGUMENT naming the message (unparsable_requests.h).
   CoordinatorService(PipelineDriver* driver, RequestLimits limits, v1::Metadata metadata,
-                     const ModelText* text = nullptr, CoordinatorMetrics* metrics = nullptr)
-      : driver_(driver), limits_(limits), metadata_(std::move(metadata)), text_(text), metrics_(metrics) {}
+                     const ModelText* text = nullptr, CoordinatorMetrics* metrics = nullptr);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;

@@ -52,6 +52,7 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
     offer_.set_pid(static_cast<int64_t>(getpid()));
     offer_.set_slot_bytes(options_.slot_bytes);
     SEAM_ASSIGN_OR_RETURN(reply_key_, ReplyKey(options_.key));
+    SEAM_ASSIGN_OR_RETURN(link_, LinkTagOf(options_.key));
     outstanding_.assign(slots, 0);
     held_.assign(slots, {});
     for (int device : options_.devices) {
@@ -92,7 +93,7 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
   void Poll() override {
     worker_.Progress();
     for (;;) {
-      absl::StatusOr<std::vector<char>> bytes = worker_.RecvUnknownSize(DeviceReplyTag(), kTagKindMask,
+      absl::StatusOr<std::vector<char>> bytes = worker_.RecvUnknownSize(DeviceReplyTag(link_), kTagKindAndLinkMask,
                                                                         kMaxReplyBytes, absl::InfinitePast());
       if (absl::IsOutOfRange(bytes.status())) {
         ++drops_.malformed;
@@ -159,7 +160,7 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
     absl::StatusOr<std::string> bytes = SealHeader(full, options_.key);
     if (!bytes.ok()) return Broken(Annotate(bytes.status(), where));
     const absl::Status sent =
-        worker_.Send(endpoint_, HeaderTag(header.microbatch_id()), bytes->data(), bytes->size(), deadline);
+        worker_.Send(endpoint_, HeaderTag(link_), bytes->data(), bytes->size(), deadline);
     if (!sent.ok()) return Broken(Annotate(sent, absl::StrCat(where, ": header")));
     outstanding_[slot] = index;
     return absl::OkStatus();
@@ -210,7 +211,7 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
     Poll();
     while (outstanding_[slot] != 0) {
       absl::StatusOr<std::vector<char>> bytes =
-          worker_.RecvUnknownSize(DeviceReplyTag(), kTagKindMask, kMaxReplyBytes, deadline, &endpoint_);
+          worker_.RecvUnknownSize(DeviceReplyTag(link_), kTagKindAndLinkMask, kMaxReplyBytes, deadline, &endpoint_);
       if (absl::IsOutOfRange(bytes.status())) {
         ++drops_.malformed;
         continue;
@@ -282,6 +283,7 @@ class DeviceHandoffSenderImpl final : public DeviceHandoffSender {
   UcxEndpoint& endpoint_;
   DeviceLinkOptions options_;
   std::string reply_key_;
+  uint64_t link_ = 0;  // the epoch's link tag (handoff_tag.h)
   std::vector<Lane> lanes_;
   v1::DeviceLinkOffer offer_;
   Answer answer_ = Answer::kPending;

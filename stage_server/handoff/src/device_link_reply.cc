@@ -50,7 +50,8 @@ absl::Status SendDeviceLinkReply(UcxWorker& worker, UcxEndpoint& to_sender, cons
                                  absl::string_view handoff_key, absl::Time deadline) {
   SEAM_ASSIGN_OR_RETURN(const std::string key, ReplyKey(handoff_key));
   SEAM_ASSIGN_OR_RETURN(const std::string bytes, SealReply(reply, key));
-  return Annotate(worker.Send(to_sender, DeviceReplyTag(), bytes.data(), bytes.size(), deadline),
+  SEAM_ASSIGN_OR_RETURN(const uint64_t link, LinkTagOf(handoff_key));
+  return Annotate(worker.Send(to_sender, DeviceReplyTag(link), bytes.data(), bytes.size(), deadline),
                   absl::StrCat("device link reply for link ", reply.link_id()));
 }
 

@@ -1,117 +1,161 @@
-// HandoffReceiver: takes header messages off the wire, bounded in size, until
-// one is a sound header of the expected microbatch (dropping and counting the
-// others), checks it against what the stage expects, then receives each
-// payload and verifies its byte count and CRC-32C before returning any tensor.
+// HandoffReceiver's intake of headers: takes header messages of the link off
+// the wire, bounded in size, until one is a sound header of the expected
+// microbatch (dropping and counting the others, and the strays around them);
+// while the stage is idle, takes what has arrived (Poll), dropping late
+// handoffs and holding the others for their Receive. The payloads are
+// handoff_payloads.cc's.
 #include <algorithm>
+#include <utility>
 
-#include "seam/core/host_staging.h"
 #include "seam/core/status.h"
-#include "seam/handoff/crc32c.h"
 #include "seam/handoff/handoff.h"
 #include "seam/handoff/handoff_tag.h"
+#include "seam/handoff/stray_drain.h"
 #include "src/handoff_header.h"
-#include "src/tensor_desc.h"
+#include "src/payload_mac.h"
 
 namespace seam::handoff {
-namespace {
 
-absl::Status CheckId(const char* field, uint64_t expected, uint64_t got, const std::string& where) {
-  if (expected == got) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(where, ": ", field, ": expected ", expected, ", got ", got));
+HandoffDrops& HandoffDrops::operator+=(const HandoffDrops& o) {
+  bad_mac += o.bad_mac;
+  oversized += o.oversized;
+  malformed += o.malformed;
+  unexpected_microbatch += o.unexpected_microbatch;
+  unknown_peer += o.unknown_peer;
+  unknown_kind += o.unknown_kind;
+  bad_payload += o.bad_payload;
+  stale_epoch += o.stale_epoch;
+  incomplete += o.incomplete;
+  return *this;
 }
 
-bool ShapeMatches(const Shape& expected, const Shape& got) {
-  if (expected.size() != got.size()) return false;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (expected[i] != -1 && expected[i] != got[i]) return false;
-  }
-  return true;
-}
+HandoffReceiver::HandoffReceiver(UcxWorker& worker, const UcxEndpoint* from_sender, HandoffReceiverOptions options)
+    : worker_(worker), watch_(from_sender), options_(std::move(options)) {}
+HandoffReceiver::~HandoffReceiver() = default;
+HandoffReceiver::HandoffReceiver(HandoffReceiver&&) noexcept = default;
 
-absl::Status CheckExpectedTensors(const v1::StreamState& header, const std::vector<ExpectedTensor>& expected,
-                                  const std::string& where) {
-  if (static_cast<size_t>(header.tensors_size()) != expected.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": tensors: expected ", expected.size(), ", header lists ", header.tensors_size()));
+absl::Status HandoffReceiver::Prepare() {
+  if (prepared_) return absl::OkStatus();
+  SEAM_ASSIGN_OR_RETURN(link_, LinkTagOf(options_.key));
+  if (!options_.previous_key.empty()) {
+    SEAM_ASSIGN_OR_RETURN(previous_link_, LinkTagOf(options_.previous_key));
   }
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const v1::TensorDesc& desc = header.tensors(static_cast<int>(i));
-    const ExpectedTensor& want = expected[i];
-    if (desc.name() != want.name) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": tensor ", i, " name: expected '", want.name, "', got '", desc.name(), "'"));
-    }
-    const std::string what = absl::StrCat(where, ": tensor '", want.name, "'");
-    const DType dtype = FromWireDType(desc.dtype()).value();  // checked by CheckDescriptors
-    if (dtype != want.dtype) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " dtype: expected ", DTypeName(want.dtype), ", got ", DTypeName(dtype)));
-    }
-    if (!ShapeMatches(want.shape, DescShape(desc))) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " shape: expected ", ShapeToString(want.shape),
-                                                     ", got ", ShapeToString(DescShape(desc))));
-    }
+  if (!options_.key.empty()) {
+    SEAM_ASSIGN_OR_RETURN(PayloadMac mac, PayloadMac::Create(options_.key));
+    payload_mac_ = std::make_unique<PayloadMac>(std::move(mac));
   }
+  prepared_ = true;
   return absl::OkStatus();
 }
 
-}  // namespace
+void HandoffReceiver::DrainStrays() {
+  if (!Prepare().ok()) return;
+  last_drain_ = absl::Now();
+  const HandoffDrops before = drops_;
+  handoff::DrainStrays(worker_, link_, previous_link_, drops_);
+  if (drops_.total() > before.total()) last_drop_ = "a message from outside the link (a stray)";
+}
+
+void HandoffReceiver::MaybeDrainStrays() {
+  if (absl::Now() - last_drain_ >= options_.drain_interval) DrainStrays();
+}
 
 void HandoffReceiver::Drop(uint64_t& counter, absl::string_view why) {
   ++counter;
   last_drop_ = std::string(why);
 }
 
-absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectation& expected, absl::Time deadline) {
+std::optional<v1::StreamState> HandoffReceiver::Sound(absl::StatusOr<std::vector<char>> bytes) {
+  if (absl::IsOutOfRange(bytes.status())) {
+    Drop(drops_.oversized, bytes.status().message());
+    return std::nullopt;
+  }
+  if (!bytes.ok()) {
+    // The transfer of a message failed while the producer is sound: its
+    // sender went away mid-message. Nothing of it is used.
+    Drop(drops_.incomplete, bytes.status().message());
+    return std::nullopt;
+  }
   const HeaderLimits limits{options_.max_header_bytes, options_.max_payload_bytes};
-  const uint64_t dropped_before = drops_.total();
-  // How the wait ended when no sound header came, with what it dropped.
-  auto wait_failed = [&](const absl::Status& status) {
-    std::string context = absl::StrCat("handoff for microbatch ", expected.microbatch_id, ": header");
-    if (drops_.total() > dropped_before) {
-      absl::StrAppend(&context, " (dropped ", drops_.total() - dropped_before, " message(s) meanwhile; last: ",
-                      last_drop_, ")");
+  absl::StatusOr<v1::StreamState> header =
+      CheckHeaderBytes(absl::string_view(bytes->data(), bytes->size()), options_.key, limits);
+  if (!header.ok()) {
+    // The codes of CheckHeaderBytes; an OpenSSL failure (INTERNAL) counts as malformed.
+    const absl::StatusCode code = header.status().code();
+    Drop(code == absl::StatusCode::kPermissionDenied ? drops_.bad_mac
+         : code == absl::StatusCode::kOutOfRange     ? drops_.oversized
+                                                     : drops_.malformed,
+         header.status().message());
+    return std::nullopt;
+  }
+  return *std::move(header);
+}
+
+void HandoffReceiver::Poll(uint64_t answered_through) {
+  if (!Prepare().ok()) return;
+  MaybeDrainStrays();
+  while (held_.size() < options_.max_held_headers) {
+    absl::StatusOr<std::vector<char>> bytes = worker_.RecvUnknownSize(
+        HeaderTag(link_), kTagKindAndLinkMask, options_.max_header_bytes, absl::InfinitePast(), watch_);
+    if (absl::IsDeadlineExceeded(bytes.status())) return;  // nothing waiting
+    if (!bytes.ok() && watch_ != nullptr && !watch_->health().ok()) return;
+    std::optional<v1::StreamState> header = Sound(std::move(bytes));
+    if (!header.has_value()) continue;
+    if (header->sequence_number() <= answered_through) {
+      // For a descriptor this stage has answered (it gave up on it): late.
+      Drop(drops_.unexpected_microbatch, absl::StrCat("late header of microbatch ", header->microbatch_id()));
+      Discard(*header, absl::Now() + options_.drain_timeout);
+      continue;
     }
-    return Annotate(status, context);
-  };
+    held_.push_back(*std::move(header));
+  }
+}
+
+absl::StatusOr<v1::StreamState> HandoffReceiver::NextSoundHeader(const HandoffExpectation& expected,
+                                                                 absl::Time deadline, uint64_t dropped_before) {
   for (;;) {
+    if (!held_.empty()) {
+      v1::StreamState header = std::move(held_.front());
+      held_.pop_front();
+      return header;
+    }
     // Checked here as well: a peer that keeps sending must not hold the
     // receiver past its deadline (a probe that finds a message never times out).
     if (drops_.total() > dropped_before && absl::Now() >= deadline) {
-      return wait_failed(absl::DeadlineExceededError("no sound header by the deadline"));
+      return absl::DeadlineExceededError("no sound header by the deadline");
     }
-    uint64_t tag = 0;
-    // With an interruption to poll, the header wait is cut into slices.
-    const absl::Time until =
-        expected.interrupted ? std::min(deadline, absl::Now() + absl::Milliseconds(50)) : deadline;
-    absl::StatusOr<std::vector<char>> bytes =
-        worker_.RecvUnknownSize(HeaderTag(0), kTagKindMask, options_.max_header_bytes, until, watch_, &tag);
-    if (absl::IsDeadlineExceeded(bytes.status()) && until < deadline) {
-      if (absl::Status why = expected.interrupted(); !why.ok()) return wait_failed(why);
+    MaybeDrainStrays();
+    // The wait is cut into slices: strays are drained and the interruption polled between them.
+    const absl::Time until = std::min(deadline, absl::Now() + options_.drain_interval);
+    absl::StatusOr<std::vector<char>> bytes = worker_.RecvUnknownSize(
+        HeaderTag(link_), kTagKindAndLinkMask, options_.max_header_bytes, until, watch_);
+    if (absl::IsDeadlineExceeded(bytes.status())) {
+      if (until >= deadline) return bytes.status();
+      if (expected.interrupted) SEAM_RETURN_IF_ERROR(expected.interrupted());
       continue;
     }
-    if (absl::IsOutOfRange(bytes.status())) {
-      Drop(drops_.oversized, bytes.status().message());
-      continue;
+    if (!bytes.ok() && !absl::IsOutOfRange(bytes.status()) && watch_ != nullptr && !watch_->health().ok()) {
+      return bytes.status();  // the producer itself is gone
     }
-    if (!bytes.ok()) return wait_failed(bytes.status());
-    absl::StatusOr<v1::StreamState> header =
-        CheckHeaderBytes(absl::string_view(bytes->data(), bytes->size()), options_.key, limits);
+    if (std::optional<v1::StreamState> header = Sound(std::move(bytes)); header.has_value()) return *header;
+  }
+}
+
+absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectation& expected, absl::Time deadline) {
+  SEAM_RETURN_IF_ERROR(Prepare());
+  const uint64_t dropped_before = drops_.total();
+  for (;;) {
+    absl::StatusOr<v1::StreamState> header = NextSoundHeader(expected, deadline, dropped_before);
     if (!header.ok()) {
-      // The codes of CheckHeaderBytes; an OpenSSL failure (INTERNAL) counts as malformed.
-      const absl::StatusCode code = header.status().code();
-      Drop(code == absl::StatusCode::kPermissionDenied ? drops_.bad_mac
-           : code == absl::StatusCode::kOutOfRange     ? drops_.oversized
-                                                       : drops_.malformed,
-           header.status().message());
-      continue;
+      // How the wait ended when no sound header came, with what it dropped.
+      std::string context = absl::StrCat("handoff for microbatch ", expected.microbatch_id, ": header");
+      if (drops_.total() > dropped_before) {
+        absl::StrAppend(&context, " (dropped ", drops_.total() - dropped_before, " message(s) meanwhile; last: ",
+                        last_drop_, ")");
+      }
+      return Annotate(header.status(), context);
     }
     const uint64_t microbatch = header->microbatch_id();
-    if (TagMicrobatch(tag) != (microbatch & kTagMicrobatchBits)) {
-      Drop(drops_.malformed, absl::StrCat("header of microbatch ", microbatch, " came with the tag of microbatch ",
-                                          TagMicrobatch(tag)));
-      continue;
-    }
     if (microbatch != expected.microbatch_id) {
       // Sound (and authenticated, with a key): most likely a handoff that
       // came after its receive gave up. Its payloads go too.
@@ -121,104 +165,6 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::Receive(const HandoffExpectatio
       continue;
     }
     return ReceiveExpected(expected, *std::move(header), deadline);
-  }
-}
-
-absl::StatusOr<ReceivedHandoff> HandoffReceiver::ReceiveExpected(const HandoffExpectation& expected,
-                                                                 v1::StreamState header, absl::Time deadline) {
-  const uint64_t microbatch = header.microbatch_id();
-  const std::string where = absl::StrCat("microbatch ", microbatch);
-  const size_t count = static_cast<size_t>(header.tensors_size());
-  absl::Status verdict = CheckId("epoch", expected.epoch, header.epoch(), where);
-  if (verdict.ok()) verdict = CheckId("sequence_number", expected.sequence_number, header.sequence_number(), where);
-  if (verdict.ok()) {
-    verdict = expected.validator ? Annotate(expected.validator(header), where)
-                                 : CheckExpectedTensors(header, expected.tensors, where);
-  }
-  if (verdict.ok()) verdict = CheckTransport(header, where);
-  if (!verdict.ok()) {
-    Discard(header, absl::Now() + options_.drain_timeout);
-    return verdict;
-  }
-  if (OnDevice(header)) {
-    absl::StatusOr<std::vector<Tensor>> tensors = options_.device_payloads->Take(header, deadline);
-    if (!tensors.ok()) return Annotate(tensors.status(), where);
-    return ReceivedHandoff{std::move(header), *std::move(tensors)};
-  }
-
-  ReceivedHandoff out;
-  out.header = std::move(header);
-  out.tensors.reserve(count);
-  for (size_t i = 0; i < count; ++i) {
-    const v1::TensorDesc& desc = out.header.tensors(static_cast<int>(i));
-    const std::string what = absl::StrCat("tensor '", desc.name(), "' of ", where);
-    const DType dtype = FromWireDType(desc.dtype()).value();  // checked by CheckHeaderBytes
-    // byte_size is bounded by max_payload_bytes (CheckHeaderBytes).
-    absl::StatusOr<Tensor> tensor = EmptyHostStaging(DescShape(desc), dtype, options_.page_locked);
-    if (!tensor.ok()) {
-      Drain(microbatch, i, count, absl::Now() + options_.drain_timeout);
-      return Annotate(tensor.status(), what);
-    }
-    void* data = desc.byte_size() > 0 ? tensor->raw_data() : nullptr;
-    absl::StatusOr<size_t> got =
-        worker_.Recv(TensorTag(microbatch, i), kTagMatchAll, data, desc.byte_size(), deadline, watch_);
-    if (!got.ok()) {
-      if (got.status().code() == absl::StatusCode::kOutOfRange) {
-        Drain(microbatch, i + 1, count, absl::Now() + options_.drain_timeout);
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": more bytes arrived than header byte_size ", desc.byte_size()));
-      }
-      return Annotate(got.status(), what);
-    }
-    if (*got != desc.byte_size()) {
-      Drain(microbatch, i + 1, count, absl::Now() + options_.drain_timeout);
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": ", *got, " bytes arrived, header byte_size ", desc.byte_size()));
-    }
-    const uint32_t crc = Crc32c(data, desc.byte_size());
-    if (crc != desc.crc32c()) {
-      Drain(microbatch, i + 1, count, absl::Now() + options_.drain_timeout);
-      return absl::DataLossError(
-          absl::StrCat(what, ": crc32c ", Crc32cText(crc), " != header ", Crc32cText(desc.crc32c())));
-    }
-    out.tensors.push_back(*std::move(tensor));
-  }
-  return out;
-}
-
-bool HandoffReceiver::OnDevice(const v1::StreamState& header) {
-  return header.transport() == v1::HANDOFF_TRANSPORT_CUDA_IPC;
-}
-
-absl::Status HandoffReceiver::CheckTransport(const v1::StreamState& header, const std::string& where) const {
-  switch (header.transport()) {
-    case v1::HANDOFF_TRANSPORT_UNSPECIFIED:
-    case v1::HANDOFF_TRANSPORT_HOST_UCX:
-      return absl::OkStatus();
-    case v1::HANDOFF_TRANSPORT_CUDA_IPC:
-      if (options_.device_payloads != nullptr) return absl::OkStatus();
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": transport HANDOFF_TRANSPORT_CUDA_IPC, and this receiver took no device link"));
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown transport ", header.transport()));
-  }
-}
-
-void HandoffReceiver::Discard(const v1::StreamState& header, absl::Time deadline) {
-  if (OnDevice(header)) {
-    if (options_.device_payloads != nullptr) options_.device_payloads->Discard(header, deadline);
-    return;
-  }
-  if (header.transport() > v1::HANDOFF_TRANSPORT_HOST_UCX) return;  // nothing of it travels over UCX
-  Drain(header.microbatch_id(), 0, static_cast<size_t>(header.tensors_size()), deadline);
-}
-
-void HandoffReceiver::Drain(uint64_t microbatch_id, size_t first, size_t count, absl::Time deadline) {
-  for (size_t i = first; i < count; ++i) {
-    // Into no buffer: every non-empty payload comes back OUT_OF_RANGE, taken off the wire.
-    const absl::Status got =
-        worker_.RecvUnknownSize(TensorTag(microbatch_id, i), kTagMatchAll, 0, deadline, watch_).status();
-    if (!got.ok() && !absl::IsOutOfRange(got)) return;
   }
 }
 

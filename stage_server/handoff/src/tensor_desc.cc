@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <limits>
 
-#include "seam/handoff/crc32c.h"
 
 namespace seam::handoff {
 
@@ -38,7 +37,6 @@ v1::TensorDesc DescribeTensor(const std::string& name, const Tensor& tensor) {
   desc.set_dtype(ToWireDType(tensor.dtype()));
   for (int64_t d : tensor.shape()) desc.add_shape(d);
   desc.set_byte_size(tensor.nbytes());
-  desc.set_crc32c(Crc32c(tensor.nbytes() > 0 ? tensor.raw_data() : nullptr, tensor.nbytes()));
   return desc;
 }
 

@@ -16,7 +16,8 @@ v1::DType ToWireDType(DType dtype);
 // INVALID_ARGUMENT for DTYPE_UNSPECIFIED or a value this build does not know.
 absl::StatusOr<DType> FromWireDType(int wire);
 
-// Name, dtype, shape, byte_size and crc32c of a contiguous host tensor.
+// Name, dtype, shape and byte_size of a contiguous host tensor (the sender
+// adds its MAC or CRC-32C).
 v1::TensorDesc DescribeTensor(const std::string& name, const Tensor& tensor);
 
 // Checks one received descriptor on its own: known dtype, dimensions >= 0,

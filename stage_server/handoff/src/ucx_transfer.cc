@@ -1,6 +1,7 @@
 // Tagged transfers of UcxWorker: send, receive into a caller buffer, and
 // probe-based receive of unknown size, each progressing the worker in a loop
 // bounded by the caller's deadline and cancelling what misses it.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -162,16 +163,8 @@ absl::StatusOr<std::vector<char>> UcxWorker::RecvUnknownSize(uint64_t tag, uint6
   // message without fetching its data) and so takes it off the wire.
   const bool too_long = info.length > max_size;
   std::vector<char> bytes(too_long ? 0 : info.length);
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  ucs_status_ptr_t request = ucp_tag_msg_recv_nbx(handles_->worker, too_long ? nullptr : bytes.data(),
-                                                  bytes.size(), message, &param);
-  Outcome out;
-  if (UCS_PTR_IS_ERR(request)) {
-    out.status = UCS_PTR_STATUS(request);
-  } else {
-    out = Wait(request, /*is_recv=*/true, deadline, watched);
-  }
+  const Outcome out = ReceiveProbed(message, too_long ? nullptr : bytes.data(), bytes.size(),
+                                    std::max(deadline, absl::Now() + options_.transfer_grace), watched);
   if (out.end == Outcome::End::kDeadline) {
     return absl::DeadlineExceededError(
         absl::StrCat(what, ": ", info.length, "-byte message did not finish arriving by the deadline"));
@@ -186,6 +179,34 @@ absl::StatusOr<std::vector<char>> UcxWorker::RecvUnknownSize(uint64_t tag, uint6
     return UcsStatus(out.status, absl::StrCat("ucp_tag_msg_recv_nbx (", what, ")"), __FILE__, __LINE__);
   }
   return bytes;
+}
+
+UcxWorker::Outcome UcxWorker::ReceiveProbed(void* message, void* data, size_t capacity, absl::Time deadline,
+                                            UcxEndpointState* watch) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  ucs_status_ptr_t request = ucp_tag_msg_recv_nbx(handles_->worker, data, capacity,
+                                                  static_cast<ucp_tag_message_h>(message), &param);
+  Outcome out;
+  if (UCS_PTR_IS_ERR(request)) {
+    out.status = UCS_PTR_STATUS(request);
+    return out;
+  }
+  return Wait(request, /*is_recv=*/true, deadline, watch);
+}
+
+std::optional<UcxWorker::Unread> UcxWorker::TakeUnread(uint64_t tag, uint64_t tag_mask) {
+  ucp_tag_recv_info_t info{};
+  ucp_tag_message_h message = ucp_tag_probe_nb(handles_->worker, tag, tag_mask, /*remove=*/1, &info);
+  if (message == nullptr) return std::nullopt;
+  const Outcome out = ReceiveProbed(message, nullptr, 0, absl::Now() + options_.transfer_grace, nullptr);
+  Unread taken;
+  taken.tag = info.sender_tag;
+  taken.length = info.length;
+  // Into no buffer: a non-empty message completes as truncated, an empty one as OK.
+  taken.failed = out.end != Outcome::End::kDone ||
+                 (out.status != UCS_OK && out.status != UCS_ERR_MESSAGE_TRUNCATED);
+  return taken;
 }
 
 }  // namespace seam::handoff

@@ -87,8 +87,9 @@ absl::Status OfferAndExpectDecline(UcxWorker& worker, UcxEndpoint& endpoint, Cha
   offer->set_slot_bytes(4096);
   offer->add_lanes()->set_pci_bus_id("0000:19:00.0");
   SEAM_RETURN_IF_ERROR(sender.Send(header, MakeTensors(), absl::Now() + absl::Seconds(10)));
+  SEAM_ASSIGN_OR_RETURN(const uint64_t link, LinkTagOf(kKey));
   SEAM_ASSIGN_OR_RETURN(std::vector<char> bytes,
-                        worker.RecvUnknownSize(DeviceReplyTag(), kTagKindMask, kMaxReplyBytes,
+                        worker.RecvUnknownSize(DeviceReplyTag(link), kTagKindAndLinkMask, kMaxReplyBytes,
                                                absl::Now() + absl::Seconds(10), &endpoint));
   SEAM_ASSIGN_OR_RETURN(const std::string key, ReplyKey(kKey));
   SEAM_ASSIGN_OR_RETURN(v1::DeviceLinkReply reply, CheckReply(absl::string_view(bytes.data(), bytes.size()), key));

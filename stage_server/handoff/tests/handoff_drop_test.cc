@@ -1,9 +1,10 @@
-// Messages a HandoffReceiver must drop, count and wait past, between real
-// processes in both UCX modes: a header claiming 64 GiB, headers forged by a
-// second endpoint (other key, no MAC, garbage), a header of another
-// microbatch, one listing more payload than the bound. None shifts the
-// stream: the real handoff still arrives, or the wait ends at its deadline
-// naming what it dropped.
+// Headers a HandoffReceiver must drop, count and wait past, between real
+// processes in both UCX modes: from endpoints without the epoch's key (other
+// key, no key, garbage: strays under another link tag), forged under the
+// link's own tag (no MAC, a MAC of another key), a header claiming 64 GiB,
+// a header of another microbatch, one listing more payload than the bound.
+// None shifts the stream: the real handoff still arrives, or the wait ends
+// at its deadline naming what it dropped.
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ HandoffReceiverOptions KeyedReceiver(const std::string& key = kKey) {
   options.key = key;
   return options;
 }
+uint64_t Link(const std::string& key = kKey) { return LinkTagOf(key).value(); }
 
 // Waits for "go" from the test, then sends the real handoff of microbatch 7.
 SendScript SendOnGo(HandoffSenderOptions options) {
@@ -54,6 +56,8 @@ TEST_P(HandoffDropTest, KeyedHandoffArrivesVerifiedWithNothingDropped) {
   auto got = receiver.Receive(Expect(7, 0, 1), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE(got->header.mac().empty());
+  EXPECT_EQ(got->header.payload_nonce().size(), 12u);
+  for (const v1::TensorDesc& desc : got->header.tensors()) EXPECT_EQ(desc.mac().size(), 16u) << desc.name();
   EXPECT_EQ(got->tensors.size(), 3u);
   EXPECT_EQ(receiver.drops().total(), 0u);
   FinishSender();
@@ -62,7 +66,8 @@ TEST_P(HandoffDropTest, KeyedHandoffArrivesVerifiedWithNothingDropped) {
 TEST_P(HandoffDropTest, HeaderClaiming64GiBIsDroppedUnallocatedAndTheRealHandoffArrives) {
   StartSender([](UcxWorker& worker, UcxEndpoint& endpoint, Channel&) -> absl::Status {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    SEAM_RETURN_IF_ERROR(testing::SendUnbackedClaim(worker, endpoint, HeaderTag(7), size_t{64} << 30, deadline));
+    SEAM_RETURN_IF_ERROR(
+        testing::SendUnbackedClaim(worker, endpoint, HeaderTag(Link()), size_t{64} << 30, deadline));
     HandoffSender sender(worker, endpoint, Keyed());
     return sender.Send(Header(7, 0, 1), MakeTensors(), deadline);
   });
@@ -74,15 +79,17 @@ TEST_P(HandoffDropTest, HeaderClaiming64GiBIsDroppedUnallocatedAndTheRealHandoff
   FinishSender();
 }
 
-TEST_P(HandoffDropTest, ForgedHeadersFromAnotherEndpointAreDroppedAndTheRealHandoffStillArrives) {
+TEST_P(HandoffDropTest, HeadersFromEndpointsWithoutTheKeyAreStraysAndTheRealHandoffStillArrives) {
   StartSender(SendOnGo(Keyed()), [](UcxWorker& worker, UcxEndpoint& endpoint, Channel& channel) -> absl::Status {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     HandoffSender other_key(worker, endpoint, Keyed("another epoch's key"));
     SEAM_RETURN_IF_ERROR(other_key.Send(Header(7, 0, 1), {}, deadline));
-    HandoffSender no_mac(worker, endpoint);
-    SEAM_RETURN_IF_ERROR(no_mac.Send(Header(7, 0, 1), {}, deadline));
+    HandoffSender no_key(worker, endpoint);
+    SEAM_RETURN_IF_ERROR(no_key.Send(Header(7, 0, 1), {}, deadline));
     const std::string garbage(64, '\xff');
-    SEAM_RETURN_IF_ERROR(worker.Send(endpoint, HeaderTag(7), garbage.data(), garbage.size(), deadline));
+    // The tag layout of old, with the microbatch id where the link tag is.
+    SEAM_RETURN_IF_ERROR(
+        worker.Send(endpoint, HandoffTag(HandoffKind::kHeader, 7, 0), garbage.data(), garbage.size(), deadline));
     return channel.Write("sent");
   });
   ASSERT_TRUE(ReadForger().ok());
@@ -91,23 +98,47 @@ TEST_P(HandoffDropTest, ForgedHeadersFromAnotherEndpointAreDroppedAndTheRealHand
   auto early = receiver.Receive(Expect(7, 0, 1), absl::Now() + absl::Milliseconds(800));
   EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded) << early.status();
   EXPECT_THAT(early.status().message(),
-              HasSubstr("dropped 3 message(s) meanwhile; last: header of 64 bytes carries no MAC"));
-  EXPECT_EQ(receiver.drops().bad_mac, 3u);
+              HasSubstr("dropped 3 message(s) meanwhile; last: a message from outside the link (a stray)"));
+  EXPECT_EQ(receiver.drops().unknown_peer, 3u);
 
   ASSERT_TRUE(TellSender("go").ok());
   auto got = receiver.Receive(Expect(7, 0, 1), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->tensors.size(), 3u);
-  EXPECT_EQ(receiver.drops().bad_mac, 3u);
+  EXPECT_EQ(receiver.drops().unknown_peer, 3u);
   EXPECT_EQ(receiver.drops().total(), 3u);
   FinishSender();
 }
 
-TEST_P(HandoffDropTest, GarbageFromAnotherEndpointIsDroppedAsMalformedWithoutAKey) {
+TEST_P(HandoffDropTest, HeadersForgedUnderTheLinkTagFailTheirMacAndTheRealHandoffStillArrives) {
+  // A forger that learned the link tag (it reads the wire) but has no key.
+  StartSender(SendOnGo(Keyed()), [](UcxWorker& worker, UcxEndpoint& endpoint, Channel& channel) -> absl::Status {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    v1::StreamState header = Header(7, 0, 1);
+    const std::string unsealed = header.SerializeAsString();
+    SEAM_RETURN_IF_ERROR(worker.Send(endpoint, HeaderTag(Link()), unsealed.data(), unsealed.size(), deadline));
+    const std::string garbage(64, '\xff');
+    SEAM_RETURN_IF_ERROR(worker.Send(endpoint, HeaderTag(Link()), garbage.data(), garbage.size(), deadline));
+    return channel.Write("sent");
+  });
+  ASSERT_TRUE(ReadForger().ok());
+  HandoffReceiver receiver = MakeReceiver(KeyedReceiver());
+  auto early = receiver.Receive(Expect(7, 0, 1), absl::Now() + absl::Milliseconds(800));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded) << early.status();
+  EXPECT_THAT(early.status().message(), HasSubstr("dropped 2 message(s) meanwhile; last: header of 64 bytes carries no MAC"));
+  EXPECT_EQ(receiver.drops().bad_mac, 2u);
+  ASSERT_TRUE(TellSender("go").ok());
+  auto got = receiver.Receive(Expect(7, 0, 1), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(receiver.drops().total(), 2u);
+  FinishSender();
+}
+
+TEST_P(HandoffDropTest, GarbageUnderTheLinkTagIsDroppedAsMalformedWithoutAKey) {
   StartSender(SendOnGo({}), [](UcxWorker& worker, UcxEndpoint& endpoint, Channel& channel) -> absl::Status {
     const std::string garbage(64, '\xff');
     SEAM_RETURN_IF_ERROR(
-        worker.Send(endpoint, HeaderTag(7), garbage.data(), garbage.size(), absl::Now() + absl::Seconds(10)));
+        worker.Send(endpoint, HeaderTag(0), garbage.data(), garbage.size(), absl::Now() + absl::Seconds(10)));
     return channel.Write("sent");
   });
   ASSERT_TRUE(ReadForger().ok());
@@ -120,14 +151,14 @@ TEST_P(HandoffDropTest, GarbageFromAnotherEndpointIsDroppedAsMalformedWithoutAKe
   FinishSender();
 }
 
-TEST_P(HandoffDropTest, HeaderUnderAnotherKeyIsRefusedUntilTheDeadline) {
+TEST_P(HandoffDropTest, AHandoffUnderAnotherEpochsKeyIsAStrayUntilTheDeadline) {
   StartSender(SendOne(Header(7, 0, 1), MakeTensors(), Keyed("epoch 0 handoff key")));
   HandoffReceiver receiver = MakeReceiver(KeyedReceiver());
   auto got = receiver.Receive(Expect(7, 0, 1), absl::Now() + absl::Milliseconds(800));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
-  EXPECT_THAT(got.status().message(), HasSubstr("MAC does not verify under the receiver's key"));
-  EXPECT_EQ(receiver.drops().bad_mac, 1u);
-  EXPECT_EQ(receiver.drops().total(), 1u);
+  EXPECT_THAT(got.status().message(), HasSubstr("a message from outside the link (a stray)"));
+  EXPECT_EQ(receiver.drops().unknown_peer, 4u);  // its header and three payloads
+  EXPECT_EQ(receiver.drops().total(), 4u);
   FinishSender();
 }
 

@@ -63,7 +63,14 @@ void MicrobatchRunner::AnswerError(const v1::MicrobatchDescriptor& d, const absl
   answer(Refuse(d, why));
 }
 
-void MicrobatchRunner::TakeIntoWave(const v1::MicrobatchDescriptor& d, const Answer& answer) {
+void MicrobatchRunner::TakeIntoWave(const v1::MicrobatchDescriptor& d, absl::Time arrived, const Answer& answer) {
+  // The wave ends together: its budget is its latest member's.
+  if (wave_.empty()) wave_budget_end_ = absl::InfinitePast();
+  StartBudget(d, arrived);
+  if (budget_end_ > wave_budget_end_) {
+    wave_budget_end_ = budget_end_;
+    wave_budget_ms_ = budget_ms_;
+  }
   absl::Status taken = Take(d);
   if (taken.ok()) taken = CheckWaveMember(d);
   if (!taken.ok()) {
@@ -74,7 +81,11 @@ void MicrobatchRunner::TakeIntoWave(const v1::MicrobatchDescriptor& d, const Ans
     return AnswerError(d, taken, answer);
   }
   wave_.push_back(d);
-  if (wave_.size() == std::max<uint32_t>(1, d.wave_size())) RunWave(answer);
+  if (wave_.size() == std::max<uint32_t>(1, d.wave_size())) {
+    budget_end_ = wave_budget_end_;
+    budget_ms_ = wave_budget_ms_;
+    RunWave(answer);
+  }
 }
 
 void MicrobatchRunner::RunWave(const Answer& answer) {
@@ -144,12 +155,14 @@ absl::Status MicrobatchRunner::SendTokens(const v1::MicrobatchDescriptor& d, uin
   header.set_epoch(d.epoch());
   header.set_decode_step(step);
   header.set_token_count(tokens.size());
-  handoff::HandoffSenderOptions send;
-  send.key = config_.handoff_key();
-  handoff::HandoffSender sender(worker_, first_, std::move(send));
+  if (token_sender_ == nullptr) {
+    handoff::HandoffSenderOptions send;
+    send.key = config_.handoff_key();
+    token_sender_ = std::make_unique<handoff::HandoffSender>(worker_, first_, std::move(send));
+  }
   const std::vector<std::pair<std::string, Tensor>> payload = {
       {kTokensTensor, Tensor::FromInts(tokens, {static_cast<int64_t>(tokens.size())})}};
-  return Annotate(sender.Send(header, payload, absl::Now() + handoff_timeout_),
+  return Annotate(token_sender_->Send(header, payload, SendDeadline()),
                   absl::StrCat("tokens of step ", step, " to pipeline rank 0"));
 }
 
@@ -174,8 +187,13 @@ absl::StatusOr<std::vector<int32_t>> MicrobatchRunner::ReceiveTokens(const v1::M
     return absl::OkStatus();
   };
   expect.interrupted = interrupted_;
-  absl::StatusOr<handoff::ReceivedHandoff> got = token_receiver_->Receive(expect, absl::Now() + handoff_timeout_);
+  absl::StatusOr<handoff::ReceivedHandoff> got = token_receiver_->Receive(expect, WaitDeadline());
   if (!got.ok()) {
+    if (absl::IsDeadlineExceeded(got.status())) {
+      const std::string what = absl::StrCat("waiting for the tokens of step ", step, " from pipeline rank ",
+                                            config_.pipeline_size() - 1, " (", got.status().message(), ")");
+      if (absl::Status spent = CheckBudget(d, what.c_str()); !spent.ok()) return spent;
+    }
     return Annotate(got.status(),
                     absl::StrCat("tokens of step ", step, " from pipeline rank ", config_.pipeline_size() - 1));
   }

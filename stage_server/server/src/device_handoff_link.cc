@@ -106,10 +106,12 @@ absl::Status OutgoingLink::SendOnHost(const OutgoingHandoff& framed, bool offer,
   }
   v1::StreamState header = framed.header;
   if (offer) *header.mutable_device_offer() = device_->offer();
-  handoff::HandoffSenderOptions send;
-  send.key = config_.handoff_key();
-  handoff::HandoffSender sender(worker_, next_, std::move(send));
-  return sender.Send(header, host, deadline);
+  if (host_sender_ == nullptr) {
+    handoff::HandoffSenderOptions send;
+    send.key = config_.handoff_key();
+    host_sender_ = std::make_unique<handoff::HandoffSender>(worker_, next_, std::move(send));
+  }
+  return host_sender_->Send(header, host, deadline);
 }
 
 IncomingLink::IncomingLink(handoff::UcxWorker& worker, handoff::UcxEndpoint& previous, const v1::StageConfig& config,

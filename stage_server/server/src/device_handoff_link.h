@@ -56,6 +56,7 @@ class OutgoingLink {
   handoff::UcxEndpoint& next_;
   v1::StageConfig config_;
   HandoffLinkOptions options_;
+  std::unique_ptr<handoff::HandoffSender> host_sender_;   // the host path, made at its first handoff
   std::unique_ptr<handoff::DeviceHandoffSender> device_;  // null: host path only
   std::vector<std::unique_ptr<handoff::DeviceHandoffSender>> retired_;  // failed links, kept (a peer may still read)
   bool tried_ = false;     // a device link was created or refused
@@ -71,6 +72,8 @@ class IncomingLink {
   absl::StatusOr<handoff::ReceivedHandoff> Receive(const handoff::HandoffExpectation& expected,
                                                    absl::Time deadline);
   const handoff::HandoffDrops& drops() const { return receiver_.drops(); }
+  // While the stage is idle (HandoffReceiver::Poll).
+  void Poll(uint64_t answered_through) { receiver_.Poll(answered_through); }
   v1::HandoffTransport transport() const;
 
  private:

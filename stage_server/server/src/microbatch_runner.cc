@@ -9,6 +9,8 @@
 #include "request_checks.h"
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
+#include "seam/handoff/handoff_tag.h"
+#include "seam/handoff/stray_drain.h"
 #include "stage_handoff.h"
 
 namespace seam::server {
@@ -31,7 +33,8 @@ MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_pt
                                    handoff::UcxWorker& worker, handoff::UcxEndpoint previous,
                                    handoff::UcxEndpoint next, handoff::UcxEndpoint first,
                                    absl::Duration handoff_timeout, uint64_t max_handoff_payload_bytes,
-                                   StageMetrics* metrics, const HandoffLinkOptions& links)
+                                   StageMetrics* metrics, const HandoffLinkOptions& links,
+                                   const std::string& previous_key)
     : config_(config),
       group_(std::move(group)),
       worker_(worker),
@@ -45,9 +48,13 @@ MicrobatchRunner::MicrobatchRunner(const v1::StageConfig& config, std::unique_pt
     for (const auto& [bucket, n] : stats.replays) graph_replays_seen_ += n;
     eager_steps_seen_ = stats.eager_steps;
   }
+  // Only OpenSSL failing could make these fail; the links' own would then fail their first handoff.
+  link_ = handoff::LinkTagOf(config_.handoff_key()).value_or(0);
+  if (!previous_key.empty()) previous_link_ = handoff::LinkTagOf(previous_key).value_or(0);
   if (!group_->is_last_piece()) outgoing_ = std::make_unique<OutgoingLink>(worker_, next_, config_, links);
   handoff::HandoffReceiverOptions receive;
   receive.key = config_.handoff_key();
+  receive.previous_key = previous_key;
   if (group_->is_first_piece()) {
     if (config_.pipeline_size() > 1) {
       // Tokens of multi-step decode: one int32 per sequence of a step.
@@ -71,14 +78,31 @@ handoff::HandoffDrops MicrobatchRunner::drops() const {
     d.malformed += replies.malformed;
     d.unexpected_microbatch += replies.stale;
   }
-  if (token_receiver_) {
-    const handoff::HandoffDrops& t = token_receiver_->drops();
-    d.bad_mac += t.bad_mac;
-    d.oversized += t.oversized;
-    d.malformed += t.malformed;
-    d.unexpected_microbatch += t.unexpected_microbatch;
-  }
+  if (token_receiver_) d += token_receiver_->drops();
+  d += idle_drops_;
   return d;
+}
+
+uint64_t MicrobatchRunner::AnsweredThrough() const {
+  // Members of a wave not yet whole are taken but unanswered (their handoffs cannot have come yet).
+  return wave_.empty() ? last_sequence_number_ : wave_.front().sequence_number() - 1;
+}
+
+bool MicrobatchRunner::Poll() {
+  const bool progressed = worker_.Progress();
+  if (incoming_) {
+    incoming_->Poll(AnsweredThrough());
+  } else if (token_receiver_) {
+    token_receiver_->Poll(AnsweredThrough());
+  } else {
+    handoff::DrainStrays(worker_, link_, previous_link_, idle_drops_);
+  }
+  return progressed;
+}
+
+void MicrobatchRunner::DrainForNewEpoch() {
+  const size_t taken = handoff::DrainAll(worker_, link_, idle_drops_);
+  if (taken > 0) SEAM_LOG_INFO("epoch {} ends: {} message(s) still on the data plane dropped", config_.epoch(), taken);
 }
 
 v1::HandoffTransport MicrobatchRunner::transport_in() const {
@@ -106,10 +130,10 @@ std::vector<uint64_t> MicrobatchRunner::FreeBlocks() const {
   return free;
 }
 
-void MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, const Answer& answer) {
+void MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, absl::Time arrived, const Answer& answer) {
   // A step run ahead serves only the wave member that continues it.
   if (ahead_.has_value() && (d.decode_steps() <= 1 || !ContinuesAhead(d))) ahead_.reset();
-  if (d.decode_steps() > 1) return TakeIntoWave(d, answer);
+  if (d.decode_steps() > 1) return TakeIntoWave(d, arrived, answer);
   if (!wave_.empty()) {  // never from a sound coordinator: the wave cannot become whole
     for (const v1::MicrobatchDescriptor& m : wave_) {
       AnswerError(m, absl::InvalidArgumentError(absl::StrCat("microbatch ", d.microbatch_id(),
@@ -117,12 +141,13 @@ void MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, const Answer& answ
     }
     wave_.clear();
   }
-  answer(Run(d));
+  answer(Run(d, arrived));
 }
 
-v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d) {
+v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, absl::Time arrived) {
   v1::MicrobatchResult result;
   result.set_microbatch_id(d.microbatch_id());
+  StartBudget(d, arrived);
   const absl::Time started = absl::Now();
   absl::Status status = Take(d);
   if (status.ok()) status = Compute(d, 0, result);
@@ -160,6 +185,7 @@ absl::Status MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
 
 absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32_t step,
                                        v1::MicrobatchResult& result) {
+  if (group_->is_first_piece()) SEAM_RETURN_IF_ERROR(CheckBudget(d, "before this stage ran it"));
   std::vector<models::SequenceStep> steps;
   for (const v1::SequenceEntry& s : d.sequences()) {
     steps.push_back(models::SequenceStep{s.sequence_id(), {s.token_ids().begin(), s.token_ids().end()},
@@ -184,10 +210,12 @@ absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32
                         group_->StepPiece(steps, all_logits, in, choose ? &choices : nullptr));
   RecordStep(step_start);
   if (!group_->is_last_piece()) {
+    // A handoff past the budget is not sent: the next stage has given up on it.
+    SEAM_RETURN_IF_ERROR(CheckBudget(d, "while this stage computed it"));
     SEAM_ASSIGN_OR_RETURN(OutgoingHandoff framed, FrameHandoff(d, config_, *group_, out.handoff));
     framed.header.set_decode_step(step);
     const absl::Time send_start = absl::Now();
-    absl::Status sent = outgoing_->Send(framed, send_start + handoff_timeout_);
+    absl::Status sent = outgoing_->Send(framed, SendDeadline());
     if (!sent.ok()) return Annotate(sent, absl::StrCat("handoff to pipeline rank ", config_.pipeline_rank() + 1));
     if (metrics_) {
       metrics_->handoff_send.Observe(SecondsSince(send_start));
@@ -220,7 +248,7 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
     return CheckHandoffHeader(header, d, config_, *group_);
   };
   expect.interrupted = interrupted_;
-  const absl::Time deadline = absl::Now() + handoff_timeout_;
+  const absl::Time deadline = WaitDeadline();
   while (true) {
     absl::StatusOr<handoff::ReceivedHandoff> got = incoming_->Receive(expect, deadline);
     if (got.ok()) {
@@ -233,6 +261,11 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
     if (late_handoff_possible_ && absl::IsFailedPrecondition(got.status()) && absl::Now() < deadline) {
       SEAM_LOG_WARN("microbatch {}: discarded a late handoff: {}", d.microbatch_id(), std::string(got.status().message()));
       continue;
+    }
+    if (absl::IsDeadlineExceeded(got.status())) {
+      const std::string what = absl::StrCat("waiting for its handoff from pipeline rank ", config_.pipeline_rank() - 1,
+                                            " (", got.status().message(), ")");
+      if (absl::Status spent = CheckBudget(d, what.c_str()); !spent.ok()) return spent;
     }
     return Annotate(got.status(), absl::StrCat("handoff from pipeline rank ", config_.pipeline_rank() - 1));
   }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,10 +37,14 @@ class MicrobatchRunner {
   // listing more than `max_handoff_payload_bytes` is dropped unread.
   // `metrics` (may be null) times steps and handoffs. `links`: whether and
   // how the links to the neighbours may go GPU to GPU (device_handoff_link.h).
+  // `handoff_timeout` bounds each wait of a descriptor without a budget
+  // (MicrobatchDescriptor.budget_ms). `previous_key`: the handoff key of
+  // the epoch before this one, whose late messages count as stale_epoch.
   MicrobatchRunner(const v1::StageConfig& config, std::unique_ptr<runtime::StageGroup> group, handoff::UcxWorker& worker,
                    handoff::UcxEndpoint previous, handoff::UcxEndpoint next, handoff::UcxEndpoint first,
                    absl::Duration handoff_timeout, uint64_t max_handoff_payload_bytes,
-                   StageMetrics* metrics = nullptr, const HandoffLinkOptions& links = {});
+                   StageMetrics* metrics = nullptr, const HandoffLinkOptions& links = {},
+                   const std::string& previous_key = "");
 
   // Runs `d` and gives its answers to `answer`: one for a single-step
   // descriptor; for a multi-step one, nothing until its wave is whole, then
@@ -47,11 +52,23 @@ class MicrobatchRunner {
   // `more` set on all but a member's last; other stages' once a member is
   // done). Every descriptor gets exactly one answer without `more`. An error
   // becomes the answer's error, with this stage's pipeline rank. Never
-  // throws, never waits past the handoff timeout for a neighbour.
+  // throws. `arrived`: when the stage received `d`; its budget counts from
+  // there (a wave's from its last member's), and once it runs out the
+  // microbatch fails DEADLINE_EXCEEDED naming this stage: no wait for a
+  // neighbour outlasts it, and no compute starts after it (without a
+  // budget, each wait is bounded by the handoff timeout).
   using Answer = std::function<void(v1::MicrobatchResult)>;
-  void Run(const v1::MicrobatchDescriptor& d, const Answer& answer);
+  void Run(const v1::MicrobatchDescriptor& d, absl::Time arrived, const Answer& answer);
   // The single-step form (a descriptor with decode_steps <= 1).
-  v1::MicrobatchResult Run(const v1::MicrobatchDescriptor& d);
+  v1::MicrobatchResult Run(const v1::MicrobatchDescriptor& d, absl::Time arrived);
+
+  // While the stage is idle: progresses the worker and takes what arrived
+  // for the links (late handoffs dropped, early ones held for their
+  // Receive, strays drained). True when the worker made progress.
+  bool Poll();
+  // When the stage reloads for a new epoch: takes every message still on
+  // the worker off the wire, counting this epoch's as stale_epoch.
+  void DrainForNewEpoch();
 
   // Polled while a handoff or token wait has nothing yet: non-OK ends the
   // wait with it (the actor sets it when the stage reloads or drains).
@@ -93,12 +110,25 @@ class MicrobatchRunner {
   // the sequences' results. `step`: the decode step of a multi-step
   // descriptor (its tokens and positions already set for the step).
   absl::Status Compute(const v1::MicrobatchDescriptor& d, uint32_t step, v1::MicrobatchResult& result);
-  // The previous stage's handoff for step `step` of `d`, within the handoff timeout.
+  // The deadline of the microbatch (or wave) running for a wait that starts
+  // now: its budget's end, or the handoff timeout from now without one.
+  absl::Time WaitDeadline() const;
+  // A send's: the wait deadline plus the handoff timeout (a receiver that
+  // gave up on the handoff takes it off the wire as late).
+  absl::Time SendDeadline() const;
+  // DEADLINE_EXCEEDED, naming this stage and `what`, once the budget ran out.
+  absl::Status CheckBudget(const v1::MicrobatchDescriptor& d, const char* what) const;
+  // Sets the budget of the microbatch (or wave) about to run.
+  void StartBudget(const v1::MicrobatchDescriptor& d, absl::Time arrived);
+  // The sequence number through which every descriptor taken was answered.
+  uint64_t AnsweredThrough() const;
+
+  // The previous stage's handoff for step `step` of `d`, within its budget.
   absl::StatusOr<std::vector<boundary::PipelineTensors>> ReceiveHandoff(const v1::MicrobatchDescriptor& d,
                                                                         uint32_t step);
 
   // decode_wave.cc: a multi-step descriptor joins the wave; the wave runs once whole.
-  void TakeIntoWave(const v1::MicrobatchDescriptor& d, const Answer& answer);
+  void TakeIntoWave(const v1::MicrobatchDescriptor& d, absl::Time arrived, const Answer& answer);
   void RunWave(const Answer& answer);
   absl::Status CheckWaveMember(const v1::MicrobatchDescriptor& d) const;
   // decode_wave_fed.cc: PP 1 on one GPU, each step's tokens fed on the
@@ -132,10 +162,20 @@ class MicrobatchRunner {
   handoff::UcxWorker& worker_;
   handoff::UcxEndpoint previous_, next_, first_;
   absl::Duration handoff_timeout_;
+  // The budget of the microbatch or wave running: its end, and its length in ms (0: none).
+  absl::Time budget_end_ = absl::InfiniteFuture();
+  uint64_t budget_ms_ = 0;
+  absl::Time wave_budget_end_ = absl::InfinitePast();  // the latest member's of the wave being gathered
+  uint64_t wave_budget_ms_ = 0;
+  uint64_t link_ = 0;                     // this epoch's link tag (for idle drains)
+  std::optional<uint64_t> previous_link_;  // the previous epoch's
+  handoff::HandoffDrops idle_drops_;      // strays drained while idle, and at the epoch's end
   std::unique_ptr<IncomingLink> incoming_;  // from previous_; null on the first stage
   std::unique_ptr<OutgoingLink> outgoing_;  // to next_; null on the last stage
   // The first stage of a pipeline of two or more: tokens from the last stage.
   std::unique_ptr<handoff::HandoffReceiver> token_receiver_;
+  // The last stage of a pipeline of two or more: tokens to the first.
+  std::unique_ptr<handoff::HandoffSender> token_sender_;
   // Multi-step descriptors taken of the wave that is not yet whole.
   std::vector<v1::MicrobatchDescriptor> wave_;
   std::function<absl::Status()> interrupted_;

@@ -91,10 +91,13 @@ void StageActor::Loop(std::promise<absl::Status>* started) {
       if (mailbox_.empty() && !quit_) {
         if (runner_ != nullptr && runner_->has_neighbours()) {
           // Idle with neighbours: keep the worker progressing so their
-          // wire-up and sends move on, polling the mailbox between rounds.
+          // wire-up and sends move on, and take what arrives (late handoffs
+          // and strays dropped, early ones held), polling the mailbox between rounds.
           lock.unlock();
-          const bool progressed = worker_->Progress();
+          const bool progressed = runner_->Poll();
+          const handoff::HandoffDrops drops = runner_->drops();
           lock.lock();
+          drops_ = drops;
           if (!progressed && mailbox_.empty() && !quit_) changed_.wait_for(lock, std::chrono::milliseconds(2));
         } else {
           changed_.wait(lock, [this] { return !mailbox_.empty() || quit_; });
@@ -128,11 +131,18 @@ v1::StageStatus StageActor::StatusLocked() const {
   s.set_error(error_);
   if (limits_.kv_blocks_per_dp_group() > 0) *s.mutable_limits() = limits_;
   for (uint64_t free : kv_free_blocks_) s.add_kv_free_blocks(free);
+  handoff::HandoffDrops total = drops_before_;
+  total += drops_;
   v1::HandoffDrops* drops = s.mutable_handoff_drops();
-  drops->set_bad_mac(drops_before_.bad_mac + drops_.bad_mac);
-  drops->set_oversized(drops_before_.oversized + drops_.oversized);
-  drops->set_malformed(drops_before_.malformed + drops_.malformed);
-  drops->set_unexpected_microbatch(drops_before_.unexpected_microbatch + drops_.unexpected_microbatch);
+  drops->set_bad_mac(total.bad_mac);
+  drops->set_oversized(total.oversized);
+  drops->set_malformed(total.malformed);
+  drops->set_unexpected_microbatch(total.unexpected_microbatch);
+  drops->set_unknown_peer(total.unknown_peer);
+  drops->set_unknown_kind(total.unknown_kind);
+  drops->set_bad_payload(total.bad_payload);
+  drops->set_stale_epoch(total.stale_epoch);
+  drops->set_incomplete(total.incomplete);
   s.set_handoff_in(handoff_in_);
   s.set_handoff_out(handoff_out_);
   s.set_max_descriptor_bytes(MaxDescriptorBytes(options_.group.kv.max_step_tokens));
@@ -156,7 +166,9 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
     rank = config_.has_value() ? config_->pipeline_rank() : 0;
     if (accepting_) {
       ++in_flight_;
-      mailbox_.push_back([this, d = std::move(descriptor), done = std::move(done), rank] {
+      // Its budget (MicrobatchDescriptor.budget_ms) counts from here.
+      const absl::Time arrived = absl::Now();
+      mailbox_.push_back([this, d = std::move(descriptor), done = std::move(done), rank, arrived] {
         bool abandon = false;
         std::string state;
         {
@@ -181,7 +193,7 @@ void StageActor::Submit(v1::MicrobatchDescriptor descriptor, std::function<void(
                               rank));
         } else {
           ScopedLogFields requests({{"request_ids", RequestIdsOf(d)}});
-          runner_->Run(d, [this](v1::MicrobatchResult r) { Deliver(std::move(r)); });
+          runner_->Run(d, arrived, [this](v1::MicrobatchResult r) { Deliver(std::move(r)); });
         }
       });
       changed_.notify_all();

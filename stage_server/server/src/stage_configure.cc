@@ -32,13 +32,6 @@ bool IsNewEpochOf(const v1::StageConfig& now, const v1::StageConfig& next) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
-void AddDrops(handoff::HandoffDrops& total, const handoff::HandoffDrops& more) {
-  total.bad_mac += more.bad_mac;
-  total.oversized += more.oversized;
-  total.malformed += more.malformed;
-  total.unexpected_microbatch += more.unexpected_microbatch;
-}
-
 }  // namespace
 
 void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
@@ -55,24 +48,12 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
         // The coordinator brings the pipeline back after a failure: drop the
         // loaded stage (KV caches, neighbour endpoints) and load it afresh
         // after the microbatches already queued.
+        const std::string previous_key = config_->handoff_key();
         config_ = config;
         state_ = v1::STAGE_STATE_LOADING;
         error_.clear();
         interrupt_ = true;  // a wait of the microbatch running ends now
-        mailbox_.push_back([this, config, done] {
-          interrupt_ = false;
-          SetServing(false);
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            AddDrops(drops_before_, drops_);  // the stage counts over its life
-            drops_ = {};
-            handoff_in_ = handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
-            last_sequence_number_ = 0;
-          }
-          AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
-          runner_.reset();
-          Load(config, done);
-        });
+        mailbox_.push_back([this, config, done, previous_key] { Reload(config, done, previous_key); });
         changed_.notify_all();
         return;
       }
@@ -168,7 +149,8 @@ absl::StatusOr<std::unique_ptr<runtime::StageGroup>> StageActor::LoadGroup(const
 
 absl::StatusOr<std::unique_ptr<MicrobatchRunner>> StageActor::MakeRunner(const v1::StageConfig& config,
                                                                           const weights::ModelConfig& model,
-                                                                          std::unique_ptr<runtime::StageGroup> group) {
+                                                                          std::unique_ptr<runtime::StageGroup> group,
+                                                                          const std::string& previous_key) {
   SEAM_ASSIGN_OR_RETURN(Neighbours n, ConnectNeighbours(*worker_, config));
   const uint64_t max_payload =
       MaxHandoffPayloadBytes(model, static_cast<int>(config.tp_size()), static_cast<int>(config.attn_dp_size()),
@@ -182,7 +164,7 @@ absl::StatusOr<std::unique_ptr<MicrobatchRunner>> StageActor::MakeRunner(const v
   links.slot_bytes = std::min<uint64_t>(max_payload / std::max<uint32_t>(config.tp_size(), 1), uint64_t{256} << 20);
   auto runner = std::make_unique<MicrobatchRunner>(config, std::move(group), *worker_, std::move(n.previous),
                                                    std::move(n.next), std::move(n.first), options_.handoff_timeout,
-                                                   max_payload, options_.metrics, links);
+                                                   max_payload, options_.metrics, links, previous_key);
   runner->set_run_ahead(options_.run_ahead);
   runner->set_interrupted([this]() -> absl::Status {
     if (!interrupt_) return absl::OkStatus();
@@ -191,7 +173,25 @@ absl::StatusOr<std::unique_ptr<MicrobatchRunner>> StageActor::MakeRunner(const v
   return runner;
 }
 
-void StageActor::Load(v1::StageConfig config, StatusCallback done) {
+void StageActor::Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key) {
+  interrupt_ = false;
+  SetServing(false);
+  AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
+  // What the old epoch left on the data plane goes before the new one starts.
+  if (runner_ != nullptr) runner_->DrainForNewEpoch();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (runner_ != nullptr) drops_ = runner_->drops();
+    drops_before_ += drops_;  // the stage counts over its life
+    drops_ = {};
+    handoff_in_ = handoff_out_ = v1::HANDOFF_TRANSPORT_UNSPECIFIED;
+    last_sequence_number_ = 0;
+  }
+  runner_.reset();
+  Load(config, std::move(done), previous_key);
+}
+
+void StageActor::Load(v1::StageConfig config, StatusCallback done, const std::string& previous_key) {
   auto failed = [&](const absl::Status& why) {
     SEAM_LOG_ERROR("configure failed: {}", why.ToString());
     v1::StageStatus s;
@@ -220,7 +220,7 @@ void StageActor::Load(v1::StageConfig config, StatusCallback done) {
   absl::StatusOr<std::unique_ptr<runtime::StageGroup>> group = LoadGroup(config, *model);
   if (!group.ok()) return failed(group.status());
   const v1::StageLimits limits = ReportedLimits((*group)->Limits());
-  absl::StatusOr<std::unique_ptr<MicrobatchRunner>> runner = MakeRunner(config, *model, std::move(*group));
+  absl::StatusOr<std::unique_ptr<MicrobatchRunner>> runner = MakeRunner(config, *model, std::move(*group), previous_key);
   if (!runner.ok()) return failed(runner.status());
   runner_ = std::move(*runner);
   v1::StageStatus s;

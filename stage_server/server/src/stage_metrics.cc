@@ -98,9 +98,12 @@ std::vector<prometheus::MetricFamily> StageMetrics::Collect() const {
                            "microbatch",
                            MetricType::Gauge, usage),
       metrics::ValueFamily("seam:stage_handoff_drops_total",
-                           "Handoff messages from the previous stage dropped unread, by reason", MetricType::Counter,
+                           "Data-plane messages this stage dropped, by reason", MetricType::Counter,
                            {drop("bad_mac", d.bad_mac()), drop("oversized", d.oversized()),
-                            drop("malformed", d.malformed()), drop("unexpected_microbatch", d.unexpected_microbatch())}),
+                            drop("malformed", d.malformed()), drop("unexpected_microbatch", d.unexpected_microbatch()),
+                            drop("unknown_peer", d.unknown_peer()), drop("unknown_kind", d.unknown_kind()),
+                            drop("bad_payload", d.bad_payload()), drop("stale_epoch", d.stale_epoch()),
+                            drop("incomplete", d.incomplete())}),
   };
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "seam/core/logging.h"
 #include "seam/security/health_port.h"
+#include "seam/security/listen_port.h"
 #include "request_checks.h"
 #include "seam/metrics/metrics_endpoint.h"
 #include "stage_metrics.h"
@@ -74,6 +75,7 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  security::ListenExclusively(builder);
   builder.AddListeningPort(options.listen,
                            options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
                            &self->port_);
@@ -83,9 +85,7 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(const StageServe
   builder.SetMaxReceiveMessageSize(static_cast<int>(
       std::min<uint64_t>(MaxDescriptorBytes(options.group.kv.max_step_tokens), std::numeric_limits<int>::max())));
   self->server_ = builder.BuildAndStart();
-  if (self->server_ == nullptr || self->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
-  }
+  if (self->server_ == nullptr || self->port_ == 0) return security::ListenFailure(options.listen, "--listen");
   std::unique_ptr<security::HealthPort> health_port;
   if (!options.health_listen.empty()) {
     absl::StatusOr<std::unique_ptr<security::HealthPort>> started = security::HealthPort::Start(options.health_listen);

@@ -154,6 +154,46 @@ TEST(PipelineStages, AHandoffThatArrivesAfterItsWaitIsDiscardedAndTheNextMicroba
   EXPECT_TRUE(run_second.Close().ok());
 }
 
+// A stage's waits follow the microbatch's budget (MicrobatchDescriptor
+// .budget_ms), not --handoff-timeout (30 s here): the second stage answers
+// DEADLINE_EXCEEDED naming itself once the budget is spent; the handoff the
+// first stage sends afterwards is taken off the wire as late while the
+// second idles (its send completes), and the next microbatch runs on both.
+TEST(PipelineStages, AMicrobatchThatRunsOutOfItsBudgetFailsAloneNamingTheStage) {
+  StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "30"});
+  ConfigurePipeline(first, second, 1);
+  RunClient run_first(first), run_second(second);
+  v1::MicrobatchDescriptor late = Prefill()[0];
+  late.set_budget_ms(500);
+  const auto start = std::chrono::steady_clock::now();
+  ExpectError(run_second.Exchange(late), absl::StatusCode::kDeadlineExceeded,
+              "pipeline rank 1: microbatch 10 ran out of its budget of 500 ms waiting for its handoff");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+  late.set_budget_ms(60000);  // the first stage runs it in time and sends: too late for the second
+  EXPECT_FALSE(run_first.Exchange(late).has_error());
+  v1::MicrobatchDescriptor spent = Descriptor(11, 2);
+  AddSequence(spent, 3, {7, 8, 9}, 0, true);
+  spent.set_budget_ms(1);
+  ExpectError(run_second.Exchange(spent), absl::StatusCode::kDeadlineExceeded,
+              "pipeline rank 1: microbatch 11 ran out of its budget of 1 ms waiting for its handoff");
+  // The first stage either still makes the millisecond or skips it; a handoff it sends is late either way.
+  const v1::MicrobatchResult first_spent = run_first.Exchange(spent);
+  if (first_spent.has_error()) {
+    ExpectError(first_spent, absl::StatusCode::kDeadlineExceeded,
+                "pipeline rank 0: microbatch 11 ran out of its budget of 1 ms before this stage ran it");
+  }
+
+  v1::MicrobatchDescriptor fresh = Descriptor(12, 3);
+  AddSequence(fresh, 4, {7, 8, 9}, 0, true);
+  fresh.set_budget_ms(60000);
+  const v1::MicrobatchResult result = RunOnBoth(run_first, run_second, fresh);
+  ASSERT_FALSE(result.has_error()) << result.error().message();
+  EXPECT_EQ(result.sequences_size(), 1);
+  EXPECT_GE(GetStatus(second).handoff_drops().unexpected_microbatch(), 1u) << "the late handoff was not counted";
+  EXPECT_TRUE(run_first.Close().ok());
+  EXPECT_TRUE(run_second.Close().ok());
+}
+
 TEST(PipelineStages, ADeadPreviousStageFailsTheWaitingMicrobatchInsteadOfHanging) {
   StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "3"});
   ConfigurePipeline(first, second, 1);
@@ -208,9 +248,10 @@ TEST(PipelineStages, TheDescriptorsDpGroupPlacesEachSequenceOnEveryStage) {
 }
 
 // An endpoint the coordinator never named sends the second stage's UCX
-// worker a 64-byte message and a header claiming 64 GiB, both tagged as the
-// header of the next real microbatch: each is dropped and counted, nothing
-// is allocated for the claim, and the real microbatches still run in order.
+// worker a 64-byte message and a header claiming 64 GiB, both tagged as a
+// header of the next real microbatch would have been before link tags: each
+// is a stray, taken off the wire unread and counted as from an unknown peer,
+// nothing is allocated for the claim, and the real microbatches still run in order.
 TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   StageProcess first({"--ucx-mode", "tcp"}), second({"--ucx-mode", "tcp", "--handoff-timeout", "5"});
   ConfigurePipeline(first, second, 1);
@@ -226,7 +267,7 @@ TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
   const uint64_t next_microbatch = Prefill()[0].microbatch_id();
   const std::string garbage(64, '\x5a');
-  absl::Status sent = (*forger)->Send(*endpoint, handoff::HeaderTag(next_microbatch), garbage.data(),
+  absl::Status sent = (*forger)->Send(*endpoint, handoff::HandoffTag(handoff::HandoffKind::kHeader, next_microbatch, 0), garbage.data(),
                                       garbage.size(), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(sent.ok()) << sent;
   v1::StreamState claim;
@@ -240,7 +281,7 @@ TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   huge->add_shape(64);
   huge->set_byte_size(uint64_t{64} << 30);
   const std::string bytes = claim.SerializeAsString();
-  sent = (*forger)->Send(*endpoint, handoff::HeaderTag(next_microbatch), bytes.data(), bytes.size(),
+  sent = (*forger)->Send(*endpoint, handoff::HandoffTag(handoff::HandoffKind::kHeader, next_microbatch, 0), bytes.data(), bytes.size(),
                          absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(sent.ok()) << sent;
 
@@ -253,7 +294,8 @@ TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   EXPECT_EQ(decode.sequences_size(), 2);
 
   const v1::HandoffDrops drops = GetStatus(second).handoff_drops();
-  EXPECT_EQ(drops.bad_mac() + drops.oversized() + drops.malformed() + drops.unexpected_microbatch(), 2u)
+  EXPECT_EQ(drops.unknown_peer(), 2u) << drops.ShortDebugString();
+  EXPECT_EQ(drops.bad_mac() + drops.oversized() + drops.malformed() + drops.unexpected_microbatch(), 0u)
       << drops.ShortDebugString();
   EXPECT_EQ(GetStatus(second).state(), v1::STAGE_STATE_READY);
   EXPECT_TRUE(run_first.Close().ok());

@@ -1,9 +1,11 @@
 // MetricsEndpoint: a process's Prometheus `/metrics` listener and the
-// registry its instruments live in. Served by cpp-httplib (prometheus-cpp's
-// civetweb exposer cannot start its threads in a process holding the CUDA
-// libraries' static TLS: its fixed small thread stacks are refused with
-// EINVAL). Like every seam listener: HTTPS when given a certificate and key,
-// otherwise plain HTTP on loopback only, unless the operator says insecure.
+// registry its instruments live in. Served by seam's HTTP listener
+// (http_server/: bounded connections and deadlines, exclusive bind;
+// prometheus-cpp's civetweb exposer cannot start its threads in a process
+// holding the CUDA libraries' static TLS: its fixed small thread stacks are
+// refused with EINVAL). Like every seam listener: HTTPS when given a
+// certificate and key, otherwise plain HTTP on loopback only, unless the
+// operator says insecure.
 // Instruments are thread-safe (prometheus-cpp's atomics); the endpoint owns
 // the registry and outlives every instrument handed out from it.
 #pragma once
@@ -11,7 +13,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <prometheus/collectable.h>
@@ -20,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace httplib {
+namespace seam::http_server {
 class Server;
 }
 
@@ -37,7 +38,8 @@ class MetricsEndpoint {
  public:
   // FAILED_PRECONDITION for plain HTTP on a non-loopback host without
   // `insecure`, or only one of cert and key; UNAVAILABLE when the address
-  // cannot be bound or the certificate not loaded.
+  // cannot be bound ("address already in use" for a taken port) or the
+  // certificate not loaded.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const MetricsEndpointOptions& options);
   ~MetricsEndpoint();  // stops the listener; no scrape runs after it returns
 
@@ -54,8 +56,7 @@ class MetricsEndpoint {
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;  // guarded by mu_
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<http_server::Server> server_;
   int port_ = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,9 @@ struct UcxWorkerOptions {
   absl::Duration cancel_grace = absl::Seconds(2);
   // Time an endpoint destructor allows a graceful close before forcing it.
   absl::Duration close_timeout = absl::Seconds(1);
+  // The least time a message that has arrived gets to finish its transfer
+  // (RecvUnknownSize, TakeUnread), whatever the caller's deadline.
+  absl::Duration transfer_grace = absl::Seconds(1);
 };
 
 struct UcxEndpointState;  // defined in ucx_worker.cc
@@ -105,10 +109,26 @@ class UcxWorker {
   // (ucp_tag_probe_nb, then ucp_tag_msg_recv_nbx). A longer message is taken
   // off the wire into no buffer, so its claimed length is never allocated,
   // and gives OUT_OF_RANGE naming that length. `sender_tag`, if given,
-  // receives the full tag (also for a message too long).
+  // receives the full tag (also for a message too long). `deadline` bounds
+  // the wait for a message to arrive; one that has arrived gets at least
+  // transfer_grace to finish (a header taken off the queue is never lost to
+  // a short wait). A message whose transfer fails (its sender went away
+  // mid-message) gives the transfer's error, UNAVAILABLE mostly.
   absl::StatusOr<std::vector<char>> RecvUnknownSize(uint64_t tag, uint64_t tag_mask, size_t max_size,
                                                     absl::Time deadline, const UcxEndpoint* watch = nullptr,
                                                     uint64_t* sender_tag = nullptr);
+
+  // A message taken off the wire unread (TakeUnread).
+  struct Unread {
+    uint64_t tag = 0;
+    size_t length = 0;     // the length its sender claimed
+    bool failed = false;   // its transfer failed (a sender gone mid-message)
+  };
+  // Takes one message that has already arrived and whose tag matches `tag`
+  // on the bits of `tag_mask` off the wire unread: received into no buffer,
+  // so an eager message's bytes are released and a rendezvous message's are
+  // never fetched. Never waits for a message: nullopt when none matches.
+  std::optional<Unread> TakeUnread(uint64_t tag, uint64_t tag_mask);
 
   // One round of ucp_worker_progress; true if it made progress.
   bool Progress();
@@ -124,6 +144,8 @@ class UcxWorker {
   // failure of `watch`; see ucx_transfer.cc.
   struct Outcome;
   Outcome Wait(void* request, bool is_recv, absl::Time deadline, UcxEndpointState* watch);
+  // Receives a probed message (a ucp_tag_message_h) into `data` (null: no buffer).
+  Outcome ReceiveProbed(void* message, void* data, size_t capacity, absl::Time deadline, UcxEndpointState* watch);
 
   UcxWorkerOptions options_;
   std::unique_ptr<Handles> handles_;

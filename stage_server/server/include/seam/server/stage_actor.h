@@ -80,14 +80,19 @@ class StageActor {
   explicit StageActor(StageActorOptions options);
   void Post(std::function<void()> task);
   void Loop(std::promise<absl::Status>* started);
-  void Load(v1::StageConfig config, StatusCallback done);
+  // `previous_key`: the handoff key of the epoch this load replaces ("" for the first).
+  void Load(v1::StageConfig config, StatusCallback done, const std::string& previous_key = "");
+  // A later epoch of the same layout: ends the running one (its waits, its
+  // data plane, its sequences), then loads `config`.
+  void Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key);
   // Load's parts: the stage group of `config`'s layers, and the runner
   // around it with the neighbours' endpoints.
   absl::StatusOr<std::unique_ptr<runtime::StageGroup>> LoadGroup(const v1::StageConfig& config,
                                                                  const weights::ModelConfig& model);
   absl::StatusOr<std::unique_ptr<MicrobatchRunner>> MakeRunner(const v1::StageConfig& config,
                                                                const weights::ModelConfig& model,
-                                                               std::unique_ptr<runtime::StageGroup> group);
+                                                               std::unique_ptr<runtime::StageGroup> group,
+                                                               const std::string& previous_key);
   void SetServing(bool serving);
   v1::StageStatus StatusLocked() const;
 
