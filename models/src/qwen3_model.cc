@@ -119,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Model>> Qwen3Model::Load(const weights::Chec
   // The last layer's MoE hands its finalize to the final norm: its stages take
   // a provider that accepts the handoff at the terminal MoE exit.
   const bool defer_last = options.defer_moe_finalize && last_piece && c.IsSparseLayer(total - 1);
-  if (defer_last) impl->finalize_norm = boundary::MakeFinalizeNormService();
+  if (defer_last) impl->finalize_norm = boundary::MakeFinalizeNormService(options.fusions);
   for (int l = first; l < end; ++l) {
     absl::StatusOr<std::unique_ptr<DecoderLayer>> loaded = LoadLayer(ctx, l);
     if (!loaded.ok()) progress.Fail();
