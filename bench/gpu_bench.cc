@@ -97,10 +97,7 @@ Model LoadModel(const Flags& flags, int64_t cache_bytes) {
   models::ModelOptions options{Value(boundary::Topology::Make(1, 1, 0), "topology"), boundary::ReductionPolicy::kAr,
                                ParseDType(flags.Get("dtype", "bf16"))};
   options.device = kGpu;
-  const std::string experts = flags.Get("moe-experts", "auto");
-  options.moe_experts = experts == "per-expert" ? models::MoeExperts::kPerExpert
-                        : experts == "grouped"  ? models::MoeExperts::kGrouped
-                                                : models::MoeExperts::kAuto;
+  options.moe_experts = Value(models::ParseMoeExperts(flags.Get("moe-experts", "auto")), "--moe-experts");
   m.model = Value(models::LoadDecoderModel(*m.checkpoint, options), "load");
   models::KvCacheOptions cache;
   cache.budget_bytes = cache_bytes;

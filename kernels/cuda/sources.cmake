@@ -18,6 +18,9 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/mhc.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_experts.cu
+  ${CMAKE_CURRENT_LIST_DIR}/moe_expert_gemv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/moe_expert_mma.cu
+  ${CMAKE_CURRENT_LIST_DIR}/moe_fused_experts.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_finalize_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention.cu
@@ -25,3 +28,10 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_wmma.cu
   ${CMAKE_CURRENT_LIST_DIR}/rotary.cu
   ${CMAKE_CURRENT_LIST_DIR}/sampling.cu)
+# The kernels added for the MoE and Mamba2 work carry line info for the
+# profiler (per file, so the rest of the build keeps its cached objects).
+set_source_files_properties(
+  ${CMAKE_CURRENT_LIST_DIR}/moe_expert_gemv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/moe_expert_mma.cu
+  ${CMAKE_CURRENT_LIST_DIR}/moe_fused_experts.cu
+  PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>")

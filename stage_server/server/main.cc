@@ -141,10 +141,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string moe_experts = "auto";
   app.add_option("--moe-experts", moe_experts,
-                 "MoE models: auto (on GPUs, batches of up to 1024 routes group their experts on the device, so "
-                 "decode steps replay CUDA graphs; larger ones, and the host, run each expert's rows through its "
-                 "own matmuls), grouped (on every device, where a batch fits) or per-expert (always one by one)")
-      ->check(CLI::IsMember({"auto", "grouped", "per-expert"}))
+                 "MoE models: auto (on GPUs the fused expert kernels at every batch size, grouped on the device "
+                 "so every step can replay a CUDA graph: a GEMV for decode-sized batches, tensor-core tiles above; "
+                 "on the host each expert's rows through its own matmuls), fused (the fused kernels on every "
+                 "device), grouped (the earlier grouped GEMV on every device, where a batch fits), per-expert "
+                 "(always one by one) or classic (the earlier default: grouped up to 1024 routes on GPUs, else "
+                 "one by one)")
+      ->check(CLI::IsMember({"auto", "fused", "grouped", "per-expert", "classic"}))
       ->capture_default_str();
   std::string handoff_transport = "host";
   app.add_option("--handoff-transport", handoff_transport,
@@ -260,9 +263,7 @@ int main(int argc, char** argv) {
   // Handoffs stay on the GPUs for a device link; the link copies them to the host when it has none.
   group.handoff_on_device = cuda && handoff_transport == "auto";
   group.fed_decode_max_tp = fed_decode_max_tp;
-  group.moe_experts = moe_experts == "grouped"      ? seam::models::MoeExperts::kGrouped
-                      : moe_experts == "per-expert" ? seam::models::MoeExperts::kPerExpert
-                                                    : seam::models::MoeExperts::kAuto;
+  group.moe_experts = *seam::models::ParseMoeExperts(moe_experts);  // one of the checked choices
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

@@ -94,8 +94,8 @@ struct StageGroupOptions {
   // final norm, which runs it fused (models::ModelOptions::defer_moe_finalize).
   bool defer_moe_finalize = true;
   // Qwen3-MoE: how the experts run (models::ModelOptions::moe_experts). The
-  // default groups them on CUDA for decode-sized batches, so MoE decode
-  // steps replay CUDA graphs up to the model's graph_max_rows().
+  // default groups them on CUDA at every batch size (the fused expert
+  // kernels), so MoE decode steps replay CUDA graphs at every bucket.
   models::MoeExperts moe_experts = models::MoeExperts::kAuto;
 };
 
