@@ -11,7 +11,11 @@
 //   logits   prefill logits and greedy decode of given prompts, for the oracle
 //            that compares them with transformers (tools/gpu_oracle.py)
 //   mamba    a Nemotron-H checkpoint: decode steps vs the weight + state bytes
-//            floor, and the prefill scan's traffic vs copy bandwidth (mamba_bench.cc)
+//            floor, the scan kernels (sequential and chunked) vs their bytes
+//            and FLOPs, and the prefill with each (mamba_bench.cc)
+//   moe-kernels  one MoE layer's expert kernels alone, old and new, at decode
+//            and prefill batch sizes and three routings, vs their bytes and
+//            FLOPs (moe_kernels_bench.cc)
 //   tbo      two GPUs: a Qwen3-MoE prefill (2 x 4096 tokens) at TP 2 with and
 //            without two-batch overlap, and the time in collectives without
 //            it (tbo_bench.cc)
@@ -19,7 +23,7 @@
 //            CP 2 (two GPUs, context-parallel): the speedup and the last
 //            row's logits against each other (cp_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp> [--flag v]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -193,14 +197,6 @@ int Decode(const Flags& flags) {
   return 0;
 }
 
-// bf16 matmul rate (TFLOP/s) of out[m, n] = x[m, k] · w[n, k]ᵀ.
-double MatmulTflops(int64_t m, int64_t n, int64_t k, DType dt) {
-  const Tensor x = RandomGpu({m, k}, dt, 7, 0.1f), w = RandomGpu({n, k}, dt, 8, 0.1f);
-  const Tensor out = Tensor::Empty({m, n}, dt, kGpu);
-  const double us = TimeUs([&] { Check(kernels::Matmul(x, w, out), "matmul"); }, 20, 3);
-  return 2.0 * m * n * k / us / 1e6;
-}
-
 int Prefill(const Flags& flags) {
   const int64_t seqs = flags.Int("seqs", 8), len = flags.Int("len", 1024), repeats = flags.Int("repeats", 5);
   Model m = LoadModel(flags, flags.Int("cache-mib", 4096) << 20);
@@ -326,10 +322,11 @@ int Profile(const Flags& flags) {
       {"silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu, act), "silu"); }},
       {"matmul_down", 1, [&] { Check(kernels::Matmul(act, wd, hn), "down"); }},
   };
-  // A MoE model (every layer sparse): its experts grouped on the device, as
-  // decode runs them (expert weights zero: only their bytes matter here).
+  // A MoE model (every layer sparse): its experts grouped on the device with
+  // the fused kernels, as decode runs them (--moe-experts auto; expert
+  // weights zero: only their bytes matter here).
   const int64_t experts = c.num_experts, k = c.num_experts_per_tok, mi = c.moe_intermediate_size, pairs = t * k;
-  Tensor router, route_w, route_e, router_logits, wgu_e, wd_e, gu_e, act_e, y_e;
+  Tensor router, route_w, route_e, router_logits, wgu_e, wd_e, act_e, y_e;
   kernels::ExpertGroups groups;
   if (experts > 0) {
     router = RandomGpu({experts, h}, dt, 17, 0.02f);
@@ -338,7 +335,6 @@ int Profile(const Flags& flags) {
     route_e = Tensor::Empty({t, k}, DType::kI32, kGpu);
     wgu_e = Tensor::Zeros({experts, 2 * mi, h}, dt, kGpu);
     wd_e = Tensor::Zeros({experts, h, mi}, dt, kGpu);
-    gu_e = Tensor::Empty({pairs, 2 * mi}, dt, kGpu);
     act_e = Tensor::Empty({pairs, mi}, dt, kGpu);
     y_e = Tensor::Empty({pairs, h}, dt, kGpu);
     groups = Value(kernels::ExpertGroups::Empty(experts, pairs, kGpu), "groups");
@@ -350,9 +346,9 @@ int Profile(const Flags& flags) {
         {"moe_route", 1, [&] { Check(kernels::MoeRoute(router_logits, k, true, route_w, route_e), "route"); }},
         {"moe_sort_routes", 1, [&] { Check(kernels::SortRoutesByExpert(route_w, route_e), "sort"); }},
         {"moe_group_by_expert", 1, [&] { Check(kernels::GroupByExpert(route_e, groups), "group"); }},
-        {"moe_expert_gate_up", 1, [&] { Check(kernels::ExpertMatmul(x, wgu_e, groups, gu_e), "gate_up"); }},
-        {"moe_silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(gu_e, act_e), "silu"); }},
-        {"moe_expert_down", 1, [&] { Check(kernels::ExpertMatmul(act_e, wd_e, groups, y_e), "down"); }},
+        {"moe_expert_gate_up_silu", 1,
+         [&] { Check(kernels::ExpertGateUpSilu(x, wgu_e, groups, act_e), "gate_up"); }},
+        {"moe_expert_down", 1, [&] { Check(kernels::ExpertDown(act_e, wd_e, groups, y_e), "down"); }},
         {"moe_finalize", 1,
          [&] { Check(kernels::MoeFinalize(y_e.Reshape({t, k, h}).value(), route_w, hn), "finalize"); }},
     };
@@ -563,8 +559,10 @@ int main(int argc, char** argv) {
   if (cmd == "profile") return seam::bench::Profile(flags);
   if (cmd == "allreduce-norm") return seam::bench::AllReduceNorm(flags);
   if (cmd == "mamba") return seam::bench::MambaBench(flags);
+  if (cmd == "moe-kernels") return seam::bench::MoeKernelsBench(flags);
   if (cmd == "tbo") return seam::bench::TboBench(flags);
   if (cmd == "cp") return seam::bench::CpBench(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp> [--flag value]...\n";
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp> "
+               "[--flag value]...\n";
   return 2;
 }

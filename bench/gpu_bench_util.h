@@ -133,6 +133,15 @@ inline double CopyGbps(size_t bytes) {
   return 2.0 * bytes / us / 1e3;
 }
 
+// Matmul rate (TFLOP/s) of out[m, n] = x[m, k] · w[n, k]ᵀ in `dt`; at 8192³
+// in bf16 the tensor-core peak that FLOP floors are stated against.
+inline double MatmulTflops(int64_t m, int64_t n, int64_t k, DType dt) {
+  const Tensor x = RandomGpu({m, k}, dt, 7, 0.1f), w = RandomGpu({n, k}, dt, 8, 0.1f);
+  const Tensor out = Tensor::Empty({m, n}, dt, kGpu);
+  const double us = TimeUs([&] { Check(kernels::Matmul(x, w, out), "matmul"); }, 20, 3);
+  return 2.0 * m * n * k / us / 1e6;
+}
+
 inline std::vector<int32_t> ArgmaxToHost(const Tensor& logits) {
   Tensor ids = Tensor::Empty({logits.rows()}, DType::kI32, logits.device());
   Check(kernels::Argmax(logits, ids), "argmax");
@@ -174,5 +183,7 @@ int MambaBench(const Flags& flags);
 int TboBench(const Flags& flags);
 // cp_bench.cc: one long prompt's prefill at CP 1 (one GPU) against CP N (N GPUs, context-parallel).
 int CpBench(const Flags& flags);
+// moe_kernels_bench.cc: a MoE layer's expert kernels alone, old and new, against their own bytes and FLOPs.
+int MoeKernelsBench(const Flags& flags);
 
 }  // namespace seam::bench

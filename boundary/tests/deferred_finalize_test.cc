@@ -72,7 +72,9 @@ TEST_P(DeferredFinalizeGrid, HandoffEqualsTheUndeferredSingleRankRunBitForBit) {
   // The handoff replaces only an exit that all-reduces (or, on one rank, owes nothing).
   const int tp = layout.first * layout.second;
   const bool scatters = variant == BatchVariant::kSequenceParallel || policy != ReductionPolicy::kAr;
-  if (tp == 1 || !scatters) EXPECT_GT(provider->asked.load(), 0);
+  if (tp == 1 || !scatters) {
+    EXPECT_GT(provider->asked.load(), 0);
+  }
 }
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {

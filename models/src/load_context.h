@@ -24,6 +24,7 @@ struct LoadContext {
   DType dtype;
   Device device;
   MoeExperts moe_experts = MoeExperts::kAuto;
+  kernels::ScanAlgorithm mamba_scan = kernels::ScanAlgorithm::kAuto;
 
   absl::StatusOr<Tensor> Load(const std::string& name, const Shape& shape) const;
   absl::StatusOr<Tensor> LoadRows(const std::string& name, const Shape& shape, int part, int parts) const;

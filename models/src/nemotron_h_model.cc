@@ -115,7 +115,8 @@ absl::StatusOr<std::unique_ptr<NemotronHModel>> NemotronHModel::Load(const weigh
   if (c.hybrid_override_pattern.find('*') != std::string::npos) {
     SEAM_ASSIGN_OR_RETURN(impl->shard, AttentionShard::Of(c, topo.attn_tp(), topo.attn_tp_rank()));
   }
-  const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype, options.device};
+  const internal::LoadContext ctx{checkpoint, c, topo, impl->shard, options.dtype, options.device,
+                                  MoeExperts::kAuto, options.mamba_scan};
   const internal::NemotronHNames names = internal::NemotronHNames::Of(checkpoint);
 
   const bool first_piece = first == 0, last_piece = end == total;

@@ -15,6 +15,7 @@
 #include "seam/boundary/residual_ops.h"
 #include "seam/boundary/stage_boundary.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/moe_experts.h"
 #include "seam/models/kv_cache.h"
 #include "seam/models/qwen3_model.h"
 #include "src/cp_attention.h"
@@ -96,6 +97,7 @@ class MoeBlock {
   bool norm_topk_prob_ = true;
   int64_t grouped_pairs_ = 0;  // batches of at most this many routes run grouped (0: none)
   bool fused_ = false;         // grouped batches run the fused expert kernels (else ExpertMatmul)
+  kernels::ExpertKernel kernel_ = kernels::ExpertKernel::kAuto;  // theirs
 };
 
 struct DecoderLayer {

@@ -44,22 +44,24 @@ constexpr int64_t kAutoGroupedPairs = 1024;
 struct ExpertPlan {
   int64_t grouped_pairs = 0;
   bool fused = false;
+  kernels::ExpertKernel kernel = kernels::ExpertKernel::kAuto;  // the fused ops' choice
 };
 
 ExpertPlan PlanExperts(MoeExperts choice, const Device& device, DType dtype, int64_t hidden, int64_t inter,
                        bool fits) {
   using kernels::ExpertKernel;
-  using kernels::ExpertKernelTakes;
   if (!fits) return {};
+  // Where the tensor-core kernel does not take the shapes (f32; rows not of
+  // whole 16-byte chunks) the fused ops run the GEMV at every size.
+  const bool tensor_cores = kernels::ExpertKernelTakes(ExpertKernel::kTensorCore, dtype, hidden) &&
+                            kernels::ExpertKernelTakes(ExpertKernel::kTensorCore, dtype, inter);
+  const ExpertKernel fused_kernel = tensor_cores ? ExpertKernel::kAuto : ExpertKernel::kGemv;
   switch (choice) {
-    case MoeExperts::kAuto: {
+    case MoeExperts::kAuto:
       if (!device.is_cuda()) return {};
-      const bool tensor_cores = ExpertKernelTakes(ExpertKernel::kTensorCore, dtype, hidden) &&
-                                ExpertKernelTakes(ExpertKernel::kTensorCore, dtype, inter);
-      return {tensor_cores ? kernels::kMaxExpertPairs : kAutoGroupedPairs, true};
-    }
+      return {tensor_cores ? kernels::kMaxExpertPairs : kAutoGroupedPairs, true, fused_kernel};
     case MoeExperts::kFused:
-      return {kernels::kMaxExpertPairs, true};
+      return {kernels::kMaxExpertPairs, true, fused_kernel};
     case MoeExperts::kGrouped:
       return {kernels::kMaxExpertPairs, false};
     case MoeExperts::kClassic:
@@ -111,6 +113,7 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
       PlanExperts(ctx.moe_experts, ctx.device, ctx.dtype, moe.gate_up_.dim(2), moe.down_.dim(2), fits);
   moe.grouped_pairs_ = plan.grouped_pairs;
   moe.fused_ = plan.fused;
+  moe.kernel_ = plan.kernel;
   return moe;
 }
 
@@ -134,8 +137,8 @@ absl::StatusOr<MoeBlock::Slots> MoeBlock::Run(const Tensor& x) const {
   SEAM_RETURN_IF_ERROR(kernels::GroupByExpert(ids, groups));
   Tensor act = Tensor::Empty({pairs, inner}, x.dtype(), dev);
   if (Grouped(x) && fused_) {  // act in group order, the outputs back in pair order
-    SEAM_RETURN_IF_ERROR(kernels::ExpertGateUpSilu(x, gate_up_, groups, act));
-    SEAM_RETURN_IF_ERROR(kernels::ExpertDown(act, down_, groups, s.expert_out));
+    SEAM_RETURN_IF_ERROR(kernels::ExpertGateUpSilu(x, gate_up_, groups, act, kernel_));
+    SEAM_RETURN_IF_ERROR(kernels::ExpertDown(act, down_, groups, s.expert_out, kernel_));
     SEAM_ASSIGN_OR_RETURN(s.expert_out, s.expert_out.Reshape({n, k, h}));
     return s;
   }

@@ -320,6 +320,7 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
                                        o.end_layer, self->RankDevice(r), rank.fusions};
     model_options.defer_moe_finalize = o.defer_moe_finalize;
     model_options.moe_experts = o.moe_experts;
+    model_options.mamba_scan = o.mamba_scan;
     SEAM_ASSIGN_OR_RETURN(rank.model, models::LoadDecoderModel(*self->checkpoint, model_options));
     DeviceMemoryInfo after;
     int64_t used = 0;

@@ -149,6 +149,12 @@ int main(int argc, char** argv) {
                  "one by one)")
       ->check(CLI::IsMember({"auto", "fused", "grouped", "per-expert", "classic"}))
       ->capture_default_str();
+  std::string mamba_scan = "auto";
+  app.add_option("--mamba-scan", mamba_scan,
+                 "Nemotron-H: auto (on GPUs prefills run the Mamba2 scan as the chunked SSD on tensor cores, "
+                 "decode as the sequential recurrence) or sequential (the sequential kernel for every step)")
+      ->check(CLI::IsMember({"auto", "sequential"}))
+      ->capture_default_str();
   std::string handoff_transport = "host";
   app.add_option("--handoff-transport", handoff_transport,
                  "CUDA: how handoffs reach the next stage: auto (GPU to GPU through CUDA IPC when the next stage "
@@ -264,6 +270,8 @@ int main(int argc, char** argv) {
   group.handoff_on_device = cuda && handoff_transport == "auto";
   group.fed_decode_max_tp = fed_decode_max_tp;
   group.moe_experts = *seam::models::ParseMoeExperts(moe_experts);  // one of the checked choices
+  group.mamba_scan =
+      mamba_scan == "sequential" ? seam::kernels::ScanAlgorithm::kSequential : seam::kernels::ScanAlgorithm::kAuto;
   absl::StatusOr<std::unique_ptr<seam::server::StageServer>> server = seam::server::StageServer::Start(options);
   if (!server.ok()) {
     std::cerr << "seam-stage: " << server.status().ToString() << "\n";

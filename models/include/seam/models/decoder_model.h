@@ -20,6 +20,7 @@
 #include "seam/core/device.h"
 #include "seam/core/dtype.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/ops.h"
 #include "seam/models/kv_cache.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/model_config.h"
@@ -70,6 +71,11 @@ struct ModelOptions {
   // Off: the MoE finalizes and the exit completes its sum first.
   bool defer_moe_finalize = true;
   MoeExperts moe_experts = MoeExperts::kAuto;
+  // Nemotron-H's Mamba2 scan (kernels::SelectiveScanParams::algorithm): kAuto
+  // runs prefills as the chunked SSD on CUDA's tensor cores where the kernel
+  // serves and decode as the sequential recurrence; kSequential keeps the
+  // sequential kernel for every step. The host always runs the recurrence.
+  kernels::ScanAlgorithm mamba_scan = kernels::ScanAlgorithm::kAuto;
 };
 
 // One sequence's part of a step.

@@ -97,6 +97,8 @@ struct StageGroupOptions {
   // default groups them on CUDA at every batch size (the fused expert
   // kernels), so MoE decode steps replay CUDA graphs at every bucket.
   models::MoeExperts moe_experts = models::MoeExperts::kAuto;
+  // Nemotron-H: the Mamba2 scan's kernel (models::ModelOptions::mamba_scan).
+  kernels::ScanAlgorithm mamba_scan = kernels::ScanAlgorithm::kAuto;
 };
 
 // How a CUDA group's decode steps ran (StageGroup::GraphStats).
