@@ -21,6 +21,12 @@
 #           groups, state 128, bf16): the 8k-token scan sequential and
 #           chunked (32, 64) against its bytes and FLOPs, the decode scan and
 #           eager decode at batch 1 and 32, the 8k prefill with each scan
+# And, only when asked for by name (PART tokens; about four minutes more):
+#   tokens  seam run --device cuda on a small Qwen3-MoE checkpoint and on a
+#           small Nemotron-H one whose Mamba heads the chunked scan tiles
+#           (heads of 32, state 64): the pipeline's greedy tokens against the
+#           single-process run at PP 1 and 2, f32 and bf16, with the stages'
+#           defaults (fused experts; chunked prefill scan)
 # Usage from the repo root with the bundle of scripts/gpu-bundle.sh:
 #     bash bench/gpu/moe_mamba.sh OUT_DIR [PART]
 # OUT_DIR gets one log (and JSON) per stage and summary.txt; PART runs one
@@ -131,6 +137,28 @@ p = j["prefill"]
 print(f"  prefill {p['auto']['tokens']} tokens: sequential scan {p['sequential']['ms']:.1f} ms, chunked "
       f"{p['auto']['ms']:.1f} ms ({p['speedup']:.2f}x)")
 PY
+  elapsed
+fi
+if [ "$PART" = tokens ]; then
+  T="$WORK/moe-small"
+  [ -f "$T/config.json" ] || $R seam model init --arch qwen3_moe --layers 4 --hidden 1024 --heads 16 --kv-heads 8 \
+    --head-dim 64 --intermediate 3072 --experts 16 --top-k 4 --moe-intermediate 256 --vocab 8192 --seed 3 \
+    --out "$T" > /dev/null 2>&1
+  N="$WORK/nemotron-h-small-tiled"
+  [ -f "$N/config.json" ] || $R seam model init --arch nemotron_h --layers 8 --pattern 'MM*--M*-' --hidden 1024 \
+    --heads 16 --kv-heads 8 --head-dim 64 --intermediate 3072 --vocab 8192 --mamba-heads 32 --mamba-head-dim 32 \
+    --groups 2 --state 64 --conv-kernel 4 --seed 3 --out "$N" > /dev/null 2>&1
+  for model in "$T" "$N"; do
+    for pp in 1 2; do
+      for dt in f32 bf16; do
+        log="$OUT_DIR/run_$(basename "$model")_pp${pp}_$dt.log"
+        timeout 120 $R seam run --device cuda --model "$model" --pp $pp --tp 1 --dtype $dt --prompts 8 \
+          --max-new-tokens 32 > "$log" 2>&1
+        echo "seam run $(basename "$model") pp$pp $dt rc=$? $(grep -o 'tokens match the single-process run' "$log" \
+          | head -1)" >> "$SUMMARY"
+      done
+    done
+  done
   elapsed
 fi
 cat "$SUMMARY"

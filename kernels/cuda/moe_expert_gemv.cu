@@ -4,14 +4,15 @@
 //
 // Grid (feature tiles, min(E, P) expert slots); the block of slot s serves
 // the s-th expert with pairs (returning at once when fewer have). A block is
-// 8 warps; a warp owns a unit of two weight rows (gate-up: act feature j's
-// gate row j and up row I + j, so the SiLU-mul happens in the warp; down:
-// output features 2u and 2u + 1) and one or two units per pass (`fm`, from
-// the grid's size). Per pass of up to 8 of the expert's pairs, the pairs' x
+// 8 warps (two blocks an SM); a warp owns a unit of two weight rows
+// (gate-up: act feature j's gate row j and up row I + j, so the SiLU-mul
+// happens in the warp; down: output features 2u and 2u + 1), up to
+// kMaxUnits units per pass (`fm`). Per pass of up to 8 of the expert's pairs, the pairs' x
 // rows are staged in shared memory in slices of 256 16-byte vectors (4 KiB
 // of bf16), and each lane streams its units' weight rows in 16-byte vectors
-// (lane l takes vectors l, l + 32, ...; four in flight per row) against
-// them, accumulating in fp32; a warp's sums meet by shuffles. A lane's
+// (lane l takes vectors l, l + 32, ...; four in flight per row; the first
+// four of the first unit issued before the staging) against them,
+// accumulating in fp32; a warp's sums meet by shuffles. A lane's
 // vectors and their order do not depend on the pass, the slice or the
 // tile, so a pair's output does not depend on the other pairs.
 //
@@ -19,6 +20,8 @@
 // K against up to 8 rows of K), and a batch of ~100 experts × 2-3 pairs
 // makes ~10,000 blocks of 16 KiB+ of weights, enough to fill the SMs
 // without splitting K.
+#include <algorithm>
+
 #include "cuda_common.cuh"
 #include "moe_expert_gemm.h"
 
@@ -30,7 +33,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kPassPairs = 8;   // pairs per pass over the weight rows
 constexpr int kSliceVecs = 256;  // staged 16-byte vectors per x row (a multiple of 32: lanes keep their order)
 constexpr int kUnroll = 4;      // weight vectors in flight per lane and row
-constexpr int kMaxUnits = 2;    // units per warp and pass
+constexpr int kMaxUnits = 1;    // units per warp and pass
 
 template <typename T, int M>
 __device__ __forceinline__ void UnitStep(const uint4 (&wv)[2], const uint4* xs, int i, float (&acc)[2][M]) {
@@ -50,11 +53,34 @@ __device__ __forceinline__ void UnitStep(const uint4 (&wv)[2], const uint4* xs, 
   }
 }
 
-// acc += the unit's two weight rows (vectors [s0, s0 + sv)) against the staged slice.
-template <typename T, int M>
+// The lane's first kUnroll vectors of a unit's two rows in slice 0 (those
+// before sv), loaded before the x rows are staged, so the pass's first
+// weight loads overlap the staging's (the block's dependent loads of the
+// expert, its pairs and their rows).
+template <typename T>
+__device__ __forceinline__ void Preload(const uint4* const (&row)[2], int sv, int lane, uint4 (&pre)[kUnroll][2]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const bool in = lane + 32 * u < sv;
+    pre[u][0] = in ? __ldg(row[0] + lane + 32 * u) : uint4{0, 0, 0, 0};
+    pre[u][1] = in ? __ldg(row[1] + lane + 32 * u) : uint4{0, 0, 0, 0};
+  }
+}
+
+// acc += the unit's two weight rows (vectors [s0, s0 + sv)) against the
+// staged slice; with kPre, its first kUnroll vectors are `pre`. Either way a
+// lane visits its vectors in ascending order.
+template <typename T, int M, bool kPre>
 __device__ __forceinline__ void UnitSlice(const uint4* const (&row)[2], int64_t s0, int sv, const uint4* xs,
-                                          int lane, float (&acc)[2][M]) {
+                                          int lane, float (&acc)[2][M], const uint4 (&pre)[kUnroll][2]) {
   int i = lane;
+  if constexpr (kPre) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (i + 32 * u < sv) UnitStep<T, M>(pre[u], xs, i + 32 * u, acc);
+    }
+    i += 32 * kUnroll;
+  }
   for (; i + 32 * (kUnroll - 1) < sv; i += 32 * kUnroll) {
     uint4 wv[kUnroll][2];
 #pragma unroll
@@ -108,6 +134,8 @@ __device__ __forceinline__ void Pass(const ExpertGemmArgs& a, int e, int c, int 
       for (int m = 0; m < M; ++m) acc[q][r][m] = 0.0f;
     }
   }
+  uint4 pre[kUnroll][2];  // the first unit's first vectors of slice 0
+  Preload<T>(row[0], kv < kSliceVecs ? static_cast<int>(kv) : kSliceVecs, lane, pre);
   for (int64_t s0 = 0; s0 < kv; s0 += kSliceVecs) {
     const int sv = kv - s0 < kSliceVecs ? static_cast<int>(kv - s0) : kSliceVecs;
     __syncthreads();  // the previous slice (or pass) is no longer read
@@ -118,7 +146,12 @@ __device__ __forceinline__ void Pass(const ExpertGemmArgs& a, int e, int c, int 
     __syncthreads();
 #pragma unroll
     for (int q = 0; q < kMaxUnits; ++q) {
-      if (unit[q] >= 0) UnitSlice<T, M>(row[q], s0, sv, xs, lane, acc[q]);  // warp-uniform
+      if (unit[q] < 0) continue;  // warp-uniform
+      if (q == 0 && s0 == 0) {
+        UnitSlice<T, M, true>(row[q], s0, sv, xs, lane, acc[q], pre);
+      } else {
+        UnitSlice<T, M, false>(row[q], s0, sv, xs, lane, acc[q], pre);
+      }
     }
   }
 #pragma unroll
@@ -154,7 +187,7 @@ __device__ __forceinline__ void Pass(const ExpertGemmArgs& a, int e, int c, int 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) ExpertGemvKernel(ExpertGemmArgs a, int fm) {
+__global__ void __launch_bounds__(kThreads, 2) ExpertGemvKernel(ExpertGemmArgs a, int fm) {
   __shared__ uint4 xs[kPassPairs * kSliceVecs];
   if (static_cast<int>(blockIdx.y) >= a.active[0]) return;  // fewer experts have pairs (block-uniform)
   const int e = a.active[1 + blockIdx.y];
@@ -181,8 +214,10 @@ static_assert(kPassPairs <= 32, "lane m stores pair m's outputs");
 absl::Status LaunchExpertGemv(DType dtype, const ExpertGemmArgs& a, cudaStream_t stream) {
   const int64_t units = a.gate_up ? a.out_cols : (a.out_cols + 1) / 2;
   const int64_t slots = std::min(a.experts, a.pairs);
-  // Two units a warp where one would already give many blocks (fewer x re-stagings).
-  const int fm = (units + kWarps - 1) / kWarps * slots >= 4096 ? 2 : 1;
+  // Two units a warp where one would already give many blocks (fewer x
+  // re-stagings), as far as kMaxUnits allows: one, while the first unit's
+  // preload and two units' sums do not fit two blocks an SM's registers.
+  const int fm = std::min(kMaxUnits, (units + kWarps - 1) / kWarps * slots >= 4096 ? 2 : 1);
   const int64_t tiles = (units + int64_t{kWarps} * fm - 1) / (int64_t{kWarps} * fm);
   if (tiles > 0x7fffffff || slots > 65535) {
     return absl::UnimplementedError(absl::StrCat("expert GEMV: grid of ", tiles, " x ", slots, " blocks"));
