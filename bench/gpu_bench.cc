@@ -3,7 +3,7 @@
 //
 //   norm     fused add+RMSNorm vs a device-to-device copy of the same traffic
 //   decode   decode steps at several batch sizes, CUDA graph and eager, vs the
-//            weight-bytes / copy-bandwidth floor
+//            weights + KV bytes / copy-bandwidth floor (runtime's StepFloor)
 //   prefill  prefill throughput and its matmul rate vs the bf16 matmul peak
 //            measured here
 //   profile  each op of a decode step (or a prefill) alone at the model's
@@ -22,8 +22,11 @@
 //   cp       one prompt of 32768 tokens prefilled at CP 1 (one GPU) and at
 //            CP 2 (two GPUs, context-parallel): the speedup and the last
 //            row's logits against each other (cp_bench.cc)
+//   attention  PagedAttention alone (decode rows; mixed steps) vs the floor
+//            of its KV bytes at copy bandwidth (attention_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp> [--flag v]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|attention>
+//            [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -56,6 +59,8 @@
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
 #include "seam/runtime/decode_graph.h"
+#include "seam/runtime/measured_peaks.h"
+#include "seam/runtime/step_floor.h"
 #include "seam/models/decoder_model.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/model_config.h"
@@ -110,28 +115,6 @@ Model LoadModel(const Flags& flags, int64_t cache_bytes) {
   return m;
 }
 
-// Bytes of weights one decode step of `batch` sequences must read: every
-// layer's projections and norms, the final norm and the lm_head (the
-// embedding rows are negligible); a MoE layer's router and the experts the
-// batch routes to, estimated for uniform routing (E · (1 − (1 − k/E)^batch)
-// distinct experts: top-k at batch 1).
-double WeightBytes(const weights::ModelConfig& c, DType dt, int64_t batch = 1) {
-  const double h = c.hidden_size, d = c.head_dim, q = c.num_attention_heads, kv = c.num_key_value_heads;
-  double params = 0;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    params += h * d * (2 * q + 2 * kv) + 2 * h + 2 * d;
-    if (c.IsSparseLayer(l)) {
-      const double e = c.num_experts, k = c.num_experts_per_tok;
-      const double read = e * (1 - std::pow(1 - k / e, static_cast<double>(batch)));
-      params += read * 3.0 * h * c.moe_intermediate_size + e * h;
-    } else {
-      params += 3.0 * h * c.intermediate_size;
-    }
-  }
-  params += h + static_cast<double>(c.vocab_size) * h;
-  return params * DTypeSize(dt);
-}
-
 absl::StatusOr<Tensor> Forward(Model& m, const StepInput& input) {
   int64_t rows = 0;
   for (const SequenceStep& s : input.sequences) rows += static_cast<int64_t>(s.tokens.size());
@@ -144,8 +127,13 @@ int Decode(const Flags& flags) {
   Model m = LoadModel(flags, flags.Int("cache-mib", 6144) << 20);
   const weights::ModelConfig& c = m.model->config();
   const double copy_gbps = CopyGbps(size_t{1} << 30);
-  const double weight_bytes = WeightBytes(c, m.model->options().dtype);
+  runtime::StepFloorOptions floor_options;
+  floor_options.weight_dtype = floor_options.cache_dtype = m.model->options().dtype;
+  const runtime::StepFloor floor = runtime::StepFloor::Of(c, floor_options);
+  const double weight_bytes = floor.DecodeStep(1, 0).weights;
   const double floor_ms = weight_bytes / copy_gbps / 1e6;
+  // The timed steps feed positions prompt .. prompt + steps - 1: the mean step attends this many tokens.
+  const int64_t context = prompt + (steps + 1) / 2;
   json results = json::array();
   uint64_t next_id = 0;
   for (int64_t b : flags.Ints("batches", "1,8,64")) {
@@ -179,9 +167,10 @@ int Decode(const Flags& flags) {
       ms[graphed] = 1e3 * Seconds(start) / steps;
       for (int64_t i = 0; i < b; ++i) Check(m.cache->Free(first + i), "free");
     }
-    const double batch_floor_ms = WeightBytes(c, m.model->options().dtype, b) / copy_gbps / 1e6;
-    json row = {{"batch", b}, {"eager_ms_per_step", ms[0]}, {"eager_tokens_per_s", b * 1e3 / ms[0]},
-                {"floor_ms", batch_floor_ms}};
+    const runtime::DecodeStepBytes bytes = floor.DecodeStep(b, b * context);
+    const double batch_floor_ms = bytes.total() / copy_gbps / 1e6;
+    json row = {{"batch", b}, {"context", context}, {"eager_ms_per_step", ms[0]}, {"eager_tokens_per_s", b * 1e3 / ms[0]},
+                {"floor_bytes", bytes.total()}, {"floor_kv_bytes", bytes.kv}, {"floor_ms", batch_floor_ms}};
     if (can_graph) {
       row["graph_ms_per_step"] = ms[1];
       row["graph_tokens_per_s"] = b * 1e3 / ms[1];
@@ -193,7 +182,11 @@ int Decode(const Flags& flags) {
     results.push_back(row);
   }
   WriteJson(flags, {{"copy_gbps", copy_gbps}, {"weight_bytes", weight_bytes}, {"floor_ms", floor_ms},
-                    {"prompt_len", prompt}, {"steps", steps}, {"results", results}});
+                    {"kv_bytes_per_token", floor.kv_bytes_per_token()}, {"prompt_len", prompt}, {"steps", steps},
+                    {"note", "floor_ms of a row: weights (the experts a batch touches under uniform routing) + every "
+                             "sequence's KV over the mean step's context, at copy_gbps; floor_ms at the top: "
+                             "weights alone"},
+                    {"results", results}});
   return 0;
 }
 
@@ -202,23 +195,18 @@ int Prefill(const Flags& flags) {
   Model m = LoadModel(flags, flags.Int("cache-mib", 4096) << 20);
   const weights::ModelConfig& c = m.model->config();
   const DType dt = m.model->options().dtype;
-  const int64_t tokens = seqs * len, h = c.hidden_size, d = c.head_dim;
-  // The prefill's matmul shapes, timed alone, and the peak over them and a square one.
-  struct Shape3 { const char* name; int64_t n, k; };
-  const std::vector<Shape3> shapes{{"qkv", (c.num_attention_heads + 2 * c.num_key_value_heads) * d, h},
-                                   {"o", h, c.num_attention_heads * d},
-                                   {"gate_up", 2 * c.intermediate_size, h},
-                                   {"down", h, c.intermediate_size}};
+  const int64_t tokens = seqs * len;
+  // seam's best matmul: a square one and the prefill's shapes, each timed alone.
+  const runtime::MatmulPeak peak = Value(runtime::BestMatmulFlopsPerSecond(kGpu, dt, c, tokens), "matmul peak");
   json shape_rates = json::array();
-  double peak = MatmulTflops(8192, 8192, 8192, dt);
-  for (const Shape3& s : shapes) {
-    const double r = MatmulTflops(tokens, s.n, s.k, dt);
-    peak = std::max(peak, r);
-    shape_rates.push_back({{"name", s.name}, {"m", tokens}, {"n", s.n}, {"k", s.k}, {"tflops", r}});
+  for (const auto& [s, rate] : peak.rates) {
+    if (std::string(s.name) == "square") continue;
+    shape_rates.push_back({{"name", s.name}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"tflops", rate / 1e12}});
   }
-  double flops = 0;  // matmul FLOPs of one prefill (lm_head on the last rows only)
-  for (const Shape3& s : shapes) flops += 2.0 * tokens * s.n * s.k * c.num_hidden_layers;
-  flops += 2.0 * seqs * c.vocab_size * h;
+  runtime::StepFloorOptions floor_options;
+  floor_options.weight_dtype = floor_options.cache_dtype = dt;
+  // Matmul FLOPs of one prefill (lm_head on the last rows only).
+  const double flops = seqs * runtime::StepFloor::Of(c, floor_options).Prefill(len).matmul;
   double best_ms = 1e30;
   uint64_t id = 0;
   for (int64_t r = 0; r < repeats + 1; ++r) {
@@ -233,8 +221,9 @@ int Prefill(const Flags& flags) {
   }
   const double in_prefill = flops / (best_ms * 1e-3) / 1e12;
   WriteJson(flags, {{"tokens", tokens}, {"ms", best_ms}, {"tokens_per_s", tokens / (best_ms * 1e-3)},
-                    {"matmul_tflops_peak", peak}, {"matmul_shapes", shape_rates},
-                    {"matmul_tflops_in_prefill", in_prefill}, {"matmul_fraction", in_prefill / peak},
+                    {"matmul_tflops_peak", peak.flops_per_s / 1e12}, {"matmul_shapes", shape_rates},
+                    {"matmul_tflops_in_prefill", in_prefill},
+                    {"matmul_fraction", in_prefill / (peak.flops_per_s / 1e12)},
                     {"note", "matmul_tflops_in_prefill = matmul FLOPs / whole prefill time (attention, norms "
                              "and the rest included), a lower bound on the matmuls' own rate"}});
   return 0;
@@ -562,7 +551,8 @@ int main(int argc, char** argv) {
   if (cmd == "moe-kernels") return seam::bench::MoeKernelsBench(flags);
   if (cmd == "tbo") return seam::bench::TboBench(flags);
   if (cmd == "cp") return seam::bench::CpBench(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp> "
-               "[--flag value]...\n";
+  if (cmd == "attention") return seam::bench::AttentionBench(flags);
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|"
+               "attention> [--flag value]...\n";
   return 2;
 }

@@ -28,6 +28,7 @@
 #include "seam/core/tensor.h"
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
+#include "seam/runtime/measured_peaks.h"
 
 namespace seam::bench {
 
@@ -125,21 +126,17 @@ inline Tensor RandomGpu(const Shape& shape, DType dtype, uint32_t seed, float sc
   return Value(Tensor::FromFloats(v, shape, dtype).To(kGpu), "upload");
 }
 
-// Device-to-device copy bandwidth in GB/s of traffic (bytes read + written).
+// Device-to-device copy bandwidth in GB/s of traffic (bytes read + written),
+// as every seam benchmark measures it (runtime/measured_peaks.h).
 inline double CopyGbps(size_t bytes) {
-  Tensor a = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
-  Tensor b = Tensor::Empty({static_cast<int64_t>(bytes / 4)}, DType::kI32, kGpu);
-  const double us = TimeUs([&] { Check(CopyInto(a, b), "copy"); }, 20);
-  return 2.0 * bytes / us / 1e3;
+  return Value(runtime::CopyBytesPerSecond(kGpu, bytes), "copy bandwidth") / 1e9;
 }
 
-// Matmul rate (TFLOP/s) of out[m, n] = x[m, k] · w[n, k]ᵀ in `dt`; at 8192³
-// in bf16 the tensor-core peak that FLOP floors are stated against.
-inline double MatmulTflops(int64_t m, int64_t n, int64_t k, DType dt) {
-  const Tensor x = RandomGpu({m, k}, dt, 7, 0.1f), w = RandomGpu({n, k}, dt, 8, 0.1f);
-  const Tensor out = Tensor::Empty({m, n}, dt, kGpu);
-  const double us = TimeUs([&] { Check(kernels::Matmul(x, w, out), "matmul"); }, 20, 3);
-  return 2.0 * m * n * k / us / 1e6;
+// seam's bf16 matmul rate at 8192³ in TFLOP/s (runtime/measured_peaks.h):
+// the tensor-core peak that kernels' FLOP floors are stated against.
+inline double Bf16PeakTflops() {
+  const runtime::MatmulShape square{8192, 8192, 8192, "square"};
+  return Value(runtime::MatmulFlopsPerSecond(kGpu, DType::kBF16, square), "matmul peak") / 1e12;
 }
 
 inline std::vector<int32_t> ArgmaxToHost(const Tensor& logits) {
@@ -185,5 +182,7 @@ int TboBench(const Flags& flags);
 int CpBench(const Flags& flags);
 // moe_kernels_bench.cc: a MoE layer's expert kernels alone, old and new, against their own bytes and FLOPs.
 int MoeKernelsBench(const Flags& flags);
+// attention_bench.cc: PagedAttention alone (decode rows, mixed steps) vs the floor of its KV bytes.
+int AttentionBench(const Flags& flags);
 
 }  // namespace seam::bench

@@ -1,9 +1,10 @@
 // seam-bench-gpu mamba: a Nemotron-H checkpoint (seam model init --arch
 // nemotron_h) on one GPU, each number against a floor measured in the same
 // run from the device copy bandwidth and the bf16 matmul peak:
-//   decode   eager steps at each batch, vs the bytes a step must move: every
-//            weight once plus each sequence's conv and SSM state read and
-//            written (KV reads of the few attention layers left out)
+//   decode   eager steps at each batch, vs the bytes a step must move
+//            (runtime's StepFloor): every weight once plus each sequence's
+//            conv and SSM state read and written and its KV in the few
+//            attention layers
 //   kernels  the Mamba prefill ops alone at the model's shapes over
 //            --scan-tokens tokens (one sequence, then --scan-seqs sequences
 //            sharing them): the selective scan sequential and chunked (at
@@ -22,6 +23,7 @@
 #include "gpu_bench_util.h"
 #include "seam/core/device_memory.h"
 #include "seam/models/decoder_model.h"
+#include "seam/runtime/step_floor.h"
 #include "seam/weights/checkpoint.h"
 
 namespace seam::bench {
@@ -29,46 +31,12 @@ namespace {
 
 using models::SequenceStep;
 using models::StepInput;
-using weights::HybridLayer;
 
 struct Loaded {
   std::unique_ptr<weights::Checkpoint> checkpoint;
   std::unique_ptr<models::DecoderModel> model;
   std::unique_ptr<models::KvCache> cache;
 };
-
-// Weight bytes of a decode step: every layer's matrices and norms, the
-// final norm and lm_head; conv taps, dt_bias, A and D are fp32 whatever the dtype.
-double WeightBytes(const weights::ModelConfig& c, DType dt) {
-  const double h = c.hidden_size, es = DTypeSize(dt), inner = c.mamba_intermediate(), conv = c.mamba_conv_dim();
-  const double d = c.head_dim, q = c.num_attention_heads, kv = c.num_key_value_heads;
-  double bytes = 0;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    bytes += h * es;  // the block's pre-norm
-    switch (c.LayerKind(l)) {
-      case HybridLayer::kMamba:
-        bytes += ((inner + conv + c.mamba_num_heads) * h + h * inner + inner) * es;
-        bytes += (conv * c.conv_kernel + conv + 3.0 * c.mamba_num_heads) * 4;
-        break;
-      case HybridLayer::kAttention:
-        bytes += ((q + 2 * kv) * d * h + h * q * d) * es;
-        break;
-      case HybridLayer::kMlp:
-        bytes += 2.0 * h * c.intermediate_size * es;
-        break;
-    }
-  }
-  return bytes + (h + static_cast<double>(c.vocab_size) * h) * es;
-}
-
-// One sequence's fp32 conv and SSM state over all Mamba layers.
-double StateBytesPerSequence(const weights::ModelConfig& c) {
-  int64_t mamba = 0;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) mamba += c.LayerKind(l) == HybridLayer::kMamba;
-  const double per_layer = (c.conv_kernel - 1.0) * c.mamba_conv_dim() +
-                           static_cast<double>(c.mamba_num_heads) * c.mamba_head_dim * c.ssm_state_size;
-  return 4.0 * mamba * per_layer;
-}
 
 Loaded Load(const Flags& flags, DType dt, kernels::ScanAlgorithm scan = kernels::ScanAlgorithm::kAuto) {
   Loaded l;
@@ -96,7 +64,11 @@ absl::StatusOr<Tensor> Forward(Loaded& l, const StepInput& input) {
 json Decode(const Flags& flags, Loaded& l, double copy_gbps, uint64_t& next_id) {
   const weights::ModelConfig& c = l.model->config();
   const int64_t prompt = flags.Int("prompt-len", 128), steps = flags.Int("steps", 32);
-  const double weight_bytes = WeightBytes(c, l.model->options().dtype), state = StateBytesPerSequence(c);
+  runtime::StepFloorOptions floor_options;
+  floor_options.weight_dtype = floor_options.cache_dtype = l.model->options().dtype;
+  const runtime::StepFloor floor = runtime::StepFloor::Of(c, floor_options);
+  const int64_t context = prompt + (steps + 1) / 2;  // the mean timed step's
+  const double weight_bytes = floor.DecodeStep(1, 0).weights, state = floor.state_bytes_per_sequence();
   json rows = json::array();
   for (int64_t b : flags.Ints("batches", "1,32")) {
     StepInput prefill{{}, false};
@@ -113,7 +85,7 @@ json Decode(const Flags& flags, Loaded& l, double copy_gbps, uint64_t& next_id) 
     }
     const double ms = 1e3 * Seconds(start) / steps;
     for (int64_t i = 0; i < b; ++i) Check(l.cache->Free(first + i), "free");
-    const double bytes = weight_bytes + 2.0 * b * state;  // the state is read and written back
+    const double bytes = floor.DecodeStep(b, b * context).total();  // the state is read and written back
     const double floor_ms = bytes / copy_gbps / 1e6;
     rows.push_back({{"batch", b}, {"eager_ms_per_step", ms}, {"tokens_per_s", b * 1e3 / ms},
                     {"bytes_per_step", bytes}, {"floor_ms", floor_ms}, {"floor_ratio", ms / floor_ms}});
@@ -234,7 +206,7 @@ json Prefill(Loaded& l, int64_t tokens, uint64_t& next_id) {
 
 int MambaBench(const Flags& flags) {
   const DType dt = ParseDType(flags.Get("dtype", "bf16"));
-  const Peaks peaks{CopyGbps(size_t{1} << 30), MatmulTflops(8192, 8192, 8192, DType::kBF16)};
+  const Peaks peaks{CopyGbps(size_t{1} << 30), Bf16PeakTflops()};
   const int64_t tokens = flags.Int("scan-tokens", 8192), seqs = flags.Int("scan-seqs", 8);
   uint64_t next_id = 0;
   json out;

@@ -187,7 +187,7 @@ int MoeKernelsBench(const Flags& flags) {
   const Shape4 s{flags.Int("hidden", 2048), flags.Int("moe-intermediate", 768), flags.Int("experts", 128),
                  flags.Int("top-k", 8), ParseDType(flags.Get("dtype", "bf16"))};
   const double copy_gbps = CopyGbps(size_t{1} << 30);
-  const double peak = MatmulTflops(8192, 8192, 8192, DType::kBF16);
+  const double peak = Bf16PeakTflops();
   const Layer w{StackedWeights(s.experts, 2 * s.inter, s.hidden, s.dtype, 1),
                 StackedWeights(s.experts, s.hidden, s.inter, s.dtype, 2)};
   const CudaStream stream = Value(CudaStream::Create(kGpu), "stream");

@@ -10,6 +10,7 @@
 #include "seam/core/logging.h"
 #include "seam/core/progress.h"
 
+#include "bench_load_flags.h"
 #include "bench_model_command.h"
 #include "bench_pipeline_command.h"
 #include "bench_serve_command.h"
@@ -197,6 +198,9 @@ int main(int argc, char** argv) {
                               "extra seam-coordinator argument (repeat), e.g. --coordinator-arg=--kv-blocks=4096")
       ->allow_extra_args(false);
 
+  seam::cli::BenchLoadOptions bench_load;
+  CLI::App* bench_load_cmd = seam::cli::AddBenchLoadCommand(*bench_cmd, bench_load);
+
   seam::cli::RunCommandOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "a local pipeline of seam-stage processes (CPU, or CUDA with --device) and a seam-coordinator, "
                                                 "checked against a single-process run");
@@ -325,6 +329,7 @@ int main(int argc, char** argv) {
   if (bench_serve_cmd->parsed()) {
     return report("seam bench serve", seam::cli::RunBenchServeCommand(bench_serve, std::cout));
   }
+  if (bench_load_cmd->parsed()) return report("seam bench load", seam::cli::RunBenchLoadCommand(bench_load, std::cout));
   if (bench_model_cmd->parsed()) {
     return report("seam bench model", seam::cli::RunBenchModelCommand(bench_model, std::cout));
   }

@@ -285,9 +285,11 @@ def main():
     sd, sd_err = load_json(os.path.join(out_dir, "seam-decode.json"))
     tdec = {int(r["batch"]): r for r in ((tb or {}).get("decode") or [])}
     if sd is not None:
-        L.append(f"Floor = weight bytes / copy bandwidth = {fnum(sd.get('weight_bytes'), '.4g')} B / "
-                 f"{fnum(sd.get('copy_gbps'), '.1f')} GB/s = {fnum(sd.get('floor_ms'), '.3f')} ms per step "
-                 f"(every step reads all weights once). Goal: CUDA-graph step <= {DECODE_GOAL} x floor. "
+        L.append(f"Floor = (weight bytes + each sequence's KV bytes over its context) / copy bandwidth; weights "
+                 f"alone: {fnum(sd.get('weight_bytes'), '.4g')} B / "
+                 f"{fnum(sd.get('copy_gbps'), '.1f')} GB/s = {fnum(sd.get('floor_ms'), '.3f')} ms per step, plus "
+                 f"{fnum(sd.get('kv_bytes_per_token'), '.4g')} B of KV per token of context. "
+                 f"Goal: CUDA-graph step <= {DECODE_GOAL} x floor. "
                  "128-token prompt, 64 steps. transformers: eager forward calls with past_key_values, sdpa.")
     else:
         L.append(unavailable("seam's decode results", stages, "seam-decode", sd_err))
@@ -302,7 +304,7 @@ def main():
             if fr is None and sd is not None:
                 fr = ratio(s.get("graph_ms_per_step"), sd.get("floor_ms"))
             rows.append([b, fnum(s.get("graph_ms_per_step"), ".3f"), fnum(s.get("eager_ms_per_step"), ".3f"),
-                         fnum((sd or {}).get("floor_ms"), ".3f"), fnum(fr, ".2f"),
+                         fnum(s.get("floor_ms", (sd or {}).get("floor_ms")), ".3f"), fnum(fr, ".2f"),
                          fnum(s.get("graph_tokens_per_s"), ".0f"), fnum(s.get("eager_tokens_per_s"), ".0f"),
                          fnum(t.get("ms_per_step"), ".3f"), fnum(t.get("tokens_per_s"), ".0f"),
                          fnum(ratio(s.get("graph_tokens_per_s"), t.get("tokens_per_s")), ".2f")])

@@ -31,6 +31,11 @@
 #   moe-serve  seam bench serve on that checkpoint with the stages' default
 #           (experts grouped, decode graphs) and with --moe-experts
 #           per-expert, batch 1, 8 and 32
+#   load    seam bench load on the serve part's model: 256 requests of
+#           uniform 64-1,024 token-id prompts and 128 new tokens each, all in
+#           flight, over gRPC and the OpenAI HTTP API, against the ideal of
+#           the same load (prefill at the measured matmul peak + decode
+#           steps at weights + KV bytes / copy bandwidth); JSON and SVG
 #   mamba   Nemotron-H on CUDA: the Mamba2 / squared-ReLU kernel tests, the
 #           device column-block copy, the tiny hybrid model against the CPU
 #           (f32, bf16) and graph vs eager decode, then seam-bench-gpu
@@ -230,6 +235,17 @@ for k in j["kernels"]:
 p = j["prefill"]
 print(f"  model prefill {p['tokens']} tokens: {p['ms']:.1f} ms, {p['tokens_per_s']:.0f} tok/s")
 PY
+fi
+
+if want load; then
+  M="$WORK/qwen3-8l-4096"
+  [ -f "$M/config.json" ] || $R seam model init --layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 \
+    --intermediate 12288 --vocab 32000 --dtype bf16 --seed 5 --out "$M" > "$OUT_DIR/model_init.log" 2>&1
+  timeout 560 $R seam bench load --model "$M" --device cuda --dtype bf16 --sessions 256 --prompt-len uniform:64:1024 \
+    --output-len 128 --concurrency 256 --transport grpc,http --timeout 300 --progress 15 ${LOAD_ARGS:-} \
+    --json "$OUT_DIR/load.json" --svg "$OUT_DIR/load.svg" > "$OUT_DIR/load.log" 2>&1
+  echo "bench load rc=$?" >> "$SUMMARY"
+  sed -n '/^variant  *transport  *load  *requests/,$p' "$OUT_DIR/load.log" >> "$SUMMARY"
 fi
 
 if want fusion && [ "$N" -ge 2 ]; then

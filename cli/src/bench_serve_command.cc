@@ -1,11 +1,11 @@
 // `seam bench serve`: a LocalPipeline timed with concurrent streaming Generate
 // calls (served_decode.h), then the in-process decode (in_process_decode.h)
-// and the weight-bytes floor (weight_floor.h) on the same machine, printed as
-// one table of figures and ratios.
+// and the decode step's floor (runtime's StepFloor: weights + KV bytes at the
+// copy bandwidth measured here) on the same machine, printed as one table of
+// figures and ratios.
 #include "bench_serve_command.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,23 +21,30 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench_random_model.h"
 #include "in_process_decode.h"
 #include "local_pipeline.h"
 #include "seam/core/status.h"
 #include "seam/core/temp_dir.h"
-#include "seam/core/device_memory.h"
-#include "seam/core/status.h"
 #include "seam/kernels/cpu_threads.h"
-#include "seam/weights/random_checkpoint.h"
+#include "seam/runtime/measured_peaks.h"
+#include "seam/runtime/step_floor.h"
 #include "served_decode.h"
-#include "weight_floor.h"
+#include "source_commit.h"
 
 namespace seam::cli {
 namespace {
 
+// The decode step's floor: the bytes one rank moves (StepFloor) at the copy
+// bandwidth of its memory, measured here.
 struct Floor {
-  double weight_bytes = 0, bytes_per_s = 0, ms_per_step = 0;
+  std::optional<runtime::StepFloor> step;
+  int64_t mean_context = 0;  // tokens each sequence attends in the mean timed step
+  int readers = 1;           // ranks sharing the bandwidth (CPU ranks of one host)
+  double bytes_per_s = 0;
   std::string source;  // how the bandwidth was measured, or why it was not
+  double Bytes(int batch) const { return step->DecodeStep(batch, batch * mean_context).total() * readers; }
+  double MsPerStep(int batch) const { return bytes_per_s > 0 ? 1e3 * Bytes(batch) / bytes_per_s : 0; }
 };
 
 struct Row {
@@ -57,31 +64,8 @@ std::optional<std::vector<int>> ParseBatches(const std::string& text) {
   return out;
 }
 
-std::string Commit() {
-  std::string commit;
-  if (FILE* pipe = popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
-    char buffer[64];
-    while (fgets(buffer, sizeof(buffer), pipe) != nullptr) commit += buffer;
-    pclose(pipe);
-  }
-  while (!commit.empty() && (commit.back() == '\n' || commit.back() == ' ')) commit.pop_back();
-  return commit.empty() ? "unknown" : commit;
-}
-
-weights::ModelConfig RandomConfig(const BenchServeOptions& o) {
-  weights::ModelConfig c;
-  c.architecture = "qwen3";
-  c.num_hidden_layers = o.layers;
-  c.hidden_size = o.hidden;
-  c.num_attention_heads = o.heads;
-  c.num_key_value_heads = o.kv_heads;
-  c.head_dim = o.head_dim > 0 ? o.head_dim : o.hidden / o.heads;
-  c.intermediate_size = o.intermediate > 0 ? o.intermediate : 3 * o.hidden;
-  c.vocab_size = o.vocab;
-  c.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  c.bos_token_id = 0;
-  c.eos_token_id = 1;
-  return c;
+RandomModelSizes Sizes(const BenchServeOptions& o) {
+  return RandomModelSizes{o.layers, o.hidden, o.heads, o.kv_heads, o.head_dim, o.intermediate, o.vocab};
 }
 
 std::string CheckArguments(const BenchServeOptions& o) {
@@ -93,14 +77,7 @@ std::string CheckArguments(const BenchServeOptions& o) {
            "--warmup >= 0";
   }
   if (!ParseBatches(o.batch)) return "--batch must be a list of sizes >= 1, e.g. 1,8,32";
-  if (o.model_dir.empty()) {
-    if (o.hidden < 1 || o.layers < o.pp || o.heads < 1 || o.kv_heads < 1 || o.heads % o.kv_heads != 0 ||
-        o.vocab < 8 || (o.head_dim == 0 && o.hidden % o.heads != 0) || o.head_dim < 0 || o.intermediate < 0) {
-      return "the random model needs --layers >= --pp, --kv-heads dividing --heads, --heads dividing --hidden "
-             "(or a --head-dim) and --vocab >= 8";
-    }
-  }
-  return "";
+  return o.model_dir.empty() ? CheckRandomModelSizes(Sizes(o), o.pp) : "";
 }
 
 // Starts the pipeline once and times every batch size through it.
@@ -149,18 +126,21 @@ absl::StatusOr<std::vector<ServedFigures>> MeasureServed(const BenchServeOptions
 
 Floor MeasureFloor(const BenchServeOptions& o, const weights::ModelConfig& config) {
   Floor f;
-  const DType dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  f.weight_bytes = DecodeStepWeightBytes(config, dtype);
+  runtime::StepFloorOptions options;
+  options.weight_dtype = options.cache_dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  options.tp = o.tp, options.attn_dp = o.attn_dp;
+  f.step = runtime::StepFloor::Of(config, options);
+  // The timed steps feed tokens 1 .. new_tokens - 1 after the prompt.
+  f.mean_context = o.prompt_len + o.new_tokens / 2;
   absl::StatusOr<double> bw;
-  int readers = 1;  // devices reading their share of the weights at once
   if (o.device == "cuda") {
-    bw = DeviceCopyBytesPerSecond(Device::CUDA(0), size_t{1} << 30);
-    readers = o.tp;  // each TP rank reads 1/tp of a layer on its own GPU; PP stages take turns
-    f.source = "device-to-device copy of 1 GiB on GPU 0, x" + std::to_string(o.tp) + " GPUs of a TP group";
+    bw = runtime::CopyBytesPerSecond(Device::CUDA(0), size_t{1} << 30);
+    f.source = "device-to-device copy of 1 GiB on GPU 0, each TP rank reading its share on its own GPU";
   } else {
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const size_t bytes = o.quick ? size_t{32} << 20 : size_t{256} << 20;
-    bw = HostCopyBytesPerSecond(bytes, threads);
+    bw = runtime::CopyBytesPerSecond(Device::CPU(), bytes, threads);
+    f.readers = o.tp;  // CPU ranks of one host share its memory
     f.source = absl::StrFormat("host memcpy of %d MiB on %d threads", bytes >> 20, threads);
   }
   if (!bw.ok()) {
@@ -168,7 +148,6 @@ Floor MeasureFloor(const BenchServeOptions& o, const weights::ModelConfig& confi
     return f;
   }
   f.bytes_per_s = *bw;
-  f.ms_per_step = 1e3 * f.weight_bytes / (f.bytes_per_s * readers);
   return f;
 }
 
@@ -177,21 +156,22 @@ std::string Cell(double v, const char* format, bool present = true) {
 }
 
 void PrintTable(const std::vector<Row>& rows, const Floor& floor, std::ostream& out) {
-  const char* const kRow = "%6s %11s %11s %12s %12s %10s %15s %13s %9s %9s %9s %9s %9s\n";
-  out << absl::StrFormat(kRow, "batch", "served", "served", "in-process", "in-process", "floor", "served/in-proc",
-                         "served/floor", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "e2e p50")
-      << absl::StrFormat(kRow, "", "tok/s", "ms/step", "tok/s", "ms/step", "ms/step", "(ms/step)", "(ms/step)", "ms",
-                         "ms", "ms", "ms", "ms");
-  const bool has_floor = floor.ms_per_step > 0;
+  const char* const kRow = "%6s %8s %11s %11s %12s %12s %10s %15s %13s %9s %9s %9s %9s %9s\n";
+  out << absl::StrFormat(kRow, "batch", "context", "served", "served", "in-process", "in-process", "floor",
+                         "served/in-proc", "served/floor", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "e2e p50")
+      << absl::StrFormat(kRow, "", "tokens", "tok/s", "ms/step", "tok/s", "ms/step", "ms/step", "(ms/step)",
+                         "(ms/step)", "ms", "ms", "ms", "ms", "ms");
+  const bool has_floor = floor.bytes_per_s > 0;
   for (const Row& r : rows) {
     const ServedFigures& s = r.served;
     const bool in = r.in_process.has_value() && r.in_process->ms_per_step > 0;
     const InProcessFigures ip = r.in_process.value_or(InProcessFigures{});
-    out << absl::StrFormat(kRow, std::to_string(r.batch), Cell(s.tokens_per_s, "%.1f"), Cell(s.ms_per_step, "%.3f"),
+    const double floor_ms = floor.MsPerStep(r.batch);
+    out << absl::StrFormat(kRow, std::to_string(r.batch), std::to_string(floor.mean_context),
+                           Cell(s.tokens_per_s, "%.1f"), Cell(s.ms_per_step, "%.3f"),
                            Cell(ip.tokens_per_s, "%.1f", in), Cell(ip.ms_per_step, "%.3f", in),
-                           Cell(floor.ms_per_step, "%.4f", has_floor),
-                           Cell(in ? s.ms_per_step / ip.ms_per_step : 0, "%.2f", in),
-                           Cell(has_floor ? s.ms_per_step / floor.ms_per_step : 0, "%.1f", has_floor),
+                           Cell(floor_ms, "%.4f", has_floor), Cell(in ? s.ms_per_step / ip.ms_per_step : 0, "%.2f", in),
+                           Cell(has_floor ? s.ms_per_step / floor_ms : 0, "%.1f", has_floor),
                            Cell(s.ttft_p50_ms, "%.1f"), Cell(s.ttft_p99_ms, "%.1f"), Cell(s.itl_p50_ms, "%.3f"),
                            Cell(s.itl_p99_ms, "%.3f"), Cell(s.e2e_p50_ms, "%.1f"));
   }
@@ -209,7 +189,9 @@ nlohmann::json ToJson(const BenchServeOptions& o, const weights::ModelConfig& c,
                                       {"itl_p50_ms", s.itl_p50_ms}, {"itl_p99_ms", s.itl_p99_ms},
                                       {"e2e_p50_ms", s.e2e_p50_ms}}},
                           {"in_process", nullptr},
-                          {"floor_ms_per_step", floor.ms_per_step > 0 ? nlohmann::json(floor.ms_per_step) : nullptr},
+                          {"floor_bytes_per_step", floor.Bytes(r.batch)},
+                          {"floor_ms_per_step", floor.bytes_per_s > 0 ? nlohmann::json(floor.MsPerStep(r.batch))
+                                                                      : nullptr},
                           {"served_over_in_process", nullptr},
                           {"served_over_floor", nullptr}};
     if (r.in_process) {
@@ -217,10 +199,10 @@ nlohmann::json ToJson(const BenchServeOptions& o, const weights::ModelConfig& c,
                            {"tokens_per_s", r.in_process->tokens_per_s}};
       row["served_over_in_process"] = s.ms_per_step / r.in_process->ms_per_step;
     }
-    if (floor.ms_per_step > 0) row["served_over_floor"] = s.ms_per_step / floor.ms_per_step;
+    if (floor.bytes_per_s > 0) row["served_over_floor"] = s.ms_per_step / floor.MsPerStep(r.batch);
     results.push_back(row);
   }
-  return {{"commit", Commit()},
+  return {{"commit", SourceCommit()},
           {"model", {{"dir", model}, {"random", o.model_dir.empty()}, {"architecture", c.architecture}, {"layers", c.num_hidden_layers},
                      {"hidden", c.hidden_size}, {"heads", c.num_attention_heads},
                      {"kv_heads", c.num_key_value_heads}, {"head_dim", c.head_dim},
@@ -232,8 +214,12 @@ nlohmann::json ToJson(const BenchServeOptions& o, const weights::ModelConfig& c,
                         {"quick", o.quick}}},
           {"cores", std::thread::hardware_concurrency()},
           {"in_process_path", in_process_path},
-          {"floor", {{"weight_bytes_per_step", floor.weight_bytes}, {"bandwidth_bytes_per_s", floor.bytes_per_s},
-                     {"bandwidth_source", floor.source}}},
+          {"floor", {{"weight_bytes_per_step", floor.step->DecodeStep(1, 0).weights * floor.readers},
+                     {"kv_bytes_per_token", floor.step->kv_bytes_per_token() * floor.readers},
+                     {"mean_context", floor.mean_context}, {"bandwidth_bytes_per_s", floor.bytes_per_s},
+                     {"bandwidth_source", floor.source},
+                     {"what", "weights + each sequence's KV over the mean context of the timed steps (runtime's "
+                              "StepFloor) at the copy bandwidth"}}},
           {"results", results}};
 }
 
@@ -253,9 +239,7 @@ absl::Status RunBenchServeCommand(const BenchServeOptions& given, std::ostream& 
   std::string model_dir = o.model_dir;
   if (model_dir.empty()) {
     model_dir = work + "/model";
-    weights::RandomCheckpointOptions random;
-    random.seed = 1;
-    SEAM_RETURN_IF_ERROR(weights::WriteRandomCheckpoint(RandomConfig(o), random, model_dir));
+    SEAM_RETURN_IF_ERROR(WriteRandomQwen3(Sizes(o), o.dtype == "bf16" ? DType::kBF16 : DType::kF32, model_dir));
   }
   absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
   if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("--model: ", config.status().message()));
@@ -299,8 +283,10 @@ absl::Status RunBenchServeCommand(const BenchServeOptions& given, std::ostream& 
     return Annotate(decode.status(), "in-process baseline");
   }
   const Floor floor = MeasureFloor(o, *config);
-  out << absl::StrFormat("floor: %.2f MB of weights per step / %.2f GB/s (%s) = %.4f ms/step\n\n",
-                         floor.weight_bytes / 1e6, floor.bytes_per_s / 1e9, floor.source, floor.ms_per_step);
+  out << absl::StrFormat("floor: %.2f MB of weights + %.1f KB of KV per token of context per step / %.2f GB/s (%s)\n\n",
+                         floor.step->DecodeStep(1, 0).weights * floor.readers / 1e6,
+                         floor.step->kv_bytes_per_token() * floor.readers / 1e3, floor.bytes_per_s / 1e9,
+                         floor.source);
   if (!o.json_out.empty()) {
     std::ofstream json(o.json_out);
     json << ToJson(o, *config, model_dir, in_process_path, floor, rows).dump(2) << "\n";
@@ -309,7 +295,7 @@ absl::Status RunBenchServeCommand(const BenchServeOptions& given, std::ostream& 
   PrintTable(rows, floor, out);
   out << "served ms/step: per sequence, first to last streamed token / the tokens after the first, median over "
          "sequences;\nserved/in-proc and served/floor: served ms/step over the baseline's (1: no serving overhead; "
-         "served/floor: how many times\nthe time to read the weights once); ITL: gaps between a sequence's "
+         "served/floor: how many times\nthe time to read the weights and every sequence's KV over the context once); ITL: gaps between a sequence's "
          "successive tokens as the client read them\n";
   std::filesystem::remove_all(work);
   return absl::OkStatus();

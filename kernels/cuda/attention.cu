@@ -3,28 +3,34 @@
 // fp32 accumulation, one rounding of the output).
 //
 // Design. Every grid size depends on shapes only (T, B, heads, max_blocks, D),
-// never on index values, and no launcher synchronises or allocates, so all of
-// them can be captured in a CUDA graph. Index values the host cannot check
+// never on index values, no launcher synchronises, and none allocates inside
+// a capture (the split workspace of a stream comes with its first call
+// outside one), so all of them can be captured in a CUDA graph. Index values the host cannot check
 // without a sync are made harmless on the device: a slot past the cache is
 // skipped, a block id outside the cache reads as a zero row, a context longer
 // than the block table is cut to the table.
 //
 //  * WriteKvCache: one thread block per token row, 16-byte vectors, converting
 //    between the k/v dtype and the cache dtype.
-//  * Decode (T == B, i.e. one query row per sequence, since every sequence has
-//    at least one row): one thread block per (sequence, kv head, group of up
-//    to 8 query heads sharing it), so each K/V row is read once for the whole
-//    group. Rows of at most 32 16-byte vectors (bf16/f16 up to head_dim 256,
-//    f32 up to 128) take the warp-parallel kernel: every warp streams its own
-//    chunks of keys (sub-warps of lanes per key, each lane one 16-byte slice,
-//    a chunk's K and V rows loaded together, the block-table entries of its
-//    first chunk read before the context length is known) with an online
-//    softmax and the V sums in registers, and one barrier merges the warps.
-//    When the blocks would fill less than half of the GPU's warp slots, a
-//    block becomes a cluster of up to 8 blocks splitting the chunks (at least
-//    two chunks each, with only as many warps as its share needs), merged by
-//    rank 0 through distributed shared memory (no workspace, one kernel). Other rows take the older tiled kernel (tiles of 128 tokens
-//    staged in shared memory, clusters when SMs would idle).
+//  * Decode rows on tensor cores (bf16/f16, head_dim 64/128/256; see
+//    decode_attention_mma.cu): one thread block per (sequence, kv head,
+//    context split) packs the query heads sharing the kv head (and, for a
+//    short chunk, its rows) into one 16-row mma tile; each warp streams its
+//    own 16-key chunks through a cp.async ring; the split count comes from
+//    shapes (one wave over the SMs) and each split takes an equal share of
+//    the actual context, partials merged by the last split to finish through
+//    a per-stream workspace. In a batch that mixes query lengths it takes the
+//    sequences of at most 16 / group rows and the prefill kernels the rest:
+//    two launches over the two subsets, no host sync.
+//  * Other decode rows (f32, other head sizes; T == B): one thread block per
+//    (sequence, kv head, group of up to 8 query heads sharing it), so each
+//    K/V row is read once for the whole group. Rows of at most 32 16-byte
+//    vectors (f32 up to head_dim 128) take the warp-parallel kernel: every
+//    warp streams its own chunks of keys with an online softmax and the V
+//    sums in registers, and one barrier merges the warps; when the blocks
+//    would fill less than half of the GPU's warp slots, a block becomes a
+//    cluster of up to 8 blocks merged through distributed shared memory.
+//    Other rows take the older tiled kernel.
 //  * Prefill and chunked prefill (anything else): one thread block per (tile
 //    of 64 query rows of one sequence, query head), streaming K/V tiles
 //    through shared memory with an online softmax per row; key tiles entirely
@@ -39,12 +45,15 @@
 //    and round the probabilities to bf16/f16 for the P V product. Every other
 //    case runs a kernel of fp32 FMAs.
 //
-// Files: kv_cache_write.cu (WriteKvCache), decode_attention.cu (the decode
-// choice and the tiled decode kernel), decode_attention_warp.cu,
+// Files: kv_cache_write.cu (WriteKvCache), decode_attention_mma.cu (tensor
+// cores, split contexts; its workspace in split_workspace.cu),
+// decode_attention.cu (the CUDA-core decode choice and the tiled kernel),
+// decode_attention_warp.cu,
 // prefill_attention.cu (the prefill choice and the fp32 kernel),
 // prefill_attention_mma.cu (FlashAttention-2 style), prefill_attention_wmma.cu,
-// and attention_common.cuh (parameters, prologue, launchers). This file
-// validates what the dispatcher cannot and picks decode or prefill.
+// attention_common.cuh (parameters, prologue, launchers) and
+// mma_fragments.cuh (mma.sync, ldmatrix, cp.async). This file validates what
+// the dispatcher cannot and picks the kernels.
 #include "attention_common.cuh"
 #include "cuda_ops.h"
 
@@ -91,9 +100,19 @@ absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor
   const cudaStream_t stream = Stream();
   // Every sequence has at least one query row, so T == B means one row each.
   const bool decode = rows == seqs;
+  // bf16/f16 of the common head sizes: the tensor-core decode kernel takes
+  // the decode rows (and short chunks), and in a mixed batch the prefill
+  // kernels take only the longer sequences (two launches, no host sync).
+  const bool mma = attn::DecodeMmaApplies(p, dtype);
+  if (mma) {
+    p.short_q_max = attn::DecodeMmaShortRows(p);
+    p.decode_all = decode ? 1 : 0;
+  }
   return DispatchFloat(dtype, "q", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
-    return decode ? attn::LaunchDecode<T>(p, stream) : attn::LaunchPrefill<T>(p, stream);
+    if (!mma) return decode ? attn::LaunchDecode<T>(p, stream) : attn::LaunchPrefill<T>(p, stream);
+    SEAM_RETURN_IF_ERROR(attn::LaunchDecodeMma<T>(p, stream));
+    return decode ? absl::OkStatus() : attn::LaunchPrefill<T>(p, stream);
   });
 }
 

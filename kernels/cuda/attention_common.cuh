@@ -48,6 +48,12 @@ struct AttnParams {
   int group;  // hq / hk
   int head_dim;
   float scale;
+  // Set by the tensor-core decode path (decode_attention_mma.cu), zero
+  // otherwise: sequences of 1 .. short_q_max query rows are that kernel's,
+  // and the prefill kernels skip them; with decode_all the decode kernel
+  // takes every sequence (no prefill launch).
+  int short_q_max;
+  int decode_all;
 };
 
 // Cache slot of position pos through a sequence's block table, or -1 when the
@@ -124,7 +130,8 @@ __device__ __forceinline__ QueryTile QueryTileOf(const SeqView& s, int q0) {
 }
 
 // Finds the (sequence, first row) of tile j, tiles numbered sequence
-// by sequence; sequence -1 when the tile is past the last one.
+// by sequence (a sequence of at most p.short_q_max rows has none: the decode
+// kernel takes it); sequence -1 when the tile is past the last one.
 __device__ inline void FindTile(const AttnParams& p, int j, int* seq, int* first_row) {
   const int lane = threadIdx.x % 32;
   int base = 0;
@@ -135,7 +142,7 @@ __device__ inline void FindTile(const AttnParams& p, int j, int* seq, int* first
     int tiles = 0;
     if (b < p.num_seqs) {
       const int q_len = p.query_start[b + 1] - p.query_start[b];
-      tiles = q_len > 0 ? (q_len + kTileRows - 1) / kTileRows : 0;
+      tiles = q_len > p.short_q_max ? (q_len + kTileRows - 1) / kTileRows : 0;
     }
     int incl = tiles;
 #pragma unroll
@@ -153,6 +160,25 @@ __device__ inline void FindTile(const AttnParams& p, int j, int* seq, int* first
   }
 }
 
+// The number of query tiles of the batch (as FindTile numbers them), in
+// every lane of the calling warp.
+__device__ inline int CountTiles(const AttnParams& p) {
+  const int lane = threadIdx.x % 32;
+  int total = 0;
+  for (int b0 = 0; b0 < p.num_seqs; b0 += 32) {
+    const int b = b0 + lane;
+    int tiles = 0;
+    if (b < p.num_seqs) {
+      const int q_len = p.query_start[b + 1] - p.query_start[b];
+      tiles = q_len > p.short_q_max ? (q_len + kTileRows - 1) / kTileRows : 0;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) tiles += __shfl_xor_sync(kFullMask, tiles, offset);
+    total += tiles;
+  }
+  return total;
+}
+
 // ---- launchers across the attention files -------------------------------------------------
 // Each takes validated parameters (see PagedAttention in attention.cu) and
 // launches on `stream`; T is float, __nv_bfloat16 or __half unless noted.
@@ -167,7 +193,19 @@ absl::Status LaunchDecode(const AttnParams& p, cudaStream_t stream);
 template <typename T>
 absl::Status LaunchDecodeWarp(const AttnParams& p, int sms, cudaStream_t stream);
 
-// prefill_attention.cu: prefill and chunked prefill (anything but decode).
+// decode_attention_mma.cu: the tensor-core decode kernel, for T bf16 or f16,
+// head_dim 64, 128 or 256, 16-byte aligned q and caches and caches of fewer
+// than 2^31 rows (DecodeMmaApplies). It takes the sequences of 1 ..
+// p.short_q_max query rows (every sequence when p.decode_all); the caller
+// sets p.short_q_max to DecodeMmaShortRows(p), the most rows whose heads fit
+// one mma tile.
+bool DecodeMmaApplies(const AttnParams& p, DType dtype);
+int DecodeMmaShortRows(const AttnParams& p);
+template <typename T>
+absl::Status LaunchDecodeMma(const AttnParams& p, cudaStream_t stream);
+
+// prefill_attention.cu: prefill and chunked prefill (anything but decode;
+// with p.short_q_max set, only the longer sequences).
 template <typename T>
 absl::Status LaunchPrefill(const AttnParams& p, cudaStream_t stream);
 
@@ -177,7 +215,8 @@ template <typename T, int kD>
 absl::Status LaunchPrefillTc(const AttnParams& p, cudaStream_t stream);
 
 // prefill_attention_mma.cu: FlashAttention-2 style mma.sync; T bf16 or f16,
-// kD 64 or 128, 16-byte aligned q and caches, out aligned to pairs.
+// kD 64 or 128, 16-byte aligned q and caches, out aligned to pairs, caches
+// of fewer than 2^31 rows.
 template <typename T, int kD>
 absl::Status LaunchPrefillFa(const AttnParams& p, cudaStream_t stream);
 

@@ -231,7 +231,8 @@ absl::Status LaunchPrefill(const AttnParams& p, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) {
     // Tensor cores for the common head sizes; the fp32 kernel for the rest.
     if (vectorized && VecAligned<T>(p.q, kVec)) {
-      if (VecAligned<T>(p.out, 2)) {  // the output is stored as pairs
+      const bool rows_fit = static_cast<int64_t>(p.num_blocks) * p.block_size <= 0x7fffffff;
+      if (VecAligned<T>(p.out, 2) && rows_fit) {  // the output is stored as pairs; cache rows in 32 bits
         if (p.head_dim == 64) return LaunchPrefillFa<T, 64>(p, stream);
         if (p.head_dim == 128) return LaunchPrefillFa<T, 128>(p, stream);
       }

@@ -2,10 +2,12 @@
 // m16n8k16 with the accumulators, softmax and probabilities in registers and
 // K/V double-buffered by cp.async (bf16 / f16, head_dim 64 or 128;
 // prefill_attention.cu chooses it).
+#include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "attention_common.cuh"
+#include "mma_fragments.cuh"
+#include "split_workspace.cuh"
 
 namespace seam::kernels::cuda::attn {
 namespace {
@@ -17,13 +19,25 @@ namespace {
 // a quad), the rescale of O and the rounding of P to T all happen in
 // registers. K/V tiles of 64 keys are gathered through the block table with
 // cp.async into two shared-memory buffers, the next tile loading while the
-// current one is used. Tiles are taken heaviest first (the last query tiles
-// of a sequence see the most keys); key tiles past the query tile's last
-// position are never loaded, and only tiles that reach past a warp's first
-// row are masked.
+// current one is used; the block-table entries of a tile are read one tile
+// earlier, so no copy waits on them. Tiles are taken heaviest first (the
+// last query tiles of a sequence see the most keys); key tiles past the
+// query tile's last position are never loaded, and only tiles that reach
+// past a warp's first row are masked.
+//
+// Context splits: the grid has at least enough blocks per head to fill the
+// SMs once (shapes only), and the blocks beyond the batch's actual query
+// tiles (counted on the device) become splits of those tiles' keys, at least
+// kFaMinTilesPerSplit key tiles each, as many as the waves over the SMs make
+// worth it (ChooseSplits, on the device): a short chunk over a long cached
+// prefix streams on every SM instead of one block per head. A split leaves its
+// partial softmax (rows' unnormalised outputs, maxima and sums) in the
+// stream's split workspace and the last to arrive merges them.
 constexpr int kFaRows = kTileRows;  // 4 warps x 16 rows
 constexpr int kFaKeys = 64;
 constexpr int kFaThreads = 128;
+constexpr int kFaMinTilesPerSplit = 4;
+constexpr int kFaBlocksPerSm = 3;  // the kernel's launch bounds
 
 template <int kD>
 struct FaSmem {
@@ -32,55 +46,89 @@ struct FaSmem {
   static constexpr size_t kBytes = 4 * kTileElems * 2;  // two buffers of K and V, 2-byte elements
 };
 
-__device__ __forceinline__ uint16_t BitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-__device__ __forceinline__ uint16_t BitsOf(__half v) { return __half_as_ushort(v); }
+// The (query tile, split) of this block: block x takes split x / n of tile
+// n - 1 - x % n (n query tiles in the batch, heaviest first); each tile's key
+// tiles divide into at most gridDim.x / n splits (1 without a workspace, or
+// when the partials would not fit it), the workspace's slots laid out for
+// that many.
+struct FaWork {
+  int seq, q0;        // the tile: sequence, first query row (seq -1: none)
+  int unit;           // tile * Hq + head: the merge counter
+  int split, splits;  // this block's split and the splits of the launch
+  int tiles;          // query tiles in the batch
+};
 
-template <typename T>
-__device__ __forceinline__ uint32_t PackPair(T lo, T hi) {
-  return static_cast<uint32_t>(BitsOf(lo)) | (static_cast<uint32_t>(BitsOf(hi)) << 16);
+__device__ __forceinline__ FaWork FaWorkOf(const AttnParams& p, const SplitArgs& sa, int kd, int* info) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0) {
+    const int n = CountTiles(p);
+    const int x = static_cast<int>(blockIdx.x);
+    if (n > 0) FindTile(p, n - 1 - x % n, &info[0], &info[1]);
+    if (lane == 0) {
+      if (n == 0) info[0] = -1;
+      int splits = n > 0 ? static_cast<int>(gridDim.x) / n : 1;
+      const int64_t units = static_cast<int64_t>(n) * p.hq;
+      if (sa.partials == nullptr || units > kSplitCounters) splits = 1;
+      const int64_t fit = static_cast<int64_t>(kSplitPartialFloats) / (units > 0 ? units * kFaRows * (kd + 2) : 1);
+      splits = static_cast<int>(splits < fit ? splits : (fit > 1 ? fit : 1));
+      info[2] = n > 0 ? x / n : 0;
+      info[3] = splits;
+      info[4] = n > 0 ? (n - 1 - x % n) * p.hq + static_cast<int>(blockIdx.y) : 0;
+      info[5] = n;
+      if (info[2] >= splits) info[0] = -1;
+    }
+  }
+  __syncthreads();
+  return {info[0], info[1], info[4], info[2], info[3], info[5]};
 }
 
-// c += a b for a 16x16 (row-major) and b 16x8 (column-major) tile, fp32 accumulators.
-template <typename T>
-__device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// Writes this warp's rows of a split's partial: unnormalised outputs, and
+// (max, sum) per row, at slot (unit * splits + split) of the workspace.
+template <int kD>
+__device__ __forceinline__ void FaStorePartial(const SplitArgs& sa, const FaWork& w, const float (&o)[kD / 8][4],
+                                               float m_lo, float m_hi, float l_lo, float l_hi) {
+  const int lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4, r_lo = 16 * (threadIdx.x / 32) + gr;
+  const size_t slot = static_cast<size_t>(w.unit) * w.splits + w.split;
+  const size_t slots = static_cast<size_t>(w.tiles) * gridDim.y * w.splits;
+  float* ws_o = sa.partials + slot * kFaRows * kD;
+  float* ws_ml = sa.partials + slots * kFaRows * kD + slot * kFaRows * 2;
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    *reinterpret_cast<float2*>(ws_o + r_lo * kD + nt * 8 + 2 * tq) = make_float2(o[nt][0], o[nt][1]);
+    *reinterpret_cast<float2*>(ws_o + (r_lo + 8) * kD + nt * 8 + 2 * tq) = make_float2(o[nt][2], o[nt][3]);
+  }
+  if (tq == 0) {
+    ws_ml[r_lo * 2] = m_lo;
+    ws_ml[r_lo * 2 + 1] = l_lo;
+    ws_ml[(r_lo + 8) * 2] = m_hi;
+    ws_ml[(r_lo + 8) * 2 + 1] = l_hi;
   }
 }
 
-// Four 8x8 matrices of 16-bit elements, transposed; lane l gives the address
-// of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_ptr) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-// 16 bytes from global to shared without staging in registers; zeros when !valid.
-__device__ __forceinline__ void CpAsync16(void* smem_ptr, const void* global_ptr, bool valid) {
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
-  const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(global_ptr), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void CpAsyncWaitOne() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-
-// Grid (ceil(T / kFaRows) + B, Hq); needs 16-byte aligned q and caches.
+// The last split of a tile to arrive: merges the `active` partials of its
+// rows into the output.
 template <typename T, int kD>
-__global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
+__device__ void FaMergeSplits(const AttnParams& p, const SplitArgs& sa, const FaWork& w, int active, int64_t row0,
+                              int rows) {
+  const size_t slots = static_cast<size_t>(w.tiles) * gridDim.y * w.splits;
+  const float* first_o = sa.partials + static_cast<size_t>(w.unit) * w.splits * kFaRows * kD;
+  const float* first_ml = sa.partials + slots * kFaRows * kD + static_cast<size_t>(w.unit) * w.splits * kFaRows * 2;
+  T* out = static_cast<T*>(p.out);
+  const int h = static_cast<int>(blockIdx.y);
+  for (int e = static_cast<int>(threadIdx.x); e < rows * kD; e += static_cast<int>(blockDim.x)) {
+    const int r = e / kD, col = e % kD;
+    if (row0 + r >= p.q_rows) continue;
+    float num, den, m;
+    MergeSplitPartials<true>(first_o + r * kD + col, first_ml + r * 2, active, kFaRows * kD, kFaRows * 2, &num, &den,
+                             &m);
+    out[((row0 + r) * p.hq + h) * kD + col] = FromFloat<T>(den > 0.0f ? num * (1.0f / den) : 0.0f);
+  }
+}
+
+// Grid (max(ceil(T / kFaRows) + B, SM slots / Hq), Hq); needs 16-byte aligned
+// q and caches, and caches of fewer than 2^31 rows.
+template <typename T, int kD>
+__global__ void __launch_bounds__(kFaThreads, kFaBlocksPerSm) PrefillFaKernel(AttnParams p, SplitArgs sa) {
   using L = FaSmem<kD>;
   constexpr int kLd = L::kLd;
   constexpr int kChunks = kD / 8;       // 16-byte pieces of a row
@@ -88,17 +136,18 @@ __global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
   constexpr int kOTiles = kD / 8;       // n tiles of O
   constexpr int kSTiles = kFaKeys / 8;  // n tiles of S
   constexpr int kPSteps = kFaKeys / 16;  // k steps of P V
+  constexpr int kPerThread = kFaKeys * kChunks / kFaThreads;  // 16-byte copies per thread and tile (of K, of V)
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(128) unsigned char fa_smem[];
   T* kv_s = reinterpret_cast<T*>(fa_smem);  // [buffer][K, V][kFaKeys][kLd]
-  __shared__ int info[2];
+  __shared__ int info[6];
+  __shared__ int rows_s[2][kFaKeys];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  if (warp == 0) FindTile(p, static_cast<int>(gridDim.x - 1 - blockIdx.x), &info[0], &info[1]);
-  __syncthreads();
-  const int b = info[0];
+  const FaWork work = FaWorkOf(p, sa, kD, info);
+  const int b = work.seq;
   if (b < 0) return;
-  const int q0 = info[1];
+  const int q0 = work.q0;
 
   const int h = blockIdx.y, g = h / p.group;
   const SeqView seq = SeqOf(p, b);
@@ -139,18 +188,20 @@ __global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
     }
   }
 
-  // Gathers keys k0 .. k0 + 63 into buffer buf; positions past the tile's
-  // last one and blocks outside the cache become zero rows.
-  auto load_tile = [&](int k0, int buf) {
+  // The cache row of key tid of the tile at k0 (threads 0 .. 63; -1: past
+  // the tile's last position, or a block outside the cache: a zero row),
+  // and the copies of a tile whose rows are in `rows` into buffer buf.
+  auto row_of = [&](int k0) { return tid < kFaKeys && k0 + tid <= last_pos ? RowOf(table, k0 + tid, p) : -1; };
+  auto load_tile = [&](const int* rows, int buf) {
     T* k_s = kv_s + static_cast<size_t>(buf) * 2 * L::kTileElems;
     T* v_s = k_s + L::kTileElems;
-    for (int e = tid; e < kFaKeys * kChunks; e += kFaThreads) {
-      const int t = e / kChunks, c = e % kChunks;
-      const int pos = k0 + t;
-      const int64_t slot = pos <= last_pos ? SlotOf(table, pos, p) : -1;
-      const int64_t at = slot >= 0 ? (slot * p.hk + g) * kD + c * 8 : 0;
-      CpAsync16(k_s + t * kLd + c * 8, k_cache + at, slot >= 0);
-      CpAsync16(v_s + t * kLd + c * 8, v_cache + at, slot >= 0);
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int e = tid + i * kFaThreads, t = e / kChunks, c = e % kChunks;
+      const int row = rows[t];
+      const int64_t at = row >= 0 ? (static_cast<int64_t>(row) * p.hk + g) * kD + c * 8 : 0;
+      CpAsync16(k_s + t * kLd + c * 8, k_cache + at, row >= 0);
+      CpAsync16(v_s + t * kLd + c * 8, v_cache + at, row >= 0);
     }
   };
 
@@ -160,15 +211,30 @@ __global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;  // m in the log2 domain
   const float scale_log2 = p.scale * kLog2e;
 
-  const int tiles = last_pos >= 0 ? last_pos / kFaKeys + 1 : 0;
-  if (tiles > 0) load_tile(0, 0);
+  // This split's key tiles: an equal share of the tile's, at least
+  // kFaMinTilesPerSplit, in as many splits as pay for themselves (the
+  // batch's tiles in waves over the SMs; at most work.splits).
+  const int key_tiles = last_pos >= 0 ? last_pos / kFaKeys + 1 : 0;
+  const int want = static_cast<int>(ChooseSplits(static_cast<int64_t>(work.tiles) * p.hq, key_tiles,
+                                                 kFaMinTilesPerSplit, sa.slots, kFaRows * (kD + 2), work.splits));
+  const int per_split = max((key_tiles + want - 1) / want, kFaMinTilesPerSplit);
+  const int active = key_tiles > 0 ? (key_tiles + per_split - 1) / per_split : 1;
+  if (work.split >= active) return;
+  const int t0 = work.split * per_split, tiles = min(per_split, key_tiles - t0);
+  // Tile i's cache rows sit in rows_s[i & 1], written two steps ahead from a
+  // value read a step before that: no copy waits on the block table.
+  if (tiles > 0 && tid < kFaKeys) rows_s[0][tid] = row_of(t0 * kFaKeys);
+  if (tiles > 1 && tid < kFaKeys) rows_s[1][tid] = row_of((t0 + 1) * kFaKeys);
+  __syncthreads();
+  if (tiles > 0) load_tile(rows_s[0], 0);
   CpAsyncCommit();
+  int pending = tiles > 2 ? row_of((t0 + 2) * kFaKeys) : -1;
   for (int i = 0; i < tiles; ++i) {
-    if (i + 1 < tiles) load_tile((i + 1) * kFaKeys, (i + 1) & 1);
+    if (i + 1 < tiles) load_tile(rows_s[(i + 1) & 1], (i + 1) & 1);
     CpAsyncCommit();
-    CpAsyncWaitOne();  // tile i has landed (for this thread) ...
+    CpAsyncWait<1>();  // tile i has landed (for this thread) ...
     __syncthreads();   // ... and for every thread
-    const int k0 = i * kFaKeys;
+    const int k0 = (t0 + i) * kFaKeys;
     if (k0 <= warp_last) {
       const T* k_s = kv_s + static_cast<size_t>(i & 1) * 2 * L::kTileElems;
       const T* v_s = k_s + L::kTileElems;
@@ -261,13 +327,22 @@ __global__ void __launch_bounds__(kFaThreads, 3) PrefillFaKernel(AttnParams p) {
         }
       }
     }
-    __syncthreads();  // buffer i & 1 is refilled for tile i + 2
+    if (tid < kFaKeys) rows_s[i & 1][tid] = pending;  // tile i + 2's rows (tile i's were used)
+    pending = i + 3 < tiles ? row_of((t0 + i + 3) * kFaKeys) : -1;
+    __syncthreads();  // buffer i & 1 is refilled for tile i + 2, with these rows
   }
 
   l_lo += __shfl_xor_sync(kFullMask, l_lo, 1);
   l_lo += __shfl_xor_sync(kFullMask, l_lo, 2);
   l_hi += __shfl_xor_sync(kFullMask, l_hi, 1);
   l_hi += __shfl_xor_sync(kFullMask, l_hi, 2);
+  if (active > 1) {
+    FaStorePartial<kD>(sa, work, o, m_lo, m_hi, l_lo, l_hi);
+    if (ArriveLast(sa.counters, work.unit, active, &info[0])) {
+      FaMergeSplits<T, kD>(p, sa, work, active, static_cast<int64_t>(q_begin) + q0, rows);
+    }
+    return;
+  }
   const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f;
   const float inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
   if (ok_lo) {
@@ -296,9 +371,18 @@ absl::Status LaunchPrefillFa(const AttnParams& p, cudaStream_t stream) {
   constexpr size_t kBytes = FaSmem<kD>::kBytes;
   SEAM_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
+  int device = 0, sms = 0;
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  SEAM_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // At least the tiles' bound, and enough blocks per head for one wave over
+  // the SMs: those past the actual tiles split their keys.
   const int64_t tiles = (p.q_rows + kFaRows - 1) / kFaRows + p.num_seqs;
-  const dim3 grid(static_cast<unsigned int>(tiles), static_cast<unsigned int>(p.hq));
-  kernel<<<grid, kFaThreads, kBytes, stream>>>(p);
+  const int64_t blocks = std::max<int64_t>(tiles, static_cast<int64_t>(sms) * kFaBlocksPerSm / std::max(p.hq, 1));
+  const SplitWorkspace* ws = SplitWorkspaceFor(stream);
+  const int slots = sms * kFaBlocksPerSm;
+  const SplitArgs sa = ws != nullptr ? SplitArgs{ws->partials, ws->counters, slots} : SplitArgs{nullptr, nullptr, slots};
+  const dim3 grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(p.hq));
+  kernel<<<grid, kFaThreads, kBytes, stream>>>(p, sa);
   SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

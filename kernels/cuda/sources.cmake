@@ -7,6 +7,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention_input.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode_attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode_attention_mma.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode_attention_warp.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
@@ -28,7 +29,8 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_mma.cu
   ${CMAKE_CURRENT_LIST_DIR}/prefill_attention_wmma.cu
   ${CMAKE_CURRENT_LIST_DIR}/rotary.cu
-  ${CMAKE_CURRENT_LIST_DIR}/sampling.cu)
+  ${CMAKE_CURRENT_LIST_DIR}/sampling.cu
+  ${CMAKE_CURRENT_LIST_DIR}/split_workspace.cu)
 # The kernels added for the MoE and Mamba2 work carry line info for the
 # profiler (per file, so the rest of the build keeps its cached objects).
 set_source_files_properties(

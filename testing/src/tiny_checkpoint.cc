@@ -121,6 +121,20 @@ weights::ModelConfig MicroConfig() {
   return c;
 }
 
+weights::ModelConfig ServingLoadConfig() {
+  weights::ModelConfig c;
+  c.architecture = "qwen3";
+  c.num_hidden_layers = 8;
+  c.hidden_size = 4096;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.intermediate_size = 12288;
+  c.vocab_size = 32000;
+  c.dtype = DType::kBF16;
+  return c;
+}
+
 double MaxRelativeError(const Tensor& got, const Tensor& reference) {
   SEAM_CHECK(got.shape() == reference.shape());
   const std::vector<float> a = got.ToFloats(), b = reference.ToFloats();

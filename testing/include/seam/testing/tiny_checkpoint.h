@@ -38,6 +38,12 @@ const std::string& ScanTiledNemotronHCheckpointDir();
 // small enough to check piece by piece (no checkpoint is written for it).
 weights::ModelConfig MicroConfig();
 
+// The benchmark model of the serving-under-load figures, not tiny: qwen3,
+// 8 layers, hidden 4096, 32 heads / 8 KV heads of 128, intermediate 12288,
+// vocab 32000, bf16 (3.35 GB of weights, 32 KiB of KV per token). For
+// arithmetic on its sizes only; no checkpoint is written for it.
+weights::ModelConfig ServingLoadConfig();
+
 // max |a - b| / max |reference|: the error relative to the logits' scale.
 double MaxRelativeError(const Tensor& got, const Tensor& reference);
 // Deterministic prompt tokens in [1, vocab).
