@@ -11,7 +11,11 @@
 //   logits   prefill logits and greedy decode of given prompts, for the oracle
 //            that compares them with transformers (tools/gpu_oracle.py)
 //   mamba    a Nemotron-H checkpoint: decode steps vs the weight + state bytes
-//            floor, and the prefill scan's traffic vs copy bandwidth (mamba_bench.cc)
+//            floor, the scan kernels (sequential and chunked) vs their bytes
+//            and FLOPs, and the prefill with each (mamba_bench.cc)
+//   moe-kernels  one MoE layer's expert kernels alone, old and new, at decode
+//            and prefill batch sizes and three routings, vs their bytes and
+//            FLOPs (moe_kernels_bench.cc)
 //   tbo      two GPUs: a Qwen3-MoE prefill (2 x 4096 tokens) at TP 2 with and
 //            without two-batch overlap, and the time in collectives without
 //            it (tbo_bench.cc)
@@ -21,7 +25,8 @@
 //   attention  PagedAttention alone (decode rows; mixed steps) vs the floor
 //            of its KV bytes at copy bandwidth (attention_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp|attention> [--flag value]...
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|attention>
+//            [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -99,10 +104,7 @@ Model LoadModel(const Flags& flags, int64_t cache_bytes) {
   models::ModelOptions options{Value(boundary::Topology::Make(1, 1, 0), "topology"), boundary::ReductionPolicy::kAr,
                                ParseDType(flags.Get("dtype", "bf16"))};
   options.device = kGpu;
-  const std::string experts = flags.Get("moe-experts", "auto");
-  options.moe_experts = experts == "per-expert" ? models::MoeExperts::kPerExpert
-                        : experts == "grouped"  ? models::MoeExperts::kGrouped
-                                                : models::MoeExperts::kAuto;
+  options.moe_experts = Value(models::ParseMoeExperts(flags.Get("moe-experts", "auto")), "--moe-experts");
   m.model = Value(models::LoadDecoderModel(*m.checkpoint, options), "load");
   models::KvCacheOptions cache;
   cache.budget_bytes = cache_bytes;
@@ -315,8 +317,9 @@ std::vector<ProfiledOp> DenseFfnOps(const ProfileInputs& i) {
   };
 }
 
-// A MoE model (every layer sparse): its experts grouped on the device, as
-// decode runs them (expert weights zero: only their bytes matter here).
+// A MoE model (every layer sparse): its experts grouped on the device with
+// the fused kernels, as decode runs them (--moe-experts auto; expert
+// weights zero: only their bytes matter here).
 struct MoeInputs {
   MoeInputs(const weights::ModelConfig& c, DType dt, const ProfileInputs& in)
       : k(c.num_experts_per_tok), t(in.t), h(in.h) {
@@ -327,7 +330,6 @@ struct MoeInputs {
     route_e = Tensor::Empty({t, k}, DType::kI32, kGpu);
     wgu_e = Tensor::Zeros({experts, 2 * mi, h}, dt, kGpu);
     wd_e = Tensor::Zeros({experts, h, mi}, dt, kGpu);
-    gu_e = Tensor::Empty({pairs, 2 * mi}, dt, kGpu);
     act_e = Tensor::Empty({pairs, mi}, dt, kGpu);
     y_e = Tensor::Empty({pairs, h}, dt, kGpu);
     groups = Value(kernels::ExpertGroups::Empty(experts, pairs, kGpu), "groups");
@@ -336,7 +338,7 @@ struct MoeInputs {
     Check(kernels::GroupByExpert(route_e, groups), "group");
   }
   int64_t k, t, h;
-  Tensor router, route_w, route_e, router_logits, wgu_e, wd_e, gu_e, act_e, y_e;
+  Tensor router, route_w, route_e, router_logits, wgu_e, wd_e, act_e, y_e;
   kernels::ExpertGroups groups;
 };
 
@@ -346,9 +348,9 @@ std::vector<ProfiledOp> MoeFfnOps(const ProfileInputs& i, const MoeInputs& m) {
       {"moe_route", 1, [&] { Check(kernels::MoeRoute(m.router_logits, m.k, true, m.route_w, m.route_e), "route"); }},
       {"moe_sort_routes", 1, [&] { Check(kernels::SortRoutesByExpert(m.route_w, m.route_e), "sort"); }},
       {"moe_group_by_expert", 1, [&] { Check(kernels::GroupByExpert(m.route_e, m.groups), "group"); }},
-      {"moe_expert_gate_up", 1, [&] { Check(kernels::ExpertMatmul(i.x, m.wgu_e, m.groups, m.gu_e), "gate_up"); }},
-      {"moe_silu_and_mul", 1, [&] { Check(kernels::SiluAndMul(m.gu_e, m.act_e), "silu"); }},
-      {"moe_expert_down", 1, [&] { Check(kernels::ExpertMatmul(m.act_e, m.wd_e, m.groups, m.y_e), "down"); }},
+      {"moe_expert_gate_up_silu", 1,
+       [&] { Check(kernels::ExpertGateUpSilu(i.x, m.wgu_e, m.groups, m.act_e), "gate_up"); }},
+      {"moe_expert_down", 1, [&] { Check(kernels::ExpertDown(m.act_e, m.wd_e, m.groups, m.y_e), "down"); }},
       {"moe_finalize", 1,
        [&] { Check(kernels::MoeFinalize(m.y_e.Reshape({m.t, m.k, m.h}).value(), m.route_w, i.hn), "finalize"); }},
   };
@@ -441,9 +443,11 @@ int main(int argc, char** argv) {
   if (cmd == "profile") return seam::bench::Profile(flags);
   if (cmd == "allreduce-norm") return seam::bench::AllReduceNormBench(flags);
   if (cmd == "mamba") return seam::bench::MambaBench(flags);
+  if (cmd == "moe-kernels") return seam::bench::MoeKernelsBench(flags);
   if (cmd == "tbo") return seam::bench::TboBench(flags);
   if (cmd == "cp") return seam::bench::CpBench(flags);
   if (cmd == "attention") return seam::bench::AttentionBench(flags);
-  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|tbo|cp|attention> [--flag value]...\n";
+  std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|"
+               "attention> [--flag value]...\n";
   return 2;
 }

@@ -133,6 +133,13 @@ inline double CopyGbps(size_t bytes) {
   return Value(runtime::CopyBytesPerSecond(kGpu, bytes), "copy bandwidth") / 1e9;
 }
 
+// seam's bf16 matmul rate at 8192³ in TFLOP/s (runtime/measured_peaks.h):
+// the tensor-core peak that kernels' FLOP floors are stated against.
+inline double Bf16PeakTflops() {
+  const runtime::MatmulShape square{8192, 8192, 8192, "square"};
+  return Value(runtime::MatmulFlopsPerSecond(kGpu, DType::kBF16, square), "matmul peak") / 1e12;
+}
+
 inline std::vector<int32_t> ArgmaxToHost(const Tensor& logits) {
   Tensor ids = Tensor::Empty({logits.rows()}, DType::kI32, logits.device());
   Check(kernels::Argmax(logits, ids), "argmax");
@@ -189,6 +196,8 @@ int MambaBench(const Flags& flags);
 int TboBench(const Flags& flags);
 // cp_bench.cc: one long prompt's prefill at CP 1 (one GPU) against CP N (N GPUs, context-parallel).
 int CpBench(const Flags& flags);
+// moe_kernels_bench.cc: a MoE layer's expert kernels alone, old and new, against their own bytes and FLOPs.
+int MoeKernelsBench(const Flags& flags);
 // attention_bench.cc: PagedAttention alone (decode rows, mixed steps) vs the floor of its KV bytes.
 int AttentionBench(const Flags& flags);
 

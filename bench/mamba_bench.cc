@@ -1,16 +1,20 @@
 // seam-bench-gpu mamba: a Nemotron-H checkpoint (seam model init --arch
 // nemotron_h) on one GPU, each number against a floor measured in the same
-// run from the device copy bandwidth:
-//   decode   eager steps (what the server runs for nemotron_h: no decode
-//            graph yet) at each batch, vs the bytes a step must move
+// run from the device copy bandwidth and the bf16 matmul peak:
+//   decode   eager steps at each batch, vs the bytes a step must move
 //            (runtime's StepFloor): every weight once plus each sequence's
 //            conv and SSM state read and written and its KV in the few
 //            attention layers
 //   kernels  the Mamba prefill ops alone at the model's shapes over
 //            --scan-tokens tokens (one sequence, then --scan-seqs sequences
-//            sharing them): the selective scan, the conv and the gated norm,
-//            each with the bytes it must move and its rate against copy
-//   prefill  the whole model over one sequence of --scan-tokens tokens
+//            sharing them): the selective scan sequential and chunked (at
+//            chunks 32 and 64), the conv and the gated norm, each with the
+//            bytes it must move (and the chunked scan its matmul FLOPs), its
+//            floor max(bytes / copy, FLOPs / peak) and its ratio to it
+//   decode_scan  the scan's one-token step alone at each batch (the
+//            sequential kernel decode runs), vs its state bytes
+//   prefill  the whole model over one sequence of --scan-tokens tokens, with
+//            --mamba-scan sequential (the earlier kernel) and auto (chunked)
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -34,12 +38,13 @@ struct Loaded {
   std::unique_ptr<models::KvCache> cache;
 };
 
-Loaded Load(const Flags& flags, DType dt) {
+Loaded Load(const Flags& flags, DType dt, kernels::ScanAlgorithm scan = kernels::ScanAlgorithm::kAuto) {
   Loaded l;
   l.checkpoint = Value(weights::Checkpoint::Open(flags.Get("checkpoint", "")), "checkpoint");
   models::ModelOptions options{Value(boundary::Topology::Make(1, 1, 0), "topology"), boundary::ReductionPolicy::kAr,
                                dt};
   options.device = kGpu;
+  options.mamba_scan = scan;
   l.model = Value(models::LoadDecoderModel(*l.checkpoint, options), "load");
   models::KvCacheOptions cache;
   cache.budget_bytes = flags.Int("cache-mib", 4096) << 20;
@@ -89,19 +94,27 @@ json Decode(const Flags& flags, Loaded& l, double copy_gbps, uint64_t& next_id) 
           {"steps", steps}, {"results", rows}};
 }
 
-// The prefill ops of one Mamba layer at the model's shapes over `tokens`
-// tokens split into `seqs` equal sequences.
-json Kernels(const weights::ModelConfig& c, DType dt, int64_t tokens, int64_t seqs, double copy_gbps) {
+struct Peaks {
+  double copy_gbps, tflops;
+};
+
+// One op's row: its time against max(bytes / copy, flops / peak).
+json OpRow(const std::string& name, double bytes, double flops, double us, const Peaks& peaks) {
+  const double floor_us = std::max(bytes / peaks.copy_gbps / 1e3, flops / peaks.tflops / 1e6);
+  return json{{"op", name}, {"bytes", bytes}, {"flops", flops}, {"us", us}, {"gbps", bytes / us / 1e3},
+              {"floor_us", floor_us}, {"floor_ratio", us / floor_us}};
+}
+
+// Scan inputs of one Mamba layer's shapes: `seqs` sequences of `len` tokens.
+kernels::SelectiveScanParams ScanInputs(const weights::ModelConfig& c, DType dt, int64_t seqs, int64_t len) {
   const int64_t h = c.mamba_num_heads, p = c.mamba_head_dim, g = c.n_groups, n = c.ssm_state_size;
-  const int64_t inner = c.mamba_intermediate(), conv = c.mamba_conv_dim(), k = c.conv_kernel;
-  const double es = DTypeSize(dt);
   std::vector<int32_t> starts, slots;
-  for (int64_t s = 0; s <= seqs; ++s) starts.push_back(static_cast<int32_t>(s * (tokens / seqs)));
+  for (int64_t s = 0; s <= seqs; ++s) starts.push_back(static_cast<int32_t>(s * len));
   for (int64_t s = 0; s < seqs; ++s) slots.push_back(static_cast<int32_t>(s));
-  kernels::SequenceStates sq{Value(Tensor::FromInts(starts, {seqs + 1}).To(kGpu), "upload"),
-                             Value(Tensor::FromInts(slots, {seqs}).To(kGpu), "upload")};
-  const int64_t t = starts.back();
+  const int64_t t = seqs * len;
   kernels::SelectiveScanParams sp;
+  sp.seqs = {Value(Tensor::FromInts(starts, {seqs + 1}).To(kGpu), "upload"),
+             Value(Tensor::FromInts(slots, {seqs}).To(kGpu), "upload")};
   sp.x = RandomGpu({t, h, p}, dt, 1);
   sp.dt = RandomGpu({t, h}, dt, 2);
   sp.b = RandomGpu({t, g, n}, dt, 3);
@@ -111,32 +124,68 @@ json Kernels(const weights::ModelConfig& c, DType dt, int64_t tokens, int64_t se
   sp.a = Value(Tensor::FromFloats(std::vector<float>(static_cast<size_t>(h), -0.5f), {h}).To(kGpu), "upload");
   sp.d = RandomGpu({h}, DType::kF32, 7);
   sp.ssm_state = Tensor::Zeros({seqs, h, p, n}, DType::kF32, kGpu);
-  sp.seqs = sq;
   sp.out = Tensor::Empty({t, h, p}, dt, kGpu);
+  return sp;
+}
+
+// The prefill ops of one Mamba layer at the model's shapes over `tokens`
+// tokens split into `seqs` equal sequences.
+json Kernels(const weights::ModelConfig& c, DType dt, int64_t tokens, int64_t seqs, const Peaks& peaks) {
+  const int64_t h = c.mamba_num_heads, p = c.mamba_head_dim, g = c.n_groups, n = c.ssm_state_size;
+  const int64_t inner = c.mamba_intermediate(), conv = c.mamba_conv_dim(), k = c.conv_kernel;
+  const double es = DTypeSize(dt);
+  kernels::SelectiveScanParams sp = ScanInputs(c, dt, seqs, tokens / seqs);
+  const kernels::SequenceStates sq = sp.seqs;
+  const int64_t t = sp.x.dim(0);
   const double scan_bytes = (2.0 * t * h * p + t * h + 2.0 * t * g * n) * es + 2.0 * seqs * h * p * n * 4;
-  const double scan_us = TimeUs([&] { Check(kernels::SelectiveScan(sp), "scan"); }, 5, 1);
+  json ops = json::array();
+  sp.algorithm = kernels::ScanAlgorithm::kSequential;
+  std::vector<float> sequential_out;
+  ops.push_back(OpRow("selective_scan_sequential", scan_bytes, 0,
+                      TimeUs([&] { Check(kernels::SelectiveScan(sp), "scan"); }, 3, 1), peaks));
+  sequential_out = Value(sp.out.To(Device::CPU()), "download").ToFloats();
+  if (kernels::ChunkedScanTakes(dt, p, n)) {
+    for (int64_t chunk : {32, 64}) {
+      sp.algorithm = kernels::ScanAlgorithm::kChunked;
+      sp.chunk = chunk;
+      // The chunked form's matmuls: C·Bᵀ per group and chunk, M·x, C·hᵀ and the state update per head.
+      const double flops = static_cast<double>(t) * (2.0 * g * chunk * n + h * (2.0 * chunk * p + 4.0 * p * n));
+      json row = OpRow("selective_scan_chunked_" + std::to_string(chunk), scan_bytes, flops,
+                       TimeUs([&] { Check(kernels::SelectiveScan(sp), "scan"); }, 10, 2), peaks);
+      row["max_rel_diff_vs_sequential"] =
+          MaxRelativeDifference(sequential_out, Value(sp.out.To(Device::CPU()), "download").ToFloats());
+      ops.push_back(row);
+    }
+  }
 
   const Tensor xbc = RandomGpu({t, conv}, dt, 8), conv_out = Tensor::Empty({t, conv}, dt, kGpu);
   const Tensor taps = RandomGpu({conv, k}, DType::kF32, 9, 0.5f), bias = RandomGpu({conv}, DType::kF32, 10);
   const Tensor conv_state = Tensor::Zeros({seqs, k - 1, conv}, DType::kF32, kGpu);
-  const double conv_bytes = 2.0 * t * conv * es;
-  const double conv_us =
-      TimeUs([&] { Check(kernels::CausalConv1d(xbc, taps, bias, true, conv_state, sq, conv_out), "conv"); }, 10, 2);
-
+  ops.push_back(OpRow("causal_conv1d", 2.0 * t * conv * es, 0,
+                      TimeUs([&] { Check(kernels::CausalConv1d(xbc, taps, bias, true, conv_state, sq, conv_out),
+                                         "conv"); }, 10, 2),
+                      peaks));
   const Tensor y = RandomGpu({t, inner}, dt, 11), z = RandomGpu({t, inner}, dt, 12);
   const Tensor w = RandomGpu({inner}, dt, 13), normed = Tensor::Empty({t, inner}, dt, kGpu);
-  const double norm_bytes = 3.0 * t * inner * es;
-  const double norm_us =
-      TimeUs([&] { Check(kernels::GatedRmsNorm(y, z, w, inner / g, 1e-5f, normed), "gated norm"); }, 10, 2);
+  ops.push_back(OpRow("gated_rms_norm", 3.0 * t * inner * es, 0,
+                      TimeUs([&] { Check(kernels::GatedRmsNorm(y, z, w, inner / g, 1e-5f, normed), "norm"); }, 10, 2),
+                      peaks));
+  return {{"tokens", t}, {"sequences", seqs}, {"ops", ops}};
+}
 
-  auto row = [&](const char* name, double bytes, double us) {
-    const double floor_us = bytes / copy_gbps / 1e3;
-    return json{{"op", name}, {"bytes", bytes}, {"us", us}, {"gbps", bytes / us / 1e3}, {"floor_us", floor_us},
-                {"floor_ratio", us / floor_us}};
-  };
-  return {{"tokens", t}, {"sequences", seqs}, {"tokens_per_s_scan", t / (scan_us * 1e-6)},
-          {"ops", {row("selective_scan", scan_bytes, scan_us), row("causal_conv1d", conv_bytes, conv_us),
-                   row("gated_rms_norm", norm_bytes, norm_us)}}};
+// The scan's decode step (one token a sequence, the sequential kernel) at each batch, vs its bytes.
+json DecodeScan(const weights::ModelConfig& c, DType dt, const std::vector<int64_t>& batches, const Peaks& peaks) {
+  const int64_t h = c.mamba_num_heads, p = c.mamba_head_dim, g = c.n_groups, n = c.ssm_state_size;
+  json rows = json::array();
+  for (int64_t b : batches) {
+    kernels::SelectiveScanParams sp = ScanInputs(c, dt, b, 1);
+    const double bytes = (2.0 * b * h * p + b * h + 2.0 * b * g * n) * DTypeSize(dt) + 2.0 * b * h * p * n * 4;
+    json row = OpRow("selective_scan_decode", bytes, 0,
+                     TimeUs([&] { Check(kernels::SelectiveScan(sp), "scan"); }, 50, 5), peaks);
+    row["batch"] = b;
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 json Prefill(Loaded& l, int64_t tokens, uint64_t& next_id) {
@@ -157,21 +206,32 @@ json Prefill(Loaded& l, int64_t tokens, uint64_t& next_id) {
 
 int MambaBench(const Flags& flags) {
   const DType dt = ParseDType(flags.Get("dtype", "bf16"));
-  Loaded l = Load(flags, dt);
-  const weights::ModelConfig& c = l.model->config();
-  if (c.hybrid_override_pattern.empty()) {
-    std::cerr << "seam-bench-gpu mamba: --checkpoint must be a nemotron_h checkpoint\n";
-    return 2;
-  }
-  const double copy_gbps = CopyGbps(size_t{1} << 30);
+  const Peaks peaks{CopyGbps(size_t{1} << 30), Bf16PeakTflops()};
   const int64_t tokens = flags.Int("scan-tokens", 8192), seqs = flags.Int("scan-seqs", 8);
   uint64_t next_id = 0;
-  json out{{"pattern", c.hybrid_override_pattern}, {"hidden", c.hidden_size}, {"dtype", DTypeName(dt)},
-           {"copy_gbps", copy_gbps}};
-  out["decode"] = Decode(flags, l, copy_gbps, next_id);
-  out["kernels"] = json::array({Kernels(c, dt, tokens, 1, copy_gbps), Kernels(c, dt, tokens, seqs, copy_gbps)});
-  out["prefill"] = Prefill(l, tokens, next_id);
-  out["note"] = "floors: bytes / copy_gbps (device copy traffic, read + write, measured here); decode is eager";
+  json out;
+  json prefill = json::object();
+  using kernels::ScanAlgorithm;
+  for (auto [name, scan] : {std::pair<const char*, ScanAlgorithm>{"sequential", ScanAlgorithm::kSequential},
+                            {"auto", ScanAlgorithm::kAuto}}) {
+    Loaded l = Load(flags, dt, scan);
+    const weights::ModelConfig& c = l.model->config();
+    if (c.hybrid_override_pattern.empty()) {
+      std::cerr << "seam-bench-gpu mamba: --checkpoint must be a nemotron_h checkpoint\n";
+      return 2;
+    }
+    if (scan == ScanAlgorithm::kAuto) {  // decode runs the sequential kernel either way: once
+      out = {{"pattern", c.hybrid_override_pattern}, {"hidden", c.hidden_size}, {"dtype", DTypeName(dt)},
+             {"copy_gbps", peaks.copy_gbps}, {"bf16_peak_tflops", peaks.tflops}};
+      out["decode"] = Decode(flags, l, peaks.copy_gbps, next_id);
+      out["kernels"] = json::array({Kernels(c, dt, tokens, 1, peaks), Kernels(c, dt, tokens, seqs, peaks)});
+      out["decode_scan"] = DecodeScan(c, dt, flags.Ints("batches", "1,32"), peaks);
+    }
+    prefill[name] = Prefill(l, tokens, next_id);
+  }
+  prefill["speedup"] = prefill["sequential"]["ms"].get<double>() / prefill["auto"]["ms"].get<double>();
+  out["prefill"] = prefill;
+  out["note"] = "floors: max(bytes / copy_gbps, FLOPs / bf16_peak_tflops), both measured here; decode is eager";
   WriteJson(flags, out);
   return 0;
 }

@@ -159,13 +159,17 @@ absl::StatusOr<std::unique_ptr<ExitScope>> StageBoundary::Exit(ForwardBatch& bat
   }
   SEAM_RETURN_IF_ERROR(RefuseOperationScheduled(declaration_, batch, "Exit()"));
   SEAM_ASSIGN_OR_RETURN(const ExitOption* option, ChooseExit(batch));
-  // The handoff option exists only at a terminal MoE; the provider decides per batch.
+  // The handoff option exists only at a terminal MoE; the provider decides per
+  // batch. It replaces only an exit that all-reduces (or owes nothing, on one
+  // rank), whose bytes the finalize service's one all-reduce moves again: a
+  // scattering exit moves less and stays.
   const ExitOption* handoff = nullptr;
   SEAM_ASSIGN_OR_RETURN(const VariantPaths* vp, Paths(batch));
   for (const ExitOption& o : vp->exit.options) {
     if (o.choice == ExitChoice::kDeferFinalize && o.residual == batch.stream->residual_form()) handoff = &o;
   }
-  const bool defer = has_fusions() && options_.fusions->CanDeferFinalize(*plan_, batch) && handoff != nullptr;
+  const bool defer = handoff != nullptr && option->choice == ExitChoice::kCompleteAllReduce && has_fusions() &&
+                     options_.fusions->CanDeferFinalize(*plan_, batch);
   auto scope = std::unique_ptr<ExitScope>(new ExitScope(this, &batch, option, defer));
   scope->handoff_option_ = handoff;
   return scope;

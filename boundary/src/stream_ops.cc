@@ -61,7 +61,8 @@ absl::StatusOr<Tensor> FinalizeNormed(ResidualStream& stream, ForwardBatch& batc
   std::unique_ptr<comm::Communicator> self;
   if (t.tp == 1 && batch.comms.tp == nullptr) self = comm::MakeSelfCommunicator(CommGroupName(completing));
   comm::Communicator& group = self != nullptr ? *self : GroupComm(batch.comms, completing);
-  SEAM_RETURN_IF_ERROR(service.Finalize(*c.deferred, offset, work.r, norm, work.x, group));
+  SEAM_CHECK_MSG(batch.last_plan != nullptr, "a finalize handoff without the plan of the stage that made it");
+  SEAM_RETURN_IF_ERROR(service.Finalize(*c.deferred, offset, work.r, norm, work.x, group, *batch.last_plan));
   work.x_form = work.r_form;
   if (work.r_form == RowForm::kAttnTpSlice && t.attn_tp() > 1) {
     StepContext ctx{&batch, &batch.comms, nullptr, nullptr};

@@ -44,6 +44,8 @@ absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& 
 absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids);  // moe_experts
 absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
 absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
+absl::Status ExpertGateUpSilu(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& act);
+absl::Status ExpertDown(const Tensor& act, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out);
 absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out);
 absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out);

@@ -1,6 +1,7 @@
 // The device-side expert ops of seam/kernels/moe_experts.h on the CPU: the
 // reference the CUDA kernels are tested against (sums in index order, fp32).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <utility>
@@ -43,6 +44,12 @@ absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups) {
   }
   offsets[experts] = run;
   active[0] = used;
+  int32_t* tiles = groups.tile_starts.data<int32_t>();
+  tiles[0] = 0;
+  for (int32_t a = 0; a < used; ++a) {
+    const int32_t count = offsets[active[1 + a] + 1] - offsets[active[1 + a]];
+    tiles[a + 1] = tiles[a] + static_cast<int32_t>((count + kExpertTileRows - 1) / kExpertTileRows);
+  }
   std::vector<int32_t> cursor(offsets, offsets + experts);
   for (int64_t p = 0; p < pairs; ++p) {  // ascending pair index within an expert
     if (e[p] >= 0 && e[p] < experts) order[cursor[e[p]]++] = static_cast<int32_t>(p);
@@ -68,6 +75,87 @@ absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& 
         acc[f] = s;
       }
       StoreFloats(acc.data(), n, out.raw_data(), out.dtype(), p * n);
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// v rounded to `dtype` and widened back.
+float Rounded(float v, DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return BF16ToFloat(FloatToBF16(v));
+    case DType::kF16:
+      return F16ToFloat(FloatToF16(v));
+    default:
+      return v;
+  }
+}
+
+// Σ_j a[j] · b[j] in index order.
+float PairDot(const float* a, const float* b, int64_t k) {
+  float s = 0.0f;
+  for (int64_t j = 0; j < k; ++j) s += a[j] * b[j];
+  return s;
+}
+
+// The rows [begin, end) of group order as fp32: x row row_of(i) for position i.
+template <typename RowOf>
+std::vector<float> GroupRows(const Tensor& x, int32_t begin, int32_t end, RowOf row_of) {
+  const int64_t k = x.dim(1);
+  std::vector<float> rows(static_cast<size_t>(end - begin) * k);
+  for (int32_t i = begin; i < end; ++i) LoadFloats(x.raw_data(), x.dtype(), row_of(i) * k, k, &rows[(i - begin) * k]);
+  return rows;
+}
+
+}  // namespace
+
+// Each weight row is widened once per expert and met by every pair of the
+// expert; a pair's sums run over K in index order, as ExpertMatmul's.
+absl::Status ExpertGateUpSilu(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& act) {
+  const int64_t pairs = groups.pairs(), inter = w.dim(1) / 2, k = w.dim(2);
+  if (pairs == 0) return absl::OkStatus();
+  const int64_t per_row = pairs / x.dim(0);
+  const int32_t* offsets = groups.offsets.data<int32_t>();
+  const int32_t* order = groups.order.data<int32_t>();
+  std::vector<float> gate(k), up(k);
+  for (int64_t e = 0; e < groups.experts(); ++e) {
+    const int32_t begin = offsets[e], end = offsets[e + 1];
+    if (begin == end) continue;
+    const std::vector<float> rows = GroupRows(x, begin, end, [&](int32_t i) { return order[i] / per_row; });
+    std::vector<float> out(static_cast<size_t>(end - begin) * inter);
+    for (int64_t j = 0; j < inter; ++j) {
+      LoadFloats(w.raw_data(), w.dtype(), (e * 2 * inter + j) * k, k, gate.data());
+      LoadFloats(w.raw_data(), w.dtype(), (e * 2 * inter + inter + j) * k, k, up.data());
+      for (int32_t i = 0; i < end - begin; ++i) {
+        const float g = Rounded(PairDot(&rows[i * k], gate.data(), k), x.dtype());
+        const float u = Rounded(PairDot(&rows[i * k], up.data(), k), x.dtype());
+        out[i * inter + j] = g / (1.0f + std::exp(-g)) * u;  // SiluAndMul's arithmetic
+      }
+    }
+    StoreFloats(out.data(), (end - begin) * inter, act.raw_data(), act.dtype(), int64_t{begin} * inter);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpertDown(const Tensor& act, const Tensor& w, const ExpertGroups& groups, const Tensor& out) {
+  const int64_t n = w.dim(1), k = w.dim(2);
+  const int32_t* offsets = groups.offsets.data<int32_t>();
+  const int32_t* order = groups.order.data<int32_t>();
+  std::vector<float> wr(k);
+  for (int64_t e = 0; e < groups.experts(); ++e) {
+    const int32_t begin = offsets[e], end = offsets[e + 1];
+    if (begin == end) continue;
+    const std::vector<float> rows = GroupRows(act, begin, end, [](int32_t i) { return int64_t{i}; });
+    std::vector<float> acc(static_cast<size_t>(end - begin) * n);
+    for (int64_t f = 0; f < n; ++f) {
+      LoadFloats(w.raw_data(), w.dtype(), (e * n + f) * k, k, wr.data());
+      for (int32_t i = 0; i < end - begin; ++i) acc[i * n + f] = PairDot(&rows[i * k], wr.data(), k);
+    }
+    for (int32_t i = begin; i < end; ++i) {
+      StoreFloats(&acc[(i - begin) * n], n, out.raw_data(), out.dtype(), int64_t{order[i]} * n);
     }
   }
   return absl::OkStatus();

@@ -59,6 +59,11 @@ absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& 
 absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids);  // moe_experts.cu
 absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
 absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
+// moe_fused_experts.cu; `kernel` already chosen (never kAuto).
+absl::Status ExpertGateUpSilu(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& act,
+                              ExpertKernel kernel);
+absl::Status ExpertDown(const Tensor& act, const Tensor& w, const ExpertGroups& groups, const Tensor& out,
+                        ExpertKernel kernel);
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out);
 absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out);
 absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out);

@@ -1,5 +1,7 @@
-// SelectiveScan on CUDA: the exact Mamba2 recurrence, sequential in time and
-// parallel over (sequence, head, rows of the head's state). A block of
+// SelectiveScan on CUDA: the choice between the chunked SSD kernel
+// (mamba_chunk_scan.cu: prefill) and, here, the exact Mamba2 recurrence,
+// sequential in time and parallel over (sequence, head, rows of the head's
+// state): decode, and what the chunked kernel does not take. A block of
 // kWarps warps takes kRowsPerWarp rows p of one head's [P, N] state each;
 // lane l holds entries n = l, l + 32, ... of those rows in registers, so the
 // state is read once from the cache, kept on chip over the sequence's tokens,
@@ -13,9 +15,11 @@
 // twice per sequence; B and C are shared by the H / G heads of a group and
 // the P / 16 blocks of a head, which read them from L2. Time is bound by the
 // per-token chain (load, exp, shuffles) rather than that traffic at long
-// prefills (seam-bench-gpu mamba states the ratio).
+// prefills (seam-bench-gpu mamba states the ratio), which the chunked kernel
+// is for.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "mamba_chunk_scan.h"
 #include "mamba_sequences.cuh"
 
 namespace seam::kernels::cuda {
@@ -179,10 +183,27 @@ absl::Status SelectiveScan(const SelectiveScanParams& sp) {
     return absl::UnimplementedError(absl::StrCat("SelectiveScan: CUDA grid takes up to 65535 sequences and heads, got ",
                                                  seqs, " and ", sp.x.dim(1)));
   }
-  if (n > 256) {
-    return absl::UnimplementedError(absl::StrCat("SelectiveScan: CUDA kernel keeps up to 256 state entries per row, got ", n));
-  }
   SEAM_RETURN_IF_ERROR(CheckCurrentDevice(sp.x, "SelectiveScan"));
+  const bool chunked_takes = ChunkedScanTakes(dt, sp.x.dim(2), n) && sp.dt_bias.dtype() == DType::kF32 &&
+                             VecAligned<uint4>(sp.x.raw_data(), 1) && VecAligned<uint4>(sp.b.raw_data(), 1) &&
+                             VecAligned<uint4>(sp.c.raw_data(), 1) && VecAligned<uint4>(sp.out.raw_data(), 1);
+  ScanAlgorithm algorithm = sp.algorithm;
+  if (algorithm == ScanAlgorithm::kAuto) {  // prefill chunked; decode (a token a sequence) sequential
+    algorithm = chunked_takes && sp.x.dim(0) > seqs ? ScanAlgorithm::kChunked : ScanAlgorithm::kSequential;
+  }
+  if (algorithm == ScanAlgorithm::kChunked) {
+    if (!chunked_takes) {
+      return absl::UnimplementedError(absl::StrCat(
+          "SelectiveScan: the chunked CUDA kernel takes bf16 or f16 x with head_dim a multiple of 32, state 64 or "
+          "128, f32 dt_bias / a / d and 16-byte aligned x, b, c and out; got ",
+          DTypeName(dt), " head_dim ", sp.x.dim(2), ", state ", n, ", dt_bias ", DTypeName(sp.dt_bias.dtype())));
+    }
+    return ChunkedSelectiveScan(sp, sp.chunk == 0 ? kDefaultScanChunk : sp.chunk);
+  }
+  if (n > 256) {
+    return absl::UnimplementedError(
+        absl::StrCat("SelectiveScan: CUDA kernel keeps up to 256 state entries per row, got ", n));
+  }
   const ScanParams p{sp.x.raw_data(), sp.dt.raw_data(), sp.b.raw_data(), sp.c.raw_data(), sp.dt_bias.raw_data(),
                      sp.a.raw_data(), sp.d.raw_data(), sp.ssm_state.data<float>(), sp.out.raw_data(),
                      sp.seqs.query_start.data<int32_t>(), sp.seqs.state_slots.data<int32_t>(), sp.ssm_state.dim(0),

@@ -7,7 +7,9 @@
 // - GroupByExpert: one block. Per-expert counts by shared-memory atomics, a
 //   block-wide exclusive scan over the experts (each thread a contiguous run
 //   of experts) giving the offsets and the ranks of the experts that have
-//   pairs, then every pair placed through its expert's atomic cursor.
+//   pairs, then every pair placed through its expert's atomic cursor; a
+//   second scan over the active experts gives the tensor-core kernel's tile
+//   starts.
 // - ExpertMatmul: matmul.cu's GEMV per expert. The grid is (feature tiles,
 //   min(E, P) expert slots); the block of slot s serves the s-th expert that
 //   has pairs (and returns at once when fewer have), its warps each own
@@ -84,9 +86,32 @@ __device__ void BlockExclusiveScan2(int& a, int& b, int* total_a, int* total_b) 
   b = (warp > 0 ? warp_b[warp - 1] : 0) + ib - b;
 }
 
+// tile_starts[a] for the a < active[0] experts with pairs (in active's
+// order) and tile_starts[active[0]]: running sums of each one's tiles of
+// kExpertTileRows pairs. Reads offsets and active as this block wrote them.
+__device__ void TileStarts(const int32_t* offsets, const int32_t* active, int used, int32_t* tile_starts) {
+  __shared__ int total_tiles, unused;
+  const int chunk = (used + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  const int lo = min(used, static_cast<int>(threadIdx.x) * chunk), hi = min(used, lo + chunk);
+  constexpr int kTile = static_cast<int>(kExpertTileRows);
+  int run = 0, none = 0;
+  for (int a = lo; a < hi; ++a) {
+    const int e = active[1 + a];
+    run += (offsets[e + 1] - offsets[e] + kTile - 1) / kTile;
+  }
+  BlockExclusiveScan2(run, none, &total_tiles, &unused);
+  for (int a = lo; a < hi; ++a) {
+    const int e = active[1 + a];
+    tile_starts[a] = run;
+    run += (offsets[e + 1] - offsets[e] + kTile - 1) / kTile;
+  }
+  if (threadIdx.x == 0) tile_starts[used] = total_tiles;
+}
+
 __global__ void __launch_bounds__(kGroupThreads)
     GroupByExpertKernel(const int32_t* __restrict__ ids, int pairs, int experts, int32_t* __restrict__ offsets,
-                        int32_t* __restrict__ order, int32_t* __restrict__ active) {
+                        int32_t* __restrict__ order, int32_t* __restrict__ active,
+                        int32_t* __restrict__ tile_starts) {
   extern __shared__ int count[];  // [experts]: counts, then cursors
   __shared__ int total_pairs, total_active;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
@@ -114,6 +139,8 @@ __global__ void __launch_bounds__(kGroupThreads)
     const int e = ids[p];
     if (e >= 0 && e < experts) order[atomicAdd(&count[e], 1)] = p;
   }
+  __syncthreads();  // offsets and active written; the scan's shared totals free again
+  TileStarts(offsets, active, total_active, tile_starts);
 }
 
 // ---- ExpertMatmul --------------------------------------------------------------
@@ -303,7 +330,7 @@ absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups) {
   const int experts = static_cast<int>(groups.experts());
   GroupByExpertKernel<<<1, kGroupThreads, static_cast<size_t>(experts) * sizeof(int), Stream()>>>(
       ids.data<int32_t>(), static_cast<int>(groups.pairs()), experts, groups.offsets.data<int32_t>(),
-      groups.order.data<int32_t>(), groups.active.data<int32_t>());
+      groups.order.data<int32_t>(), groups.active.data<int32_t>(), groups.tile_starts.data<int32_t>());
   SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@ add_executable(cuda_kernels_test
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_logit_edits_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_mhc_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_mamba_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_moe_experts_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_moe_experts_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_fused_experts_test.cc)
 target_link_libraries(cuda_kernels_test PRIVATE seam_kernels CUDA::cudart GTest::gtest_main)
 gtest_discover_tests(cuda_kernels_test DISCOVERY_MODE PRE_TEST)

@@ -92,6 +92,9 @@ absl::Status SelectiveScan(const SelectiveScanParams& p) {
     return absl::InvalidArgumentError(absl::StrCat("dt limits: expected min <= max, got [", p.dt_min, ", ",
                                                    p.dt_max, "]"));
   }
+  if (p.chunk != 0 && p.chunk != 32 && p.chunk != 64) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk: expected 32 or 64 (0: the default), got ", p.chunk));
+  }
   SEAM_RETURN_IF_ERROR(ExpectSequences(p.seqs));
   SEAM_ASSIGN_OR_RETURN(Device device,
                         CommonDevice({{&p.x, "x"}, {&p.dt, "dt"}, {&p.dt_bias, "dt_bias"}, {&p.a, "a"},
@@ -99,6 +102,11 @@ absl::Status SelectiveScan(const SelectiveScanParams& p) {
                                       {&p.out, "out"}, {&p.seqs.query_start, "query_start"},
                                       {&p.seqs.state_slots, "state_slots"}}));
   SEAM_KERNELS_DISPATCH(device, SelectiveScan, p);
+}
+
+bool ChunkedScanTakes(DType dtype, int64_t head_dim, int64_t state) {
+  return (dtype == DType::kBF16 || dtype == DType::kF16) && head_dim > 0 && head_dim % 32 == 0 &&
+         (state == 64 || state == 128);
 }
 
 absl::Status GatedRmsNorm(const Tensor& x, const Tensor& z, const Tensor& weight, int64_t group_size, float eps,

@@ -27,6 +27,7 @@ absl::Status ExpectGroups(const ExpertGroups& g) {
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(g.offsets, "groups.offsets"));
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(g.order, "groups.order"));
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(g.active, "groups.active"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(g.tile_starts, "groups.tile_starts"));
   const int64_t experts = g.experts(), pairs = g.pairs();
   if (experts < 1 || experts > kMaxGroupedExperts) {
     return absl::InvalidArgumentError(
@@ -36,9 +37,12 @@ absl::Status ExpectGroups(const ExpertGroups& g) {
     return absl::InvalidArgumentError(
         absl::StrCat("groups: at most ", kMaxExpertPairs, " pairs are grouped on the device, got ", pairs));
   }
-  if (g.active.numel() != 1 + std::min(experts, pairs)) {
-    return absl::InvalidArgumentError(absl::StrCat("groups.active: expected ", 1 + std::min(experts, pairs),
-                                                   " values, got ", g.active.numel()));
+  for (const auto& [t, what] : {std::pair<const Tensor*, const char*>{&g.active, "groups.active"},
+                                 {&g.tile_starts, "groups.tile_starts"}}) {
+    if (t->numel() != 1 + std::min(experts, pairs)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": expected ", 1 + std::min(experts, pairs), " values, got ", t->numel()));
+    }
   }
   return absl::OkStatus();
 }
@@ -63,6 +67,7 @@ absl::StatusOr<ExpertGroups> ExpertGroups::Empty(int64_t experts, int64_t pairs,
   SEAM_ASSIGN_OR_RETURN(g.offsets, Tensor::TryEmpty({experts + 1}, DType::kI32, device));
   SEAM_ASSIGN_OR_RETURN(g.order, Tensor::TryEmpty({pairs}, DType::kI32, device));
   SEAM_ASSIGN_OR_RETURN(g.active, Tensor::TryEmpty({1 + std::min(experts, pairs)}, DType::kI32, device));
+  SEAM_ASSIGN_OR_RETURN(g.tile_starts, Tensor::TryEmpty({1 + std::min(experts, pairs)}, DType::kI32, device));
   return g;
 }
 
@@ -88,7 +93,8 @@ absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups) {
   }
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&ids, "ids"}, {&groups.offsets, "groups.offsets"},
                                                      {&groups.order, "groups.order"},
-                                                     {&groups.active, "groups.active"}}));
+                                                     {&groups.active, "groups.active"},
+                                                     {&groups.tile_starts, "groups.tile_starts"}}));
   SEAM_KERNELS_DISPATCH(device, GroupByExpert, ids, groups);
 }
 
@@ -113,6 +119,78 @@ absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& 
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&w, "w"}, {&out, "out"},
                                                      {&groups.offsets, "groups.offsets"}}));
   SEAM_KERNELS_DISPATCH(device, ExpertMatmul, x, w, groups, out);
+}
+
+ExpertKernel ChooseExpertKernel(ExpertKernel kernel, DType dtype, int64_t pairs) {
+  if (kernel != ExpertKernel::kAuto) return kernel;
+  if (dtype == DType::kF32 || pairs <= kTensorCorePairs) return ExpertKernel::kGemv;
+  return ExpertKernel::kTensorCore;
+}
+
+bool ExpertKernelTakes(ExpertKernel kernel, DType dtype, int64_t k) {
+  if (kernel == ExpertKernel::kTensorCore) {
+    return (dtype == DType::kBF16 || dtype == DType::kF16) && k > 0 && k % 8 == 0;
+  }
+  return ExpertMatmulTakes(dtype, k);
+}
+
+namespace {
+
+// One projection of the fused pair: x [M or P, K] and out [P, N] of w's
+// dtype, w [E, rows, K]; `per_pair` when x has one row per pair.
+absl::Status ExpectFusedProjection(const Tensor& x, const char* x_name, const Tensor& w, const ExpertGroups& groups,
+                                   const Tensor& out, const char* out_name, int64_t out_cols, bool per_pair) {
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(x, x_name));
+  SEAM_RETURN_IF_ERROR(ExpectRank(x, 2, x_name));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(w, "w"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(w, 3, "w"));
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, out_name));
+  SEAM_RETURN_IF_ERROR(ExpectGroups(groups));
+  for (const auto& [t, what] : {std::pair<const Tensor*, const char*>{&w, "w"}, {&out, out_name}}) {
+    if (t->dtype() != x.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected the dtype of ", x_name, " (",
+                                                     DTypeName(x.dtype()), "), got ", DTypeName(t->dtype())));
+    }
+  }
+  SEAM_RETURN_IF_ERROR(ExpectDimSize(w, 0, groups.experts(), "w"));
+  SEAM_RETURN_IF_ERROR(ExpectDimSize(w, 2, x.dim(1), "w"));
+  const int64_t pairs = groups.pairs();
+  SEAM_RETURN_IF_ERROR(ExpectShape(out, {pairs, out_cols}, out_name));
+  if (per_pair) return ExpectDimSize(x, 0, pairs, x_name);
+  return ExpectRowsDividePairs(x, x_name, pairs);
+}
+
+}  // namespace
+
+absl::Status ExpertGateUpSilu(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& act,
+                              ExpertKernel kernel) {
+  if (w.rank() == 3 && w.dim(1) % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("w: expected [E, 2I, K] (gate rows, then up rows), got ",
+                                                   ShapeToString(w.shape())));
+  }
+  SEAM_RETURN_IF_ERROR(ExpectFusedProjection(x, "x", w, groups, act, "act", w.rank() == 3 ? w.dim(1) / 2 : 0, false));
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&w, "w"}, {&act, "act"},
+                                                     {&groups.offsets, "groups.offsets"}}));
+  if (device.is_cpu()) return cpu::ExpertGateUpSilu(x, w, groups, act);
+#ifdef SEAM_KERNELS_CUDA_LAUNCHERS
+  return cuda::ExpertGateUpSilu(x, w, groups, act, ChooseExpertKernel(kernel, x.dtype(), groups.pairs()));
+#else
+  return internal::NoCudaKernel("ExpertGateUpSilu");
+#endif
+}
+
+absl::Status ExpertDown(const Tensor& act, const Tensor& w, const ExpertGroups& groups, const Tensor& out,
+                        ExpertKernel kernel) {
+  SEAM_RETURN_IF_ERROR(
+      ExpectFusedProjection(act, "act", w, groups, out, "out", w.rank() == 3 ? w.dim(1) : 0, /*per_pair=*/true));
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&act, "act"}, {&w, "w"}, {&out, "out"},
+                                                     {&groups.offsets, "groups.offsets"}}));
+  if (device.is_cpu()) return cpu::ExpertDown(act, w, groups, out);
+#ifdef SEAM_KERNELS_CUDA_LAUNCHERS
+  return cuda::ExpertDown(act, w, groups, out, ChooseExpertKernel(kernel, act.dtype(), groups.pairs()));
+#else
+  return internal::NoCudaKernel("ExpertDown");
+#endif
 }
 
 namespace {

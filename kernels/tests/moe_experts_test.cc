@@ -48,6 +48,20 @@ TEST(GroupByExpert, NoPairs) {
   const ExpertGroups g = Grouped({}, 3);
   EXPECT_EQ(Ints(g.offsets), (std::vector<int32_t>{0, 0, 0, 0}));
   EXPECT_EQ(Ints(g.active), (std::vector<int32_t>{0}));
+  EXPECT_EQ(Ints(g.tile_starts), (std::vector<int32_t>{0}));
+}
+
+// The tensor-core kernel's tiles: ceil(pairs / kExpertTileRows) per active
+// expert, summed in active order; zero-pair experts take none.
+TEST(GroupByExpert, TileStartsCountEachActiveExpertsTiles) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 130; ++i) ids.push_back(2);  // three tiles
+  for (int i = 0; i < 64; ++i) ids.push_back(0);   // exactly one
+  ids.push_back(5);                                // one
+  const ExpertGroups g = Grouped(ids, 6);
+  EXPECT_EQ(Ints(g.active)[0], 3);
+  const std::vector<int32_t> tiles = Ints(g.tile_starts);
+  EXPECT_EQ(std::vector<int32_t>(tiles.begin(), tiles.begin() + 4), (std::vector<int32_t>{0, 1, 4, 5}));
 }
 
 class ExpertMatmulTest : public ::testing::TestWithParam<DType> {};
@@ -146,6 +160,83 @@ TEST(GroupByExpert, ALongPrefillsRoutes) {
   EXPECT_EQ(offsets[128], 131072);
   EXPECT_EQ(offsets[1] - offsets[0], 1024);
   EXPECT_EQ(Ints(g.active)[0], 128);
+}
+
+// The fused pair against the ops it replaces, on the CPU: ExpertGateUpSilu
+// is ExpertMatmul over the [gate | up] weight, then SiluAndMul, bit for bit
+// (the same sums in the same order, the same roundings), written in group
+// order; ExpertDown is ExpertMatmul of those rows, scattered back to pair
+// order. A pair of no expert is left alone.
+class FusedExpertsTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FusedExpertsTest, GateUpSiluThenDownEqualTheUnfusedOps) {
+  const DType dtype = GetParam();
+  constexpr int64_t kRows = 5, kPerRow = 2, kExperts = 4, kInter = 6, kHidden = 24;
+  const std::vector<int32_t> ids = {3, 0, 1, 3, 2, 0, 3, -1, 0, 1};
+  const ExpertGroups g = Grouped(ids, kExperts);
+  const Tensor x = RandomTensor({kRows, kHidden}, dtype, 5);
+  const Tensor gate_up = RandomTensor({kExperts, 2 * kInter, kHidden}, dtype, 6);
+  const Tensor down = RandomTensor({kExperts, kHidden, kInter}, dtype, 7);
+  const int64_t pairs = kRows * kPerRow, grouped = pairs - 1;
+
+  const Tensor act = Tensor::FromFloats(std::vector<float>(pairs * kInter, 7.0f), {pairs, kInter}, dtype);
+  ASSERT_TRUE(ExpertGateUpSilu(x, gate_up, g, act).ok());
+  const Tensor gu = Tensor::Zeros({pairs, 2 * kInter}, dtype), want_act = Tensor::Zeros({pairs, kInter}, dtype);
+  ASSERT_TRUE(ExpertMatmul(x, gate_up, g, gu).ok());
+  ASSERT_TRUE(SiluAndMul(gu, want_act).ok());
+  const std::vector<int32_t> order = Ints(g.order);
+  for (int64_t i = 0; i < grouped; ++i) {
+    EXPECT_EQ(Values(act.Rows(i, 1)), Values(want_act.Rows(order[i], 1))) << "group position " << i;
+  }
+  EXPECT_EQ(Values(act.Rows(grouped, 1)), std::vector<double>(kInter, 7.0)) << "the unused place was written";
+
+  const Tensor out = Tensor::FromFloats(std::vector<float>(pairs * kHidden, 3.0f), {pairs, kHidden}, dtype);
+  ASSERT_TRUE(ExpertDown(act, down, g, out).ok());
+  const Tensor in_group = Tensor::Zeros({pairs, kHidden}, dtype), want = Tensor::Zeros({pairs, kHidden}, dtype);
+  absl::StatusOr<ExpertGroups> one_per_pair = ExpertGroups::Empty(kExperts, pairs, Device::CPU());
+  ASSERT_TRUE(one_per_pair.ok());
+  std::vector<int32_t> group_ids(pairs, -1);  // act row i belongs to the expert of group position i
+  for (int64_t i = 0; i < grouped; ++i) group_ids[i] = ids[order[i]];
+  ASSERT_TRUE(GroupByExpert(Tensor::FromInts(group_ids, {pairs}), *one_per_pair).ok());
+  ASSERT_TRUE(ExpertMatmul(act, down, *one_per_pair, in_group).ok());
+  for (int64_t i = 0; i < grouped; ++i) {
+    EXPECT_EQ(Values(out.Rows(order[i], 1)), Values(in_group.Rows(i, 1))) << "pair " << order[i];
+  }
+  EXPECT_EQ(Values(out.Rows(7, 1)), std::vector<double>(kHidden, 3.0)) << "the pair of no expert was written";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FusedExpertsTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         DTypeParamName);
+
+TEST(FusedExperts, RejectBadShapes) {
+  const ExpertGroups g = Grouped({0, 1, 0, 1}, 2);
+  const Tensor x = Tensor::Zeros({2, 8}, DType::kF32);
+  absl::Status s = ExpertGateUpSilu(x, Tensor::Zeros({2, 5, 8}, DType::kF32), g, Tensor::Zeros({4, 2}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("w: expected [E, 2I, K]"), std::string::npos) << s;
+  s = ExpertGateUpSilu(x, Tensor::Zeros({2, 6, 8}, DType::kF32), g, Tensor::Zeros({4, 6}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("act: expected shape [4, 3]"), std::string::npos) << s;
+  s = ExpertDown(Tensor::Zeros({2, 3}, DType::kF32), Tensor::Zeros({2, 8, 3}, DType::kF32), g,
+                 Tensor::Zeros({4, 8}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("act: expected dim 0 of size 4"), std::string::npos) << s;
+  s = ExpertDown(Tensor::Zeros({4, 3}, DType::kF32), Tensor::Zeros({2, 8, 3}, DType::kBF16), g,
+                 Tensor::Zeros({4, 8}, DType::kF32));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("w: expected the dtype of act"), std::string::npos) << s;
+}
+
+TEST(ChooseExpertKernel, GemvForDecodeAndF32TensorCoresAbove) {
+  EXPECT_EQ(ChooseExpertKernel(ExpertKernel::kAuto, DType::kBF16, 8), ExpertKernel::kGemv);
+  EXPECT_EQ(ChooseExpertKernel(ExpertKernel::kAuto, DType::kBF16, kTensorCorePairs), ExpertKernel::kGemv);
+  EXPECT_EQ(ChooseExpertKernel(ExpertKernel::kAuto, DType::kBF16, kTensorCorePairs + 1), ExpertKernel::kTensorCore);
+  EXPECT_EQ(ChooseExpertKernel(ExpertKernel::kAuto, DType::kF32, 1 << 20), ExpertKernel::kGemv);
+  EXPECT_EQ(ChooseExpertKernel(ExpertKernel::kTensorCore, DType::kBF16, 1), ExpertKernel::kTensorCore);
+  EXPECT_TRUE(ExpertKernelTakes(ExpertKernel::kTensorCore, DType::kF16, 768));
+  EXPECT_FALSE(ExpertKernelTakes(ExpertKernel::kTensorCore, DType::kF32, 768));
+  EXPECT_FALSE(ExpertKernelTakes(ExpertKernel::kTensorCore, DType::kBF16, 12));
+  EXPECT_TRUE(ExpertKernelTakes(ExpertKernel::kGemv, DType::kF32, 12));
 }
 
 TEST(ExpertMatmulTakes, SixteenByteRows) {

@@ -52,6 +52,7 @@ absl::StatusOr<MambaMixer> MambaMixer::Load(const LoadContext& ctx, const Nemotr
   m.eps_ = c.rms_norm_eps;
   m.dt_min_ = c.time_step_limit_min;
   m.dt_max_ = c.time_step_limit_max;
+  m.scan_ = ctx.options.mamba_scan;
   const int64_t il = inner / atp, gnl = gn / atp, hl = m.heads_;
   const weights::Checkpoint& ck = ctx.checkpoint;
   SEAM_ASSIGN_OR_RETURN(Tensor in, ck.Load(names.Layer(layer, "mixer.in_proj.weight"), {inner + conv + heads, hidden},
@@ -123,6 +124,7 @@ absl::StatusOr<Tensor> MambaMixer::Forward(const Tensor& x, const CacheBatch& st
   p.ssm_state = cache.states()->ssm(state_layer);
   p.seqs = seqs;
   p.out = Tensor::Empty({t, heads_, head_dim_}, dt, dev);
+  p.algorithm = scan_;
   SEAM_RETURN_IF_ERROR(kernels::SelectiveScan(p));
   SEAM_ASSIGN_OR_RETURN(Tensor y, p.out.Reshape({t, il}));
   Tensor normed = Tensor::Empty({t, il}, dt, dev);

@@ -42,6 +42,7 @@ class MambaMixer {
   Tensor conv_w_, conv_b_;     // [(I + 2GN)/atp, K], [(I + 2GN)/atp] (undefined without bias)
   Tensor dt_bias_, a_, d_;     // f32 [Hm/atp]; a = -exp(A_log)
   Tensor norm_, w_out_;        // [I/atp]; [H, I/atp]
+  kernels::ScanAlgorithm scan_ = kernels::ScanAlgorithm::kAuto;
   int64_t heads_ = 0, head_dim_ = 0, groups_ = 0, state_ = 0, kernel_ = 0, hidden_ = 0;
   float eps_ = 1e-5f, dt_min_ = 0.0f, dt_max_ = 0.0f;
 };

@@ -15,6 +15,7 @@
 #include "seam/boundary/residual_ops.h"
 #include "seam/boundary/stage_boundary.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/moe_experts.h"
 #include "seam/models/kv_cache.h"
 #include "seam/models/qwen3_model.h"
 #include "src/cp_attention.h"
@@ -67,8 +68,8 @@ class DenseMlp {
 };
 
 // Router (replicated) + experts (each sharded over TP, stacked [E, ...]),
-// routed and grouped by expert on the device, then run grouped or one by one
-// (ModelOptions::moe_experts; qwen3_moe_block.cc).
+// routed and grouped by expert on the device, then run fused, grouped or one
+// by one (ModelOptions::moe_experts; qwen3_moe_block.cc).
 class MoeBlock {
  public:
   static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);
@@ -95,6 +96,8 @@ class MoeBlock {
   int64_t top_k_ = 0;
   bool norm_topk_prob_ = true;
   int64_t grouped_pairs_ = 0;  // batches of at most this many routes run grouped (0: none)
+  bool fused_ = false;         // grouped batches run the fused expert kernels (else ExpertMatmul)
+  kernels::ExpertKernel kernel_ = kernels::ExpertKernel::kAuto;  // theirs
 };
 
 struct DecoderLayer {

@@ -91,7 +91,7 @@ absl::Status Qwen3Model::LoadLayers(const weights::Checkpoint& checkpoint) {
   // The last layer's MoE hands its finalize to the final norm: its stages take
   // a provider that accepts the handoff at the terminal MoE exit.
   const bool defer_last = o.defer_moe_finalize && is_last_piece() && c.IsSparseLayer(total - 1);
-  if (defer_last) ends_.finalize_norm = boundary::MakeFinalizeNormService();
+  if (defer_last) ends_.finalize_norm = boundary::MakeFinalizeNormService(o.fusions);
   for (int l = first; l < end; ++l) {
     absl::StatusOr<std::unique_ptr<DecoderLayer>> loaded = LoadLayer(ctx, l);
     if (!loaded.ok()) progress.Fail();

@@ -4,9 +4,13 @@
 // sorted by expert id and the (row, expert) pairs grouped by expert on the
 // tensors' device (seam/kernels/moe_experts.h); then, as
 // ModelOptions::moe_experts and the batch's size choose, either
-// - grouped: every expert's matmul over its pairs in one launch
-//   (ExpertMatmul); nothing comes to the host, so a decode step holding the
-//   block can be a CUDA graph; or
+// - fused: gate, up and the SiLU-mul in one pass over every expert's pairs
+//   (ExpertGateUpSilu), then the down projection back to pair order
+//   (ExpertDown), the decode GEMV or the tensor-core grouped GEMM as the
+//   batch's routes choose; nothing comes to the host, so a step holding the
+//   block can be a CUDA graph at any batch size;
+// - grouped: the earlier GEMV per projection (ExpertMatmul) and a separate
+//   SiLU-mul, also without the host; or
 // - one by one: the group offsets read on the host, the pairs' rows
 //   gathered in group order and each expert's slice of them run through its
 //   own matmuls (cuBLASLt's kernels use an expert's weight for all its rows
@@ -24,15 +28,49 @@ namespace seam::models::internal {
 
 namespace {
 
-// MoeExperts::kAuto groups a batch's experts on CUDA up to this many routes
-// (rows × top-k): decode batches up to the largest default graph bucket
-// (128 sequences at top-8). Measured on an H200 (bench/results/
+// MoeExperts::kClassic (and kAuto where the tensor-core kernel does not
+// serve) groups a batch's experts on CUDA up to this many routes (rows ×
+// top-k): decode batches up to the largest default graph bucket (128
+// sequences at top-8). Measured on an H200 (bench/results/
 // 2026-12-01-h200-moe-grouped/run4-one-by-one: 4 layers of Qwen3-30B-A3B's
 // shape, bf16, a prefill of one prompt): grouped took 0.60x the time of one
 // by one at 1024 routes, 1.36x at 2048 and 6.4x at 65536. Larger batches run
 // one by one, where cuBLASLt's kernels use each expert's weight for all of
 // its rows at once (the grouped GEMV re-reads it every 8 rows).
 constexpr int64_t kAutoGroupedPairs = 1024;
+
+// How a block of this load runs a batch of at most `grouped_pairs` routes
+// on the device: fused or through ExpertMatmul; larger batches one by one.
+struct ExpertPlan {
+  int64_t grouped_pairs = 0;
+  bool fused = false;
+  kernels::ExpertKernel kernel = kernels::ExpertKernel::kAuto;  // the fused ops' choice
+};
+
+ExpertPlan PlanExperts(MoeExperts choice, const Device& device, DType dtype, int64_t hidden, int64_t inter,
+                       bool fits) {
+  using kernels::ExpertKernel;
+  if (!fits) return {};
+  // Where the tensor-core kernel does not take the shapes (f32; rows not of
+  // whole 16-byte chunks) the fused ops run the GEMV at every size.
+  const bool tensor_cores = kernels::ExpertKernelTakes(ExpertKernel::kTensorCore, dtype, hidden) &&
+                            kernels::ExpertKernelTakes(ExpertKernel::kTensorCore, dtype, inter);
+  const ExpertKernel fused_kernel = tensor_cores ? ExpertKernel::kAuto : ExpertKernel::kGemv;
+  switch (choice) {
+    case MoeExperts::kAuto:
+      if (!device.is_cuda()) return {};
+      return {tensor_cores ? kernels::kMaxExpertPairs : kAutoGroupedPairs, true, fused_kernel};
+    case MoeExperts::kFused:
+      return {kernels::kMaxExpertPairs, true, fused_kernel};
+    case MoeExperts::kGrouped:
+      return {kernels::kMaxExpertPairs, false};
+    case MoeExperts::kClassic:
+      return {device.is_cuda() ? kAutoGroupedPairs : 0, false};
+    case MoeExperts::kPerExpert:
+      break;
+  }
+  return {};
+}
 
 // Expert e's [rows, cols] matrix of a stacked [E, rows, cols] weight, as a view.
 absl::StatusOr<Tensor> ExpertSlice(const Tensor& stacked, int64_t e) {
@@ -67,14 +105,16 @@ absl::StatusOr<MoeBlock> MoeBlock::Load(const LoadContext& ctx, int64_t layer) {
     SEAM_RETURN_IF_ERROR(CopyInto(host.first, gate_up));
     SEAM_RETURN_IF_ERROR(CopyInto(host.second, down));
   }
+  // The GEMV's 16-byte rows bound both ways of running grouped (the CPU reference takes any).
   const bool fits = experts <= kernels::kMaxGroupedExperts && moe.top_k_ <= kernels::kMaxRoutesPerRow &&
                     kernels::ExpertMatmulTakes(ctx.options.dtype, moe.gate_up_.dim(2)) &&
                     kernels::ExpertMatmulTakes(ctx.options.dtype, moe.down_.dim(2));
-  if (fits && ctx.options.moe_experts == MoeExperts::kGrouped) {
-    moe.grouped_pairs_ = kernels::kMaxExpertPairs;
-  } else if (fits && ctx.options.moe_experts == MoeExperts::kAuto && ctx.options.device.is_cuda()) {
-    moe.grouped_pairs_ = kAutoGroupedPairs;
-  }
+  const ExpertPlan plan =
+      PlanExperts(ctx.options.moe_experts, ctx.options.device, ctx.options.dtype, moe.gate_up_.dim(2),
+                  moe.down_.dim(2), fits);
+  moe.grouped_pairs_ = plan.grouped_pairs;
+  moe.fused_ = plan.fused;
+  moe.kernel_ = plan.kernel;
   return moe;
 }
 
@@ -96,8 +136,14 @@ absl::StatusOr<MoeBlock::Slots> MoeBlock::Run(const Tensor& x) const {
   SEAM_RETURN_IF_ERROR(kernels::SortRoutesByExpert(s.scales, ids));
   SEAM_ASSIGN_OR_RETURN(kernels::ExpertGroups groups, kernels::ExpertGroups::Empty(experts, pairs, dev));
   SEAM_RETURN_IF_ERROR(kernels::GroupByExpert(ids, groups));
-  Tensor gate_up = Tensor::Empty({pairs, 2 * inner}, x.dtype(), dev);
   Tensor act = Tensor::Empty({pairs, inner}, x.dtype(), dev);
+  if (Grouped(x) && fused_) {  // act in group order, the outputs back in pair order
+    SEAM_RETURN_IF_ERROR(kernels::ExpertGateUpSilu(x, gate_up_, groups, act, kernel_));
+    SEAM_RETURN_IF_ERROR(kernels::ExpertDown(act, down_, groups, s.expert_out, kernel_));
+    SEAM_ASSIGN_OR_RETURN(s.expert_out, s.expert_out.Reshape({n, k, h}));
+    return s;
+  }
+  Tensor gate_up = Tensor::Empty({pairs, 2 * inner}, x.dtype(), dev);
   if (Grouped(x)) {
     SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(x, gate_up_, groups, gate_up));
     SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
@@ -148,3 +194,27 @@ absl::StatusOr<std::shared_ptr<const boundary::DeferredFinalize>> MoeBlock::Forw
 }
 
 }  // namespace seam::models::internal
+
+namespace seam::models {
+
+absl::StatusOr<MoeExperts> ParseMoeExperts(const std::string& text) {
+  for (MoeExperts e : {MoeExperts::kAuto, MoeExperts::kFused, MoeExperts::kGrouped, MoeExperts::kPerExpert,
+                       MoeExperts::kClassic}) {
+    if (text == MoeExpertsName(e)) return e;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown way to run MoE experts '", text,
+                                                 "' (expected auto, fused, grouped, per-expert or classic)"));
+}
+
+const char* MoeExpertsName(MoeExperts experts) {
+  switch (experts) {
+    case MoeExperts::kAuto: return "auto";
+    case MoeExperts::kFused: return "fused";
+    case MoeExperts::kGrouped: return "grouped";
+    case MoeExperts::kPerExpert: return "per-expert";
+    case MoeExperts::kClassic: return "classic";
+  }
+  return "?";
+}
+
+}  // namespace seam::models

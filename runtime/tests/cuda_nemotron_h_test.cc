@@ -59,6 +59,45 @@ TEST_P(CudaModelNemotronH, GraphDecodeEqualsEagerDecode) {
   EXPECT_NE(model_testing::CheckGraphStepsAgainstEager(eager, graphed, 3, 12), nullptr);
 }
 
+// Mamba heads the chunked SSD kernel tiles (4 heads of 32, state 64): bf16
+// prefills of mixed lengths (a chunk and more, one token, less than a
+// chunk) and the decode steps after them give the CPU's logits, with the
+// scan chunked on tensor cores (the default) and sequential, and the two GPU
+// runs the same within the bf16 tolerance (the chunked form rounds its
+// tensor-core operands: a few bf16 ulps).
+TEST(CudaModelNemotronHChunkedScan, PrefillAndDecodeMatchTheCpuAndTheSequentialScan) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device visible; GPU model tests skipped";
+  const std::string& dir = testing::ScanTiledNemotronHCheckpointDir();
+  Loaded cpu = model_testing::LoadWholeModel(dir, DType::kBF16, Device::CPU());
+  Loaded chunked = model_testing::LoadWholeModel(dir, DType::kBF16, Device::CUDA(0));
+  Loaded sequential =
+      model_testing::LoadWholeModel(dir, DType::kBF16, Device::CUDA(0), kernels::ScanAlgorithm::kSequential);
+  ASSERT_NE(cpu.model, nullptr);
+  ASSERT_NE(chunked.model, nullptr);
+  ASSERT_NE(sequential.model, nullptr);
+  const std::vector<int> lengths{100, 1, 37};
+  models::StepInput prefill{{}, true};
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    prefill.sequences.push_back(models::SequenceStep{i, PromptTokens(50 + i, lengths[i], 128), 0});
+  }
+  for (int step = -1; step < 4; ++step) {
+    models::StepInput input = prefill;
+    if (step >= 0) {
+      input = models::StepInput{{}, false};
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        input.sequences.push_back(models::SequenceStep{i, {int32_t(1 + (3 * step + i) % 127)}, lengths[i] + step});
+      }
+    }
+    auto want = ForwardToHost(cpu, input);
+    auto got = ForwardToHost(chunked, input);
+    auto seq = ForwardToHost(sequential, input);
+    ASSERT_TRUE(want.ok() && got.ok() && seq.ok()) << want.status() << got.status() << seq.status();
+    EXPECT_LE(MaxRelativeError(*got, *want), kBf16Tolerance) << "step " << step << ": chunked vs the CPU";
+    EXPECT_LE(MaxRelativeError(*seq, *want), kBf16Tolerance) << "step " << step << ": sequential vs the CPU";
+    EXPECT_LE(MaxRelativeError(*got, *seq), kBf16Tolerance) << "step " << step << ": chunked vs sequential";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaModelNemotronH, ::testing::Values(DType::kF32, DType::kBF16),
                          [](const auto& info) { return std::string(info.param == DType::kF32 ? "F32" : "Bf16"); });
 

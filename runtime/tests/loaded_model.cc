@@ -9,7 +9,8 @@
 
 namespace seam::runtime::model_testing {
 
-LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Device device) {
+LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Device device,
+                           kernels::ScanAlgorithm scan) {
   LoadedModel l;
   auto checkpoint = weights::Checkpoint::Open(checkpoint_dir);
   EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
@@ -18,6 +19,7 @@ LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Devic
   auto topology = boundary::Topology::Make(1, 1, 0);
   models::ModelOptions options{*topology, boundary::ReductionPolicy::kAr, dtype};
   options.device = device;
+  options.mamba_scan = scan;
   auto model = models::LoadDecoderModel(*l.checkpoint, options);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return l;

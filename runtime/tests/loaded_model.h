@@ -21,7 +21,9 @@ struct LoadedModel {
   std::unique_ptr<models::KvCache> cache;
 };
 
-LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Device device);
+// The whole model on `device`; `scan` chooses Nemotron-H's Mamba2 scan kernel.
+LoadedModel LoadWholeModel(const std::string& checkpoint_dir, DType dtype, Device device,
+                           kernels::ScanAlgorithm scan = kernels::ScanAlgorithm::kAuto);
 
 // `input` through the whole stack as one ordinary batch; the logits on the host.
 absl::StatusOr<Tensor> ForwardToHost(LoadedModel& l, const models::StepInput& input);

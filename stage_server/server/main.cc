@@ -70,7 +70,7 @@ struct StageFlags {
   std::string dtype = "f32", allreduce_fusion = "auto", reduction_policy = "auto", batch_variant = "auto";
   int64_t kv_cache_bytes = 0;
   std::string graph_buckets = "1,2,4,8,16,32,64,128";
-  std::string moe_experts = "auto", handoff_transport = "host", run_ahead = "on";
+  std::string moe_experts = "auto", mamba_scan = "auto", handoff_transport = "host", run_ahead = "on";
   seam::security::ServerSecurityOptions security;
 };
 
@@ -135,10 +135,18 @@ void AddComputeFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOpti
       ->check(CLI::IsMember({"off", "auto", "always"}))
       ->capture_default_str();
   app.add_option("--moe-experts", f.moe_experts,
-                 "MoE models: auto (on GPUs, batches of up to 1024 routes group their experts on the device, so "
-                 "decode steps replay CUDA graphs; larger ones, and the host, run each expert's rows through its "
-                 "own matmuls), grouped (on every device, where a batch fits) or per-expert (always one by one)")
-      ->check(CLI::IsMember({"auto", "grouped", "per-expert"}))
+                 "MoE models: auto (on GPUs the fused expert kernels at every batch size, grouped on the device "
+                 "so every step can replay a CUDA graph: a GEMV for decode-sized batches, tensor-core tiles above; "
+                 "on the host each expert's rows through its own matmuls), fused (the fused kernels on every "
+                 "device), grouped (the earlier grouped GEMV on every device, where a batch fits), per-expert "
+                 "(always one by one) or classic (the earlier default: grouped up to 1024 routes on GPUs, else "
+                 "one by one)")
+      ->check(CLI::IsMember({"auto", "fused", "grouped", "per-expert", "classic"}))
+      ->capture_default_str();
+  app.add_option("--mamba-scan", f.mamba_scan,
+                 "Nemotron-H: auto (on GPUs prefills run the Mamba2 scan as the chunked SSD on tensor cores, "
+                 "decode as the sequential recurrence) or sequential (the sequential kernel for every step)")
+      ->check(CLI::IsMember({"auto", "sequential"}))
       ->capture_default_str();
   app.add_option("--graph-buckets", f.graph_buckets,
                  "CUDA: decode steps replay CUDA graphs captured at start-up for these sequence counts per "
@@ -236,9 +244,9 @@ absl::Status OptionsFrom(const StageFlags& f, seam::server::StageServerOptions& 
   seam::runtime::StageGroupOptions& g = o.group;
   g.device = cuda ? seam::Device::Kind::kCUDA : seam::Device::Kind::kCPU;
   g.model.dtype = f.dtype == "bf16" ? seam::DType::kBF16 : seam::DType::kF32;
-  g.model.moe_experts = f.moe_experts == "grouped"      ? seam::models::MoeExperts::kGrouped
-                        : f.moe_experts == "per-expert" ? seam::models::MoeExperts::kPerExpert
-                                                        : seam::models::MoeExperts::kAuto;
+  g.model.moe_experts = *seam::models::ParseMoeExperts(f.moe_experts);  // one of the checked choices
+  g.model.mamba_scan = f.mamba_scan == "sequential" ? seam::kernels::ScanAlgorithm::kSequential
+                                                    : seam::kernels::ScanAlgorithm::kAuto;
   g.allreduce_fusion.mode = *seam::boundary::ParseAllReduceFusionMode(f.allreduce_fusion);
   o.policy = *seam::boundary::ParseReductionPolicy(f.reduction_policy);
   const seam::boundary::VariantChoiceOptions parsed = *seam::boundary::ParseVariantChoice(f.batch_variant);

@@ -14,7 +14,7 @@ namespace {
 
 // Writes `config` into a fresh directory on first use for `slot`.
 const std::string& CheckpointDir(const weights::ModelConfig& config, uint64_t seed, int slot) {
-  static std::unique_ptr<TempDir> dirs[5];
+  static std::unique_ptr<TempDir> dirs[6];
   std::unique_ptr<TempDir>& dir = dirs[slot];
   if (dir == nullptr) {
     dir = std::make_unique<TempDir>("seam_models_test");
@@ -95,6 +95,17 @@ weights::ModelConfig TinyNemotronHConfig() {
 }
 
 const std::string& TinyNemotronHCheckpointDir() { return CheckpointDir(TinyNemotronHConfig(), 17, 4); }
+
+weights::ModelConfig ScanTiledNemotronHConfig() {
+  weights::ModelConfig c = TinyNemotronHConfig();
+  c.mamba_num_heads = 4;
+  c.mamba_head_dim = 32;
+  c.n_groups = 2;
+  c.ssm_state_size = 64;
+  return c;
+}
+
+const std::string& ScanTiledNemotronHCheckpointDir() { return CheckpointDir(ScanTiledNemotronHConfig(), 19, 5); }
 
 weights::ModelConfig MicroConfig() {
   weights::ModelConfig c;

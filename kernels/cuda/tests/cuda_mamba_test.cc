@@ -204,3 +204,146 @@ INSTANTIATE_TEST_SUITE_P(Grid, SelectiveScanTest,
 
 }  // namespace
 }  // namespace seam::kernels::cuda_test
+
+namespace seam::kernels::cuda_test {
+namespace {
+
+// The chunked SSD kernel (ScanAlgorithm::kChunked) against the CPU's exact
+// recurrence. The chunked form sums in another order and feeds the tensor
+// cores M, the state and x · w rounded to x's dtype (kernels/tests/
+// mamba_chunked_form_test.cc writes the same form out on the host: ~2e-3 of
+// the output's scale for bf16 on its data), so outputs and states are
+// compared against 1/64 of the call's largest |value| (a wrong decay, row or
+// chunk boundary is O(1) of it).
+Tolerance ScaledTolerance(const Tensor& want) {
+  float scale = 0.0f;
+  for (float v : want.ToFloats()) scale = std::max(scale, std::fabs(v));
+  return {0.0f, scale / 64};
+}
+
+// (dtype, {heads, head_dim, groups, state}, chunk)
+using ChunkedParam = std::tuple<DType, std::vector<int64_t>, int64_t>;
+class ChunkedScanTest : public CudaKernelsTest, public ::testing::WithParamInterface<ChunkedParam> {
+ protected:
+  // Inputs for sequences of `lengths` over `slots` (of kSlots state slots).
+  static constexpr int64_t kSlots = 6;
+  SelectiveScanParams Make(const std::vector<int32_t>& lengths, const std::vector<int32_t>& slots, uint32_t seed) {
+    const auto& [dtype, dims, chunk] = GetParam();
+    const int64_t h = dims[0], p = dims[1], g = dims[2], n = dims[3];
+    std::vector<int32_t> starts{0};
+    for (int32_t l : lengths) starts.push_back(starts.back() + l);
+    const int64_t t = starts.back();
+    SelectiveScanParams s;
+    s.x = Random({t, h, p}, dtype, seed);
+    s.dt = Random({t, h}, dtype, seed + 1, -3.0f, 1.0f);
+    s.b = Random({t, g, n}, dtype, seed + 2);
+    s.c = Random({t, g, n}, dtype, seed + 3);
+    s.dt_bias = Random({h}, DType::kF32, 20, -1.0f, 1.0f);
+    s.a = Random({h}, DType::kF32, 21, -1.5f, -0.05f);
+    s.d = Random({h}, DType::kF32, 22);
+    s.dt_min = 1e-3f;
+    s.dt_max = 8.0f;
+    s.seqs = {Tensor::FromInts(starts, {static_cast<int64_t>(starts.size())}),
+              Tensor::FromInts(slots, {static_cast<int64_t>(slots.size())})};
+    s.out = PoisonedHost({t, h, p}, dtype);
+    s.chunk = chunk;
+    return s;
+  }
+  static SelectiveScanParams OnDevice(const SelectiveScanParams& cpu, const Tensor& gpu_state) {
+    SelectiveScanParams g = cpu;
+    for (Tensor* t : {&g.x, &g.dt, &g.b, &g.c, &g.dt_bias, &g.a, &g.d}) *t = OnGpu(*t);
+    g.seqs = SequencesOnGpu(cpu.seqs);
+    g.ssm_state = gpu_state;
+    g.out = PoisonedGpu(cpu.out.shape(), cpu.out.dtype());
+    g.algorithm = ScanAlgorithm::kChunked;
+    return g;
+  }
+};
+
+TEST_P(ChunkedScanTest, RaggedPrefillThenDecodeMatchTheRecurrence) {
+  const auto& [dtype, dims, chunk] = GetParam();
+  // Lengths off the chunk (150, 70, 33), exactly one chunk (64), one token, none, and a padding slot.
+  SelectiveScanParams cpu = Make({150, 1, 0, 70, 64, 33}, {1, -1, 3, 0, 2, 5}, 40);
+  cpu.ssm_state = Random({kSlots, dims[0], dims[1], dims[3]}, DType::kF32, 41);
+  const Tensor gstate = OnGpu(cpu.ssm_state);
+  SelectiveScanParams gpu = OnDevice(cpu, gstate);
+  ASSERT_TRUE(SelectiveScan(cpu).ok());
+  const absl::Status s = SelectiveScan(gpu);
+  ASSERT_TRUE(s.ok()) << s;
+  ExpectClose(gpu.out, cpu.out, ScaledTolerance(cpu.out), "prefill out");
+  ExpectClose(gstate, cpu.ssm_state, ScaledTolerance(cpu.ssm_state), "prefill ssm_state");
+  // A decode step on the states each side wrote: kAuto runs the sequential kernel.
+  SelectiveScanParams step = Make({1, 1, 1, 1, 1, 1}, {1, -1, 3, 0, 2, 5}, 50);
+  step.ssm_state = cpu.ssm_state;
+  SelectiveScanParams gstep = OnDevice(step, gstate);
+  gstep.algorithm = ScanAlgorithm::kAuto;
+  ASSERT_TRUE(SelectiveScan(step).ok());
+  ASSERT_TRUE(SelectiveScan(gstep).ok());
+  ExpectClose(gstep.out, step.out, ScaledTolerance(step.out), "decode out");
+  ExpectClose(gstate, step.ssm_state, ScaledTolerance(step.ssm_state), "decode ssm_state");
+}
+
+// A prompt in one call, or in two (77 + 123 tokens, the state carried in its
+// slot): both match the recurrence and each other.
+TEST_P(ChunkedScanTest, APromptSplitOverTwoCallsEqualsOneCall) {
+  const auto& [dtype, dims, chunk] = GetParam();
+  SelectiveScanParams whole = Make({200}, {0}, 60);
+  whole.ssm_state = Tensor::Zeros({1, dims[0], dims[1], dims[3]}, DType::kF32);
+  const Tensor one_state = OnGpu(whole.ssm_state), two_state = OnGpu(whole.ssm_state);
+  SelectiveScanParams gone = OnDevice(whole, one_state);
+  ASSERT_TRUE(SelectiveScan(gone).ok());
+  const Tensor two_out = PoisonedGpu(whole.out.shape(), whole.out.dtype());
+  for (auto [from, len] : {std::pair<int64_t, int64_t>{0, 77}, {77, 123}}) {
+    SelectiveScanParams part = gone;
+    part.x = gone.x.Rows(from, len);
+    part.dt = gone.dt.Rows(from, len);
+    part.b = gone.b.Rows(from, len);
+    part.c = gone.c.Rows(from, len);
+    part.out = two_out.Rows(from, len);
+    part.seqs = SequencesOnGpu({Tensor::FromInts({0, static_cast<int32_t>(len)}, {2}), Tensor::FromInts({0}, {1})});
+    part.ssm_state = two_state;
+    const absl::Status s = SelectiveScan(part);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  ASSERT_TRUE(SelectiveScan(whole).ok());
+  ExpectClose(gone.out, whole.out, ScaledTolerance(whole.out), "one call, out");
+  ExpectClose(two_out, whole.out, ScaledTolerance(whole.out), "two calls, out");
+  ExpectClose(one_state, whole.ssm_state, ScaledTolerance(whole.ssm_state), "one call, ssm_state");
+  ExpectClose(two_state, whole.ssm_state, ScaledTolerance(whole.ssm_state), "two calls, ssm_state");
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, ChunkedScanTest,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            // Nemotron-H's head_dim 64 / state 128; head_dim 32 and 96, state 64
+                                            ::testing::Values(std::vector<int64_t>{16, 64, 2, 128},
+                                                              std::vector<int64_t>{4, 32, 2, 64},
+                                                              std::vector<int64_t>{6, 96, 3, 64}),
+                                            ::testing::Values<int64_t>(32, 64)),
+                         [](const auto& info) {
+                           const std::vector<int64_t>& d = std::get<1>(info.param);
+                           return std::string(DTypeName(std::get<0>(info.param))) + "_h" + std::to_string(d[0]) +
+                                  "p" + std::to_string(d[1]) + "n" + std::to_string(d[3]) + "_chunk" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+TEST_F(CudaKernelsTest, ChunkedScanRefusesWhatItDoesNotTile) {
+  SelectiveScanParams p;
+  p.x = PoisonedGpu({4, 2, 8}, DType::kBF16);
+  p.dt = PoisonedGpu({4, 2}, DType::kBF16);
+  p.b = PoisonedGpu({4, 1, 16}, DType::kBF16);
+  p.c = PoisonedGpu({4, 1, 16}, DType::kBF16);
+  p.dt_bias = OnGpu(Random({2}, DType::kF32, 1));
+  p.a = OnGpu(Random({2}, DType::kF32, 2, -1.0f, -0.1f));
+  p.d = OnGpu(Random({2}, DType::kF32, 3));
+  p.ssm_state = OnGpu(Tensor::Zeros({1, 2, 8, 16}, DType::kF32));
+  p.seqs = SequencesOnGpu({Tensor::FromInts({0, 4}, {2}), Tensor::FromInts({0}, {1})});
+  p.out = PoisonedGpu({4, 2, 8}, DType::kBF16);
+  p.algorithm = ScanAlgorithm::kChunked;
+  const absl::Status s = SelectiveScan(p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  p.algorithm = ScanAlgorithm::kAuto;  // the sequential kernel takes it
+  EXPECT_TRUE(SelectiveScan(p).ok());
+}
+
+}  // namespace
+}  // namespace seam::kernels::cuda_test

@@ -80,6 +80,8 @@ TEST_P(CudaGroupByExpertTest, MatchesCpu) {
   const std::vector<int32_t> active = HostInts(gpu.active), want_active = HostInts(cpu.active);
   ASSERT_EQ(active[0], want_active[0]);
   EXPECT_TRUE(std::equal(active.begin(), active.begin() + 1 + active[0], want_active.begin()));
+  const std::vector<int32_t> tiles = HostInts(gpu.tile_starts), want_tiles = HostInts(cpu.tile_starts);
+  EXPECT_TRUE(std::equal(tiles.begin(), tiles.begin() + 1 + active[0], want_tiles.begin())) << "tile starts";
   std::vector<int32_t> order = HostInts(gpu.order), want_order = HostInts(cpu.order);
   for (int64_t e = 0; e < experts; ++e) {
     std::sort(order.begin() + offsets[e], order.begin() + offsets[e + 1]);

@@ -47,13 +47,23 @@ class FinalizeNormService {
   virtual std::string name() const = 0;
   // residual (rows [row_offset, row_offset + residual.rows()) of the handoff's
   // rows) ← residual + Σ_group finalize(handoff); out ← norm of the fp32 sum.
+  // `plan` is the plan of the stage that handed the finalize over.
   virtual absl::Status Finalize(const DeferredFinalize& handoff, int64_t row_offset, const Tensor& residual,
-                                const NormParams& norm, const Tensor& out, comm::Communicator& group) = 0;
+                                const NormParams& norm, const Tensor& out, comm::Communicator& group,
+                                const StagePlan& plan) = 0;
 };
 
-// The built-in service: sums the expert outputs over the group (the finalize
-// is linear in them), then runs kernels::MoeFinalizeAddRmsNorm on this rank's rows.
-std::shared_ptr<FinalizeNormService> MakeFinalizeNormService();
+// The built-in service. On a group of one rank: kernels::MoeFinalizeAddRmsNorm
+// on this rank's rows (finalize, add and norm in one kernel). On more ranks
+// it moves no more than the exit it replaces (a handoff is taken only where
+// that exit all-reduces, StageBoundary::Exit): the producer's own finalize
+// runs first, so the one all-reduce carries [rows, H] and not the [rows, K,
+// H] expert outputs; then the sum, the add and the norm run through the
+// first of `fusions`' FFN input candidates for the MoE output group that
+// takes them (the IPC all-reduce + add + norm kernel), else as the
+// group's all-reduce and kernels::FusedAddRmsNorm. Either way bit for bit
+// the undeferred path (null fusions: none).
+std::shared_ptr<FinalizeNormService> MakeFinalizeNormService(std::shared_ptr<FusionProvider> fusions = nullptr);
 
 // The provider of a model whose last MoE hands its finalize to the final
 // norm: CanDeferFinalize accepts every batch at a terminal sparse FFN that

@@ -1,21 +1,28 @@
 // A mixture-of-experts block's experts run on the tensors' own device, with
-// no host round trip, so a decode step holding one can be a CUDA graph:
-// order each row's routes by expert id (SortRoutesByExpert), group the
-// routed (row, expert) pairs by expert (GroupByExpert), run every expert's
-// matmul once over all of its pairs (ExpertMatmul: each expert weight is read
-// once per call), then sum each row's weighted expert outputs
-// (MoeFinalize). At most kMaxExpertPairs pairs per call (GroupByExpert is
-// one block of threads: a step's routes, not a dataset's). The matmul is a
-// GEMV per expert, made for decode: an expert's weight is streamed once per
-// 8 of its pairs, so a large batch re-reads it (a MoE block chooses when to
-// run its experts one by one instead: models/src/qwen3_moe_block.cc).
+// no host round trip, so a step holding one can be a CUDA graph at any
+// batch size: order each row's routes by expert id (SortRoutesByExpert),
+// group the routed (row, expert) pairs by expert (GroupByExpert), run every
+// expert once over all of its pairs, then sum each row's weighted expert
+// outputs (MoeFinalize). At most kMaxExpertPairs pairs per call
+// (GroupByExpert is one block of threads: a step's routes, not a dataset's).
+//
+// Two ways to run the experts' matmuls:
+// - the fused pair (ExpertGateUpSilu, then ExpertDown): gate and up
+//   projections with the SiLU-mul in one pass, writing the activations in
+//   group order, then the down projection stored back in pair order; on
+//   CUDA either a GEMV made for decode (each weight row streamed once per 8
+//   of its expert's pairs, whatever few pairs an expert has) or a
+//   tensor-core grouped GEMM (one launch over every expert's tiles of
+//   kExpertTileRows pairs), chosen by ExpertKernel;
+// - ExpertMatmul, one projection at a time (the earlier GEMV; a MoE block
+//   still runs it when asked: models/src/qwen3_moe_block.cc).
 //
 // The experts' weights are one stacked tensor [E, N, K] (expert e's matrix
 // [N, K] is w[e]). Pair p of a routing ids [M, G] is (row p / G, slot
 // p % G). Every op is deterministic: a pair's output depends only on its
-// row, its expert's weight and, for ExpertMatmul, the order of the sum over
-// K that the device fixes (fp32 accumulation; the CPU reference sums in
-// index order, the CUDA kernel per lane then across the warp).
+// row, its expert's weight and the order of the sum over K that the kernel
+// fixes (fp32 accumulation; the CPU reference sums in index order), never
+// on how many pairs share its expert or the call.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +36,8 @@ namespace seam::kernels {
 inline constexpr int64_t kMaxExpertPairs = int64_t{1} << 24;  // routed pairs per call
 inline constexpr int64_t kMaxRoutesPerRow = 64;   // G (top-k) per row
 inline constexpr int64_t kMaxGroupedExperts = 4096;
+// The tensor-core kernel covers an expert's pairs in tiles of this many.
+inline constexpr int64_t kExpertTileRows = 64;
 
 // In place: each row of the routes (weights f32 [T, G], ids i32 [T, G],
 // ids distinct within a row, as MoeRoute writes them) reordered by
@@ -41,6 +50,9 @@ struct ExpertGroups {
   Tensor offsets;  // [E + 1]: expert e's pairs are order[offsets[e], offsets[e + 1])
   Tensor order;    // [P]: pair indices, grouped by ascending expert
   Tensor active;   // [1 + min(E, P)]: the number of experts with a pair, then their ids ascending
+  // [1 + min(E, P)]: tile_starts[s] = the kExpertTileRows-row tiles of the
+  // active experts before the s-th (s ≤ active[0]; the last is their total).
+  Tensor tile_starts;
 
   // Unfilled buffers for `experts` experts and `pairs` pairs on `device`.
   static absl::StatusOr<ExpertGroups> Empty(int64_t experts, int64_t pairs, Device device);
@@ -63,6 +75,52 @@ absl::Status GroupByExpert(const Tensor& ids, const ExpertGroups& groups);
 // the CPU reference serves all.
 absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
 bool ExpertMatmulTakes(DType dtype, int64_t k);
+
+// How the fused expert ops run on CUDA (the CPU reference ignores it).
+enum class ExpertKernel : uint8_t {
+  // kGemv up to kTensorCorePairs pairs, kTensorCore above (bf16 / f16; f32
+  // always kGemv).
+  kAuto,
+  // Per expert and 8 of its pairs at a time, each weight row streamed once
+  // per pass in 16-byte lane slices against the pairs' rows staged in shared
+  // memory: bandwidth-bound at decode, where an expert has a few pairs.
+  kGemv,
+  // mma.sync tiles of kExpertTileRows pairs × 64 features over every
+  // expert's pairs in one launch (bf16 / f16): prefill-sized batches.
+  kTensorCore,
+};
+// kAuto's crossover in pairs (rows × top-k). A placeholder between the
+// decode buckets (at top-8: 1, 8, 32 rows → 8, 64, 256 pairs: GEMV) and
+// prefills; bench/gpu/moe_mamba.sh measures both kernels at batch 1 to 128
+// for the value to put here.
+inline constexpr int64_t kTensorCorePairs = 512;
+// The kernel kAuto picks for `pairs` pairs of `dtype`.
+ExpertKernel ChooseExpertKernel(ExpertKernel kernel, DType dtype, int64_t pairs);
+
+// act[i] = silu(g) · u for the grouped pairs i < offsets[E], in group order
+// (row i of act belongs to pair order[i]), where for j < I
+//   g = x[order[i] / G] · w[e, j]ᵀ   and   u = x[order[i] / G] · w[e, I + j]ᵀ,
+// e is the expert of group position i and w [E, 2I, K] holds each expert's
+// gate rows, then its up rows. g and u are summed in fp32 and each rounded
+// to x's dtype, then silu(g) · u runs in fp32 and is rounded once: the
+// arithmetic of ExpertMatmul followed by SiluAndMul, without their [P, 2I]
+// intermediate. x [M, K] (P a multiple of M, G = P / M); act [P, I] of x's
+// dtype; rows past offsets[E] are left as they are.
+absl::Status ExpertGateUpSilu(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& act,
+                              ExpertKernel kernel = ExpertKernel::kAuto);
+
+// The down projection back to pair order: out[order[i]] = act[i] · w[e]ᵀ for
+// i < offsets[E] (act in group order, as ExpertGateUpSilu writes it), fp32
+// sums rounded once. act [P, I]; w [E, N, I]; out [P, N], all of one dtype;
+// rows of pairs in no group are left as they are.
+absl::Status ExpertDown(const Tensor& act, const Tensor& w, const ExpertGroups& groups, const Tensor& out,
+                        ExpertKernel kernel = ExpertKernel::kAuto);
+
+// Whether the CUDA kernel `kernel` (after ChooseExpertKernel) serves a
+// weight of `dtype` with K columns: 16-byte rows for the GEMV, bf16 / f16
+// with K a multiple of 8 for the tensor-core kernel. The CPU reference
+// serves all.
+bool ExpertKernelTakes(ExpertKernel kernel, DType dtype, int64_t k);
 
 // The rows of the grouped pairs in group order, for experts run one by one
 // on slices of them: out[i] = x[order[i] / G] for i < offsets[E] (G = P / M;

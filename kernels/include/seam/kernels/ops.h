@@ -186,14 +186,34 @@ struct SequenceStates {
 absl::Status CausalConv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,
                           const Tensor& conv_state, const SequenceStates& seqs, const Tensor& out);
 
-// Mamba2's selective state-space recurrence, token by token within each
-// sequence (the exact recurrence, no chunked approximation): for head h and
-// its group g = h / (H / G),
+// Mamba2's selective state-space recurrence within each sequence: for head
+// h and its group g = h / (H / G),
 //   dt' = clamp(softplus(dt[t, h] + dt_bias[h]), dt_min, dt_max)
 //   state[h] ← exp(dt' · a[h]) · state[h] + dt' · x[t, h, :] ⊗ b[t, g, :]
 //   out[t, h, :] = state[h] · c[t, g, :] + d[h] · x[t, h, :]
-// with softplus(v) = v above 20 (as torch's). fp32 throughout; the state
-// stays fp32 between steps. Prefill and single-token decode alike.
+// with softplus(v) = v above 20 (as torch's). The state stays fp32 between
+// steps. Prefill and single-token decode alike.
+//
+// How it runs (SelectiveScanParams::algorithm): the CPU always runs the
+// exact recurrence token by token in fp32 (the reference). On CUDA,
+// kSequential runs the same recurrence; kChunked runs Mamba2's chunked
+// state-space-dual form: each sequence cut into chunks of `chunk` tokens,
+// within a chunk the outputs as matmuls on tensor cores (C·Bᵀ masked by the
+// decays, times x; plus C times the state entering the chunk), the state
+// passed from chunk to chunk in fp32 and read and written once per
+// sequence. The chunked form sums in another order and feeds the tensor
+// cores operands rounded to x's dtype (the decay-weighted C·Bᵀ, the state,
+// x times its decay), as Mamba2's own kernels do: outputs agree with the
+// recurrence to a few of that dtype's ulps of their scale (the tests state
+// the bound). kAuto: chunked for a call with more tokens than sequences
+// where it serves (ChunkedScanTakes), else sequential (decode).
+enum class ScanAlgorithm : uint8_t { kAuto, kSequential, kChunked };
+inline constexpr int64_t kDefaultScanChunk = 64;
+// Whether the CUDA chunked kernel serves x of `dtype` with heads of
+// `head_dim` rows and `state` entries: bf16 / f16, head_dim a multiple of
+// 32, state 64 or 128.
+bool ChunkedScanTakes(DType dtype, int64_t head_dim, int64_t state);
+
 struct SelectiveScanParams {
   Tensor x;          // [T, H, P]
   Tensor dt;         // [T, H], before the bias and softplus
@@ -206,6 +226,8 @@ struct SelectiveScanParams {
   Tensor ssm_state;  // f32 [slots, H, P, N]
   SequenceStates seqs;
   Tensor out;        // [T, H, P]
+  ScanAlgorithm algorithm = ScanAlgorithm::kAuto;
+  int64_t chunk = 0;  // kChunked's chunk length: 32 or 64 (0: kDefaultScanChunk)
 };
 absl::Status SelectiveScan(const SelectiveScanParams& params);
 

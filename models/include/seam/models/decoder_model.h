@@ -23,6 +23,7 @@
 #include "seam/core/device.h"
 #include "seam/core/dtype.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/ops.h"
 #include "seam/models/kv_cache.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/model_config.h"
@@ -30,19 +31,32 @@
 namespace seam::models {
 
 // How a Qwen3-MoE block runs its experts, once its routes are grouped by
-// expert on the device.
+// expert on the device (kernels/moe_experts.h).
 enum class MoeExperts {
-  // Grouped on CUDA for batches of at most 1024 routes (rows × top-k:
-  // decode steps of up to 128 sequences at top-8, with no host round trip,
-  // so the step can be a CUDA graph); one by one otherwise, and on the host.
+  // On CUDA the fused expert kernels at every batch size, nothing on the
+  // host, so every step can be a CUDA graph: the decode GEMV up to
+  // kernels::kTensorCorePairs routes, the tensor-core grouped GEMM above
+  // (bf16 / f16; f32 and shapes the tensor-core kernel does not take: the
+  // GEMV up to 1024 routes, one by one above). On the host: one by one.
   kAuto,
-  // Grouped whenever the batch fits the ops (kernels::kMaxExpertPairs
-  // routes), on any device (the host runs the ops' CPU reference).
+  // The fused kernels whenever the batch fits (kernels::kMaxExpertPairs
+  // routes), on any device (the host runs their CPU reference).
+  kFused,
+  // The earlier grouped GEMV (ExpertMatmul per projection and a separate
+  // SiLU-mul) whenever the batch fits, on any device.
   kGrouped,
   // Always one by one: the group offsets read on the host, each expert's
   // rows run through its own matmuls.
   kPerExpert,
+  // The earlier default: kGrouped on CUDA up to 1024 routes (rows × top-k),
+  // one by one above and on the host.
+  kClassic,
 };
+
+// "auto", "fused", "grouped", "per-expert", "classic"; INVALID_ARGUMENT
+// naming the choices for anything else.
+absl::StatusOr<MoeExperts> ParseMoeExperts(const std::string& text);
+const char* MoeExpertsName(MoeExperts experts);
 
 struct ModelOptions {
   boundary::Topology topology;
@@ -60,6 +74,11 @@ struct ModelOptions {
   // Off: the MoE finalizes and the exit completes its sum first.
   bool defer_moe_finalize = true;
   MoeExperts moe_experts = MoeExperts::kAuto;
+  // Nemotron-H's Mamba2 scan (kernels::SelectiveScanParams::algorithm): kAuto
+  // runs prefills as the chunked SSD on CUDA's tensor cores where the kernel
+  // serves and decode as the sequential recurrence; kSequential keeps the
+  // sequential kernel for every step. The host always runs the recurrence.
+  kernels::ScanAlgorithm mamba_scan = kernels::ScanAlgorithm::kAuto;
 };
 
 // One sequence's part of a step.

@@ -47,9 +47,10 @@ namespace seam::runtime {
 
 struct StageGroupOptions {
   // What every rank's model takes, whole: its dtype, its layers
-  // ([first_layer, end_layer): the piece; end_layer -1: to the last layer)
-  // and its MoE choices (defer_moe_finalize, moe_experts). The group sets
-  // each rank's topology, device and fusions, and the policy Create resolves.
+  // ([first_layer, end_layer): the piece; end_layer -1: to the last layer),
+  // its MoE and Mamba kernel choices (defer_moe_finalize, moe_experts,
+  // mamba_scan). The group sets each rank's topology, device and fusions,
+  // and the policy Create resolves.
   models::ModelOptions model;
   models::KvCacheOptions cache;  // each rank's cache: block size and dtype (its size comes from `kv`)
   KvSizing kv;                   // how many bytes each rank's cache takes

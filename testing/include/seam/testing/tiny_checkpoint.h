@@ -28,6 +28,10 @@ const std::string& FourLayerCheckpointDir(bool moe);
 // [time_step_min, inf). Divides over attention TP 1, 2 and 4.
 weights::ModelConfig TinyNemotronHConfig();
 const std::string& TinyNemotronHCheckpointDir();
+// The same with Mamba heads the chunked scan kernel tiles: 4 heads of 32,
+// 2 groups, state 64.
+weights::ModelConfig ScanTiledNemotronHConfig();
+const std::string& ScanTiledNemotronHCheckpointDir();
 
 // qwen3 with vocab 16, hidden 8, 1 layer, 2 heads, 1 KV head, head_dim 4,
 // intermediate 12, bf16, the other fields at ModelConfig's defaults: tensors
