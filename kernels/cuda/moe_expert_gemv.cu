@@ -97,6 +97,45 @@ __device__ __forceinline__ void UnitSlice(const uint4* const (&row)[2], int64_t 
   }
 }
 
+// The warp's sums of each unit's two rows against the M pairs, stored by
+// lane m: gate_up as SiLU(g)·u in pair order, down as two features at the
+// route's row.
+template <typename T, int M>
+__device__ __forceinline__ void ReduceAndStore(const ExpertGemmArgs& a, int c, int lane,
+                                               const int64_t (&unit)[kMaxUnits],
+                                               float (&acc)[kMaxUnits][2][M]) {
+#pragma unroll
+  for (int q = 0; q < kMaxUnits; ++q) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float v = acc[q][r][m];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        acc[q][r][m] = v;
+      }
+    }
+  }
+  T* out = static_cast<T*>(a.out);
+#pragma unroll
+  for (int q = 0; q < kMaxUnits; ++q) {
+    if (unit[q] < 0) continue;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      if (lane != m) continue;
+      if (a.gate_up) {  // ExpertMatmul's rounding of g and u, then SiluAndMul's arithmetic
+        const float g = ToFloat(FromFloat<T>(acc[q][0][m])), u = ToFloat(FromFloat<T>(acc[q][1][m]));
+        out[static_cast<int64_t>(c + m) * a.out_cols + unit[q]] = FromFloat<T>(g / (1.f + expf(-g)) * u);
+      } else {
+        const int64_t base = static_cast<int64_t>(a.order[c + m]) * a.out_cols + 2 * unit[q];
+        out[base] = FromFloat<T>(acc[q][0][m]);
+        if (2 * unit[q] + 1 < a.out_cols) out[base + 1] = FromFloat<T>(acc[q][1][m]);
+      }
+    }
+  }
+}
+
 // One pass: the block's units against the M pairs at group positions [c, c + M).
 template <typename T, int M>
 __device__ __forceinline__ void Pass(const ExpertGemmArgs& a, int e, int c, int fm, uint4* xs) {
@@ -154,36 +193,7 @@ __device__ __forceinline__ void Pass(const ExpertGemmArgs& a, int e, int c, int 
       }
     }
   }
-#pragma unroll
-  for (int q = 0; q < kMaxUnits; ++q) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float v = acc[q][r][m];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        acc[q][r][m] = v;
-      }
-    }
-  }
-  T* out = static_cast<T*>(a.out);
-#pragma unroll
-  for (int q = 0; q < kMaxUnits; ++q) {
-    if (unit[q] < 0) continue;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      if (lane != m) continue;
-      if (a.gate_up) {  // ExpertMatmul's rounding of g and u, then SiluAndMul's arithmetic
-        const float g = ToFloat(FromFloat<T>(acc[q][0][m])), u = ToFloat(FromFloat<T>(acc[q][1][m]));
-        out[static_cast<int64_t>(c + m) * a.out_cols + unit[q]] = FromFloat<T>(g / (1.f + expf(-g)) * u);
-      } else {
-        const int64_t base = static_cast<int64_t>(a.order[c + m]) * a.out_cols + 2 * unit[q];
-        out[base] = FromFloat<T>(acc[q][0][m]);
-        if (2 * unit[q] + 1 < a.out_cols) out[base + 1] = FromFloat<T>(acc[q][1][m]);
-      }
-    }
-  }
+  ReduceAndStore<T, M>(a, c, lane, unit, acc);
 }
 
 template <typename T>

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/stream_ops.h"
-#include "seam/core/log.h"
+#include "seam/core/logging.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "seam/models/nemotron_h_model.h"

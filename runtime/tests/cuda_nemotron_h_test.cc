@@ -30,6 +30,8 @@ constexpr double kF32Tolerance = 2e-4;
 constexpr double kBf16Tolerance = 5e-2;
 
 using Loaded = model_testing::LoadedModel;
+using seam::testing::MaxRelativeError;
+using seam::testing::PromptTokens;
 
 Loaded Load(DType dtype, Device device) {
   return model_testing::LoadWholeModel(testing::TinyNemotronHCheckpointDir(), dtype, device);

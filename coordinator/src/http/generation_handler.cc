@@ -94,7 +94,7 @@ void Refuse(const OpenAiBackend& backend, const LogFields& identity, const absl:
 
 // The non-streamed answer, once the driver is done with the call.
 void AnswerWhole(HttpCall& call, const OpenAiRequest& request, const AnswerHeader& header, const ModelText* text,
-                 httplib::Response& response) {
+                 http_server::Response& response) {
   const size_t sequences = static_cast<size_t>(request.generate.prompts_size());
   std::vector<ChoiceOutput> choices(sequences);
   int64_t completion_tokens = 0;
