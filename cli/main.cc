@@ -261,6 +261,8 @@ Command AddRunCommand(CLI::App& parent) {
       ->capture_default_str();
   run_cmd->add_option("--stage-arg", o->stage_args, "extra seam-stage argument (repeat), e.g. "
                                                      "--stage-arg=--handoff-transport=auto");
+  run_cmd->add_option("--coordinator-arg", o->coordinator_args,
+                      "extra seam-coordinator argument (repeat), e.g. --coordinator-arg=--prefill-chunk-tokens=3");
   run_cmd->add_option("--cp-min-rows", o->cp_min_rows,
                       "--variant auto with --cp > 1: prefill batches of this many rows run context-parallel")
       ->capture_default_str();

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> StartPipeline(const RunCommandOpt
                          "--scatter-input-rows", absl::StrCat(o.scatter_input_rows), "--cp", absl::StrCat(o.cp),
                          "--cp-min-rows", absl::StrCat(o.cp_min_rows)};
   lp.extra_stage_args.insert(lp.extra_stage_args.end(), o.stage_args.begin(), o.stage_args.end());
+  lp.extra_coordinator_args = o.coordinator_args;
   lp.insecure = o.insecure;
   auto pipeline = LocalPipeline::Start(lp);
   if (!pipeline.ok()) return Failed("", pipeline.status());

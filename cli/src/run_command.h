@@ -30,6 +30,7 @@ struct RunCommandOptions {
   int cp = 1;                         // the stages' --cp: context-parallel ranks in each TP group
   int64_t cp_min_rows = 1024;         // the stages' --cp-min-rows (variant auto, cp > 1)
   std::vector<std::string> stage_args;  // appended to every seam-stage command line
+  std::vector<std::string> coordinator_args;  // appended to the seam-coordinator command line
   bool insecure = false;         // plaintext and no token (default: TLS, mutual TLS and a token)
 };
 

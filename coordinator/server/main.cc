@@ -17,7 +17,7 @@ using seam::coordinator::CoordinatorServerOptions;
 // The flags that are text until ParseFlags turns them into the options.
 struct CoordinatorFlags {
   std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
-  std::string log_level = "info", log_format = "text";
+  std::string log_level = "info", log_format = "text", chunked_prefill = "on";
 };
 
 void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {
@@ -51,7 +51,7 @@ void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptio
 }
 
 // What bounds a microbatch and a request comes from the stages; these only lower it.
-void AddLimitFlags(CLI::App& app, CoordinatorServerOptions& o) {
+void AddLimitFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {
   app.add_option("--kv-blocks", o.caps.kv_blocks,
                  "KV blocks per attention-DP group to admit against (default: the least the stages report; "
                  "a larger value is lowered to it)");
@@ -60,7 +60,18 @@ void AddLimitFlags(CLI::App& app, CoordinatorServerOptions& o) {
                  "--max-step-tokens the stages report; a larger value is lowered to it)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-prompt-tokens", o.caps.max_prompt_tokens,
-                 "longest prompt accepted (at most a microbatch's token rows and the stages' longest context)")
+                 "longest prompt accepted (0: the stages' longest context less one with chunked prefill; without "
+                 "it 2048, never more than a microbatch's token rows)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--chunked-prefill", f.chunked_prefill,
+                 "on: prompts are prefilled in chunks of --prefill-chunk-tokens, in microbatches beside the "
+                 "running decode rows (a long prompt never stalls decode; prompts up to the context); off: each "
+                 "prompt whole in one microbatch")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--prefill-chunk-tokens", o.prefill_chunk_tokens,
+                 "with --chunked-prefill on: most tokens of one prompt a microbatch prefills")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
 }
@@ -104,6 +115,7 @@ void AddSecurityFlags(CLI::App& app, CoordinatorServerOptions& o) {
 // The text flags into the options; false (the message written) when one does not parse.
 bool ParseFlags(const CoordinatorFlags& f, CoordinatorServerOptions& o) {
   o.stages = absl::StrSplit(f.stages, ',', absl::SkipEmpty());
+  o.caps.chunked_prefill = f.chunked_prefill == "on";
   if (f.stage_timeout_per_token == "0") o.stage_timeout_per_token = std::chrono::milliseconds(0);
   if (!seam::coordinator::ParseDuration(f.stage_timeout, &o.stage_timeout) ||
       !seam::coordinator::ParseDuration(f.startup_timeout, &o.startup_timeout) ||
@@ -127,7 +139,7 @@ int main(int argc, char** argv) {
   CoordinatorServerOptions o;
   AddApiFlags(app, flags, o);
   AddPipelineFlags(app, flags, o);
-  AddLimitFlags(app, o);
+  AddLimitFlags(app, flags, o);
   AddSecurityFlags(app, o);
   try {
     app.parse(argc, argv);

@@ -63,6 +63,24 @@ TEST(PipelineLimits, CapsOnlyLower) {
   EXPECT_EQ(l->max_prompt_tokens, kDefaultMaxPromptTokens);
 }
 
+// Chunked prefill (the default) takes prompts up to the context, whatever a
+// microbatch holds; without it a prompt is prefilled whole in one microbatch.
+TEST(PipelineLimits, ChunkedPrefillBoundsPromptsByTheContextNotByAMicrobatch) {
+  LimitCaps caps;
+  caps.max_batch_tokens = 1024;
+  auto l = DerivePipelineLimits({Stage(8192, 500, 4096)}, {"a:1"}, caps);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->max_prompt_tokens, 4095);
+  caps.chunked_prefill = false;
+  l = DerivePipelineLimits({Stage(8192, 500, 4096)}, {"a:1"}, caps);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->max_prompt_tokens, 1024);
+  caps.max_batch_tokens = 0;
+  l = DerivePipelineLimits({Stage(8192, 500, 4096)}, {"a:1"}, caps);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->max_prompt_tokens, kDefaultMaxPromptTokens);
+}
+
 TEST(PipelineLimits, AStageWithoutLimitsOrWithOtherBlocksIsRefused) {
   v1::StageStatus loading;
   loading.set_state(v1::STAGE_STATE_LOADING);

@@ -39,6 +39,8 @@ RUN apt-get update -q \
       libgnutls30=3.7.9* \
       libutf8proc2=2.8.* \
       libpcre2-8-0=10.42* \
+      libcpp-httplib0.11=0.11.* \
+      libbrotli1=1.0.* \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 seam \
  && useradd --system --uid 10001 --gid seam --home-dir /home/seam --create-home --shell /usr/sbin/nologin seam

@@ -127,11 +127,11 @@ async function runChecks() {
   await check('/v1/models states the limits the server enforces', async () => {
     const [card] = (await client.models.list()).data;
     assert.equal(card.max_model_len, kContext);
-    assert.equal(card.max_prompt_tokens, kContext);  // the context is shorter than a microbatch
+    assert.equal(card.max_prompt_tokens, kContext - 1);  // a prompt leaves room for one token
     const ids = (n) => Array.from({ length: n }, (_, i) => 100 + i);
     await assert.rejects(client.completions.create({ model, prompt: ids(kContext), max_tokens: 1 }), (e) => {
       assert.ok(e instanceof OpenAI.BadRequestError, String(e));
-      assert.match(e.message, new RegExp(`more than the ${kContext} positions a sequence may hold`));
+      assert.match(e.message, new RegExp(`more than the ${kContext - 1} tokens a prompt may have`));
       return true;
     });
     const fits = await client.completions.create({ model, prompt: ids(kContext - 1), max_tokens: 1, temperature: 0 });

@@ -51,6 +51,10 @@ struct CoordinatorServerOptions {
   // (SchedulerOptions::first_decode_steps); 0: at decode_steps (no ramp),
   // 1: the ramp 1, 2, 4, ... that lets a burst's later arrivals join early.
   int decode_ramp_start = 0;
+  // Chunked prefill (SchedulerOptions::chunked_prefill; the same switch as
+  // caps.chunked_prefill): prompts are prefilled in chunks of at most
+  // prefill_chunk_tokens, in microbatches beside the running decode rows.
+  int prefill_chunk_tokens = 512;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};

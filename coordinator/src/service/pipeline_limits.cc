@@ -71,9 +71,16 @@ absl::StatusOr<PipelineLimits> DerivePipelineLimits(const std::vector<v1::StageS
   l.graph_buckets = CommonBuckets(stages);
   Cap("--max-batch-tokens", caps.max_batch_tokens, "token rows of a stage's step", &l.max_step_tokens);
   Cap("--kv-blocks", caps.kv_blocks, "KV blocks per DP group", &l.kv_blocks_per_dp_group);
-  // A prompt is prefilled in one microbatch and leaves room for a token.
-  l.max_prompt_tokens = std::min(l.max_step_tokens, l.max_context - 1);
-  if (caps.max_prompt_tokens > 0) l.max_prompt_tokens = std::min(l.max_prompt_tokens, caps.max_prompt_tokens);
+  // A prompt leaves room for a token; without chunked prefill it is
+  // prefilled in one microbatch.
+  l.max_prompt_tokens = l.max_context - 1;
+  if (!caps.chunked_prefill) {
+    l.max_prompt_tokens = std::min({l.max_prompt_tokens, l.max_step_tokens, kDefaultMaxPromptTokens});
+  }
+  if (caps.max_prompt_tokens > 0) {
+    l.max_prompt_tokens = std::min(l.max_prompt_tokens, caps.max_prompt_tokens);
+    if (!caps.chunked_prefill) l.max_prompt_tokens = std::min(l.max_prompt_tokens, l.max_step_tokens);
+  }
   return l;
 }
 

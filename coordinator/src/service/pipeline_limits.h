@@ -18,8 +18,8 @@
 
 namespace seam::coordinator {
 
-// The longest prompt a coordinator takes unless its flag says otherwise (and
-// never more than one microbatch's token rows).
+// The longest prompt a coordinator takes without chunked prefill unless its
+// flag says otherwise (and never more than one microbatch's token rows).
 inline constexpr int64_t kDefaultMaxPromptTokens = 2048;
 
 // The operator's caps (coordinator flags); 0: none. A cap above what the
@@ -27,7 +27,12 @@ inline constexpr int64_t kDefaultMaxPromptTokens = 2048;
 struct LimitCaps {
   int64_t max_batch_tokens = 0;  // --max-batch-tokens: token rows of one microbatch
   int64_t kv_blocks = 0;         // --kv-blocks: KV blocks per attention-DP group to admit against
-  int64_t max_prompt_tokens = kDefaultMaxPromptTokens;  // --max-prompt-tokens
+  // --max-prompt-tokens; 0: the longest the pipeline takes (the context
+  // with chunked prefill, else kDefaultMaxPromptTokens within a microbatch).
+  int64_t max_prompt_tokens = 0;
+  // --chunked-prefill: a prompt is prefilled in chunks over several
+  // microbatches, so it is bounded by the context, not by a microbatch.
+  bool chunked_prefill = true;
 };
 
 struct PipelineLimits {
@@ -40,7 +45,9 @@ struct PipelineLimits {
   // Prompt + generated tokens of one sequence: the model's positions, no
   // more than one DP group's KV holds (what an API advertises as its context).
   int64_t max_context = 0;
-  int64_t max_prompt_tokens = 0;  // a prompt is prefilled in one microbatch
+  // The longest prompt: the context less one (chunked prefill), else what
+  // one microbatch holds.
+  int64_t max_prompt_tokens = 0;
   // Decode graph sizes every stage replays (sequences per DP group); the
   // batches a microbatch of decode steps runs fastest at.
   std::vector<int64_t> graph_buckets;

@@ -32,12 +32,13 @@ absl::Status CheckTokens(const std::string& who, const char* noun, int index, co
   if (n > limits.max_prompt_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": too many tokens: ", noun, " ", index, " has ", n,
                                                    " tokens, more than the ", limits.max_prompt_tokens,
-                                                   " tokens one microbatch holds"));
+                                                   " tokens a prompt may have (max_prompt_tokens)"));
   }
-  if (n + extra_tokens > limits.max_positions) {
+  const int64_t max_model_len = ServingLimitsOf(limits).max_model_len;
+  if (n + extra_tokens > max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": too many tokens: ", noun, " ", index, " has ", n,
                                                    " tokens + ", extra_tokens, " new tokens = ", n + extra_tokens,
-                                                   ", more than the ", limits.max_positions,
+                                                   ", more than the ", max_model_len,
                                                    " positions a sequence may hold (max_model_len)"));
   }
   return absl::OkStatus();

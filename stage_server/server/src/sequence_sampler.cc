@@ -107,6 +107,14 @@ int32_t SequenceSampler::StepOf(const v1::SequenceEntry& entry, uint32_t ahead) 
   return static_cast<int32_t>(end > it->second.prompt_end ? end - it->second.prompt_end : 0);
 }
 
+void SequenceSampler::RecordChosen(const v1::SequenceEntry& entry, int32_t token) {
+  auto it = sequences_.find(entry.sequence_id());
+  if (it == sequences_.end()) return;
+  const uint64_t end = entry.position_start() + static_cast<uint64_t>(entry.token_ids_size());
+  if (entry.is_prefill() && end < it->second.prompt_end) return;
+  Record(entry.sequence_id(), token);
+}
+
 void SequenceSampler::Record(uint64_t sequence, int32_t token) {
   auto it = sequences_.find(sequence);
   if (it != sequences_.end() && CountsOutput(it->second.rule)) ++it->second.output_counts[token];
@@ -154,7 +162,7 @@ std::vector<v1::SequenceResult> SequenceSampler::Results(const v1::MicrobatchDes
     const v1::SequenceEntry& s = d.sequences(i);
     v1::SequenceResult r = ResultOf(s);
     r.set_sampled_token(tokens[i]);
-    Record(s.sequence_id(), tokens[i]);
+    RecordChosen(s, tokens[i]);
     auto it = sequences_.find(s.sequence_id());
     if (it != sequences_.end() && (it->second.sampling.logprobs() || it->second.sampling.top_logprobs() > 0) &&
         static_cast<size_t>(i) < logprobs.size()) {
@@ -192,7 +200,7 @@ absl::StatusOr<std::vector<v1::SequenceResult>> SequenceSampler::Sample(const v1
       e->set_message(absl::StrCat("sampling sequence ", s.sequence_id(), ": ", token.status().message()));
     } else {
       r.set_sampled_token((*token)[0]);
-      Record(s.sequence_id(), (*token)[0]);
+      RecordChosen(s, (*token)[0]);
       if (choices[i].logprobs || choices[i].top_logprobs > 0) SetLogprobs(lp[0], (*token)[0], r);
     }
     if (s.return_token_logprobs()) {

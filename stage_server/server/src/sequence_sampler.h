@@ -72,6 +72,10 @@ class SequenceSampler {
   // positions further on); 0 without a history.
   int32_t StepOf(const v1::SequenceEntry& entry, uint32_t ahead = 0) const;
   void Record(uint64_t sequence, int32_t token);
+  // Records the token `entry` chose, unless the entry is a prefill chunk
+  // that ends before the prompt does (chunked prefill): its token is not
+  // generated and the coordinator drops it.
+  void RecordChosen(const v1::SequenceEntry& entry, int32_t token);
 
   std::map<uint64_t, History> sequences_;
 };

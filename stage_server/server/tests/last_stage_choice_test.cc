@@ -140,5 +140,44 @@ TEST(LastStageChoice, PenaltiesBiasesMinTokensAndLogprobsAsTheReferenceEditsThem
   EXPECT_EQ(second.sequences(0).sampled_token(), Choose(Row(*group, 9, {t0}, kPrompt.size()), c));
 }
 
+// Chunked prefill: a chunk that ends before the prompt does chooses a token
+// the coordinator drops; it is no generated token, so the penalties (here a
+// frequency penalty of -100: any recorded token would win the next step)
+// see the same history as for the prompt prefilled whole.
+TEST(LastStageChoice, APrefillChunkBeforeThePromptsEndRecordsNoGeneratedToken) {
+  StageProcess stage;
+  grpc::Status rpc;
+  ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  RunClient run(stage);
+  v1::SequenceSampling sampling;
+  sampling.set_frequency_penalty(-100.0f);
+  sampling.set_prompt_tokens(static_cast<uint32_t>(kPrompt.size()));
+  uint64_t mb = 0;
+  auto step = [&](uint64_t seq, const std::vector<int32_t>& tokens, uint64_t start, bool prefill) {
+    v1::MicrobatchDescriptor d = Descriptor(mb + 1, mb + 1);
+    ++mb;
+    AddSequence(d, seq, tokens, start, prefill);
+    if (prefill && start == 0) {
+      *d.mutable_sequences(0)->mutable_sampling() = sampling;
+    } else {
+      d.mutable_sequences(0)->clear_sampling();
+    }
+    const v1::MicrobatchResult r = run.Exchange(d);
+    EXPECT_FALSE(r.has_error()) << r.error().message();
+    return r.has_error() ? -1 : r.sequences(0).sampled_token();
+  };
+  // Sequence 5: the prompt whole; sequence 7: in chunks of 2 and 4.
+  std::vector<int32_t> whole = {step(5, kPrompt, 0, true)};
+  step(7, {kPrompt.begin(), kPrompt.begin() + 2}, 0, true);
+  std::vector<int32_t> chunked = {step(7, {kPrompt.begin() + 2, kPrompt.end()}, 2, true)};
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t at = kPrompt.size() + static_cast<uint64_t>(i);
+    whole.push_back(step(5, {whole.back()}, at, false));
+    chunked.push_back(step(7, {chunked.back()}, at, false));
+  }
+  EXPECT_EQ(chunked, whole);
+  EXPECT_TRUE(run.Close().ok());
+}
+
 }  // namespace
 }  // namespace seam::server

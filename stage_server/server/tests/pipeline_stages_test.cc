@@ -293,7 +293,12 @@ TEST(PipelineStages, ForgedUcxMessagesAreDroppedAndCountedAndTheStreamGoesOn) {
   ASSERT_FALSE(decode.has_error()) << decode.error().message();
   EXPECT_EQ(decode.sequences_size(), 2);
 
-  const v1::HandoffDrops drops = GetStatus(second).handoff_drops();
+  // Strays are drained every drain_interval (20 ms) while the stage idles.
+  v1::HandoffDrops drops = GetStatus(second).handoff_drops();
+  for (const absl::Time until = absl::Now() + absl::Seconds(3); drops.unknown_peer() < 2 && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(20));
+    drops = GetStatus(second).handoff_drops();
+  }
   EXPECT_EQ(drops.unknown_peer(), 2u) << drops.ShortDebugString();
   EXPECT_EQ(drops.bad_mac() + drops.oversized() + drops.malformed() + drops.unexpected_microbatch(), 0u)
       << drops.ShortDebugString();
