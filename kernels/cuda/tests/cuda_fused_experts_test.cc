@@ -110,6 +110,13 @@ TEST_P(CudaFusedExpertsTest, GateUpSiluThenDownMatchCpu) {
   ASSERT_TRUE(ExpertDown(act, down, groups.cpu, out).ok());
   const Tensor gout = PoisonedGpu({pairs, hidden}, dtype);
   s = ExpertDown(OnGpu(act), OnGpu(down), groups.gpu, gout, kernel);
+  if (!ExpertMatmulTakes(dtype, inter)) {
+    // Rows of `inter` features that are not whole 16-byte vectors: the
+    // kernels refuse the down projection by name (a MoE block whose shapes
+    // ExpertMatmulTakes refuses runs its experts one by one).
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    return;
+  }
   ASSERT_TRUE(s.ok()) << s;
   ExpectClose(gout, out, FusedTolerance(dtype, f32 * 1e-4f + (1.0f - f32) * 4e-3f), "out");
 }
