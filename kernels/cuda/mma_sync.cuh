@@ -1,8 +1,9 @@
 // Warp-level tensor-core pieces for bf16 / f16 tiles in shared memory
 // (internal to kernels/cuda; sm_80 and later): mma.sync m16n8k16 with fp32
 // accumulators, ldmatrix fragment loads (plain and transposed) and cp.async
-// copies. Used by the grouped expert GEMM (moe_expert_mma.cu) and the
-// chunked SSD scan (mamba_chunk_scan.cu).
+// copies. Used by the grouped expert GEMM (moe_expert_mma.cu), the
+// chunked SSD scan (mamba_chunk_scan.cu) and the attention kernels on
+// tensor cores (through mma_fragments.cuh).
 //
 // Fragment layout of one m16n8k16 (lane l, g = l / 4, q = l % 4):
 //   A (16 x 16, row-major):  a[0] = A[g][2q..2q+1]      a[1] = A[g+8][2q..]
