@@ -29,7 +29,11 @@ struct OpenAiServerOptions {
   std::string listen;                        // HOST:PORT; port 0 picks a free one
   security::ServerSecurityOptions security;  // tls_cert/key (+ client CA), token, insecure
   std::string model_name;                    // the one model of /v1/models; requests naming another get 404
-  int threads = 32;                          // concurrent requests (each holds a worker while it runs)
+  // Requests served at once: each holds a worker thread while it runs (a
+  // stream for its whole life), so this bounds the HTTP API's concurrency;
+  // more wait for a worker. As many as the scheduler's sequences in a
+  // microbatch and more, so the HTTP API keeps a full batch in flight.
+  int threads = 256;
   size_t max_body_bytes = 8 << 20;           // every transfer encoding, checked before buffering
   unsigned max_connections = 1024;           // in all, idle ones included
   unsigned max_connections_per_address = 256;
