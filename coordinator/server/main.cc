@@ -74,6 +74,11 @@ void AddLimitFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions&
                  "with --chunked-prefill on: most tokens of one prompt a microbatch prefills")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--max-mixed-prefill-tokens", o.max_mixed_prefill_tokens,
+                 "with --chunked-prefill on: most prefill tokens of a microbatch that also carries decode rows, "
+                 "which bounds a decode row's wait behind prefill work (0: up to the microbatch's token rows)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
 }
 
 void AddApiFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {

@@ -95,6 +95,7 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
   group.push_back(std::move(entry));
   draft.mb.num_tokens += tokens;
   draft.mb.num_sequences += 1;
+  (is_prefill ? draft.prefill_tokens : draft.decode_rows) += tokens;
   state.in_flight = true;
 }
 
@@ -176,9 +177,12 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
 }
 
 int SchedulerImpl::ChunkFor(const RequestState& state, const Draft& draft) const {
-  const int room = options_.max_tokens_per_microbatch - draft.mb.num_tokens;
+  int room = options_.max_tokens_per_microbatch - draft.mb.num_tokens;
   const int remaining = state.PrefillRemaining();
   if (options_.chunked_prefill) {
+    if (options_.max_mixed_prefill_tokens > 0 && draft.decode_rows > 0) {
+      room = std::min(room, options_.max_mixed_prefill_tokens - draft.prefill_tokens);
+    }
     return std::max(0, std::min({remaining, options_.prefill_chunk_tokens, room}));
   }
   // Whole prefill in one step; only a recomputed prefill longer than a

@@ -43,6 +43,8 @@ class SchedulerImpl final : public Scheduler {
   struct Draft {
     Microbatch mb;
     std::vector<bool> group_waiting;  // a decode step of the group lacked a block
+    int decode_rows = 0;              // decode entries taken so far
+    int prefill_tokens = 0;           // prefill tokens taken so far
   };
 
   // microbatch_builder.cc

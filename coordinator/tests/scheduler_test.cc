@@ -176,6 +176,26 @@ TEST(SchedulerTest, DecodeStepsAndNewPrefillsShareAMicrobatch) {
   EXPECT_FALSE(e[1].is_last_chunk);
 }
 
+TEST(SchedulerTest, AStepWithDecodeRowsTakesAtMostTheMixedPrefillTokens) {
+  SchedulerOptions o = Small();
+  o.max_tokens_per_microbatch = 64;
+  o.chunked_prefill = true;
+  o.prefill_chunk_tokens = 16;
+  o.max_mixed_prefill_tokens = 10;
+  SchedulerDriver d(o);
+  d.Submit("a", 3, 8);
+  d.Submit("b", 40, 4);
+  Microbatch first = d.MustNext();  // no decode row yet: chunks up to the microbatch
+  EXPECT_EQ(first.num_tokens, 3 + 16);
+  d.Complete(first);
+  Microbatch mixed = d.MustNext();  // a's decode row: b's chunk is cut to 10 prefill tokens
+  const auto& e = mixed.entries_by_group[0];
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_FALSE(e[0].is_prefill);
+  EXPECT_TRUE(e[1].is_prefill);
+  EXPECT_EQ(e[1].num_tokens, 10);
+}
+
 TEST(SchedulerTest, ChunkedPrefillSplitsALongPromptIntoChunksInOrder) {
   SchedulerOptions o = Small();
   o.pipeline_stages = 2;

@@ -55,6 +55,8 @@ struct CoordinatorServerOptions {
   // caps.chunked_prefill): prompts are prefilled in chunks of at most
   // prefill_chunk_tokens, in microbatches beside the running decode rows.
   int prefill_chunk_tokens = 512;
+  // SchedulerOptions::max_mixed_prefill_tokens (0: none).
+  int max_mixed_prefill_tokens = 0;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};

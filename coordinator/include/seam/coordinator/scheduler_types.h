@@ -49,6 +49,11 @@ struct SchedulerOptions {
   // max_tokens_per_microbatch.
   bool chunked_prefill = false;
   int prefill_chunk_tokens = 512;
+  // With chunked prefill: prefill tokens a microbatch that also carries
+  // decode rows may take (0: up to max_tokens_per_microbatch). Bounds how
+  // long a decode row waits behind prefill work in one step (its inter-token
+  // latency) while prefill-only steps still fill the microbatch.
+  int max_mixed_prefill_tokens = 0;
   // Multi-step decode: a microbatch of decode steps only may run up to
   // max_decode_steps steps at once on the stages (each step feeds the token
   // the previous one chose, without a round trip to the coordinator). It
