@@ -62,7 +62,39 @@ absl::StatusOr<int> FreeLoopbackPort() {
   return static_cast<int>(ntohs(a.sin_port));
 }
 
+// The line of a child's log that says why it stopped: the last that names
+// an error (its own "seam-stage: ..." or an error-level line), else its last.
+std::string OwnErrorLine(const std::string& log) {
+  std::ifstream f(log);
+  std::string last, error;
+  for (std::string line; std::getline(f, line);) {
+    if (line.empty()) continue;
+    last = line;
+    if (absl::StartsWith(line, "seam-") || absl::StrContains(line, "[error]") ||
+        absl::StrContains(line, "\"level\":\"error\"") || absl::StrContains(line, "[critical]")) {
+      error = line;
+    }
+  }
+  return error.empty() ? last : error;
+}
+
+// A child that stopped before it served: its own error first, then how it stopped.
+absl::Status StartFailure(const absl::Status& waited, const std::string& log) {
+  if (!absl::IsFailedPrecondition(waited)) return waited;
+  const std::string own = OwnErrorLine(log);
+  if (own.empty()) return waited;
+  return absl::FailedPreconditionError(absl::StrCat(own, " (", waited.message(), ")"));
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> LocalPipelineLogs(const LocalPipelineOptions& o) {
+  const std::string dir = o.logs_dir.empty() ? o.work_dir : o.logs_dir;
+  std::vector<std::pair<std::string, std::string>> logs;
+  for (int k = 0; k < o.pp; ++k) logs.emplace_back(absl::StrCat("stage", k), absl::StrCat(dir, "/stage", k, ".log"));
+  logs.emplace_back("coordinator", dir + "/coordinator.log");
+  return logs;
+}
 
 absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::vector<std::string>* stage_flags) {
   if (!o.insecure) {
@@ -81,6 +113,10 @@ absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::ve
     coordinator_security_args_ = {"--tls-cert",        files->server_cert, "--tls-key",        files->server_key,
                                   "--auth-token-file", files->token,       "--tls-ca",         files->ca_cert,
                                   "--tls-client-cert", files->client_cert, "--tls-client-key", files->client_key};
+    if (!o.auth_token.empty()) {
+      std::ofstream token(files->token, std::ios::trunc);  // the file is 0600 already
+      if (!(token << o.auth_token << "\n")) return absl::ErrnoToStatus(errno, "cannot write " + files->token);
+    }
     client_security_ = files->Client();
     stage_client_security_ = files->CoordinatorToStages();
   }
@@ -94,9 +130,12 @@ absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::ve
 absl::Status LocalPipeline::StartStages(const LocalPipelineOptions& o, const std::string& bin,
                                         const std::vector<std::string>& security_flags) {
   std::vector<std::string> port_files;
+  LocalPipelineOptions named = o;
+  named.work_dir = work_dir_;
+  const auto logs = LocalPipelineLogs(named);
   for (int k = 0; k < o.pp; ++k) {
     const std::string port_file = absl::StrCat(work_dir_, "/stage", k, ".port");
-    const std::string log = absl::StrCat(work_dir_, "/stage", k, ".log");
+    const std::string log = logs[k].second;
     logs_.push_back(log);
     std::vector<std::string> stage = {bin + "/seam-stage", "--listen",  "127.0.0.1:0",
                                       "--port-file",       port_file,   "--ucx-mode",
@@ -120,7 +159,7 @@ absl::Status LocalPipeline::StartStages(const LocalPipelineOptions& o, const std
   }
   for (int k = 0; k < o.pp; ++k) {
     auto port = stages_[k]->WaitForPortFile(port_files[k], o.startup_timeout);
-    if (!port.ok()) return port.status();
+    if (!port.ok()) return StartFailure(port.status(), logs_[k]);
     stage_addresses_.push_back(absl::StrCat("127.0.0.1:", *port));
   }
   return absl::OkStatus();
@@ -128,7 +167,9 @@ absl::Status LocalPipeline::StartStages(const LocalPipelineOptions& o, const std
 
 absl::Status LocalPipeline::StartCoordinator(const LocalPipelineOptions& o, const std::string& bin) {
   const std::string port_file = work_dir_ + "/coordinator.port";
-  const std::string log = work_dir_ + "/coordinator.log";
+  LocalPipelineOptions named = o;
+  named.work_dir = work_dir_;
+  const std::string log = LocalPipelineLogs(named).back().second;
   logs_.push_back(log);
   std::vector<std::string> argv = {bin + "/seam-coordinator", "--listen", o.coordinator_listen, "--port-file",
                                    port_file, "--stages", absl::StrJoin(stage_addresses_, ","), "--model",
@@ -153,7 +194,7 @@ absl::Status LocalPipeline::StartCoordinator(const LocalPipelineOptions& o, cons
   if (!child.ok()) return child.status();
   coordinator_ = std::move(*child);
   auto port = coordinator_->WaitForPortFile(port_file, o.startup_timeout);
-  if (!port.ok()) return port.status();
+  if (!port.ok()) return StartFailure(port.status(), log);
   coordinator_port_ = *port;
   if (!o.http_listen.empty()) {  // written before the gRPC port file
     auto http_port = coordinator_->WaitForPortFile(http_port_file, std::chrono::seconds(5));
@@ -183,6 +224,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   SEAM_RETURN_IF_ERROR(p->SetUpSecurity(o, &stage_security));
   // A process that does not come up: its error with every log's last lines.
   const auto annotate = [&](const absl::Status& s) {
+    if (!o.log_tails_in_errors) return s;
     return absl::Status(s.code(), absl::StrCat(s.message(), "\n", p->LogTails(15)));
   };
   if (absl::Status s = p->StartStages(o, bin, stage_security); !s.ok()) return annotate(s);

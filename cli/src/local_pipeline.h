@@ -45,7 +45,19 @@ struct LocalPipelineOptions {
   std::chrono::milliseconds startup_timeout{120000};
   // Plaintext everywhere, no token (for machines where TLS setup fails).
   bool insecure = false;
+  // Non-empty: the client API's bearer token (else a random one); written
+  // to the token file the client security names.
+  std::string auth_token;
+  // Where the processes' logs go (empty: the work dir).
+  std::string logs_dir;
+  // A start-up failure's message: its cause (the process's own error line)
+  // then the last lines of every log (true) or only where the logs are.
+  bool log_tails_in_errors = true;
 };
+
+// The processes' logs a pipeline with `o` writes: {"stage0", path}, ...,
+// {"coordinator", path}, in start order (work_dir must be set).
+std::vector<std::pair<std::string, std::string>> LocalPipelineLogs(const LocalPipelineOptions& o);
 
 // The first GPU of stage k of a local pipeline of pp stages × tp GPUs.
 int FirstGpuOfStage(int k, int tp, int pp);
