@@ -100,6 +100,8 @@ void AddApiFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o
   app.add_option("--metrics-listen", o.metrics_listen,
                  "host:port of a Prometheus /metrics endpoint: HTTPS with --tls-cert/--tls-key, else plain HTTP on "
                  "loopback only unless --insecure");
+  app.add_flag("--metrics-on-http", o.metrics_on_http,
+               "also serve /metrics on the HTTP API (--http-listen), behind its bearer token");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn or error")->capture_default_str();
   app.add_option("--log-format", f.log_format, "text or json (one JSON object per line)")
       ->check(CLI::IsMember({"text", "json"}))

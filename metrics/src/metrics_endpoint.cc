@@ -12,6 +12,11 @@
 namespace seam::metrics {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsEndpointOptions& o) {
+  if (o.listen.empty()) {  // a registry whose Render another listener serves
+    std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
+    e->registry_ = std::make_shared<prometheus::Registry>();
+    return e;
+  }
   const bool tls = !o.tls_cert_file.empty() || !o.tls_key_file.empty();
   if (tls && (o.tls_cert_file.empty() || o.tls_key_file.empty())) {
     return absl::FailedPreconditionError("metrics over TLS needs both a certificate and its key");

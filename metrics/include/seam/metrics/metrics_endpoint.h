@@ -28,7 +28,7 @@ class Server;
 namespace seam::metrics {
 
 struct MetricsEndpointOptions {
-  std::string listen;          // "host:port"; port 0 picks a free one
+  std::string listen;          // "host:port"; port 0 picks a free one; empty: no listener (Render only)
   std::string tls_cert_file;   // PEM chain and key: serve HTTPS (both or neither)
   std::string tls_key_file;
   bool insecure = false;       // plain HTTP on a non-loopback address
