@@ -70,6 +70,10 @@ void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o
         << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
         << " " << url << "/models" << std::endl;
   }
+  if (o.metrics_on_api && !pipeline.http_address().empty()) {
+    out << "metrics on the HTTP API: " << (client.tls() ? "https://" : "http://") << pipeline.http_address()
+        << "/metrics" << (client.tls() ? " (with its token)" : "") << std::endl;
+  }
   if (const std::string metrics = pipeline.coordinator_metrics_address(); !metrics.empty()) {
     const char* scheme = client.tls() ? "https://" : "http://";
     out << "metrics: coordinator " << scheme << metrics << "/metrics";
