@@ -21,6 +21,7 @@
 #include "seam/core/status.h"
 #include "seam/core/temp_dir.h"
 #include "seam/kernels/cpu_threads.h"
+#include "seam/security/listen_address.h"
 #include "seam/security/local_credentials.h"
 #include "seam/weights/random_checkpoint.h"
 
@@ -102,7 +103,7 @@ absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::ve
     if (mkdir(tls_dir.c_str(), 0700) != 0 && errno != EEXIST) {
       return absl::ErrnoToStatus(errno, absl::StrCat("cannot make ", tls_dir));
     }
-    absl::StatusOr<security::LocalCredentialFiles> files = security::WriteLocalCredentials(tls_dir);
+    absl::StatusOr<security::LocalCredentialFiles> files = security::WriteLocalCredentials(tls_dir, absl::Hours(24), o.server_names);
     if (!files.ok()) {
       return absl::Status(files.status().code(),
                           absl::StrCat("TLS setup of the local pipeline: ", files.status().message(),
@@ -213,6 +214,10 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     p->work_dir_ = *made;
   }
   const std::string bin = o.bin_dir.empty() ? ExecutableDir() : o.bin_dir;
+  if (const std::string host(security::HostOfAddress(o.coordinator_listen));
+      !host.empty() && host != "0.0.0.0" && host != "::" && host != "[::]") {
+    p->api_host_ = host;
+  }
   // Every stage process runs tp CPU ranks on this host: split the cores among
   // all of them (children inherit the environment; an operator's choice stands).
   static const bool operator_chose = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
@@ -234,10 +239,10 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
 
 LocalPipeline::~LocalPipeline() { Stop(); }
 
-std::string LocalPipeline::coordinator_address() const { return absl::StrCat("127.0.0.1:", coordinator_port_); }
+std::string LocalPipeline::coordinator_address() const { return absl::StrCat(api_host_, ":", coordinator_port_); }
 
 std::string LocalPipeline::http_address() const {
-  return http_port_ == 0 ? "" : absl::StrCat("127.0.0.1:", http_port_);
+  return http_port_ == 0 ? "" : absl::StrCat(api_host_, ":", http_port_);
 }
 
 std::string LocalPipeline::coordinator_metrics_address() const {

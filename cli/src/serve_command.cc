@@ -11,6 +11,8 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "seam/security/listen_address.h"
 #include "command_status.h"
 #include "local_pipeline.h"
 #include "log_relay.h"
@@ -55,6 +57,10 @@ void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o
       << ") on " << (plan.device == "cuda" ? absl::StrCat(plan.gpus, " visible GPU(s)") : std::string("the CPU"))
       << " in " << plan.dtype << " behind seam-coordinator; logs in "
       << (o.logs_dir.empty() ? work + " (removed at exit; --logs-dir keeps them)" : o.logs_dir) << "\n";
+  if (client.tls() && !security::IsLoopbackHost(o.host)) {
+    out << "listening on " << o.host << " (beyond loopback): the certificate also names "
+        << absl::StrJoin(plan.pipeline.server_names, ", ") << "\n";
+  }
   if (client.tls()) {
     out << "TLS: CA certificate " << client.tls_ca_file << ", bearer token in " << client.auth_token_file
         << " (both 0600, removed when serve stops)\n";

@@ -1,7 +1,10 @@
 // CheckServeFlags, CheckModelDir and PlanServe (serve_setup.h).
 #include "serve_setup.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -27,6 +30,15 @@ bool LooksLikeHubId(const std::string& model) {
   const size_t slash = model.find('/');
   return slash != std::string::npos && slash > 0 && model.find('/', slash + 1) == std::string::npos &&
          model[0] != '.' && model[0] != '~';
+}
+
+// The names a client beyond loopback reaches --host by: the host itself,
+// or for a wildcard (0.0.0.0, ::) this machine's host name.
+std::vector<std::string> ServerNames(const std::string& host) {
+  if (host != "0.0.0.0" && host != "::" && host != "[::]" && !host.empty()) return {host};
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return {};
+  return {name};
 }
 
 absl::Status CheckRanges(const ServeCommandOptions& o) {
@@ -142,6 +154,7 @@ absl::StatusOr<ServePlan> PlanServe(const ServeCommandOptions& o, const std::str
   lp.coordinator_listen = absl::StrCat(o.host, ":", o.port);
   lp.metrics_port = o.metrics_port;
   if (o.http_port >= 0) lp.http_listen = absl::StrCat(o.host, ":", o.http_port);
+  if (!security::IsLoopbackHost(o.host)) lp.server_names = ServerNames(o.host);
   lp.extra_stage_args = {"--dtype", plan.dtype};
   if (o.gpu_memory_utilization > 0) {  // stages that share their GPUs split it
     const bool shared = plan.gpus < o.pp * o.tp;

@@ -21,7 +21,8 @@
    vLLM's families present with their types, the histograms moved by
    exactly the one request. Its stderr holds every process's JSON lines
    tagged with their source, numbers as numbers. SIGTERM: exit 0, the logs
-   stay in --logs-dir.
+   stay in --logs-dir. A plaintext `seam generate` against it is told that
+   the server may serve TLS and which flags to pass.
 
     python3 serve_operator_test.py --seam build/bin/seam --tokenizer tests/fixtures/tokenizer/qwen3
 
@@ -129,6 +130,7 @@ class Serve:
         text = "".join(self.out)
         self.ca, self.token_file = re.search(r"^TLS: CA certificate (\S+), bearer token in (\S+) ", text, re.M).groups()
         self.url, self.model = re.search(r'^OpenAI-compatible HTTP: (\S+)/v1 model "([^"]+)"', text, re.M).groups()
+        self.address = re.search(r"^serving on (\S+):", text, re.M).group(1)
         self.token = open(self.token_file).read().strip()
         self.context = ssl.create_default_context(cafile=self.ca)
 
@@ -201,6 +203,14 @@ def check_routes(serve):
     check("GET /metrics without the token", status, 401)
 
 
+def check_plaintext_client(seam, serve):
+    r = subprocess.run([seam, "generate", "--addr", serve.address, "--prompt", "3 14 15", "--timeout", "10"],
+                       capture_output=True, text=True, timeout=60)
+    check("plaintext seam generate against the TLS server: exit code", r.returncode, 1)
+    check(f"plaintext seam generate names TLS: {r.stderr.strip()!r}",
+          "pass --tls-ca and --auth-token-file" in r.stderr, True)
+
+
 def check_metrics(serve):
     before, types, _ = scrape(serve)
     for name, kind in [("seam:request_queue_time_seconds", "histogram"), ("seam:request_prefill_time_seconds", "histogram"),
@@ -261,6 +271,7 @@ def main():
                        "--enable-metrics-on-api", "--logs-dir", logs_dir, "--log-format", "json"])
         try:
             check_routes(serve)
+            check_plaintext_client(args.seam, serve)
             check_metrics(serve)
         finally:
             code = serve.stop()
