@@ -155,7 +155,7 @@ absl::StatusOr<ServePlan> PlanServe(const ServeCommandOptions& o, const std::str
   lp.metrics_port = o.metrics_port;
   if (o.http_port >= 0) lp.http_listen = absl::StrCat(o.host, ":", o.http_port);
   if (!security::IsLoopbackHost(o.host)) lp.server_names = ServerNames(o.host);
-  lp.extra_stage_args = {"--dtype", plan.dtype};
+  lp.extra_stage_args = {"--dtype", plan.dtype, "--served-model-name", plan.model_name};
   if (o.gpu_memory_utilization > 0) {  // stages that share their GPUs split it
     const bool shared = plan.gpus < o.pp * o.tp;
     lp.extra_stage_args.insert(lp.extra_stage_args.end(),

@@ -17,7 +17,8 @@
    /v1/models/other (404), /tokenize and /detokenize round trip, a field
    they do not take (400 naming it), one completion of 4 tokens, then
    /metrics on the API port (401 without the token), parsed with
-   prometheus_client's text parser: every series labelled model_name="tiny",
+   prometheus_client's text parser: every series labelled model_name="tiny"
+   (the stages' /metrics too),
    vLLM's families present with their types, the histograms moved by
    exactly the one request. Its stderr holds every process's JSON lines
    tagged with their source, numbers as numbers. SIGTERM: exit 0, the logs
@@ -132,6 +133,7 @@ class Serve:
         self.url, self.model = re.search(r'^OpenAI-compatible HTTP: (\S+)/v1 model "([^"]+)"', text, re.M).groups()
         self.address = re.search(r"^serving on (\S+):", text, re.M).group(1)
         self.token = open(self.token_file).read().strip()
+        self.stage_metrics = re.findall(r"stage \d+ (https://\S+/metrics)", text)
         self.context = ssl.create_default_context(cafile=self.ca)
 
     def _read(self, stream, lines, signal_ready):
@@ -225,6 +227,11 @@ def check_metrics(serve):
     check("completion", (status, done.get("usage", {}).get("completion_tokens")), (200, 4))
     after, _, names = scrape(serve)
     check("every series labelled model_name", names, {"tiny"})
+    for url in serve.stage_metrics:
+        text = urllib.request.urlopen(url, timeout=10, context=serve.context).read().decode()
+        stage_names = {s.labels.get("model_name") for f in text_string_to_metric_families(text) for s in f.samples}
+        check(f"every series of {url} labelled model_name", stage_names, {"tiny"})
+    check("both stages' /metrics scraped", len(serve.stage_metrics), 2)
     d = lambda name: after[(name, ())] - before.get((name, ()), 0)
     for name in ["seam:request_queue_time_seconds_count", "seam:request_prefill_time_seconds_count",
                  "seam:request_decode_time_seconds_count", "seam:request_inference_time_seconds_count",
@@ -268,7 +275,8 @@ def main():
         logs_dir = os.path.join(work, "logs")
         serve = Serve([args.seam, "serve", model, "--tensor-parallel-size", "1", "--pipeline-parallel-size", "2",
                        "--max-model-len", "100", "--max-num-seqs", "3", "--served-model-name", "tiny",
-                       "--enable-metrics-on-api", "--logs-dir", logs_dir, "--log-format", "json"])
+                       "--enable-metrics-on-api", "--metrics-port", "0", "--logs-dir", logs_dir,
+                       "--log-format", "json"])
         try:
             check_routes(serve)
             check_plaintext_client(args.seam, serve)
