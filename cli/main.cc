@@ -3,6 +3,7 @@
 // returns into the message on stderr and the exit code (ReportStatus).
 #include <iostream>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "command_status.h"
 #include "demo_command.h"
 #include "model_init_command.h"
+#include "nearest_name.h"
 #include "plan_command.h"
 #include "run_command.h"
 #include "serve_command.h"
@@ -280,27 +282,69 @@ Command AddRunCommand(CLI::App& parent) {
   return {run_cmd, [o] { return Report("seam run", seam::cli::RunRunCommand(*o, std::cout)); }};
 }
 
+// `seam serve`'s flags, vLLM's spelling beside seam's where both name one knob.
+void AddServeTopologyFlags(CLI::App* cmd, seam::cli::ServeCommandOptions& o) {
+  cmd->add_option("model", o.model_dir, "local checkpoint folder (config.json, *.safetensors, tokenizer files); "
+                                        "default: a small random qwen3");
+  cmd->add_option("--model", o.model_dir, "the same as MODEL");
+  cmd->add_option("--device", o.device, "auto (cuda when a GPU is visible, else cpu), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", o.dtype, "auto (the checkpoint's torch_dtype; f16 runs as bf16), f32 or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--pp,--pipeline-parallel-size", o.pp, "pipeline stages (seam-stage processes; on fewer GPUs "
+                                                         "than pp x tp the stages share GPUs 0..tp-1)")
+      ->capture_default_str();
+  cmd->add_option("--tp,--tensor-parallel-size", o.tp, "tensor-parallel ranks (GPUs) per stage")
+      ->capture_default_str();
+  cmd->add_option("--attn-dp", o.attn_dp, "attention data-parallel groups (must divide --tp)")->capture_default_str();
+  cmd->add_option("--ucx-mode", o.ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
+}
+
+void AddServeApiFlags(CLI::App* cmd, seam::cli::ServeCommandOptions& o) {
+  cmd->add_option("--host", o.host, "address the gRPC and HTTP APIs listen on (beyond loopback only with TLS and "
+                                    "a token, the default)")
+      ->capture_default_str();
+  cmd->add_option("--port", o.port, "coordinator gRPC port (0: any free one)")->capture_default_str();
+  cmd->add_option("--port-file", o.port_file, "write the coordinator's port here once serving");
+  cmd->add_option("--http-port", o.http_port, "OpenAI-compatible HTTP API port (0: any free one, -1: none)")
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o.served_model_name, "the model's name in the HTTP API (default: the "
+                                                              "folder's name)");
+  cmd->add_option("--api-key", o.api_key, "the bearer token clients send (default: a random one, printed file)");
+  cmd->add_option("--api-key-file,--auth-token-file", o.api_key_file, "a file holding that token");
+  cmd->add_option("--metrics-port", o.metrics_port,
+                  "Prometheus /metrics of the coordinator on this 127.0.0.1 port, of each stage on a free one "
+                  "(HTTPS with the pipeline's certificate unless --insecure; 0: any free one, -1: none)")
+      ->capture_default_str();
+  cmd->add_flag("--enable-metrics-on-api", o.metrics_on_api,
+                "also serve the coordinator's /metrics on the HTTP API port (behind its token)");
+  cmd->add_option("--logs-dir", o.logs_dir, "keep the processes' logs in this folder (they also stream to stderr)");
+  cmd->add_flag("--insecure", o.insecure,
+                "serve without TLS and token, loopback only (default: an ephemeral CA, certificates and token in "
+                "the work dir, printed at start)");
+}
+
+void AddServeLimitFlags(CLI::App* cmd, seam::cli::ServeCommandOptions& o) {
+  cmd->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                  "share of each GPU's memory the stages may fill with weights, activations and KV cache (split "
+                  "between stages that share a GPU; default: the stages' own)");
+  cmd->add_option("--max-model-len", o.max_model_len,
+                  "longest context (prompt + generated); lowers what the stages' KV holds, never raises it");
+  cmd->add_option("--max-num-seqs", o.max_num_seqs,
+                  "sequences running at once; lowers the stages' bound, never raises it");
+}
+
 Command AddServeCommand(CLI::App& parent) {
   auto o = std::make_shared<seam::cli::ServeCommandOptions>();
-  CLI::App* serve_cmd = parent.add_subcommand("serve", "a local CPU pipeline serving the client API until SIGINT/SIGTERM");
-  serve_cmd->add_option("--model", o->model_dir, "Hugging Face model directory (default: a small random qwen3)");
-  serve_cmd->add_option("--pp", o->pp, "pipeline stages (seam-stage processes)")->capture_default_str();
-  serve_cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str();
-  serve_cmd->add_option("--attn-dp", o->attn_dp, "attention data-parallel groups")->capture_default_str();
-  serve_cmd->add_option("--port", o->port, "coordinator port on 127.0.0.1 (0: any free one)")->capture_default_str();
-  serve_cmd->add_option("--port-file", o->port_file, "write the coordinator's port here once serving");
-  serve_cmd->add_option("--http-port", o->http_port,
-                        "OpenAI-compatible HTTP API port on 127.0.0.1 (0: any free one, -1: none)")
-      ->capture_default_str();
-  serve_cmd->add_option("--metrics-port", o->metrics_port,
-                        "Prometheus /metrics of the coordinator on this 127.0.0.1 port, of each stage on a free one "
-                        "(HTTPS with the pipeline's certificate unless --insecure; 0: any free one, -1: none)")
-      ->capture_default_str();
-  serve_cmd->add_option("--ucx-mode", o->ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
-  serve_cmd->add_flag("--insecure", o->insecure,
-                      "serve without TLS and token (default: an ephemeral CA, certificates and token in the work "
-                      "dir, printed at start)");
-  return {serve_cmd, [o] { return Report("seam serve", seam::cli::RunServeCommand(*o, std::cout)); }};
+  CLI::App* serve_cmd = parent.add_subcommand(
+      "serve", "serve MODEL (a local checkpoint folder) on the visible GPUs or the CPU until SIGINT/SIGTERM: "
+               "gRPC and the OpenAI-compatible HTTP API");
+  AddServeTopologyFlags(serve_cmd, *o);
+  AddServeApiFlags(serve_cmd, *o);
+  AddServeLimitFlags(serve_cmd, *o);
+  return {serve_cmd, [o] { return Report("seam serve", seam::cli::RunServeCommand(*o, std::cout, std::cerr)); }};
 }
 
 // Client credentials of `seam generate` / `seam status`.
@@ -344,12 +388,61 @@ Command AddStatusCommand(CLI::App& parent) {
   return {stat_cmd, [o] { return Report("seam status", seam::cli::RunStatusCommand(*o, std::cout)); }};
 }
 
+// The deepest subcommand the command line reached.
+CLI::App* DeepestParsed(CLI::App* app) {
+  for (CLI::App* sub : app->get_subcommands()) {
+    if (sub->parsed()) return DeepestParsed(sub);
+  }
+  return app;
+}
+
+// The long flags `app` takes, its parents' included (they fall through).
+std::vector<std::string> FlagNames(const CLI::App* app) {
+  std::vector<std::string> names;
+  for (const CLI::App* a = app; a != nullptr; a = a->get_parent()) {
+    for (const CLI::Option* opt : a->get_options()) {
+      for (const std::string& n : opt->get_lnames()) names.push_back("--" + n);
+    }
+  }
+  return names;
+}
+
+// The first word of the command line `app` does not know, with the nearest
+// one it does; "" when every word is known.
+std::string Suggestion(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = DeepestParsed(&app);
+  const std::vector<std::string> flags = FlagNames(at);
+  std::vector<std::string> commands;
+  for (CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) commands.push_back(sub->get_name());
+  const auto known = [](const std::vector<std::string>& names, const std::string& w) {
+    return std::find(names.begin(), names.end(), w) != names.end();
+  };
+  std::string path;
+  for (const CLI::App* p = at; p->get_parent() != nullptr; p = p->get_parent()) path = " " + p->get_name() + path;
+  path = "seam" + path;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) == 0) {
+      word = word.substr(0, word.find('='));
+      if (known(flags, word)) continue;
+      const std::string near = seam::cli::NearestName(word, flags);
+      return "unknown flag " + word + (near.empty() ? "" : " (did you mean " + near + "?)") + "; `" + path +
+             " --help` lists them";
+    }
+    if (commands.empty() || word.empty() || word[0] == '-' || known(commands, word)) continue;
+    const std::string near = seam::cli::NearestName(word, commands);
+    if (!near.empty()) return "unknown command " + word + " (did you mean " + near + "?)";
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"seam: serves transformer language models split into pipeline stages"};
   app.set_version_flag("--version", std::string("seam ") + SEAM_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // inherited: the global flags work after any subcommand too
   std::string log_level = "info", log_format = "text";
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn or error (also for the seam-stage and seam-coordinator processes "
@@ -371,6 +464,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      if (const std::string hint = Suggestion(app, argc, argv); !hint.empty()) {
+        std::cerr << "seam: " << hint << "\n";
+        return 2;
+      }
+    }
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }

@@ -36,7 +36,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$SEAM" serve --pp 2 --tp 1 --insecure --port-file "$WORK/port" > "$WORK/serve.log" 2>&1 &
+"$SEAM" serve --device cpu --pp 2 --tp 1 --insecure --port-file "$WORK/port" > "$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
 for _ in $(seq 600); do [[ -s $WORK/port ]] && break; sleep 0.2; done
 [[ -s $WORK/port ]] || { echo "seam serve did not start:" >&2; tail -20 "$WORK/serve.log" >&2; exit 1; }

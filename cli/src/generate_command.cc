@@ -186,7 +186,7 @@ absl::Status RunGenerateCommand(const GenerateCommandOptions& o, std::ostream& o
   if (!status.ok()) {
     return CallFailed(absl::StrCat(o.stream ? "Generate" : "GenerateAll", " on ", o.addr, " failed",
                                    server_request_id.empty() ? "" : absl::StrCat(" (request ", server_request_id, ")"),
-                                   ": ", DescribeStatus(status)),
+                                   ": ", DescribeStatus(status), PlaintextHint(status, o.security.tls())),
                       status);
   }
   if (o.json) {

@@ -41,6 +41,12 @@ absl::Status CallFailed(const std::string& message, const grpc::Status& status) 
   return absl::Status(AfterFlags(static_cast<absl::StatusCode>(status.error_code())), message);
 }
 
+std::string PlaintextHint(const grpc::Status& status, bool tls) {
+  if (tls || status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  return " (this call was plaintext: a server that serves TLS, as seam serve does by default, closes it; pass "
+         "--tls-ca and --auth-token-file as seam serve printed them)";
+}
+
 std::unique_ptr<grpc::ClientContext> ContextWithTimeout(double seconds) {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() +

@@ -23,6 +23,11 @@ std::string DescribeStatus(const grpc::Status& status);
 // refused is FAILED_PRECONDITION, not a bad flag).
 absl::Status CallFailed(const std::string& message, const grpc::Status& status);
 
+// What a failed call made without TLS may mean: "" unless `status` is
+// UNAVAILABLE and `tls` is false; then a hint that the server may serve TLS
+// (seam serve does by default) and the flags it printed.
+std::string PlaintextHint(const grpc::Status& status, bool tls);
+
 std::unique_ptr<grpc::ClientContext> ContextWithTimeout(double seconds);
 
 // grpc.health.v1.Health/Check for `service` ("" = the whole server): the

@@ -21,6 +21,7 @@
 #include "seam/core/status.h"
 #include "seam/core/temp_dir.h"
 #include "seam/kernels/cpu_threads.h"
+#include "seam/security/listen_address.h"
 #include "seam/security/local_credentials.h"
 #include "seam/weights/random_checkpoint.h"
 
@@ -62,7 +63,39 @@ absl::StatusOr<int> FreeLoopbackPort() {
   return static_cast<int>(ntohs(a.sin_port));
 }
 
+// The line of a child's log that says why it stopped: the last that names
+// an error (its own "seam-stage: ..." or an error-level line), else its last.
+std::string OwnErrorLine(const std::string& log) {
+  std::ifstream f(log);
+  std::string last, error;
+  for (std::string line; std::getline(f, line);) {
+    if (line.empty()) continue;
+    last = line;
+    if (absl::StartsWith(line, "seam-") || absl::StrContains(line, "[error]") ||
+        absl::StrContains(line, "\"level\":\"error\"") || absl::StrContains(line, "[critical]")) {
+      error = line;
+    }
+  }
+  return error.empty() ? last : error;
+}
+
+// A child that stopped before it served: its own error first, then how it stopped.
+absl::Status StartFailure(const absl::Status& waited, const std::string& log) {
+  if (!absl::IsFailedPrecondition(waited)) return waited;
+  const std::string own = OwnErrorLine(log);
+  if (own.empty()) return waited;
+  return absl::FailedPreconditionError(absl::StrCat(own, " (", waited.message(), ")"));
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> LocalPipelineLogs(const LocalPipelineOptions& o) {
+  const std::string dir = o.logs_dir.empty() ? o.work_dir : o.logs_dir;
+  std::vector<std::pair<std::string, std::string>> logs;
+  for (int k = 0; k < o.pp; ++k) logs.emplace_back(absl::StrCat("stage", k), absl::StrCat(dir, "/stage", k, ".log"));
+  logs.emplace_back("coordinator", dir + "/coordinator.log");
+  return logs;
+}
 
 absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::vector<std::string>* stage_flags) {
   if (!o.insecure) {
@@ -70,7 +103,7 @@ absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::ve
     if (mkdir(tls_dir.c_str(), 0700) != 0 && errno != EEXIST) {
       return absl::ErrnoToStatus(errno, absl::StrCat("cannot make ", tls_dir));
     }
-    absl::StatusOr<security::LocalCredentialFiles> files = security::WriteLocalCredentials(tls_dir);
+    absl::StatusOr<security::LocalCredentialFiles> files = security::WriteLocalCredentials(tls_dir, absl::Hours(24), o.server_names);
     if (!files.ok()) {
       return absl::Status(files.status().code(),
                           absl::StrCat("TLS setup of the local pipeline: ", files.status().message(),
@@ -81,6 +114,10 @@ absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::ve
     coordinator_security_args_ = {"--tls-cert",        files->server_cert, "--tls-key",        files->server_key,
                                   "--auth-token-file", files->token,       "--tls-ca",         files->ca_cert,
                                   "--tls-client-cert", files->client_cert, "--tls-client-key", files->client_key};
+    if (!o.auth_token.empty()) {
+      std::ofstream token(files->token, std::ios::trunc);  // the file is 0600 already
+      if (!(token << o.auth_token << "\n")) return absl::ErrnoToStatus(errno, "cannot write " + files->token);
+    }
     client_security_ = files->Client();
     stage_client_security_ = files->CoordinatorToStages();
   }
@@ -94,9 +131,12 @@ absl::Status LocalPipeline::SetUpSecurity(const LocalPipelineOptions& o, std::ve
 absl::Status LocalPipeline::StartStages(const LocalPipelineOptions& o, const std::string& bin,
                                         const std::vector<std::string>& security_flags) {
   std::vector<std::string> port_files;
+  LocalPipelineOptions named = o;
+  named.work_dir = work_dir_;
+  const auto logs = LocalPipelineLogs(named);
   for (int k = 0; k < o.pp; ++k) {
     const std::string port_file = absl::StrCat(work_dir_, "/stage", k, ".port");
-    const std::string log = absl::StrCat(work_dir_, "/stage", k, ".log");
+    const std::string log = logs[k].second;
     logs_.push_back(log);
     std::vector<std::string> stage = {bin + "/seam-stage", "--listen",  "127.0.0.1:0",
                                       "--port-file",       port_file,   "--ucx-mode",
@@ -120,7 +160,7 @@ absl::Status LocalPipeline::StartStages(const LocalPipelineOptions& o, const std
   }
   for (int k = 0; k < o.pp; ++k) {
     auto port = stages_[k]->WaitForPortFile(port_files[k], o.startup_timeout);
-    if (!port.ok()) return port.status();
+    if (!port.ok()) return StartFailure(port.status(), logs_[k]);
     stage_addresses_.push_back(absl::StrCat("127.0.0.1:", *port));
   }
   return absl::OkStatus();
@@ -128,7 +168,9 @@ absl::Status LocalPipeline::StartStages(const LocalPipelineOptions& o, const std
 
 absl::Status LocalPipeline::StartCoordinator(const LocalPipelineOptions& o, const std::string& bin) {
   const std::string port_file = work_dir_ + "/coordinator.port";
-  const std::string log = work_dir_ + "/coordinator.log";
+  LocalPipelineOptions named = o;
+  named.work_dir = work_dir_;
+  const std::string log = LocalPipelineLogs(named).back().second;
   logs_.push_back(log);
   std::vector<std::string> argv = {bin + "/seam-coordinator", "--listen", o.coordinator_listen, "--port-file",
                                    port_file, "--stages", absl::StrJoin(stage_addresses_, ","), "--model",
@@ -153,7 +195,7 @@ absl::Status LocalPipeline::StartCoordinator(const LocalPipelineOptions& o, cons
   if (!child.ok()) return child.status();
   coordinator_ = std::move(*child);
   auto port = coordinator_->WaitForPortFile(port_file, o.startup_timeout);
-  if (!port.ok()) return port.status();
+  if (!port.ok()) return StartFailure(port.status(), log);
   coordinator_port_ = *port;
   if (!o.http_listen.empty()) {  // written before the gRPC port file
     auto http_port = coordinator_->WaitForPortFile(http_port_file, std::chrono::seconds(5));
@@ -172,6 +214,10 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
     p->work_dir_ = *made;
   }
   const std::string bin = o.bin_dir.empty() ? ExecutableDir() : o.bin_dir;
+  if (const std::string host(security::HostOfAddress(o.coordinator_listen));
+      !host.empty() && host != "0.0.0.0" && host != "::" && host != "[::]") {
+    p->api_host_ = host;
+  }
   // Every stage process runs tp CPU ranks on this host: split the cores among
   // all of them (children inherit the environment; an operator's choice stands).
   static const bool operator_chose = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
@@ -183,6 +229,7 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
   SEAM_RETURN_IF_ERROR(p->SetUpSecurity(o, &stage_security));
   // A process that does not come up: its error with every log's last lines.
   const auto annotate = [&](const absl::Status& s) {
+    if (!o.log_tails_in_errors) return s;
     return absl::Status(s.code(), absl::StrCat(s.message(), "\n", p->LogTails(15)));
   };
   if (absl::Status s = p->StartStages(o, bin, stage_security); !s.ok()) return annotate(s);
@@ -192,10 +239,10 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Start(const LocalP
 
 LocalPipeline::~LocalPipeline() { Stop(); }
 
-std::string LocalPipeline::coordinator_address() const { return absl::StrCat("127.0.0.1:", coordinator_port_); }
+std::string LocalPipeline::coordinator_address() const { return absl::StrCat(api_host_, ":", coordinator_port_); }
 
 std::string LocalPipeline::http_address() const {
-  return http_port_ == 0 ? "" : absl::StrCat("127.0.0.1:", http_port_);
+  return http_port_ == 0 ? "" : absl::StrCat(api_host_, ":", http_port_);
 }
 
 std::string LocalPipeline::coordinator_metrics_address() const {

@@ -45,7 +45,21 @@ struct LocalPipelineOptions {
   std::chrono::milliseconds startup_timeout{120000};
   // Plaintext everywhere, no token (for machines where TLS setup fails).
   bool insecure = false;
+  // Non-empty: the client API's bearer token (else a random one); written
+  // to the token file the client security names.
+  std::string auth_token;
+  // More names the TLS server certificate carries (a host beyond loopback).
+  std::vector<std::string> server_names;
+  // Where the processes' logs go (empty: the work dir).
+  std::string logs_dir;
+  // A start-up failure's message: its cause (the process's own error line)
+  // then the last lines of every log (true) or only where the logs are.
+  bool log_tails_in_errors = true;
 };
+
+// The processes' logs a pipeline with `o` writes: {"stage0", path}, ...,
+// {"coordinator", path}, in start order (work_dir must be set).
+std::vector<std::pair<std::string, std::string>> LocalPipelineLogs(const LocalPipelineOptions& o);
 
 // The first GPU of stage k of a local pipeline of pp stages × tp GPUs.
 int FirstGpuOfStage(int k, int tp, int pp);
@@ -104,6 +118,7 @@ class LocalPipeline {
   std::unique_ptr<ChildProcess> coordinator_;
   int coordinator_port_ = 0;
   int http_port_ = 0;
+  std::string api_host_ = "127.0.0.1";  // where a client reaches the APIs (a wildcard listen: loopback)
   int coordinator_metrics_port_ = 0;
   std::vector<int> stage_metrics_ports_;
   std::vector<std::string> stage_addresses_;

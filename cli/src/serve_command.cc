@@ -11,8 +11,13 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "seam/security/listen_address.h"
 #include "command_status.h"
 #include "local_pipeline.h"
+#include "log_relay.h"
+#include "seam/core/status.h"
+#include "serve_setup.h"
 #include "seam/core/temp_dir.h"
 #include "seam/security/listen_port.h"
 
@@ -38,17 +43,10 @@ int WaitSignal(const sigset_t& set, long ms) {
   return sig > 0 ? sig : 0;
 }
 
-// The last component of a model folder's path ("/data/Qwen3-0.6B/" -> "Qwen3-0.6B").
-std::string ModelName(const std::string& dir) {
-  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();
-  const std::string name = p.filename().string();
-  return name.empty() ? "model" : name;
-}
-
 // How to reach what serves: the client API, the HTTP API, the metrics.
-void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o, const std::string& model_name,
+void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o, const ServePlan& plan,
                      const std::string& work, std::ostream& out) {
+  const std::string& model_name = plan.model_name;
   const std::string addr = pipeline.coordinator_address();
   const security::ClientSecurityOptions& client = pipeline.client_security();
   std::string client_flags;
@@ -56,7 +54,13 @@ void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o
     client_flags = absl::StrCat(" --tls-ca ", client.tls_ca_file, " --auth-token-file ", client.auth_token_file);
   }
   out << "serving on " << addr << ": " << o.pp << " seam-stage x TP " << o.tp << " (attention DP " << o.attn_dp
-      << ") behind seam-coordinator; logs in " << work << "\n";
+      << ") on " << (plan.device == "cuda" ? absl::StrCat(plan.gpus, " visible GPU(s)") : std::string("the CPU"))
+      << " in " << plan.dtype << " behind seam-coordinator; logs in "
+      << (o.logs_dir.empty() ? work + " (removed at exit; --logs-dir keeps them)" : o.logs_dir) << "\n";
+  if (client.tls() && !security::IsLoopbackHost(o.host)) {
+    out << "listening on " << o.host << " (beyond loopback): the certificate also names "
+        << absl::StrJoin(plan.pipeline.server_names, ", ") << "\n";
+  }
   if (client.tls()) {
     out << "TLS: CA certificate " << client.tls_ca_file << ", bearer token in " << client.auth_token_file
         << " (both 0600, removed when serve stops)\n";
@@ -71,6 +75,10 @@ void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o
     out << "try: curl" << (client.tls() ? absl::StrCat(" --cacert ", client.tls_ca_file) : "")
         << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
         << " " << url << "/models" << std::endl;
+  }
+  if (o.metrics_on_api && !pipeline.http_address().empty()) {
+    out << "metrics on the HTTP API: " << (client.tls() ? "https://" : "http://") << pipeline.http_address()
+        << "/metrics" << (client.tls() ? " (with its token)" : "") << std::endl;
   }
   if (const std::string metrics = pipeline.coordinator_metrics_address(); !metrics.empty()) {
     const char* scheme = client.tls() ? "https://" : "http://";
@@ -94,76 +102,82 @@ int WaitWhileServing(const sigset_t& signals, LocalPipeline& pipeline, std::stri
   return sig;
 }
 
-LocalPipelineOptions PipelineOptions(const ServeCommandOptions& o, const std::string& model_dir,
-                                     const std::string& work, const std::string& model_name) {
-  LocalPipelineOptions lp;
-  lp.model_dir = model_dir;
-  lp.work_dir = work;
-  lp.pp = o.pp;
-  lp.tp = o.tp;
-  lp.attn_dp = o.attn_dp;
-  lp.ucx_mode = o.ucx_mode;
-  lp.insecure = o.insecure;
-  lp.coordinator_listen = absl::StrCat("127.0.0.1:", o.port);
-  lp.metrics_port = o.metrics_port;
-  if (o.http_port >= 0) {  // the HTTP API names the model by its folder
-    lp.http_listen = absl::StrCat("127.0.0.1:", o.http_port);
-    lp.extra_coordinator_args = {"--served-model-name", model_name};
-  }
-  return lp;
-}
-
 // A taken port fails before any process starts (one server per port).
 absl::Status CheckPorts(const ServeCommandOptions& o) {
-  for (const auto& [port, flag] : {std::pair{o.port, "--port"}, std::pair{o.http_port, "--http-port"},
-                                   std::pair{o.metrics_port, "--metrics-port"}}) {
+  for (const auto& [port, flag] : {std::pair{o.port, "--port"}, std::pair{o.http_port, "--http-port"}}) {
     if (port <= 0) continue;
-    if (absl::Status s = security::CheckCanListen(absl::StrCat("127.0.0.1:", port), flag); !s.ok()) return s;
+    if (absl::Status s = security::CheckCanListen(absl::StrCat(o.host, ":", port), flag); !s.ok()) return s;
+  }
+  if (o.metrics_port > 0) {
+    return security::CheckCanListen(absl::StrCat("127.0.0.1:", o.metrics_port), "--metrics-port");
   }
   return absl::OkStatus();
 }
 
+// A failure after the checks: its cause on the first line, then where the logs are.
+absl::Status WithLogs(const absl::Status& s, const LocalPipelineOptions& lp) {
+  std::string where;
+  for (const auto& [tag, path] : LocalPipelineLogs(lp)) absl::StrAppend(&where, where.empty() ? "" : ", ", path);
+  return absl::Status(AfterFlags(s.code()), absl::StrCat(s.message(), "\nlogs: ", where));
+}
+
+// The flags, the model and the ports, before anything starts; then the plan.
+absl::StatusOr<ServePlan> Prepare(const ServeCommandOptions& o, std::string* work, std::ostream& out) {
+  SEAM_RETURN_IF_ERROR(CheckServeFlags(o));
+  if (!o.model_dir.empty()) SEAM_RETURN_IF_ERROR(CheckModelDir(o.model_dir));
+  SEAM_RETURN_IF_ERROR(CheckPorts(o));
+  if (!o.logs_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.logs_dir, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--logs-dir ", o.logs_dir, ": ", ec.message()));
+  }
+  absl::StatusOr<std::string> made = MakeTempDir("seam-serve-");
+  if (!made.ok()) return Failed("", made.status());
+  *work = *made;
+  absl::StatusOr<std::string> model = ModelDirOrDefault(o.model_dir, *work, out);
+  if (!model.ok()) return Failed("", model.status());
+  return PlanServe(o, *model, *work);
+}
+
 }  // namespace
 
-absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out) {
-  if (o.pp < 1 || o.tp < 1 || o.attn_dp < 1 || o.tp % o.attn_dp != 0 || o.port < 0 || o.port > 65535 ||
-      o.http_port < -1 || o.http_port > 65535 || o.metrics_port < -1 || o.metrics_port > 65535) {
-    return absl::InvalidArgumentError(
-        "--pp and --tp must be >= 1, --attn-dp must divide --tp, --port within 0..65535, --http-port and "
-        "--metrics-port within -1..65535");
+absl::Status RunServeCommand(const ServeCommandOptions& o, std::ostream& out, std::ostream& err) {
+  std::string work;
+  absl::StatusOr<ServePlan> plan = Prepare(o, &work, out);
+  if (!plan.ok()) {
+    std::error_code ignored;
+    if (!work.empty()) std::filesystem::remove_all(work, ignored);
+    return plan.status();
   }
-  if (absl::Status s = CheckPorts(o); !s.ok()) return s;
   // Blocked before any child or thread exists; children unblock them after fork.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  absl::StatusOr<std::string> made = MakeTempDir("seam-serve-");
-  if (!made.ok()) return Failed("", made.status());
-  const std::string work = *made;
-  absl::StatusOr<std::string> model = ModelDirOrDefault(o.model_dir, work, out);
-  if (!model.ok()) return Failed("", model.status());
-  const std::string model_dir = *model;
-  const std::string model_name = ModelName(model_dir);
-  auto pipeline = LocalPipeline::Start(PipelineOptions(o, model_dir, work, model_name));
-  if (!pipeline.ok()) return Failed("", pipeline.status());
+  LogRelay relay(LocalPipelineLogs(plan->pipeline), err);
+  auto pipeline = LocalPipeline::Start(plan->pipeline);
+  if (!pipeline.ok()) {
+    relay.Stop();
+    return WithLogs(pipeline.status(), plan->pipeline);
+  }
   const std::string addr = (*pipeline)->coordinator_address();
   if (!o.port_file.empty()) {
     absl::Status written = WritePortFile(o.port_file, std::stoi(addr.substr(addr.rfind(':') + 1)));
     if (!written.ok()) return absl::Status(AfterFlags(written.code()), written.message());
   }
-  PrintHowToReach(**pipeline, o, model_name, work, out);
+  PrintHowToReach(**pipeline, o, *plan, work, out);
   std::string exited;
   const int sig = WaitWhileServing(signals, **pipeline, &exited);
   if (sig == 0) {
-    const std::string tails = (*pipeline)->LogTails(15);
     (*pipeline)->Stop();
-    return absl::UnavailableError(absl::StrCat(exited, " exited; stopping\n", tails));
+    relay.Stop();
+    return WithLogs(absl::UnavailableError(absl::StrCat(exited, " exited; stopping")), plan->pipeline);
   }
   out << "seam serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping" << std::endl;
   (*pipeline)->Stop();
   pipeline->reset();
+  relay.Stop();
   if (!o.port_file.empty()) std::remove(o.port_file.c_str());
   std::error_code ignored;
   std::filesystem::remove_all(work, ignored);

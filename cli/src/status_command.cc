@@ -38,7 +38,9 @@ absl::Status RunStatusCommand(const StatusCommandOptions& o, std::ostream& out) 
   const grpc::Status ms = v1::Coordinator::NewStub(channel)->GetMetadata(context.get(), {}, &m);
   if (!ms.ok()) {
     return CallFailed(
-        absl::StrCat("GetMetadata on ", o.addr, " failed: ", DescribeStatus(ms), "\nhealth: ", health), ms);
+        absl::StrCat("GetMetadata on ", o.addr, " failed: ", DescribeStatus(ms), PlaintextHint(ms, o.security.tls()),
+                     "\nhealth: ", health),
+        ms);
   }
   bool all_serving = health == "SERVING";
   const v1::ModelFacts& f = m.model();

@@ -1,6 +1,7 @@
 // seam-coordinator: the executable's flags (its only CLI11 translation unit),
 // parsed into CoordinatorServerOptions; everything else is
 // RunCoordinatorServer.
+#include <algorithm>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@ using seam::coordinator::CoordinatorServerOptions;
 struct CoordinatorFlags {
   std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
   std::string log_level = "info", log_format = "text", chunked_prefill = "on";
+  int64_t max_num_seqs = 0;
 };
 
 void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {
@@ -70,6 +72,14 @@ void AddLimitFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions&
                  "prompt whole in one microbatch")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--max-model-len", o.caps.max_context,
+                 "longest context of a sequence, prompt + generated (default: the least the stages' KV holds; a "
+                 "larger value is lowered to it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--max-num-seqs", f.max_num_seqs,
+                 "sequences running at once over the attention-DP groups (default: the stages' bound, else none; "
+                 "a larger value is lowered to it)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--prefill-chunk-tokens", o.prefill_chunk_tokens,
                  "with --chunked-prefill on: most tokens of one prompt a microbatch prefills")
       ->check(CLI::Range(1, 1 << 20))
@@ -95,6 +105,8 @@ void AddApiFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o
   app.add_option("--metrics-listen", o.metrics_listen,
                  "host:port of a Prometheus /metrics endpoint: HTTPS with --tls-cert/--tls-key, else plain HTTP on "
                  "loopback only unless --insecure");
+  app.add_flag("--metrics-on-http", o.metrics_on_http,
+               "also serve /metrics on the HTTP API (--http-listen), behind its bearer token");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn or error")->capture_default_str();
   app.add_option("--log-format", f.log_format, "text or json (one JSON object per line)")
       ->check(CLI::IsMember({"text", "json"}))
@@ -121,6 +133,8 @@ void AddSecurityFlags(CLI::App& app, CoordinatorServerOptions& o) {
 bool ParseFlags(const CoordinatorFlags& f, CoordinatorServerOptions& o) {
   o.stages = absl::StrSplit(f.stages, ',', absl::SkipEmpty());
   o.caps.chunked_prefill = f.chunked_prefill == "on";
+  // Spread over the groups: each holds its share, rounded up.
+  if (f.max_num_seqs > 0) o.caps.max_sequences_per_dp_group = (f.max_num_seqs + o.attn_dp - 1) / std::max(1, o.attn_dp);
   if (f.stage_timeout_per_token == "0") o.stage_timeout_per_token = std::chrono::milliseconds(0);
   if (!seam::coordinator::ParseDuration(f.stage_timeout, &o.stage_timeout) ||
       !seam::coordinator::ParseDuration(f.startup_timeout, &o.startup_timeout) ||

@@ -170,6 +170,10 @@ std::vector<bool> PipelineDriver::StagesUp() const {
   return stages_up_;
 }
 
+void PipelineDriver::ObserveMicrobatches(std::function<void(int64_t tokens)> sent) {
+  Post([this, sent = std::move(sent)] { state_->microbatch_sent = sent; });
+}
+
 PipelineDriver::Load PipelineDriver::CurrentLoad() const {
   std::lock_guard<std::mutex> lock(mu_);
   return load_;

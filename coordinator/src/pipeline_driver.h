@@ -52,6 +52,9 @@ class CallObserver {
   virtual void OnDone(const absl::Status& status) = 0;
   // True when the client went away; polled by the driver.
   virtual bool Cancelled() const { return false; }
+  // Sequence `sequence_index` went to the stages for the first time (its
+  // first prefill chunk was sent): the end of its wait for admission.
+  virtual void OnScheduled(int /*sequence_index*/) {}
 };
 
 // One client call: a batch of prompts sampled alike, or sequences to score.
@@ -133,8 +136,13 @@ class PipelineDriver {
     int running = 0;           // sequences admitted, not ended
     int waiting = 0;           // sequences queued for admission
     double kv_usage = 0;       // share of the admission KV blocks held, 0..1
+    uint64_t preemptions = 0;  // sequences preempted since start
   };
   Load CurrentLoad() const;
+  // `sent` is called on the driver thread with each microbatch's token
+  // rows (over its decode steps) as it goes to the stages. Set it before
+  // calls arrive; it must not block.
+  void ObserveMicrobatches(std::function<void(int64_t tokens)> sent);
 
   struct State;  // driver-thread state (pipeline_driver_state.h)
 

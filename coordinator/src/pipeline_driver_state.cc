@@ -210,6 +210,7 @@ bool PipelineDriver::State::Send(const Microbatch& mb, Described& d) {
       return false;
     }
   }
+  NoteSent(mb);
   if (last_ended != 0) {
     const auto us = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
     SEAM_LOG_DEBUG("microbatch {} ({} steps) sent {} us after microbatch {} ended ({} us from its last result "
@@ -219,6 +220,20 @@ bool PipelineDriver::State::Send(const Microbatch& mb, Described& d) {
     last_ended = 0;
   }
   return true;
+}
+
+void PipelineDriver::State::NoteSent(const Microbatch& mb) {
+  for (const auto& group : mb.entries_by_group) {
+    for (const MicrobatchEntry& e : group) {
+      if (!e.is_prefill || e.start_position != 0) continue;
+      auto it = sequences.find(e.request_id);
+      if (it == sequences.end() || it->second.scheduled) continue;
+      it->second.scheduled = true;
+      const Call& call = *it->second.call;
+      if (!call.done && call.call.observer != nullptr) call.call.observer->OnScheduled(it->second.index);
+    }
+  }
+  if (microbatch_sent) microbatch_sent(static_cast<int64_t>(mb.num_tokens) * mb.decode_steps);
 }
 
 void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& result) {
@@ -479,6 +494,7 @@ PipelineDriver::Load PipelineDriver::State::CurrentLoad() const {
   PipelineDriver::Load load;
   load.running = scheduler->RunningCount();
   load.waiting = scheduler->QueueDepth();
+  load.preemptions = scheduler->PreemptionCount();
   const SchedulerOptions& o = scheduler->options();
   int64_t total = 0, free = 0;
   for (int dp = 0; dp < o.dp_groups; ++dp) {

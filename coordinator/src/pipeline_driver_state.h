@@ -34,6 +34,7 @@ struct PipelineDriver::State {
     std::vector<int32_t> tokens;  // prompt, then generated
     uint64_t sequence_id = 0;     // names it and its KV on the stages for its whole life
     bool sent = false;            // some stage may hold KV for sequence_id
+    bool scheduled = false;       // its first prefill chunk went out (CallObserver::OnScheduled)
     bool ended = false;
     v1::SequenceSampling sampling;           // the last stage's, sent with its first entry
     std::unique_ptr<SequenceOutput> output;  // its text and stop strings (generating calls)
@@ -78,6 +79,7 @@ struct PipelineDriver::State {
   void GoDown(const absl::Status& status);
   uint64_t Epoch() const { return scheduler->Epoch(); }
   PipelineDriver::Load CurrentLoad() const;
+  std::function<void(int64_t tokens)> microbatch_sent;  // PipelineDriver::ObserveMicrobatches
   bool Down() const { return down; }
   // The pipeline is back: `new_links` reach stages configured for Epoch().
   void Recover(std::vector<StageLink*> new_links);
@@ -100,6 +102,8 @@ struct PipelineDriver::State {
   // Sets d's budget and sends it to every stage (the last its own); false
   // once a stage is down.
   bool Send(const Microbatch& mb, Described& d);
+  // After Send: OnScheduled for sequences whose first chunk it carried, and microbatch_sent.
+  void NoteSent(const Microbatch& mb);
   void Handle(const std::vector<SchedulerEvent>& events);
   void EndCall(std::shared_ptr<Call> call, const absl::Status& status);
   void Release(Sequence& seq);

@@ -10,6 +10,8 @@
 #include "seam/core/sampling_seed.h"
 
 #include <gmock/gmock.h>
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -88,6 +90,10 @@ class Recorder : public CallObserver {
     reasons.push_back(reason);
   }
   void OnScore(int, std::vector<float>) override {}
+  void OnScheduled(int i) override {
+    scheduled.push_back(i);
+    scheduled_before_token.push_back(tokens[i].empty());
+  }
   void OnDone(const absl::Status& s) override { done.set_value(s); }
   absl::Status Wait() {
     auto f = done.get_future();
@@ -97,6 +103,8 @@ class Recorder : public CallObserver {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::string> texts;
   std::vector<FinishReason> reasons;
+  std::vector<int> scheduled;                // OnScheduled's sequence indices, in order
+  std::vector<bool> scheduled_before_token;  // whether each came before that sequence's first token
   int finished = 0;
   std::promise<absl::Status> done;
 };
@@ -212,6 +220,28 @@ TEST(PipelineDriver, TokensOfTheLastStageReachTheCall) {
   EXPECT_EQ(r.tokens[1], (std::vector<int32_t>{6, 8, 11}));
   EXPECT_EQ(r.finished, 2);
   EXPECT_EQ(p.fakes[0]->sent.load(), p.fakes[1]->sent.load());
+}
+
+// The end of a sequence's wait for admission (vLLM's queue time): once per
+// sequence, when its first prefill chunk goes out, before any token; and
+// each microbatch's token rows go to the microbatch observer.
+TEST(PipelineDriver, EachSequenceIsScheduledOnceBeforeItsFirstToken) {
+  Pipeline p;
+  std::mutex mu;
+  int64_t rows = 0;
+  p.driver->ObserveMicrobatches([&](int64_t tokens) {
+    std::lock_guard<std::mutex> lock(mu);
+    rows += tokens;
+  });
+  Recorder r(2);
+  p.Submit(r, {{10, 20}, {5}});
+  ASSERT_TRUE(r.Wait().ok());
+  std::vector<int> scheduled = r.scheduled;
+  std::sort(scheduled.begin(), scheduled.end());
+  EXPECT_EQ(scheduled, (std::vector<int>{0, 1}));
+  EXPECT_EQ(r.scheduled_before_token, (std::vector<bool>{true, true}));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(rows, 3 + 2 * 2);  // the prompts' 3 tokens, then 2 decode steps of 2 sequences
 }
 
 TEST(PipelineDriver, AStageErrorFailsTheCallWithItsCodeAndWhere) {

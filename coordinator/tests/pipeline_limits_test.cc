@@ -63,6 +63,25 @@ TEST(PipelineLimits, CapsOnlyLower) {
   EXPECT_EQ(l->max_prompt_tokens, kDefaultMaxPromptTokens);
 }
 
+// --max-model-len and --max-num-seqs (seam serve's vLLM flags) lower the
+// context and the sequences per DP group; above the stages' they are theirs.
+TEST(PipelineLimits, MaxModelLenAndMaxNumSeqsOnlyLower) {
+  LimitCaps caps;
+  caps.max_context = 100;
+  caps.max_sequences_per_dp_group = 3;
+  auto l = DerivePipelineLimits({Stage(8192, 500, 4096)}, {"a:1"}, caps);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->max_context, 100);
+  EXPECT_EQ(l->max_prompt_tokens, 99);
+  EXPECT_EQ(l->max_sequences_per_dp_group, 3);  // the stages set no bound: the cap is one
+  caps.max_context = 100000;
+  caps.max_sequences_per_dp_group = 500;
+  l = DerivePipelineLimits({Stage(8192, 500, 4096, 64)}, {"a:1"}, caps);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->max_context, 4096);
+  EXPECT_EQ(l->max_sequences_per_dp_group, 64);
+}
+
 // Chunked prefill (the default) takes prompts up to the context, whatever a
 // microbatch holds; without it a prompt is prefilled whole in one microbatch.
 TEST(PipelineLimits, ChunkedPrefillBoundsPromptsByTheContextNotByAMicrobatch) {

@@ -37,6 +37,30 @@ void AppendJsonString(std::string_view s, spdlog::memory_buf_t& out) {
   out.push_back('"');
 }
 
+// Whether `s` is a JSON number as a field's value may be ("8", "0.0125",
+// "-3e-05"); identifiers ("request_id": digits or not) stay strings.
+bool IsJsonNumber(std::string_view key, std::string_view s) {
+  if (key.size() >= 2 && (key.substr(key.size() - 2) == "id" || (key.size() >= 3 && key.substr(key.size() - 3) == "ids"))) {
+    return false;
+  }
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i > start;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  if (i >= s.size() || (s[i] == '0' && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9')) return false;
+  if (!digits()) return false;
+  if (i < s.size() && s[i] == '.' && (++i, !digits())) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == s.size();
+}
+
 // Text: "[time] [process] [level] message key=value ...".
 class TextFormatter final : public spdlog::formatter {
  public:
@@ -62,7 +86,8 @@ class TextFormatter final : public spdlog::formatter {
   std::unique_ptr<spdlog::pattern_formatter> pattern_;
 };
 
-// JSON: one object per line; the time in UTC, RFC 3339 with milliseconds.
+// JSON: one object per line; the time in UTC, RFC 3339 with milliseconds;
+// a field's value that is a number is written as one.
 class JsonFormatter final : public spdlog::formatter {
  public:
   explicit JsonFormatter(std::string process) : process_(std::move(process)) {}
@@ -88,7 +113,11 @@ class JsonFormatter final : public spdlog::formatter {
       dest.push_back(',');
       AppendJsonString(key, dest);
       dest.push_back(':');
-      AppendJsonString(value, dest);
+      if (IsJsonNumber(key, value)) {
+        dest.append(std::string_view(value));
+      } else {
+        AppendJsonString(value, dest);
+      }
     }
     dest.append(std::string_view("}\n"));
   }

@@ -94,7 +94,11 @@ absl::Status StartDaemon(Server::Impl& impl) {
 const Route* Server::Impl::Find(const std::string& method, const std::string& path, bool* path_known) const {
   *path_known = false;
   for (const Route& r : routes) {
-    if (r.path != path) continue;
+    const bool prefix = !r.path.empty() && r.path.back() == '*';
+    if (prefix ? path.size() < r.path.size() || path.compare(0, r.path.size() - 1, r.path, 0, r.path.size() - 1) != 0
+               : r.path != path) {
+      continue;
+    }
     *path_known = true;
     if (r.method == method) return &r;
   }

@@ -12,6 +12,12 @@
 namespace seam::metrics {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsEndpointOptions& o) {
+  if (o.listen.empty()) {  // a registry whose Render another listener serves
+    std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
+    e->registry_ = std::make_shared<prometheus::Registry>();
+    e->constant_labels_ = o.constant_labels;
+    return e;
+  }
   const bool tls = !o.tls_cert_file.empty() || !o.tls_key_file.empty();
   if (tls && (o.tls_cert_file.empty() || o.tls_key_file.empty())) {
     return absl::FailedPreconditionError("metrics over TLS needs both a certificate and its key");
@@ -30,6 +36,7 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const Me
   }
   std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
   e->registry_ = std::make_shared<prometheus::Registry>();
+  e->constant_labels_ = o.constant_labels;
   MetricsEndpoint* self = e.get();
   http_server::ServerOptions options;
   options.listen = o.listen;
@@ -72,6 +79,15 @@ std::string MetricsEndpoint::Render() const {
     for (const auto& c : collectables_) {
       std::vector<prometheus::MetricFamily> more = c->Collect();
       families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    }
+  }
+  for (prometheus::MetricFamily& family : families) {
+    for (prometheus::ClientMetric& metric : family.metric) {
+      for (const auto& [name, value] : constant_labels_) {
+        bool present = false;
+        for (const prometheus::ClientMetric::Label& l : metric.label) present = present || l.name == name;
+        if (!present) metric.label.push_back({name, value});
+      }
     }
   }
   return prometheus::TextSerializer().Serialize(families);

@@ -1,6 +1,8 @@
 // Writing a local pipeline's CA, certificates and token.
 #include "seam/security/local_credentials.h"
 
+#include <arpa/inet.h>
+
 #include <openssl/rand.h>
 
 #include "absl/strings/escaping.h"
@@ -48,12 +50,18 @@ absl::StatusOr<std::string> RandomToken() {
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
-absl::StatusOr<LocalCredentialFiles> WriteLocalCredentials(const std::string& dir, absl::Duration validity) {
+absl::StatusOr<LocalCredentialFiles> WriteLocalCredentials(const std::string& dir, absl::Duration validity,
+                                                           const std::vector<std::string>& server_names) {
   SEAM_ASSIGN_OR_RETURN(PemCertificate ca, MakeCertificateAuthority("seam local pipeline CA", validity));
   CertificateRequest server;
   server.common_name = "localhost";
   server.dns_names = {"localhost"};
   server.ip_addresses = {"127.0.0.1"};
+  for (const std::string& name : server_names) {
+    unsigned char address[sizeof(in6_addr)];
+    const bool ip = inet_pton(AF_INET, name.c_str(), address) == 1 || inet_pton(AF_INET6, name.c_str(), address) == 1;
+    (ip ? server.ip_addresses : server.dns_names).push_back(name);
+  }
   server.validity = validity;
   SEAM_ASSIGN_OR_RETURN(PemCertificate server_pem, IssueCertificate(ca, server));
   CertificateRequest client;

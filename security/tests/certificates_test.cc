@@ -109,5 +109,17 @@ TEST(LocalCredentials, FilesAreOwnerOnlyAndChainToTheirCa) {
   EXPECT_NE(*again + "\n", token);
 }
 
+TEST(LocalCredentials, TheServerCertificateAlsoNamesTheHostsItIsGiven) {
+  const seam::testing::TempDir dir("seam_local_credentials_names");
+  auto files = WriteLocalCredentials(dir.path(), absl::Hours(1), {"10.1.2.3", "node-7.example"});
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::ifstream in(files->server_cert);
+  std::stringstream pem;
+  pem << in.rdbuf();
+  auto sans = SubjectAltNames(pem.str());
+  ASSERT_TRUE(sans.ok()) << sans.status();
+  EXPECT_EQ(*sans, (std::vector<std::string>{"IP:127.0.0.1", "IP:10.1.2.3", "DNS:localhost", "DNS:node-7.example"}));
+}
+
 }  // namespace
 }  // namespace seam::security

@@ -66,6 +66,7 @@ bool WritePortFile(const std::string& path, int port) {
 // that OptionsFrom turns into the options, in one place.
 struct StageFlags {
   std::string ucx_mode = "tcp", log_level = "info", log_format = "text", device = "cpu", port_file, metrics_listen;
+  std::string served_model_name;
   double handoff_timeout_s = 10.0, drain_timeout_s = 20.0;
   std::string dtype = "f32", allreduce_fusion = "auto", reduction_policy = "auto", batch_variant = "auto";
   int64_t kv_cache_bytes = 0;
@@ -105,6 +106,8 @@ void AddServerFlags(CLI::App& app, StageFlags& f, seam::server::StageServerOptio
   app.add_option("--metrics-listen", f.metrics_listen,
                  "host:port of a Prometheus /metrics endpoint: HTTPS with --tls-cert/--tls-key, else plain HTTP on "
                  "loopback only unless --insecure");
+  app.add_option("--served-model-name", f.served_model_name,
+                 "the model's served name: a model_name label on every /metrics series (as the coordinator's)");
   app.add_option("--tls-cert", f.security.tls_cert_file, "PEM certificate chain: serve StageControl over TLS");
   app.add_option("--tls-key", f.security.tls_key_file, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", f.security.tls_client_ca_file,
@@ -232,6 +235,7 @@ absl::Status OptionsFrom(const StageFlags& f, seam::server::StageServerOptions& 
     o.metrics.tls_cert_file = f.security.tls_cert_file;
     o.metrics.tls_key_file = f.security.tls_key_file;
     o.metrics.insecure = f.security.insecure;
+    if (!f.served_model_name.empty()) o.metrics.constant_labels = {{"model_name", f.served_model_name}};
   }
   SEAM_ASSIGN_OR_RETURN(o.credentials, seam::security::MakeServerCredentials(f.security, o.listen));
   o.handoff_timeout = absl::Seconds(f.handoff_timeout_s);

@@ -71,7 +71,9 @@ def scrape(port):
     for family in text_string_to_metric_families(text):
         types[family.name] = family.type
         for s in family.samples:
-            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+            # The coordinator labels every series with its model_name; keyed without it.
+            labels = {k: v for k, v in s.labels.items() if k != "model_name"}
+            samples[(s.name, tuple(sorted(labels.items())))] = s.value
     return samples, types
 
 
@@ -207,7 +209,7 @@ def main():
         check("server request ids", all(re.fullmatch(r"req-[0-9a-f]{16}", l.get("request_id", "")) for l in done),
               True)
         check("server request ids distinct", len({l.get("request_id") for l in done}), REQUESTS)
-        check("generated tokens logged", [l.get("generated_tokens") for l in done], [str(NEW_TOKENS)] * REQUESTS)
+        check("generated tokens logged", [l.get("generated_tokens") for l in done], [NEW_TOKENS] * REQUESTS)
         check("finish reasons logged", [l.get("finish_reason") for l in done], ["length"] * REQUESTS)
         check("ttft logged", all(float(l.get("ttft_s", "nan")) >= 0 for l in done), True)
     finally:

@@ -115,7 +115,9 @@ def scrape(url, ca):
     samples = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+            # The coordinator labels every series with its model_name; keyed without it.
+            labels = {k: v for k, v in s.labels.items() if k != "model_name"}
+            samples[(s.name, tuple(sorted(labels.items())))] = s.value
     return samples
 
 

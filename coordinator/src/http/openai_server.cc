@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "http/generation_handler.h"
+#include "http/operator_routes.h"
 #include "http/openai_response.h"
 #include "seam/http_server/http_server.h"
 #include "seam/core/logging.h"
@@ -105,10 +106,14 @@ std::vector<http_server::Route> Routes(OpenAiServer::Impl& impl) {
       ServeGeneration(context, chat, request, response);
     };
   };
-  return {{"GET", "/health", health},
-          {"GET", "/v1/models", models},
-          {"POST", "/v1/completions", generation(false)},
-          {"POST", "/v1/chat/completions", generation(true)}};
+  std::vector<http_server::Route> routes = {{"GET", "/health", health},
+                                            {"GET", "/v1/models", models},
+                                            {"POST", "/v1/completions", generation(false)},
+                                            {"POST", "/v1/chat/completions", generation(true)}};
+  for (http_server::Route& r : OperatorRoutes(impl.options.model_name, &impl.created, &impl.backend)) {
+    routes.push_back(std::move(r));
+  }
+  return routes;
 }
 
 http_server::ServerOptions ListenerOptions(OpenAiServer::Impl& impl) {

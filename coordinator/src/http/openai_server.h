@@ -48,6 +48,8 @@ struct OpenAiBackend {
   // Counts every call in the request metrics, as gRPC calls are counted
   // (MeteredCall); null: no --metrics-listen, only the completion line is logged.
   CoordinatorMetrics* metrics = nullptr;
+  // Non-null: GET /metrics serves its exposition (--metrics-on-http).
+  const metrics::MetricsEndpoint* metrics_page = nullptr;
 };
 
 class OpenAiServer {

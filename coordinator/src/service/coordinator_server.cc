@@ -331,10 +331,10 @@ absl::Status CoordinatorProcess::BringUpPipeline() {
 }
 
 absl::Status CoordinatorProcess::StartMetrics() {
-  if (o_.metrics_listen.empty()) return absl::OkStatus();
+  if (o_.metrics_listen.empty() && !o_.metrics_on_http) return absl::OkStatus();
   metrics::MetricsEndpointOptions mo;
-  mo.listen = o_.metrics_listen;  // HTTPS with the client API's certificate when it has one
-  mo.tls_cert_file = o_.server_security.tls_cert_file;
+  mo.listen = o_.metrics_listen;  // empty: no listener of its own, the HTTP API serves it
+  mo.tls_cert_file = o_.server_security.tls_cert_file;  // HTTPS with the client API's certificate when it has one
   mo.tls_key_file = o_.server_security.tls_key_file;
   mo.insecure = o_.server_security.insecure;
   auto started = metrics::MetricsEndpoint::Start(mo);
@@ -344,9 +344,17 @@ absl::Status CoordinatorProcess::StartMetrics() {
                    absl::IsFailedPrecondition(s));
   }
   metrics_endpoint_ = std::move(*started);
-  metrics_ = std::make_unique<CoordinatorMetrics>(*metrics_endpoint_, driver_.get());
-  SEAM_LOG_INFO("metrics on {}://{}/metrics (port {})", mo.tls_cert_file.empty() ? "http" : "https",
-                o_.metrics_listen, metrics_endpoint_->port());
+  MetricsModelInfo info;
+  info.model_name = http_options_.model_name;
+  info.block_size = limits_.kv_block_size;
+  info.kv_blocks_per_dp_group = limits_.kv_blocks_per_dp_group;
+  info.dp_groups = o_.attn_dp;
+  info.max_model_len = limits_.max_context;
+  metrics_ = std::make_unique<CoordinatorMetrics>(*metrics_endpoint_, driver_.get(), info);
+  if (!o_.metrics_listen.empty()) {
+    SEAM_LOG_INFO("metrics on {}://{}/metrics (port {})", mo.tls_cert_file.empty() ? "http" : "https",
+                  o_.metrics_listen, metrics_endpoint_->port());
+  }
   return absl::OkStatus();
 }
 
@@ -373,7 +381,9 @@ absl::Status CoordinatorProcess::StartHttp() {
   if (o_.http_listen.empty()) return absl::OkStatus();
   auto started =
       http::OpenAiServer::Start(http_options_, http::OpenAiBackend{driver_.get(), request_limits_, text_.get(),
-                                                                   metrics_.get()});
+                                                                   metrics_.get(),
+                                                                   o_.metrics_on_http ? metrics_endpoint_.get()
+                                                                                      : nullptr});
   if (started.ok() && !o_.http_port_file.empty() && !WritePortFile(o_.http_port_file, (*started)->port())) {
     started = absl::InternalError(absl::StrCat("cannot write port file ", o_.http_port_file));
   }

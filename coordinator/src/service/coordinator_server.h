@@ -31,6 +31,8 @@ struct CoordinatorServerOptions {
   // client API's certificate, else plain HTTP on loopback only unless
   // server_security.insecure.
   std::string metrics_listen;
+  // The same /metrics also on the HTTP API (http_listen), behind its token.
+  bool metrics_on_http = false;
   // The coordinator as the stages' client: their CA and its client certificate.
   security::ClientSecurityOptions stage_security;
   std::vector<std::string> stages;        // host:port of each stage, rank order

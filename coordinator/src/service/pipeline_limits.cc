@@ -71,6 +71,12 @@ absl::StatusOr<PipelineLimits> DerivePipelineLimits(const std::vector<v1::StageS
   l.graph_buckets = CommonBuckets(stages);
   Cap("--max-batch-tokens", caps.max_batch_tokens, "token rows of a stage's step", &l.max_step_tokens);
   Cap("--kv-blocks", caps.kv_blocks, "KV blocks per DP group", &l.kv_blocks_per_dp_group);
+  Cap("--max-model-len", caps.max_context, "context tokens", &l.max_context);
+  if (l.max_sequences_per_dp_group == 0) {  // the stages set no bound: the cap is the bound
+    l.max_sequences_per_dp_group = caps.max_sequences_per_dp_group;
+  } else {
+    Cap("--max-num-seqs", caps.max_sequences_per_dp_group, "sequences per DP group", &l.max_sequences_per_dp_group);
+  }
   // A prompt leaves room for a token; without chunked prefill it is
   // prefilled in one microbatch.
   l.max_prompt_tokens = l.max_context - 1;

@@ -33,6 +33,10 @@ struct LimitCaps {
   // --chunked-prefill: a prompt is prefilled in chunks over several
   // microbatches, so it is bounded by the context, not by a microbatch.
   bool chunked_prefill = true;
+  // --max-model-len: prompt + generated tokens of one sequence.
+  int64_t max_context = 0;
+  // --max-num-seqs over the attention-DP groups: sequences one group holds at once.
+  int64_t max_sequences_per_dp_group = 0;
 };
 
 struct PipelineLimits {

@@ -22,20 +22,42 @@
 
 namespace seam::coordinator {
 
-// The coordinator's instruments, registered on `endpoint`'s registry; the
-// scheduler's gauges (running, waiting, KV usage) are read from `driver` at
-// each scrape. Thread-safe.
+// What every series says about the model and its cache (vLLM's
+// model_name label and cache_config_info).
+struct MetricsModelInfo {
+  std::string model_name;
+  int64_t block_size = 0;              // tokens per KV block
+  int64_t kv_blocks_per_dp_group = 0;  // what the coordinator admits against
+  int64_t dp_groups = 1;
+  int64_t max_model_len = 0;           // PipelineLimits::max_context
+};
+
+// The coordinator's instruments, registered on `endpoint`'s registry, each
+// series labelled model_name; the scheduler's gauges (running, waiting, KV
+// usage, preemptions) are read from `driver` at each scrape, and the
+// microbatches' token rows observed as the driver sends them. Thread-safe.
 class CoordinatorMetrics {
  public:
-  CoordinatorMetrics(metrics::MetricsEndpoint& endpoint, const PipelineDriver* driver);
+  CoordinatorMetrics(metrics::MetricsEndpoint& endpoint, PipelineDriver* driver, const MetricsModelInfo& info);
 
   prometheus::Histogram& ttft;
   prometheus::Histogram& inter_token;
   prometheus::Histogram& e2e;
+  // vLLM's request phases, per sequence: arrival to its first prefill
+  // chunk sent (queue), then to its first token (prefill), then to its end
+  // (decode); first chunk to end (inference).
+  prometheus::Histogram& queue_time;
+  prometheus::Histogram& prefill_time;
+  prometheus::Histogram& decode_time;
+  prometheus::Histogram& inference_time;
+  prometheus::Histogram& prompt_length;      // prompt tokens of each finished sequence
+  prometheus::Histogram& generation_length;  // tokens each finished sequence generated
+  prometheus::Histogram& iteration_tokens;   // token rows of each microbatch sent
   prometheus::Counter& prompt_tokens;
   prometheus::Counter& generation_tokens;
   prometheus::Family<prometheus::Counter>& success;  // by finished_reason: length, stop
   prometheus::Family<prometheus::Counter>& failure;  // by code: UNAVAILABLE, INVALID_ARGUMENT, ...
+  const std::string model_name;
 };
 
 // A request id made by the server: "req-" and 16 hex digits, unique per
@@ -60,6 +82,7 @@ class MeteredCall final : public CallObserver {
   void OnToken(int sequence_index, const TokenOutput& token) override;
   void OnSequenceFinished(int sequence_index, FinishReason reason, const std::string& text) override;
   void OnScore(int sequence_index, std::vector<float> token_logprobs) override;
+  void OnScheduled(int sequence_index) override;
   void OnDone(const absl::Status& status) override;
   bool Cancelled() const override { return inner_->Cancelled(); }
 
@@ -68,6 +91,8 @@ class MeteredCall final : public CallObserver {
   struct Sequence {
     int prompt_tokens = 0;
     int generated = 0;
+    Clock::time_point scheduled{};    // its first prefill chunk sent
+    Clock::time_point first_token{};
     Clock::time_point last_token{};
     std::string finish_reason;  // "" until finished
   };

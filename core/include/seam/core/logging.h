@@ -25,7 +25,9 @@ bool ParseLogFormat(const std::string& text, LogFormat* format);
 // Sets the level ("trace", "debug", "info", "warn", "error"), the format
 // and the process name that every line carries ("stage", "coordinator",
 // "seam"). Honours SEAM_LOG_LEVEL and SEAM_LOG_FORMAT if set. JSON lines are
-// one object each: {"time","level","process","msg", then the scope's fields}.
+// one object each: {"time","level","process","msg", then the scope's fields}
+// (a field's numeric value as a JSON number, except identifiers: keys
+// ending in "id" or "ids" stay strings).
 void InitLogging(const std::string& level, const std::string& process, LogFormat format = LogFormat::kText);
 
 using LogFields = std::vector<std::pair<std::string, std::string>>;

@@ -32,7 +32,7 @@ using Handler = std::function<void(const Request& request, Response& response)>;
 
 struct Route {
   std::string method;  // "GET", "POST"
-  std::string path;    // matched exactly
+  std::string path;    // matched exactly; "/a/*": every path "/a/" and at least one more character
   Handler handler;
 };
 

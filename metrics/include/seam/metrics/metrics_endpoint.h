@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <prometheus/collectable.h>
@@ -28,10 +29,12 @@ class Server;
 namespace seam::metrics {
 
 struct MetricsEndpointOptions {
-  std::string listen;          // "host:port"; port 0 picks a free one
+  std::string listen;          // "host:port"; port 0 picks a free one; empty: no listener (Render only)
   std::string tls_cert_file;   // PEM chain and key: serve HTTPS (both or neither)
   std::string tls_key_file;
   bool insecure = false;       // plain HTTP on a non-loopback address
+  // Added to every sample of every scrape (a series that has the label keeps its own), e.g. model_name.
+  std::vector<std::pair<std::string, std::string>> constant_labels;
 };
 
 class MetricsEndpoint {
@@ -58,6 +61,7 @@ class MetricsEndpoint {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;  // guarded by mu_
   std::unique_ptr<http_server::Server> server_;
   int port_ = 0;
+  std::vector<std::pair<std::string, std::string>> constant_labels_;
 };
 
 // Bucket layouts of vLLM's histograms of the same meaning, in seconds.

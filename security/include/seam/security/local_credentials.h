@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -29,9 +30,13 @@ struct LocalCredentialFiles {
 };
 
 // Makes the CA, the certificates and the token and writes them under `dir`
-// (which must exist) with mode 0600. The CA's key is never written.
+// (which must exist) with mode 0600. The CA's key is never written. The
+// server certificate names localhost and 127.0.0.1, and each of
+// `server_names` (an IP literal as an address, anything else as a DNS name)
+// for a server reached beyond loopback.
 absl::StatusOr<LocalCredentialFiles> WriteLocalCredentials(const std::string& dir,
-                                                           absl::Duration validity = absl::Hours(24));
+                                                           absl::Duration validity = absl::Hours(24),
+                                                           const std::vector<std::string>& server_names = {});
 
 // A random token: 32 bytes from OpenSSL's CSPRNG as 64 hex characters.
 absl::StatusOr<std::string> RandomToken();
