@@ -1,6 +1,7 @@
 // An exchange's life (exchange.h): head, body, handler, answer.
 #include "exchange.h"
 
+#include <malloc.h>
 #include <arpa/inet.h>
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
@@ -163,6 +164,9 @@ MHD_Result Exchange::Whole() {
   return MHD_YES;
 }
 
+// Bodies from this size on are followed by a malloc_trim (glibc) once handled.
+constexpr size_t kTrimAfterBodyBytes = size_t{1} << 20;
+
 void Exchange::Run() {
   try {
     route_->handler(request_, response_);
@@ -171,7 +175,11 @@ void Exchange::Run() {
   } catch (...) {
     response_ = server_.ErrorAnswer(500, "the handler failed");
   }
+  const bool large = request_.body.size() >= kTrimAfterBodyBytes;
   std::string().swap(request_.body);  // a large body's memory goes back before the answer
+  // What a large body and its parse took stays in this worker's malloc arena
+  // unless it is handed back: trimmed, the process returns to its idle size.
+  if (large) malloc_trim(0);
   {
     std::lock_guard<std::mutex> lock(mu_);
     phase_ = Phase::kReady;
