@@ -113,6 +113,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
       }
       if (entry.is_prefill) {
         state.prefilled = state.kv_tokens;
+        PublishPrompt(state);
         if (!entry.is_last_chunk) continue;
         state.phase = Phase::kDecoding;
       }
@@ -163,6 +164,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::FailAll(const absl::S
         events);
   }
   in_flight_.clear();
+  DropPrefixCache();  // the stages of the next epoch hold no KV
   wave_steps_ = 0;
   epoch_ += 1;
   next_sequence_number_ = 1;
