@@ -17,7 +17,7 @@ using seam::coordinator::CoordinatorServerOptions;
 // The flags that are text until ParseFlags turns them into the options.
 struct CoordinatorFlags {
   std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
-  std::string log_level = "info", log_format = "text", chunked_prefill = "on";
+  std::string log_level = "info", log_format = "text", chunked_prefill = "on", prefix_caching = "off";
 };
 
 void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {
@@ -70,6 +70,13 @@ void AddLimitFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions&
                  "prompt whole in one microbatch")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--prefix-caching", f.prefix_caching,
+                 "on: full prompt blocks computed once are cached and shared by later prompts that start with "
+                 "the same tokens (same cache_salt); their prefill computes only the rest. Off for models with "
+                 "recurrent state per sequence (Nemotron-H)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_flag_callback("--no-prefix-caching", [&f] { f.prefix_caching = "off"; }, "--prefix-caching off");
   app.add_option("--prefill-chunk-tokens", o.prefill_chunk_tokens,
                  "with --chunked-prefill on: most tokens of one prompt a microbatch prefills")
       ->check(CLI::Range(1, 1 << 20))
@@ -116,6 +123,7 @@ void AddSecurityFlags(CLI::App& app, CoordinatorServerOptions& o) {
 bool ParseFlags(const CoordinatorFlags& f, CoordinatorServerOptions& o) {
   o.stages = absl::StrSplit(f.stages, ',', absl::SkipEmpty());
   o.caps.chunked_prefill = f.chunked_prefill == "on";
+  o.prefix_caching = f.prefix_caching == "on";
   if (f.stage_timeout_per_token == "0") o.stage_timeout_per_token = std::chrono::milliseconds(0);
   if (!seam::coordinator::ParseDuration(f.stage_timeout, &o.stage_timeout) ||
       !seam::coordinator::ParseDuration(f.startup_timeout, &o.startup_timeout) ||

@@ -21,7 +21,7 @@ bool SchedulerImpl::TakeBlocks(int group, int blocks) {
     const std::vector<uint64_t> gone = prefix_.Evict(group, short_by);
     kv_.Release(group, static_cast<int>(gone.size()));
     prefix_stats_.evictions += gone.size();
-    for (uint64_t id : gone) evicted_.push_back(CachedBlockChange{group, id, "", 0});
+    for (uint64_t id : gone) evicted_.push_back(CachedBlockChange{group, id, "", 0, 0});
   }
   return kv_.TryAllocate(group, blocks);
 }
@@ -75,7 +75,7 @@ void SchedulerImpl::PublishPrompt(RequestState& state) {
     SEAM_CHECK_MSG(state.blocks > 0, "request '", r.id, "' publishes block ", index, " but holds no block of its own");
     state.blocks -= 1;
     state.cached_blocks.push_back(id);
-    published_.push_back(CachedBlockChange{state.dp_group, id, r.id, index});
+    published_.push_back(CachedBlockChange{state.dp_group, id, r.id, r.sequence_tag, index});
   }
 }
 

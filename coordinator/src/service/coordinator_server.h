@@ -55,6 +55,10 @@ struct CoordinatorServerOptions {
   // caps.chunked_prefill): prompts are prefilled in chunks of at most
   // prefill_chunk_tokens, in microbatches beside the running decode rows.
   int prefill_chunk_tokens = 512;
+  // Prefix caching (SchedulerOptions::prefix_caching), where the model
+  // allows it: never for stages that keep recurrent state per sequence
+  // (they report state slots, e.g. NemotronHForCausalLM).
+  bool prefix_caching = false;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "seam/core/logging.h"
 #include "seam/metrics/snapshot_collector.h"
+#include "service/prefix_cache_metrics.h"
 
 namespace seam::coordinator {
 namespace {
@@ -65,7 +66,7 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::MetricsEndpoint& endpoint, const
   endpoint.AddCollectable(std::make_shared<metrics::SnapshotCollector>([driver] {
     const PipelineDriver::Load load = driver->CurrentLoad();
     using prometheus::MetricType;
-    return std::vector<prometheus::MetricFamily>{
+    std::vector<prometheus::MetricFamily> families{
         metrics::ValueFamily("seam:num_requests_running", "Sequences admitted and not ended", MetricType::Gauge,
                              {{{}, static_cast<double>(load.running)}}),
         metrics::ValueFamily("seam:num_requests_waiting", "Sequences queued for admission", MetricType::Gauge,
@@ -74,6 +75,8 @@ CoordinatorMetrics::CoordinatorMetrics(metrics::MetricsEndpoint& endpoint, const
                              "Share of the KV blocks the coordinator admits against that are held (0 to 1)",
                              MetricType::Gauge, {{{}, load.kv_usage}}),
     };
+    for (prometheus::MetricFamily& f : PrefixCacheFamilies(load.prefix)) families.push_back(std::move(f));
+    return families;
   }));
 }
 

@@ -87,6 +87,9 @@ struct Request {
   std::vector<int32_t> cache_tokens;
   // Blocks are shared only between requests of equal salts.
   std::string cache_salt;
+  // The caller's name for the sequence on the stages, echoed in
+  // CachedBlockChange::sequence_tag (it may outlive the request there).
+  uint64_t sequence_tag = 0;
 };
 
 // One sequence's step inside a microbatch.
@@ -120,8 +123,9 @@ struct MicrobatchEntry {
 struct CachedBlockChange {
   int dp_group = 0;
   uint64_t block_id = 0;
-  std::string request_id;  // published only
-  int block_index = 0;     // published only
+  std::string request_id;     // published only
+  uint64_t sequence_tag = 0;  // published only: Request::sequence_tag
+  int block_index = 0;        // published only
 };
 
 // Prefix cache counters since creation (cached blocks: now).
