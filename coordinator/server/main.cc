@@ -17,7 +17,7 @@ using seam::coordinator::CoordinatorServerOptions;
 // The flags that are text until ParseFlags turns them into the options.
 struct CoordinatorFlags {
   std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
-  std::string log_level = "info", log_format = "text", chunked_prefill = "on", prefix_caching = "off";
+  std::string log_level = "info", log_format = "text", chunked_prefill = "on", prefix_caching = "on";
 };
 
 void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {

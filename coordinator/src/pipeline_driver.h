@@ -136,7 +136,7 @@ class PipelineDriver {
   struct Load {
     int running = 0;           // sequences admitted, not ended
     int waiting = 0;           // sequences queued for admission
-    double kv_usage = 0;       // share of the admission KV blocks held, 0..1
+    double kv_usage = 0;       // share of the admission KV blocks held (by sequences), 0..1
     PrefixCacheStats prefix;   // the prefix cache's counters
   };
   Load CurrentLoad() const;

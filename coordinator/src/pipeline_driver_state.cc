@@ -520,7 +520,7 @@ PipelineDriver::Load PipelineDriver::State::CurrentLoad() const {
   int64_t total = 0, free = 0;
   for (int dp = 0; dp < o.dp_groups; ++dp) {
     total += o.kv_blocks_per_dp_group;
-    free += scheduler->FreeBlocks(dp);
+    free += scheduler->FreeBlocks(dp) + scheduler->EvictableBlocks(dp);  // cached blocks no one maps are free to take
   }
   load.kv_usage = total > 0 ? static_cast<double>(total - free) / static_cast<double>(total) : 0.0;
   load.prefix = scheduler->PrefixStats();

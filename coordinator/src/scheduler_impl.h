@@ -39,6 +39,7 @@ class SchedulerImpl final : public Scheduler {
   uint64_t Epoch() const override { return epoch_; }
   PrefixCacheStats PrefixStats() const override;
   int CachedBlocks(int dp_group) const override { return prefix_.Cached(dp_group); }
+  int EvictableBlocks(int dp_group) const override { return prefix_.Evictable(dp_group); }
   const SchedulerOptions& options() const override { return options_; }
 
  private:

@@ -58,7 +58,7 @@ struct CoordinatorServerOptions {
   // Prefix caching (SchedulerOptions::prefix_caching), where the model
   // allows it: never for stages that keep recurrent state per sequence
   // (they report state slots, e.g. NemotronHForCausalLM).
-  bool prefix_caching = false;
+  bool prefix_caching = true;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};

@@ -117,7 +117,8 @@ class Scheduler {
   virtual uint64_t PreemptionCount() const = 0;
   virtual uint64_t Epoch() const = 0;
   virtual PrefixCacheStats PrefixStats() const = 0;
-  virtual int CachedBlocks(int dp_group) const = 0;  // referenced or not; FreeBlocks excludes them
+  virtual int CachedBlocks(int dp_group) const = 0;     // referenced or not; FreeBlocks excludes them
+  virtual int EvictableBlocks(int dp_group) const = 0;  // cached blocks no sequence maps
   virtual const SchedulerOptions& options() const = 0;  // with defaults resolved
 };
 
