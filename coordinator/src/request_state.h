@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "seam/coordinator/scheduler_types.h"
 
@@ -22,6 +23,9 @@ struct RequestState {
   // hits at admission, then the prompt blocks it published), how many of its
   // prompt's full blocks are in the cache's chain, and the last of them.
   std::vector<uint64_t> cached_blocks;
+  // The sequence's tokens (prompt, then each sampled one) while it takes part
+  // in prefix caching (Request::cache_tokens); empty otherwise.
+  std::vector<int32_t> cache_tokens;
   int chain_blocks = 0;
   uint64_t chain_parent = 0;
   // Tokens to prefill: the prompt, or prompt + generated after a preemption.

@@ -110,6 +110,7 @@ absl::Status SchedulerImpl::Submit(const Request& request) {
   RequestState state;
   state.request = request;
   state.prefill_target = request.prompt_tokens;
+  state.cache_tokens = request.cache_tokens;
   requests_.emplace(request.id, std::move(state));
   queue_.push_back(request.id);
   return absl::OkStatus();

@@ -82,8 +82,11 @@ class SchedulerImpl final : public Scheduler {
     std::vector<uint64_t> hits;
   };
   Placement Place(const RequestState& state, const std::vector<bool>& eligible);
-  // Caches the prompt blocks a completed prefill step filled.
-  void PublishPrompt(RequestState& state);
+  // Appends a sampled token to the sequence's cache_tokens (caching requests).
+  void RecordCacheToken(RequestState& state, int32_t token);
+  // Caches the full blocks a completed step filled: the prompt's, then
+  // those of generated tokens (a conversation's next turn replays them).
+  void PublishBlocks(RequestState& state);
   // Drops the sequence's references to cached blocks (its end or preemption).
   void ReleaseCached(RequestState& state);
   // Every cached block forgotten, with the changes the stages were yet to get.

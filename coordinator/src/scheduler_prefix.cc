@@ -33,15 +33,15 @@ bool SchedulerImpl::TakeBlocks(int group, int blocks) {
 SchedulerImpl::Placement SchedulerImpl::Place(const RequestState& state, const std::vector<bool>& eligible) {
   const int total = kv_.BlocksFor(state.AdmissionKvTokens());
   const Request& r = state.request;
-  if (!options_.prefix_caching || r.cache_tokens.empty()) {
+  if (!options_.prefix_caching || state.cache_tokens.empty()) {
     return Placement{kv_.PickGroup(total, sequences_on_group_, eligible), {}};
   }
   // The last prompt token is always computed: it gives the first logits.
-  const int max_blocks = std::min(static_cast<int>(r.cache_tokens.size()), state.prefill_target - 1) / kv_.BlockSize();
+  const int max_blocks = std::min(static_cast<int>(state.cache_tokens.size()), state.prefill_target - 1) / kv_.BlockSize();
   Placement best;
   for (int g = 0; g < options_.dp_groups; ++g) {
     if (!eligible[g]) continue;
-    std::vector<uint64_t> hits = prefix_.Match(g, r.cache_tokens, r.cache_salt, max_blocks);
+    std::vector<uint64_t> hits = prefix_.Match(g, state.cache_tokens, r.cache_salt, max_blocks);
     const int own = total - static_cast<int>(hits.size());
     if (own > Available(g) - prefix_.Unreferenced(g, hits)) continue;
     const bool better =
@@ -59,15 +59,19 @@ SchedulerImpl::Placement SchedulerImpl::Place(const RequestState& state, const s
   return best;
 }
 
-void SchedulerImpl::PublishPrompt(RequestState& state) {
+void SchedulerImpl::RecordCacheToken(RequestState& state, int32_t token) {
+  if (options_.prefix_caching && !state.cache_tokens.empty()) state.cache_tokens.push_back(token);
+}
+
+void SchedulerImpl::PublishBlocks(RequestState& state) {
   const Request& r = state.request;
-  if (!options_.prefix_caching || r.cache_tokens.empty()) return;
+  if (!options_.prefix_caching || state.cache_tokens.empty()) return;
   const int bs = kv_.BlockSize();
-  const int full = std::min(static_cast<int>(r.cache_tokens.size()), state.kv_tokens) / bs;
+  const int full = std::min(static_cast<int>(state.cache_tokens.size()), state.kv_tokens) / bs;
   for (; state.chain_blocks < full; ++state.chain_blocks) {
     const int index = state.chain_blocks;
     const auto [id, inserted] =
-        prefix_.Insert(state.dp_group, state.chain_parent, r.cache_tokens.data() + index * bs, r.cache_salt);
+        prefix_.Insert(state.dp_group, state.chain_parent, state.cache_tokens.data() + index * bs, r.cache_salt);
     state.chain_parent = id;
     // An equal block cached meanwhile by another sequence: this one's copy
     // stays its own (and the chain goes on through the cached one).

@@ -99,6 +99,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
           const int32_t t = result.tokens[k];
           state.kv_tokens = entry.start_position + static_cast<int>(k) + 1;
           const std::optional<FinishReason> reason = RecordSample(state, t);
+          RecordCacheToken(state, t);
           SchedulerEvent token;
           token.kind = SchedulerEvent::Kind::kToken;
           token.request_id = entry.request_id;
@@ -109,15 +110,18 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
             break;
           }
         }
+        if (requests_.count(entry.request_id) != 0) PublishBlocks(state);
         continue;
       }
       if (entry.is_prefill) {
         state.prefilled = state.kv_tokens;
-        PublishPrompt(state);
+        PublishBlocks(state);
         if (!entry.is_last_chunk) continue;
         state.phase = Phase::kDecoding;
       }
       const std::optional<FinishReason> reason = RecordSample(state, result.token);
+      RecordCacheToken(state, result.token);
+      if (!entry.is_prefill) PublishBlocks(state);
       SchedulerEvent token;
       token.kind = SchedulerEvent::Kind::kToken;
       token.request_id = entry.request_id;

@@ -174,7 +174,7 @@ TEST(PipelineDriver, OnlyTheLastStageGetsSamplingOncePerSequence) {
 }
 
 // Prefix caching with blocks of 4: the first call publishes its prompt's two
-// full blocks; a later call with the same first 8 tokens maps them (its
+// full blocks (and one of its generated tokens); a later call with the same first 8 tokens maps them (its
 // first entry starts at 8, with its sampling); one with a repetition penalty
 // computes its whole prompt.
 TEST(PipelineDriver, ALaterCallMapsThePublishedBlocksOfAnEarlierOne) {
@@ -197,9 +197,12 @@ TEST(PipelineDriver, ALaterCallMapsThePublishedBlocksOfAnEarlierOne) {
       published.insert(published.end(), d.published_blocks().begin(), d.published_blocks().end());
     }
   }
-  ASSERT_EQ(published.size(), 2u);
-  EXPECT_EQ(published[0].block_index(), 0u);
-  EXPECT_EQ(published[1].block_index(), 1u);
+  // The prompt's two full blocks, then the block its first two generated tokens filled (positions 8..11).
+  ASSERT_EQ(published.size(), 3u);
+  for (uint32_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(published[b].block_index(), b);
+    EXPECT_EQ(published[b].sequence_id(), published[0].sequence_id());
+  }
   const std::vector<v1::SequenceEntry> entries = p.EntriesOf(1);
   const v1::SequenceEntry& start = entries[entries.size() - 3];  // the second call's prefill, then 2 decode steps
   EXPECT_TRUE(start.is_prefill());

@@ -193,6 +193,21 @@ TEST(SchedulerPrefix, ALaterRequestMapsTheCachedPrefixAndPrefillsOnlyTheRest) {
   EXPECT_EQ(run.stages.shared_tokens, 12u);
 }
 
+TEST(SchedulerPrefix, GeneratedBlocksAreCachedForTheNextTurn) {
+  PrefixRun run(Options(64));
+  run.Submit("turn1", Prompt(8, 0, 0), 9);  // KV of positions 0..15 once done: 4 full blocks
+  run.Drain();
+  EXPECT_EQ(run.driver.scheduler->CachedBlocks(0), 4);
+  std::vector<int32_t> next(run.tokens["turn1"].begin(), run.tokens["turn1"].begin() + 16);
+  next.push_back(3);  // the history, then the user's next turn
+  run.Submit("turn2", next, 2);
+  ASSERT_TRUE(run.Step());
+  const MicrobatchEntry& first = run.last.entries_by_group[0][0];
+  EXPECT_EQ(first.start_position, 16);
+  EXPECT_EQ(first.shared_blocks.size(), 4u);
+  run.Drain();
+}
+
 TEST(SchedulerPrefix, AWholePromptCachedStillComputesItsLastToken) {
   PrefixRun run(Options(64));
   run.Submit("a", Prompt(8, 0, 0), 1);

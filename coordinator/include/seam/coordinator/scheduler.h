@@ -51,9 +51,10 @@ namespace seam::coordinator {
 // eligible group and takes the group holding most of them that fits (then
 // the usual order); the sequence maps those cached blocks and its prefill
 // starts after them (never at the prompt's end: its last token is always
-// computed, for its logits). As prefill steps complete, the prompt's full
-// blocks are cached (published); a partly filled block never is, and a
-// cached block is never written again. Cached blocks no sequence maps stay
+// computed, for its logits). As steps complete, the sequence's full blocks
+// (the prompt's, then those of its generated tokens) are cached
+// (published); a partly filled block never is, and a cached block is never
+// written again. Cached blocks no sequence maps stay
 // until blocks run short: any allocation evicts them, least recently
 // released first, before it waits. FailAll drops the whole cache.
 //

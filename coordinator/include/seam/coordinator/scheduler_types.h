@@ -83,7 +83,9 @@ struct Request {
   int min_tokens = 0;                    // ... once the request has at least this many tokens
   // Prefix caching (SchedulerOptions::prefix_caching): the prompt's token
   // ids, whose full blocks are looked up at admission and cached once
-  // computed. Empty: this request neither uses nor fills the cache.
+  // computed (and then the full blocks of the tokens it generates, which a
+  // conversation's next turn replays). Empty: this request neither uses nor
+  // fills the cache.
   std::vector<int32_t> cache_tokens;
   // Blocks are shared only between requests of equal salts.
   std::string cache_salt;
