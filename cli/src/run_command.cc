@@ -164,19 +164,31 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   if (!config.ok()) return absl::InvalidArgumentError(config.status().ToString());  // --model
   const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size, o.shared_prefix);
   SEAM_ASSIGN_OR_RETURN(std::unique_ptr<LocalPipeline> pipeline, StartPipeline(o, model_dir, work, out));
-  std::vector<std::vector<std::vector<int32_t>>> rounds;
-  for (int round = 0; round < (o.shared_prefix > 0 ? 2 : 1); ++round) {
-    SEAM_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> got, ServedTokens(*pipeline, o, prompts, out));
-    rounds.push_back(std::move(got));
+  // With a shared prefix, a second round: each prompt followed by its
+  // answer and one more token (a conversation's next turn), which maps the
+  // cached blocks of both.
+  std::vector<std::vector<std::vector<int32_t>>> asked = {prompts}, rounds;
+  SEAM_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> first, ServedTokens(*pipeline, o, prompts, out));
+  rounds.push_back(std::move(first));
+  if (o.shared_prefix > 0) {
+    std::vector<std::vector<int32_t>> next = prompts;
+    for (size_t i = 0; i < next.size(); ++i) {
+      next[i].insert(next[i].end(), rounds[0][i].begin(), rounds[0][i].end());
+      next[i].push_back(static_cast<int32_t>(7 % config->vocab_size));
+    }
+    SEAM_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> second, ServedTokens(*pipeline, o, next, out));
+    asked.push_back(std::move(next));
+    rounds.push_back(std::move(second));
   }
   PrintStageChoices(*pipeline, out);
   pipeline->Stop();
   for (const std::string& line : pipeline->LogLines("prefix cache: ")) {
     out << "coordinator: " << line.substr(line.find("prefix cache: ")) << "\n";
   }
-  SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> want, ReferenceTokens(o, model_dir, prompts));
   bool match = true;
-  for (const auto& got : rounds) {
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> want, ReferenceTokens(o, model_dir, asked[r]));
+    const std::vector<std::vector<int32_t>>& got = rounds[r];
     for (size_t i = 0; i < prompts.size(); ++i) {
       if (want[i] != got[i]) {
         match = false;

@@ -106,6 +106,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
           token.token = t;
           events.push_back(std::move(token));
           if (reason.has_value()) {
+            PublishBlocks(state);  // its blocks outlive it
             End(entry.request_id, Finished(entry.request_id, *reason), events);
             break;
           }
