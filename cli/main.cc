@@ -244,6 +244,11 @@ Command AddRunCommand(CLI::App& parent) {
   run_cmd->add_option("--attn-dp", o->attn_dp, "attention data-parallel groups")->capture_default_str();
   run_cmd->add_option("--max-new-tokens", o->max_new_tokens, "greedy tokens per prompt")->capture_default_str();
   run_cmd->add_option("--prompts", o->prompts, "fixed prompts to send")->capture_default_str();
+  run_cmd->add_option("--shared-prefix", o->shared_prefix,
+                      "prefix caching check: every prompt starts with these many shared tokens, then a second "
+                      "round sends each prompt + its answer + one token (a next turn, mapping the cached blocks)")
+      ->check(CLI::Range(0, 1 << 16))
+      ->capture_default_str();
   run_cmd->add_option("--ucx-mode", o->ucx_mode, "stage-to-stage transport: tcp or shm")->capture_default_str();
   run_cmd->add_option("--device", o->device, "where stages and the reference compute: cpu or cuda (rank r on GPU r)")
       ->check(CLI::IsMember({"cpu", "cuda"}))

@@ -25,12 +25,15 @@
 namespace seam::cli {
 namespace {
 
-std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab) {
+// `shared` tokens common to every prompt, then each fixed prompt.
+std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab, int shared) {
   const std::vector<std::vector<int32_t>> all = {
       {3, 14, 15, 92, 65}, {27, 18, 28, 18, 28, 45, 90, 45}, {11, 200, 7}, {42}, {99, 98, 97, 96, 95, 94}};
   std::vector<std::vector<int32_t>> out;
   for (int i = 0; i < count; ++i) {
-    std::vector<int32_t> p = all[i % all.size()];
+    std::vector<int32_t> p;
+    for (int j = 0; j < shared; ++j) p.push_back((j * 37 + 5) % 251);
+    p.insert(p.end(), all[i % all.size()].begin(), all[i % all.size()].end());
     for (int32_t& t : p) t = static_cast<int32_t>(t % vocab);
     out.push_back(p);
   }
@@ -159,17 +162,38 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   const std::string model_dir = *model;
   absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
   if (!config.ok()) return absl::InvalidArgumentError(config.status().ToString());  // --model
-  const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size);
+  const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size, o.shared_prefix);
   SEAM_ASSIGN_OR_RETURN(std::unique_ptr<LocalPipeline> pipeline, StartPipeline(o, model_dir, work, out));
-  SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> got, ServedTokens(*pipeline, o, prompts, out));
+  // With a shared prefix, a second round: each prompt followed by its
+  // answer and one more token (a conversation's next turn), which maps the
+  // cached blocks of both.
+  std::vector<std::vector<std::vector<int32_t>>> asked = {prompts}, rounds;
+  SEAM_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> first, ServedTokens(*pipeline, o, prompts, out));
+  rounds.push_back(std::move(first));
+  if (o.shared_prefix > 0) {
+    std::vector<std::vector<int32_t>> next = prompts;
+    for (size_t i = 0; i < next.size(); ++i) {
+      next[i].insert(next[i].end(), rounds[0][i].begin(), rounds[0][i].end());
+      next[i].push_back(static_cast<int32_t>(7 % config->vocab_size));
+    }
+    SEAM_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> second, ServedTokens(*pipeline, o, next, out));
+    asked.push_back(std::move(next));
+    rounds.push_back(std::move(second));
+  }
   PrintStageChoices(*pipeline, out);
   pipeline->Stop();
-  SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> want, ReferenceTokens(o, model_dir, prompts));
+  for (const std::string& line : pipeline->LogLines("prefix cache: ")) {
+    out << "coordinator: " << line.substr(line.find("prefix cache: ")) << "\n";
+  }
   bool match = true;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    if (want[i] != got[i]) {
-      match = false;
-      out << "prompt " << i << " single-process: [" << absl::StrJoin(want[i], " ") << "]\n";
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> want, ReferenceTokens(o, model_dir, asked[r]));
+    const std::vector<std::vector<int32_t>>& got = rounds[r];
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (want[i] != got[i]) {
+        match = false;
+        out << "prompt " << i << " single-process: [" << absl::StrJoin(want[i], " ") << "]\n";
+      }
     }
   }
   out << (match ? "tokens match the single-process run" : "MISMATCH: tokens differ from the single-process run")

@@ -19,6 +19,10 @@ struct RunCommandOptions {
   int attn_dp = 1;               // attention-DP groups per stage
   int max_new_tokens = 8;
   int prompts = 3;               // how many of the fixed prompts to send
+  // > 0: every prompt starts with this many shared tokens, and a second
+  // round follows (each prompt, its answer and one more token); both
+  // rounds are checked against the single-process run.
+  int shared_prefix = 0;
   std::string ucx_mode = "tcp";  // tcp | shm
   std::string device = "cpu";    // where the stages and the reference compute: cpu | cuda
   std::string dtype = "f32";     // f32 | bf16: weights, activations and handoffs of the stages and the reference

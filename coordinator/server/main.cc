@@ -18,7 +18,7 @@ using seam::coordinator::CoordinatorServerOptions;
 // The flags that are text until ParseFlags turns them into the options.
 struct CoordinatorFlags {
   std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
-  std::string log_level = "info", log_format = "text", chunked_prefill = "on";
+  std::string log_level = "info", log_format = "text", chunked_prefill = "on", prefix_caching = "on";
   int64_t max_num_seqs = 0;
 };
 
@@ -80,6 +80,13 @@ void AddLimitFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions&
                  "sequences running at once over the attention-DP groups (default: the stages' bound, else none; "
                  "a larger value is lowered to it)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--prefix-caching", f.prefix_caching,
+                 "on: full prompt blocks computed once are cached and shared by later prompts that start with "
+                 "the same tokens (same cache_salt); their prefill computes only the rest. Off for models with "
+                 "recurrent state per sequence (Nemotron-H)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_flag_callback("--no-prefix-caching", [&f] { f.prefix_caching = "off"; }, "--prefix-caching off");
   app.add_option("--prefill-chunk-tokens", o.prefill_chunk_tokens,
                  "with --chunked-prefill on: most tokens of one prompt a microbatch prefills")
       ->check(CLI::Range(1, 1 << 20))
@@ -135,6 +142,7 @@ bool ParseFlags(const CoordinatorFlags& f, CoordinatorServerOptions& o) {
   o.caps.chunked_prefill = f.chunked_prefill == "on";
   // Spread over the groups: each holds its share, rounded up.
   if (f.max_num_seqs > 0) o.caps.max_sequences_per_dp_group = (f.max_num_seqs + o.attn_dp - 1) / std::max(1, o.attn_dp);
+  o.prefix_caching = f.prefix_caching == "on";
   if (f.stage_timeout_per_token == "0") o.stage_timeout_per_token = std::chrono::milliseconds(0);
   if (!seam::coordinator::ParseDuration(f.stage_timeout, &o.stage_timeout) ||
       !seam::coordinator::ParseDuration(f.startup_timeout, &o.startup_timeout) ||

@@ -25,6 +25,10 @@ std::optional<Microbatch> SchedulerImpl::Next() {
   draft.mb.epoch = epoch_;
   draft.mb.preempted = std::move(preempted_since_last_);
   preempted_since_last_.clear();
+  draft.mb.published = std::move(published_);
+  draft.mb.evicted = std::move(evicted_);
+  published_.clear();
+  evicted_.clear();
   in_flight_.emplace(draft.mb.id, draft.mb);
   // Multi-step microbatches built one after another, before any completes,
   // form one wave (the stages run its members step by step in turn).
@@ -42,8 +46,8 @@ bool SchedulerImpl::GroupDeadlocked(int group) const {
     if (state.dp_group != group) continue;
     any = true;
     if (state.in_flight || state.phase != Phase::kDecoding) return false;
-    const int need = kv_.BlocksFor(state.DecodeKvTokens()) - state.blocks;
-    if (need <= kv_.Free(group)) return false;
+    const int need = kv_.BlocksFor(state.DecodeKvTokens()) - state.TableBlocks();
+    if (need <= Available(group)) return false;
   }
   return any;
 }
@@ -66,6 +70,7 @@ void SchedulerImpl::Preempt(std::string request_id) {
   RequestState& state = requests_.at(request_id);
   SEAM_CHECK(!state.in_flight && state.phase != Phase::kQueued);
   kv_.Release(state.dp_group, state.blocks);
+  ReleaseCached(state);
   sequences_on_group_[state.dp_group] -= 1;
   running_.erase(state.admit_order);
   ResetForRecompute(state);
@@ -148,10 +153,10 @@ int SchedulerImpl::DecodeSteps() const {
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.in_flight) continue;
-    need[state.dp_group] += std::max(0, kv_.BlocksFor(RunKvTokens(state, steps)) - state.blocks);
+    need[state.dp_group] += std::max(0, kv_.BlocksFor(RunKvTokens(state, steps)) - state.TableBlocks());
   }
   for (int g = 0; g < options_.dp_groups; ++g) {
-    if (need[g] > kv_.Free(g)) return 1;
+    if (need[g] > Available(g)) return 1;
   }
   return steps;
 }
@@ -163,9 +168,9 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
     if (!HasRoomForSequence(draft) || taken == share) return;
     RequestState& state = requests_.at(id);
     if (state.in_flight || state.phase != Phase::kDecoding) continue;
-    const int need = kv_.BlocksFor(RunKvTokens(state, draft.mb.decode_steps)) - state.blocks;
+    const int need = kv_.BlocksFor(RunKvTokens(state, draft.mb.decode_steps)) - state.TableBlocks();
     if (need > 0) {
-      if (!kv_.TryAllocate(state.dp_group, need)) {
+      if (!TakeBlocks(state.dp_group, need)) {
         draft.group_waiting[state.dp_group] = true;  // waits for a block
         continue;
       }
@@ -213,20 +218,27 @@ void SchedulerImpl::AdmitFromQueue(Draft& draft) {
     }
     const std::string id = queue_.front();
     RequestState& state = requests_.at(id);
-    const int chunk = ChunkFor(state, draft);
-    if (chunk == 0) return;  // strict FIFO: the head waits, so do the others
-    const int reserve = kv_.BlocksFor(state.AdmissionKvTokens());
-    const int group = kv_.PickGroup(reserve, sequences_on_group_, eligible);
-    if (group < 0) return;
-    SEAM_CHECK(kv_.TryAllocate(group, reserve));
+    if (ChunkFor(state, draft) == 0) return;  // strict FIFO: the head waits, so do the others
+    Placement place = Place(state, eligible);
+    if (place.group < 0) return;
+    const int group = place.group;
+    const int reserve = kv_.BlocksFor(state.AdmissionKvTokens()) - static_cast<int>(place.hits.size());
+    prefix_.Acquire(group, place.hits);  // before evicting: its hits stay
+    SEAM_CHECK(TakeBlocks(group, reserve));
     queue_.pop_front();
     state.phase = Phase::kPrefilling;
     state.dp_group = group;
     state.blocks = reserve;
+    state.prefilled = state.kv_tokens = static_cast<int>(place.hits.size()) * kv_.BlockSize();
+    state.chain_blocks = static_cast<int>(place.hits.size());
+    state.chain_parent = place.hits.empty() ? 0 : place.hits.back();
+    state.cached_blocks = place.hits;
     state.admit_order = next_admit_order_++;
     running_.emplace(state.admit_order, id);
     sequences_on_group_[group] += 1;
-    AddEntry(draft, state, 0, chunk, /*is_prefill=*/true, chunk == state.PrefillRemaining());
+    const int chunk = ChunkFor(state, draft);
+    AddEntry(draft, state, state.prefilled, chunk, /*is_prefill=*/true, chunk == state.PrefillRemaining());
+    draft.mb.entries_by_group[group].back().shared_blocks = std::move(place.hits);
   }
 }
 

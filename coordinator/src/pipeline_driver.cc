@@ -151,6 +151,11 @@ void PipelineDriver::Loop() {
     load_ = load;
   }
   state_->GoDown(absl::UnavailableError("the coordinator is shutting down"));
+  const PrefixCacheStats prefix = state_->CurrentLoad().prefix;
+  if (prefix.queries > 0) {
+    SEAM_LOG_INFO("prefix cache: {} prompts looked up, {} of {} prompt tokens hit, {} blocks evicted", prefix.queries,
+                  prefix.hit_tokens, prefix.query_tokens, prefix.evictions);
+  }
 }
 
 void PipelineDriver::Shutdown() {

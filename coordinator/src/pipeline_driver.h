@@ -68,6 +68,10 @@ struct DriverCall {
   // a fresh one for the call and logs it with the call's id.
   v1::SamplingParams sampling;
   bool score = false;             // one prefill with return_token_logprobs, nothing generated
+  // Prefix caching (SchedulerOptions::prefix_caching): false keeps this call
+  // out of the cache; blocks are shared only between calls of equal salts.
+  bool prefix_cache = true;
+  std::string cache_salt;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // Each sequence's detokenizer (the model's tokenizer); empty: no text and
   // no stop strings.
@@ -135,8 +139,9 @@ class PipelineDriver {
   struct Load {
     int running = 0;           // sequences admitted, not ended
     int waiting = 0;           // sequences queued for admission
-    double kv_usage = 0;       // share of the admission KV blocks held, 0..1
+    double kv_usage = 0;       // share of the admission KV blocks held (by sequences), 0..1
     uint64_t preemptions = 0;  // sequences preempted since start
+    PrefixCacheStats prefix;   // the prefix cache's counters
   };
   Load CurrentLoad() const;
   // `sent` is called on the driver thread with each microbatch's token

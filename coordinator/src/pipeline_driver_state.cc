@@ -48,6 +48,11 @@ void PipelineDriver::State::Admit(DriverCall call) {
       r.stop_token_ids.assign(sampling.stop_token_ids().begin(), sampling.stop_token_ids().end());
       r.min_tokens = static_cast<int>(sampling.min_tokens());
     }
+    r.sequence_tag = next_sequence_id;
+    if (UsesPrefixCache(c->call)) {
+      r.cache_tokens = c->call.prompts[i];
+      r.cache_salt = c->call.cache_salt;
+    }
     const absl::Status st = scheduler->Submit(r);
     if (!st.ok()) {
       for (const std::string& id : c->sequence_ids) {
@@ -75,6 +80,14 @@ void PipelineDriver::State::Admit(DriverCall call) {
   calls.push_back(std::move(c));
 }
 
+// Scoring needs the log-probs of every prompt position, and a repetition
+// penalty the prompt's tokens on the last stage: both compute the whole prompt.
+bool PipelineDriver::State::UsesPrefixCache(const DriverCall& call) const {
+  const float repetition = call.sampling.repetition_penalty();
+  return scheduler->options().prefix_caching && call.prefix_cache && !call.score &&
+         (repetition == 0.0f || repetition == 1.0f);
+}
+
 PipelineDriver::State::Described PipelineDriver::State::Describe(const Microbatch& mb) {
   Described out;
   v1::MicrobatchDescriptor& d = out.common;
@@ -95,7 +108,8 @@ PipelineDriver::State::Described PipelineDriver::State::Describe(const Microbatc
   for (const auto& group : mb.entries_by_group) {
     for (const MicrobatchEntry& e : group) {
       Sequence& s = sequences.at(e.request_id);
-      const bool starts = e.is_prefill && e.start_position == 0;
+      // Its first entry: at position 0, or after the cached blocks it maps.
+      const bool starts = e.is_prefill && (e.start_position == 0 || !e.shared_blocks.empty());
       // Recomputed after a preemption: the stages free the old KV first
       // (whose free may still wait in to_free).
       if (starts && (s.sent || std::find(to_free.begin(), to_free.end(), s.sequence_id) != to_free.end())) {
@@ -116,8 +130,10 @@ PipelineDriver::State::Described PipelineDriver::State::Describe(const Microbatc
       entry->set_is_prefill(e.is_prefill);
       entry->set_dp_group(static_cast<uint32_t>(e.dp_group));
       entry->set_return_token_logprobs(s.call->call.score);
+      entry->mutable_shared_block_ids()->Add(e.shared_blocks.begin(), e.shared_blocks.end());
     }
   }
+  DescribeCachedBlocks(mb, d);
   if (mb.decode_steps > 1) d.set_decode_steps(static_cast<uint32_t>(mb.decode_steps));
   // A sequence that starts again under its id is freed in this very
   // descriptor, ahead of every other free (there are at most as many as
@@ -132,6 +148,25 @@ PipelineDriver::State::Described PipelineDriver::State::Describe(const Microbatc
   out.last = d;
   for (const auto& [index, sampling] : starting) *out.last.mutable_sequences(index)->mutable_sampling() = *sampling;
   return out;
+}
+
+void PipelineDriver::State::DescribeCachedBlocks(const Microbatch& mb, v1::MicrobatchDescriptor& d) {
+  for (const v1::CachedBlock& b : unsent_published) *d.add_published_blocks() = b;
+  for (const v1::CachedBlock& b : unsent_evicted) *d.add_evicted_blocks() = b;
+  unsent_published.clear();
+  unsent_evicted.clear();
+  for (const CachedBlockChange& c : mb.published) {
+    v1::CachedBlock* b = d.add_published_blocks();
+    b->set_block_id(c.block_id);
+    b->set_dp_group(static_cast<uint32_t>(c.dp_group));
+    b->set_sequence_id(c.sequence_tag);
+    b->set_block_index(static_cast<uint32_t>(c.block_index));
+  }
+  for (const CachedBlockChange& c : mb.evicted) {
+    v1::CachedBlock* b = d.add_evicted_blocks();
+    b->set_block_id(c.block_id);
+    b->set_dp_group(static_cast<uint32_t>(c.dp_group));
+  }
 }
 
 std::string PipelineDriver::State::RequestsOf(const Microbatch& mb) const {
@@ -162,6 +197,8 @@ void PipelineDriver::State::Pump() {
     if (options.max_descriptor_bytes > 0 && bytes > options.max_descriptor_bytes) {
       // Never sent: a stage would refuse it and lose its Run stream.
       to_free.insert(to_free.begin(), d.common.finished_sequence_ids().begin(), d.common.finished_sequence_ids().end());
+      unsent_published.assign(d.common.published_blocks().begin(), d.common.published_blocks().end());
+      unsent_evicted.assign(d.common.evicted_blocks().begin(), d.common.evicted_blocks().end());
       Handle(scheduler
                  ->Fail(mb->id, absl::ResourceExhaustedError(absl::StrCat(
                                     "microbatch ", mb->id, " of requests ", RequestsOf(*mb), " would be ", bytes,
@@ -499,9 +536,10 @@ PipelineDriver::Load PipelineDriver::State::CurrentLoad() const {
   int64_t total = 0, free = 0;
   for (int dp = 0; dp < o.dp_groups; ++dp) {
     total += o.kv_blocks_per_dp_group;
-    free += scheduler->FreeBlocks(dp);
+    free += scheduler->FreeBlocks(dp) + scheduler->EvictableBlocks(dp);  // cached blocks no one maps are free to take
   }
   load.kv_usage = total > 0 ? static_cast<double>(total - free) / static_cast<double>(total) : 0.0;
+  load.prefix = scheduler->PrefixStats();
   return load;
 }
 

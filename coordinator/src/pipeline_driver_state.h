@@ -109,6 +109,7 @@ struct PipelineDriver::State {
   void Release(Sequence& seq);
   void StageDown(int stage, const absl::Status& status);
   Described Describe(const Microbatch& mb);
+  bool UsesPrefixCache(const DriverCall& call) const;
   std::string RequestsOf(const Microbatch& mb) const;
 
   PipelineDriverOptions options;
@@ -133,6 +134,10 @@ struct PipelineDriver::State {
   std::vector<std::shared_ptr<Call>> calls;         // live calls
   std::map<uint64_t, InFlight> in_flight;           // by microbatch id
   std::vector<uint64_t> to_free;                    // finished_sequence_ids of the next descriptor
+  // Prefix caching: changes of a microbatch that was never sent, for the next descriptor.
+  std::vector<v1::CachedBlock> unsent_published, unsent_evicted;
+  // Adds the microbatch's cached-block changes (after the unsent ones) to `d`.
+  void DescribeCachedBlocks(const Microbatch& mb, v1::MicrobatchDescriptor& d);
 };
 
 }  // namespace seam::coordinator

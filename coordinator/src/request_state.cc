@@ -20,6 +20,9 @@ void ResetForRecompute(RequestState& state) {
   state.phase = Phase::kQueued;
   state.dp_group = -1;
   state.blocks = 0;
+  state.cached_blocks.clear();  // released by the caller
+  state.chain_blocks = 0;
+  state.chain_parent = 0;
   state.prefill_target = state.request.prompt_tokens + state.generated;
   state.prefilled = 0;
   state.kv_tokens = 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "seam/coordinator/scheduler_types.h"
 
@@ -17,7 +18,16 @@ struct RequestState {
   Phase phase = Phase::kQueued;
   int dp_group = -1;          // -1 while queued
   uint64_t admit_order = 0;   // admission counter; orders running sequences oldest first
-  int blocks = 0;             // KV blocks held on dp_group
+  int blocks = 0;             // KV blocks held on dp_group, not counting cached ones
+  // Prefix caching: the cached blocks the sequence maps (its first blocks:
+  // hits at admission, then the prompt blocks it published), how many of its
+  // prompt's full blocks are in the cache's chain, and the last of them.
+  std::vector<uint64_t> cached_blocks;
+  // The sequence's tokens (prompt, then each sampled one) while it takes part
+  // in prefix caching (Request::cache_tokens); empty otherwise.
+  std::vector<int32_t> cache_tokens;
+  int chain_blocks = 0;
+  uint64_t chain_parent = 0;
   // Tokens to prefill: the prompt, or prompt + generated after a preemption.
   int prefill_target = 0;
   int prefilled = 0;          // of prefill_target, completed
@@ -27,6 +37,8 @@ struct RequestState {
   bool in_flight = false;     // in a microbatch not yet completed or failed
   bool cancelled = false;     // Cancel arrived while in flight
 
+  // Blocks of the sequence's table on the stages: its own and the cached ones it maps.
+  int TableBlocks() const { return blocks + static_cast<int>(cached_blocks.size()); }
   // Positions of KV the next `steps` decode steps need (the first writes
   // position kv_tokens).
   int DecodeKvTokens(int steps = 1) const { return kv_tokens + steps; }

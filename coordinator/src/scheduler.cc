@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOpti
 SchedulerImpl::SchedulerImpl(const SchedulerOptions& options)
     : options_(options),
       kv_(options.dp_groups, options.kv_blocks_per_dp_group, options.block_size),
+      prefix_(options.dp_groups, options.block_size),
       sequences_on_group_(options.dp_groups, 0),
       epoch_(options.first_epoch) {}
 
@@ -109,6 +110,7 @@ absl::Status SchedulerImpl::Submit(const Request& request) {
   RequestState state;
   state.request = request;
   state.prefill_target = request.prompt_tokens;
+  state.cache_tokens = request.cache_tokens;
   requests_.emplace(request.id, std::move(state));
   queue_.push_back(request.id);
   return absl::OkStatus();
@@ -137,6 +139,7 @@ void SchedulerImpl::End(const std::string& request_id, SchedulerEvent event,
     queue_.erase(std::find(queue_.begin(), queue_.end(), request_id));
   } else {
     kv_.Release(state.dp_group, state.blocks);
+    ReleaseCached(state);
     sequences_on_group_[state.dp_group] -= 1;
     running_.erase(state.admit_order);
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kv_budget.h"
+#include "prefix_cache.h"
 #include "request_state.h"
 #include "seam/coordinator/scheduler.h"
 
@@ -36,6 +37,9 @@ class SchedulerImpl final : public Scheduler {
   int SequencesOnGroup(int dp_group) const override { return sequences_on_group_[dp_group]; }
   uint64_t PreemptionCount() const override { return preemptions_; }
   uint64_t Epoch() const override { return epoch_; }
+  PrefixCacheStats PrefixStats() const override;
+  int CachedBlocks(int dp_group) const override { return prefix_.Cached(dp_group); }
+  int EvictableBlocks(int dp_group) const override { return prefix_.Evictable(dp_group); }
   const SchedulerOptions& options() const override { return options_; }
 
  private:
@@ -67,6 +71,29 @@ class SchedulerImpl final : public Scheduler {
   void AddEntry(Draft& draft, RequestState& state, int start, int tokens, bool is_prefill,
                 bool is_last_chunk);
 
+  // scheduler_prefix.cc: blocks with the prefix cache.
+  // Free blocks of `group` once every unreferenced cached block is evicted.
+  int Available(int group) const { return kv_.Free(group) + prefix_.Evictable(group); }
+  // Takes `blocks` from `group`, evicting unreferenced cached blocks as
+  // needed; false (nothing changes) when Available does not hold them.
+  bool TakeBlocks(int group, int blocks);
+  // The DP group a queued request goes to and the cached blocks it maps
+  // there; group -1 when none fits (see AdmitFromQueue).
+  struct Placement {
+    int group = -1;
+    std::vector<uint64_t> hits;
+  };
+  Placement Place(const RequestState& state, const std::vector<bool>& eligible);
+  // Appends a sampled token to the sequence's cache_tokens (caching requests).
+  void RecordCacheToken(RequestState& state, int32_t token);
+  // Caches the full blocks a completed step filled: the prompt's, then
+  // those of generated tokens (a conversation's next turn replays them).
+  void PublishBlocks(RequestState& state);
+  // Drops the sequence's references to cached blocks (its end or preemption).
+  void ReleaseCached(RequestState& state);
+  // Every cached block forgotten, with the changes the stages were yet to get.
+  void DropPrefixCache();
+
   // scheduler.cc: ends a live request (not in flight), releasing its blocks,
   // and appends its terminal event.
   void End(const std::string& request_id, SchedulerEvent event,
@@ -76,6 +103,10 @@ class SchedulerImpl final : public Scheduler {
 
   SchedulerOptions options_;
   KvBudget kv_;
+  PrefixCache prefix_;
+  PrefixCacheStats prefix_stats_;
+  // Cached-block changes for the next microbatch (Microbatch::published, evicted).
+  std::vector<CachedBlockChange> published_, evicted_;
   std::unordered_map<std::string, RequestState> requests_;  // every live request
   std::deque<std::string> queue_;                            // not admitted, FIFO
   std::map<uint64_t, std::string> running_;                  // admit_order -> id

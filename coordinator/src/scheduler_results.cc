@@ -99,24 +99,30 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
           const int32_t t = result.tokens[k];
           state.kv_tokens = entry.start_position + static_cast<int>(k) + 1;
           const std::optional<FinishReason> reason = RecordSample(state, t);
+          RecordCacheToken(state, t);
           SchedulerEvent token;
           token.kind = SchedulerEvent::Kind::kToken;
           token.request_id = entry.request_id;
           token.token = t;
           events.push_back(std::move(token));
           if (reason.has_value()) {
+            PublishBlocks(state);  // its blocks outlive it
             End(entry.request_id, Finished(entry.request_id, *reason), events);
             break;
           }
         }
+        if (requests_.count(entry.request_id) != 0) PublishBlocks(state);
         continue;
       }
       if (entry.is_prefill) {
         state.prefilled = state.kv_tokens;
+        PublishBlocks(state);
         if (!entry.is_last_chunk) continue;
         state.phase = Phase::kDecoding;
       }
       const std::optional<FinishReason> reason = RecordSample(state, result.token);
+      RecordCacheToken(state, result.token);
+      if (!entry.is_prefill) PublishBlocks(state);
       SchedulerEvent token;
       token.kind = SchedulerEvent::Kind::kToken;
       token.request_id = entry.request_id;
@@ -163,6 +169,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::FailAll(const absl::S
         events);
   }
   in_flight_.clear();
+  DropPrefixCache();  // the stages of the next epoch hold no KV
   wave_steps_ = 0;
   epoch_ += 1;
   next_sequence_number_ = 1;

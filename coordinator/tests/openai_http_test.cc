@@ -74,6 +74,15 @@ TEST(OpenAiRequest, TokenIdPromptsTimesNBecomeOnePromptPerChoice) {
   EXPECT_EQ(r->generate.sampling().stop_token_ids_size(), 0);
 }
 
+TEST(OpenAiRequest, CacheSaltReachesTheGenerateRequestAndMustBeAString) {
+  auto r = ParseOpenAiRequest(R"({"prompt": [1, 2], "cache_salt": "tenant-7"})", false, "c", nullptr, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.cache_salt(), "tenant-7");
+  auto bad = ParseOpenAiRequest(R"({"prompt": [1, 2], "cache_salt": 7})", false, "c", nullptr, Limits());
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_EQ(bad.status().message(), "'cache_salt' must be a string");
+}
+
 TEST(OpenAiRequest, ChatIsRenderedWithTheChatTemplate) {
   auto r = ParseOpenAiRequest(
       R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "stream": true,

@@ -181,6 +181,54 @@ TEST(PipelineDriver, OnlyTheLastStageGetsSamplingOncePerSequence) {
   EXPECT_EQ(seeds, (std::set<uint64_t>{77, SequenceSeed(77, 1)}));
 }
 
+// Prefix caching with blocks of 4: the first call publishes its prompt's two
+// full blocks (and one of its generated tokens); a later call with the same first 8 tokens maps them (its
+// first entry starts at 8, with its sampling); one with a repetition penalty
+// computes its whole prompt.
+TEST(PipelineDriver, ALaterCallMapsThePublishedBlocksOfAnEarlierOne) {
+  PipelineDriverOptions o;
+  o.scheduler.prefix_caching = true;
+  o.scheduler.block_size = 4;
+  Pipeline p(o);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  Recorder first(1), second(1);
+  p.Submit(first, {prompt});
+  ASSERT_TRUE(first.Wait().ok());
+  std::vector<int32_t> other = prompt;
+  other.back() = 99;
+  p.Submit(second, {other});
+  ASSERT_TRUE(second.Wait().ok());
+  std::vector<v1::CachedBlock> published;
+  {
+    std::lock_guard<std::mutex> lock(p.fakes[0]->mu);
+    for (const v1::MicrobatchDescriptor& d : p.fakes[0]->descriptors) {
+      published.insert(published.end(), d.published_blocks().begin(), d.published_blocks().end());
+    }
+  }
+  // The prompt's two full blocks, then the block its first two generated tokens filled (positions 8..11).
+  ASSERT_EQ(published.size(), 3u);
+  for (uint32_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(published[b].block_index(), b);
+    EXPECT_EQ(published[b].sequence_id(), published[0].sequence_id());
+  }
+  const std::vector<v1::SequenceEntry> entries = p.EntriesOf(1);
+  const v1::SequenceEntry& start = entries[entries.size() - 3];  // the second call's prefill, then 2 decode steps
+  EXPECT_TRUE(start.is_prefill());
+  EXPECT_EQ(start.position_start(), 8u);
+  EXPECT_EQ(start.token_ids_size(), 2);
+  ASSERT_EQ(start.shared_block_ids_size(), 2);
+  EXPECT_EQ(start.shared_block_ids(0), published[0].block_id());
+  EXPECT_EQ(start.shared_block_ids(1), published[1].block_id());
+  EXPECT_TRUE(start.has_sampling());
+  EXPECT_EQ(start.sampling().prompt_tokens(), 10u);
+
+  Recorder penalised(1);
+  p.sampling.set_repetition_penalty(1.2f);
+  p.Submit(penalised, {prompt});
+  ASSERT_TRUE(penalised.Wait().ok());
+  EXPECT_EQ(p.EntriesOf(1)[p.EntriesOf(1).size() - 3].position_start(), 0u);
+}
+
 TEST(PipelineDriver, ACallWithoutASeedSamplesWithAFreshOne) {
   Pipeline p;
   p.sampling.set_temperature(1.0f);

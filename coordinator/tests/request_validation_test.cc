@@ -36,6 +36,16 @@ TEST(RequestValidation, AGoodRequestPasses) {
   EXPECT_TRUE(ValidateGenerateRequest(Request({{1, 2, 3}, {255}}), Limits()).ok());
 }
 
+TEST(RequestValidation, ACacheSaltOverItsBoundIsRefused) {
+  v1::GenerateRequest r = Request({{1}});
+  r.set_cache_salt(std::string(256, 's'));
+  EXPECT_TRUE(ValidateGenerateRequest(r, Limits()).ok());
+  r.set_cache_salt(std::string(257, 's'));
+  const absl::Status s = ValidateGenerateRequest(r, Limits());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("request 'req-7': cache_salt has 257 bytes, more than the 256 allowed"));
+}
+
 TEST(RequestValidation, EmptyPromptNamesThePrompt) {
   const absl::Status s = ValidateGenerateRequest(Request({{1}, {}}), Limits());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

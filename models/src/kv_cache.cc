@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t
     cache->v_.push_back(std::move(*v));
     progress.Advance(layer_bytes, absl::StrCat("layer ", l));
   }
+  cache->refs_.assign(cache->num_blocks_, 0);
   cache->free_.reserve(cache->num_blocks_);
   for (int64_t b = cache->num_blocks_ - 1; b >= 0; --b) cache->free_.push_back(static_cast<int32_t>(b));
   return cache;
@@ -118,6 +119,7 @@ absl::Status KvCache::Reserve(const std::vector<CacheSpan>& spans) {
     std::vector<int32_t>& table = tables_[s.sequence];
     while (static_cast<int64_t>(table.size()) < BlocksFor(s.start + s.count)) {
       table.push_back(free_.back());
+      refs_[free_.back()] = 1;
       free_.pop_back();
     }
   }
@@ -129,7 +131,7 @@ absl::Status KvCache::Free(uint64_t sequence) {
   if (it == tables_.end()) {
     return absl::NotFoundError(absl::StrCat("KV cache: sequence ", sequence, " holds no blocks"));
   }
-  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) free_.push_back(*b);
+  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) Unref(*b);
   tables_.erase(it);
   if (states_ != nullptr) states_->Free(sequence);
   return absl::OkStatus();

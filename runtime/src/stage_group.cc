@@ -275,4 +275,41 @@ absl::Status StageGroup::Free(uint64_t sequence) {
   return absl::OkStatus();
 }
 
+absl::Status StageGroup::ShareCached(uint64_t sequence, int dp_group, const std::vector<uint64_t>& ids) {
+  Impl& g = *impl_;
+  if (dp_group < 0 || dp_group >= g.attn_dp) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence ", sequence, " maps cached blocks on DP group ", dp_group,
+                                                   "; this stage has ", g.attn_dp));
+  }
+  for (int a = 0; a < g.attn_tp(); ++a) {
+    SEAM_RETURN_IF_ERROR(g.ranks[dp_group * g.attn_tp() + a]->cache->Share(sequence, ids));
+  }
+  g.dp_of[sequence] = dp_group;
+  ++g.version;
+  return absl::OkStatus();
+}
+
+absl::Status StageGroup::PublishCached(uint64_t sequence, int64_t index, uint64_t id) {
+  Impl& g = *impl_;
+  const int dp = DpGroupOf(sequence);
+  if (dp < 0) return absl::NotFoundError(absl::StrCat("sequence ", sequence, " is not on this stage group"));
+  for (int a = 0; a < g.attn_tp(); ++a) {
+    SEAM_RETURN_IF_ERROR(g.ranks[dp * g.attn_tp() + a]->cache->Publish(sequence, index, id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageGroup::EvictCached(int dp_group, uint64_t id) {
+  Impl& g = *impl_;
+  if (dp_group < 0 || dp_group >= g.attn_dp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("evicting cached block ", id, " of DP group ", dp_group, "; this stage has ", g.attn_dp));
+  }
+  for (int a = 0; a < g.attn_tp(); ++a) {
+    SEAM_RETURN_IF_ERROR(g.ranks[dp_group * g.attn_tp() + a]->cache->Evict(id));
+  }
+  ++g.version;
+  return absl::OkStatus();
+}
+
 }  // namespace seam::runtime

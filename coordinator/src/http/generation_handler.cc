@@ -161,6 +161,7 @@ void ServeGeneration(const GenerationContext& context, bool chat, const http_ser
   std::vector<int> prompt_lengths;
   for (const auto& p : driver_call.prompts) prompt_lengths.push_back(static_cast<int>(p.size()));
   driver_call.sampling = parsed->generate.sampling();
+  driver_call.cache_salt = parsed->generate.cache_salt();
   driver_call.sampling.set_max_new_tokens(
       static_cast<uint32_t>(ResolvedMaxNewTokens(parsed->generate.sampling(), backend.limits)));
   // Metered as gRPC calls are: token counters, latency histograms, the

@@ -61,6 +61,7 @@ constexpr Field kFields[] = {
     {"stop_token_ids", Where::kBoth, true, nullptr, ""},
     {"ignore_eos", Where::kBoth, true, nullptr, ""},
     {"chat_template_kwargs", Where::kChat, true, nullptr, ""},
+    {"cache_salt", Where::kBoth, true, nullptr, ""},  // prefix caching: shared only under equal salts
     // Without effect on the answer: who asks, what a stored completion would carry, cache hints.
     {"user", Where::kBoth, false, nullptr, ""},
     {"safety_identifier", Where::kBoth, false, nullptr, ""},

@@ -299,6 +299,10 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, b
     request.prompt_tokens.push_back(static_cast<int>(p.size()));
     for (int j = 0; j < n; ++j) request.generate.add_prompts()->mutable_token_ids()->Add(p.begin(), p.end());
   }
+  if (auto it = body.find("cache_salt"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return Bad("'cache_salt' must be a string");
+    request.generate.set_cache_salt(it->get<std::string>());  // its length is checked by ValidateGenerateRequest
+  }
   v1::SamplingParams* sampling = request.generate.mutable_sampling();
   if (absl::Status s = ReadSampling(body, chat, text, sampling); !s.ok()) return s;
   if (sampling->max_new_tokens() == 0 && chat) {

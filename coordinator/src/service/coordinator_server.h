@@ -59,6 +59,10 @@ struct CoordinatorServerOptions {
   int prefill_chunk_tokens = 512;
   // SchedulerOptions::max_mixed_prefill_tokens (0: none).
   int max_mixed_prefill_tokens = 0;
+  // Prefix caching (SchedulerOptions::prefix_caching), where the model
+  // allows it: never for stages that keep recurrent state per sequence
+  // (they report state slots, e.g. NemotronHForCausalLM).
+  bool prefix_caching = true;
   // A microbatch's deadline on the stages: stage_timeout plus
   // stage_timeout_per_token per token owed (PipelineDriverOptions).
   std::chrono::milliseconds stage_timeout{10000};

@@ -91,6 +91,8 @@ void CoordinatorService::SubmitValidGeneration(const std::string& server_id, con
                                                grpc::CallbackServerContext* context, CallObserver* observer) {
   DriverCall call = MakeCall(Identity(server_id, request.request_id()), request.prompts(), context);
   call.sampling = request.sampling();
+  call.prefix_cache = !request.skip_prefix_cache();
+  call.cache_salt = request.cache_salt();
   call.sampling.set_max_new_tokens(static_cast<uint32_t>(ResolvedMaxNewTokens(request.sampling(), limits_)));
   call.text = TextStreams(text_);
   call.observer = observer;

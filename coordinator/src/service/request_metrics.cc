@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "seam/core/logging.h"
 #include "seam/metrics/snapshot_collector.h"
+#include "service/prefix_cache_metrics.h"
 
 namespace seam::coordinator {
 namespace {
@@ -69,7 +70,7 @@ std::shared_ptr<prometheus::Collectable> LoadCollector(const PipelineDriver* dri
                           {"num_blocks_per_dp_group", absl::StrCat(info.kv_blocks_per_dp_group)},
                           {"dp_groups", absl::StrCat(info.dp_groups)},
                           {"max_model_len", absl::StrCat(info.max_model_len)}};
-    return std::vector<prometheus::MetricFamily>{
+    std::vector<prometheus::MetricFamily> families{
         metrics::ValueFamily("seam:num_requests_running", "Sequences admitted and not ended", MetricType::Gauge,
                              {{model, static_cast<double>(load.running)}}),
         metrics::ValueFamily("seam:num_requests_waiting", "Sequences queued for admission", MetricType::Gauge,
@@ -82,6 +83,8 @@ std::shared_ptr<prometheus::Collectable> LoadCollector(const PipelineDriver* dri
         metrics::ValueFamily("seam:cache_config_info", "The KV cache the coordinator admits against (value 1)",
                              MetricType::Gauge, {{cache, 1.0}}),
     };
+    for (prometheus::MetricFamily& f : PrefixCacheFamilies(load.prefix, model)) families.push_back(std::move(f));
+    return families;
   });
 }
 

@@ -160,6 +160,10 @@ int64_t ResolvedMaxNewTokens(const v1::SamplingParams& sampling, const RequestLi
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, const RequestLimits& limits) {
   if (absl::Status s = CheckRequestId(request.request_id(), limits); !s.ok()) return s;
   const std::string who = Who(request.request_id());
+  if (request.cache_salt().size() > kMaxCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": cache_salt has ", request.cache_salt().size(),
+                                                   " bytes, more than the ", kMaxCacheSaltBytes, " allowed"));
+  }
   if (absl::Status s = CheckCount(who, "prompt", request.prompts_size(), limits); !s.ok()) return s;
   const v1::SamplingParams& sp = request.sampling();
   if (!std::isfinite(sp.temperature()) || sp.temperature() < 0) {

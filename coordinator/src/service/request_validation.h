@@ -60,6 +60,9 @@ uint64_t DescriptorBound(const RequestLimits& limits, int max_sequences, int max
 // max_new_tokens after the server default is applied.
 int64_t ResolvedMaxNewTokens(const v1::SamplingParams& sampling, const RequestLimits& limits);
 
+// Longest GenerateRequest.cache_salt (bytes).
+inline constexpr size_t kMaxCacheSaltBytes = 256;
+
 // Sizes, token ids and the sampling's ranges: temperature >= 0, top_p in
 // [0, 1], top_k within the vocabulary, presence and frequency penalties in
 // [-2, 2], repetition_penalty 0 (off) or in (0, 10], logit_bias on distinct

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cached_blocks.h"
 #include "request_checks.h"
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
@@ -172,6 +173,7 @@ absl::Status MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
   // Every stage sees the same descriptor and takes the same decisions on it,
   // so from here on it counts as run, on the previous stage too.
   last_sequence_number_ = d.sequence_number();
+  SEAM_RETURN_IF_ERROR(ApplyCachedBlockChanges(d, *group_));
   for (uint64_t id : d.finished_sequence_ids()) {
     sampler_.Forget(id);
     absl::Status freed = group_->Free(id);
@@ -180,6 +182,7 @@ absl::Status MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
     }
   }
   SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, group_->config().vocab_size));
+  SEAM_RETURN_IF_ERROR(MapSharedBlocks(d, *group_));
   return group_->is_last_piece() ? sampler_.Take(d) : absl::OkStatus();
 }
 

@@ -84,8 +84,11 @@ uint64_t MaxDescriptorBytes(int64_t max_step_tokens) {
   constexpr uint64_t kSequenceOverhead = 192 + 5 * kMaxStopTokens + 5 * kMaxMaskedTokens + 12 * kMaxLogitBias;
   constexpr uint64_t kTokenBytes = 5;        // an int32 varint, at most 5 bytes when non-negative
   constexpr uint64_t kFinishedIdBytes = 11;  // a uint64 varint and its tag
+  // Prefix caching: a published and an evicted CachedBlock (4 fields each)
+  // and a shared block id per token; a long shared prefix rides on the 1 MiB floor.
+  constexpr uint64_t kCachedBlockBytes = 2 * 4 * 11 + 11;
   // 96: the descriptor's own fields (ids, epoch, steps, wave, budget), each at most 11 bytes.
-  const uint64_t bytes = 96 + tokens * (kMaxRequestIdBytes + kSequenceOverhead + kTokenBytes + kFinishedIdBytes);
+  const uint64_t bytes = 96 + tokens * (kMaxRequestIdBytes + kSequenceOverhead + kTokenBytes + kFinishedIdBytes + kCachedBlockBytes);
   return std::max<uint64_t>(bytes, uint64_t{1} << 20);  // room for Configure and the control calls
 }
 

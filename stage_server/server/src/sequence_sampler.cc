@@ -74,7 +74,8 @@ absl::Status SequenceSampler::Take(const v1::MicrobatchDescriptor& d) {
     const v1::SequenceEntry& s = d.sequences(i);
     if (s.has_sampling()) {
       History& h = sequences_[s.sequence_id()];
-      if (s.is_prefill() && s.position_start() == 0) h = History{};  // a sequence's life starts here
+      // A sequence's life starts here (after the cached blocks it maps).
+      if (s.is_prefill() && (s.position_start() == 0 || s.shared_block_ids_size() > 0)) h = History{};
       h.sampling = s.sampling();
       h.rule = RuleOf(s.sampling());
       if (s.sampling().prompt_tokens() > 0) h.prompt_end = s.sampling().prompt_tokens();

@@ -46,6 +46,18 @@ namespace seam::coordinator {
 // new token; tokens already streamed are not repeated). Submit refuses a
 // request that cannot fit a group alone, so preemption always ends.
 //
+// Prefix caching (SchedulerOptions::prefix_caching, requests with
+// cache_tokens): admission looks the prompt's full blocks up on every
+// eligible group and takes the group holding most of them that fits (then
+// the usual order); the sequence maps those cached blocks and its prefill
+// starts after them (never at the prompt's end: its last token is always
+// computed, for its logits). As steps complete, the sequence's full blocks
+// (the prompt's, then those of its generated tokens) are cached
+// (published); a partly filled block never is, and a cached block is never
+// written again. Cached blocks no sequence maps stay
+// until blocks run short: any allocation evicts them, least recently
+// released first, before it waits. FailAll drops the whole cache.
+//
 // Complete / Fail end an in-flight microbatch. Sequences finish on
 // max_new_tokens or a stop token (the stop token is emitted as a kToken event
 // first), on Cancel, or fail; every end frees the sequence's KV blocks.
@@ -105,6 +117,9 @@ class Scheduler {
   virtual int SequencesOnGroup(int dp_group) const = 0;
   virtual uint64_t PreemptionCount() const = 0;
   virtual uint64_t Epoch() const = 0;
+  virtual PrefixCacheStats PrefixStats() const = 0;
+  virtual int CachedBlocks(int dp_group) const = 0;     // referenced or not; FreeBlocks excludes them
+  virtual int EvictableBlocks(int dp_group) const = 0;  // cached blocks no sequence maps
   virtual const SchedulerOptions& options() const = 0;  // with defaults resolved
 };
 

@@ -66,6 +66,12 @@ struct SchedulerOptions {
   // ramp 1, 2, 4, 8, ... with 1 (a burst's later arrivals join early) and
   // start at max_decode_steps with max_decode_steps (fewer round trips).
   int first_decode_steps = 1;
+  // Prefix caching: full blocks of a prompt that an earlier request on the
+  // same DP group computed (same tokens from the start, same cache salt)
+  // are mapped, not computed again; the prefill starts after them. Only
+  // requests that give cache_tokens take part. Admission prefers the DP
+  // group that holds most of the prompt. Off: every prompt is computed.
+  bool prefix_caching = false;
   // The epoch of the first microbatch (a coordinator that adopts running
   // stages starts past their epoch); FailAll advances it.
   uint64_t first_epoch = 0;
@@ -80,6 +86,17 @@ struct Request {
   int max_new_tokens = 1;                // generation stops after this many, >= 1
   std::vector<int32_t> stop_token_ids;   // generation stops after sampling one of these
   int min_tokens = 0;                    // ... once the request has at least this many tokens
+  // Prefix caching (SchedulerOptions::prefix_caching): the prompt's token
+  // ids, whose full blocks are looked up at admission and cached once
+  // computed (and then the full blocks of the tokens it generates, which a
+  // conversation's next turn replays). Empty: this request neither uses nor
+  // fills the cache.
+  std::vector<int32_t> cache_tokens;
+  // Blocks are shared only between requests of equal salts.
+  std::string cache_salt;
+  // The caller's name for the sequence on the stages, echoed in
+  // CachedBlockChange::sequence_tag (it may outlive the request there).
+  uint64_t sequence_tag = 0;
 };
 
 // One sequence's step inside a microbatch.
@@ -102,6 +119,29 @@ struct MicrobatchEntry {
   // For a decode step: the token fed at start_position (the last one
   // sampled). -1 for prefill entries.
   int32_t input_token = -1;
+  // The sequence's first entry only, with a prefix-cache hit: the cached
+  // blocks that are its first blocks (start_position is the tokens they hold).
+  std::vector<uint64_t> shared_blocks;
+};
+
+// A change to the stages' map of cached blocks, carried by the next
+// microbatch: block `block_index` of the request's sequence becomes cached
+// block `block_id` (published), or cached block `block_id` is dropped (evicted).
+struct CachedBlockChange {
+  int dp_group = 0;
+  uint64_t block_id = 0;
+  std::string request_id;     // published only
+  uint64_t sequence_tag = 0;  // published only: Request::sequence_tag
+  int block_index = 0;        // published only
+};
+
+// Prefix cache counters since creation (cached blocks: now).
+struct PrefixCacheStats {
+  uint64_t queries = 0;       // admissions that looked the prompt up
+  uint64_t query_tokens = 0;  // their prompt tokens
+  uint64_t hit_tokens = 0;    // of those, tokens found cached
+  uint64_t evictions = 0;     // cached blocks evicted
+  int cached_blocks = 0;      // over all DP groups
 };
 
 // A unit of work that every stage runs, in sequence_number order.
@@ -121,6 +161,11 @@ struct Microbatch {
   // counts their blocks as free (this microbatch may use them), so the
   // stages must free their KV before running it.
   std::vector<std::string> preempted;
+  // Prefix caching: blocks published and evicted since the previous
+  // microbatch; the stages apply them, published first, before they free
+  // the finished sequences and run this microbatch.
+  std::vector<CachedBlockChange> published;
+  std::vector<CachedBlockChange> evicted;
 };
 
 // The outcome of one sequence's step, reported to Complete.

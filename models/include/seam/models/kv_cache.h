@@ -4,8 +4,11 @@
 // The number of blocks comes from a byte budget. A rank with Mamba layers
 // also holds their per-sequence recurrent state (MambaStateCache) out of the
 // same budget: a sequence takes a state slot when its first span is reserved
-// and returns it with its blocks. Owned and used by one rank thread; not
-// thread-safe.
+// and returns it with its blocks. Prefix caching: a block may also be
+// cached under an id the coordinator names (Publish), and a new sequence may
+// start with cached blocks as its first ones (Share); a block returns to the
+// free list once no sequence holds it and it is not cached (Evict). Owned
+// and used by one rank thread; not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +103,21 @@ class KvCache {
   // Returns the sequence's blocks; NOT_FOUND for an unknown sequence.
   absl::Status Free(uint64_t sequence);
 
+  // Prefix caching (kv_cache_sharing.cc). Cached blocks are named by the
+  // coordinator's ids; each rank maps them to its own blocks.
+  // Starts `sequence` (unknown: FAILED_PRECONDITION otherwise) with the
+  // cached blocks `ids` as its first blocks; NOT_FOUND naming an id that is
+  // not cached. All or nothing.
+  absl::Status Share(uint64_t sequence, const std::vector<uint64_t>& ids);
+  // Caches block `index` of `sequence`'s table as `id`. NOT_FOUND for an
+  // unknown sequence, OUT_OF_RANGE for an index past its table,
+  // ALREADY_EXISTS for an id cached already.
+  absl::Status Publish(uint64_t sequence, int64_t index, uint64_t id);
+  // Drops cached block `id`; its block is free once no sequence holds it.
+  // NOT_FOUND for an id that is not cached.
+  absl::Status Evict(uint64_t id);
+  int64_t cached_blocks() const { return static_cast<int64_t>(cached_.size()); }
+
   // Slot mapping, positions and attention batch of a step whose spans were
   // reserved (FAILED_PRECONDITION naming a span that does not fit).
   absl::StatusOr<CacheBatch> BuildBatch(const std::vector<CacheSpan>& spans) const;
@@ -116,7 +134,12 @@ class KvCache {
   int64_t num_blocks_ = 0;
   int64_t bytes_per_block_ = 0;
   std::vector<Tensor> k_, v_;
+  // Drops one holder of `block`; at none it goes back to free_.
+  void Unref(int32_t block);
+
   std::vector<int32_t> free_;  // a stack; lowest block ids are handed out first
+  std::vector<int32_t> refs_;  // per block: the tables holding it, +1 while cached
+  std::map<uint64_t, int32_t> cached_;  // the coordinator's cached block id -> block
   std::map<uint64_t, std::vector<int32_t>> tables_;
   std::unique_ptr<MambaStateCache> states_;
 };

@@ -247,6 +247,14 @@ class StageGroup {
 
   // Returns a sequence's blocks on its DP group; NOT_FOUND for an unknown one.
   absl::Status Free(uint64_t sequence);
+  // Prefix caching, on every rank of the DP group (models::KvCache's Share,
+  // Publish and Evict, which name their errors; INVALID_ARGUMENT for a DP
+  // group this stage does not have, NOT_FOUND for a sequence it does not hold).
+  // Places `sequence` on `dp_group` with the cached blocks `ids` as its first.
+  absl::Status ShareCached(uint64_t sequence, int dp_group, const std::vector<uint64_t>& ids);
+  // Caches block `index` of `sequence` (on its DP group) as `id`.
+  absl::Status PublishCached(uint64_t sequence, int64_t index, uint64_t id);
+  absl::Status EvictCached(int dp_group, uint64_t id);
 
   struct Impl;
 
