@@ -111,7 +111,7 @@ def error_cases(seam, work, model):
     with open(os.path.join(broken, "model.safetensors"), "w") as f:
         f.write("not a safetensors file")
     check_error(seam, "weights that do not load", ["serve", broken], 1,
-                r"^seam serve: seam-coordinator: .*model\.safetensors", r"^logs: .*stage0\.log, .*coordinator\.log")
+                r"^seam serve: seam-(coordinator|stage)\S*: .*model\.safetensors", r"^logs: .*stage0\.log, .*coordinator\.log")
 
 
 class Serve:
