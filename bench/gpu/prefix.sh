@@ -17,17 +17,7 @@
 # OUT_DIR gets each run's log and JSON and summary.txt (the variants' rows
 # and their ratios to the baseline).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0
-R=scripts/gpu-run.sh
-N=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
-OUT_DIR="${1:?OUT_DIR}"
-PART="${2:-all}"
-mkdir -p "$OUT_DIR"
-WORK="${SEAM_GPU_WORK:-/tmp/seam-prefix}"
-mkdir -p "$WORK"
-SUMMARY="$OUT_DIR/summary.txt"
-want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+source "$(dirname "$0")/script_prelude.sh" /tmp/seam-prefix "$@"
 echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), part $PART" >> "$SUMMARY"
 
 M="$WORK/qwen3-8l-4096"

@@ -49,17 +49,7 @@
 # OUT_DIR gets one log per run, the JSON of every bench serve run and
 # summary.txt. NCCL_NVLS_ENABLE=0 throughout.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0
-R=scripts/gpu-run.sh
-N=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
-OUT_DIR="${1:?OUT_DIR}"
-PART="${2:-all}"
-mkdir -p "$OUT_DIR"
-WORK="${SEAM_GPU_WORK:-/tmp/seam-served}"
-mkdir -p "$WORK"
-SUMMARY="$OUT_DIR/summary.txt"
-want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+source "$(dirname "$0")/script_prelude.sh" /tmp/seam-served "$@"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader > "$OUT_DIR/gpus.txt" 2>&1
 echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $N GPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), part $PART" >> "$SUMMARY"
 result() { echo "$1 rc=$2 $(grep -E '^\[  (PASSED|FAILED) ' "$3" | tr '\n' ' ')" >> "$SUMMARY"; }
