@@ -21,7 +21,7 @@ packages=(
   libgtest-dev libgmock-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libpcre2-dev libutf8proc-dev zlib1g-dev
-  libmicrohttpd-dev libgnutls28-dev
+  libmicrohttpd-dev libgnutls28-dev libcpp-httplib-dev
   prometheus-cpp-dev
   python3-prometheus-client
   iproute2
