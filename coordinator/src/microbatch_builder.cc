@@ -181,9 +181,8 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
   }
 }
 
-int SchedulerImpl::ChunkFor(const RequestState& state, const Draft& draft) const {
+int SchedulerImpl::ChunkOf(int remaining, const Draft& draft) const {
   int room = options_.max_tokens_per_microbatch - draft.mb.num_tokens;
-  const int remaining = state.PrefillRemaining();
   if (options_.chunked_prefill) {
     if (options_.max_mixed_prefill_tokens > 0 && draft.decode_rows > 0) {
       room = std::min(room, options_.max_mixed_prefill_tokens - draft.prefill_tokens);
@@ -208,34 +207,52 @@ void SchedulerImpl::AddPrefillChunks(Draft& draft) {
   }
 }
 
+// The queue in order. A request held for blocks in flight (Place's wait)
+// stays where it is and the ones behind it go on; any other that cannot be
+// admitted now (no group fits, or its first chunk does not fit the draft)
+// stops admission: strict FIFO among the requests not held.
 void SchedulerImpl::AdmitFromQueue(Draft& draft) {
   std::vector<bool> eligible(options_.dp_groups);
   const int most = options_.max_sequences_per_dp_group;
   for (int g = 0; g < options_.dp_groups; ++g) eligible[g] = !draft.group_waiting[g];
-  while (!queue_.empty() && HasRoomForSequence(draft)) {
+  std::vector<int64_t> load(options_.dp_groups, 0);
+  if (options_.prefix_caching) {
+    for (int g = 0; g < options_.dp_groups; ++g) load[g] = GroupLoad(g);
+  }
+  size_t next = 0;
+  while (next < queue_.size() && HasRoomForSequence(draft)) {
     for (int g = 0; g < options_.dp_groups; ++g) {
       if (most > 0 && sequences_on_group_[g] >= most) eligible[g] = false;  // its state slots are taken
     }
-    const std::string id = queue_.front();
+    const std::string id = queue_[next];
     RequestState& state = requests_.at(id);
-    if (ChunkFor(state, draft) == 0) return;  // strict FIFO: the head waits, so do the others
-    Placement place = Place(state, eligible);
+    Placement place = Place(state, eligible, load);
+    if (place.wait) {
+      if (!state.waited) prefix_stats_.waited_requests += 1;
+      state.waited = true;
+      ++next;
+      continue;
+    }
     if (place.group < 0) return;
+    const int hit_tokens = static_cast<int>(place.hits.size()) * kv_.BlockSize();
+    if (ChunkOf(state.prefill_target - hit_tokens, draft) == 0) return;
     const int group = place.group;
     const int reserve = kv_.BlocksFor(state.AdmissionKvTokens()) - static_cast<int>(place.hits.size());
     prefix_.Acquire(group, place.hits);  // before evicting: its hits stay
     SEAM_CHECK(TakeBlocks(group, reserve));
-    queue_.pop_front();
+    CountLookup(state, place.hits.size());
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(next));
     state.phase = Phase::kPrefilling;
     state.dp_group = group;
     state.blocks = reserve;
-    state.prefilled = state.kv_tokens = static_cast<int>(place.hits.size()) * kv_.BlockSize();
+    state.prefilled = state.kv_tokens = hit_tokens;
     state.chain_blocks = static_cast<int>(place.hits.size());
     state.chain_parent = place.hits.empty() ? 0 : place.hits.back();
     state.cached_blocks = place.hits;
     state.admit_order = next_admit_order_++;
     running_.emplace(state.admit_order, id);
     sequences_on_group_[group] += 1;
+    load[group] += state.PrefillRemaining();
     const int chunk = ChunkFor(state, draft);
     AddEntry(draft, state, state.prefilled, chunk, /*is_prefill=*/true, chunk == state.PrefillRemaining());
     draft.mb.entries_by_group[group].back().shared_blocks = std::move(place.hits);

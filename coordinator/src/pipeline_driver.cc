@@ -153,8 +153,9 @@ void PipelineDriver::Loop() {
   state_->GoDown(absl::UnavailableError("the coordinator is shutting down"));
   const PrefixCacheStats prefix = state_->CurrentLoad().prefix;
   if (prefix.queries > 0) {
-    SEAM_LOG_INFO("prefix cache: {} prompts looked up, {} of {} prompt tokens hit, {} blocks evicted", prefix.queries,
-                  prefix.hit_tokens, prefix.query_tokens, prefix.evictions);
+    SEAM_LOG_INFO("prefix cache: {} prompts looked up, {} of {} prompt tokens hit, {} blocks evicted, {} waited for "
+                  "blocks in flight",
+                  prefix.queries, prefix.hit_tokens, prefix.query_tokens, prefix.evictions, prefix.waited_requests);
   }
 }
 

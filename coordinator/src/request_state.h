@@ -36,6 +36,7 @@ struct RequestState {
   int32_t last_token = -1;    // the latest sampled token (fed by the next decode step)
   bool in_flight = false;     // in a microbatch not yet completed or failed
   bool cancelled = false;     // Cancel arrived while in flight
+  bool waited = false;        // held at admission for blocks another sequence computed
 
   // Blocks of the sequence's table on the stages: its own and the cached ones it maps.
   int TableBlocks() const { return blocks + static_cast<int>(cached_blocks.size()); }

@@ -66,7 +66,9 @@ class SchedulerImpl final : public Scheduler {
   void AddPrefillChunks(Draft& draft);
   void AdmitFromQueue(Draft& draft);
   // Tokens of the next prefill chunk of `state` that fit the draft; 0: none.
-  int ChunkFor(const RequestState& state, const Draft& draft) const;
+  int ChunkFor(const RequestState& state, const Draft& draft) const { return ChunkOf(state.PrefillRemaining(), draft); }
+  // The same for a prefill with `remaining` tokens left.
+  int ChunkOf(int remaining, const Draft& draft) const;
   bool HasRoomForSequence(const Draft& draft) const;
   void AddEntry(Draft& draft, RequestState& state, int start, int tokens, bool is_prefill,
                 bool is_last_chunk);
@@ -78,12 +80,25 @@ class SchedulerImpl final : public Scheduler {
   // needed; false (nothing changes) when Available does not hold them.
   bool TakeBlocks(int group, int blocks);
   // The DP group a queued request goes to and the cached blocks it maps
-  // there; group -1 when none fits (see AdmitFromQueue).
+  // there; group -1 when none fits; `wait`: it is held, for the blocks a
+  // sequence of `group` is prefilling (see AdmitFromQueue).
   struct Placement {
     int group = -1;
     std::vector<uint64_t> hits;
+    bool wait = false;
   };
-  Placement Place(const RequestState& state, const std::vector<bool>& eligible);
+  // `load[g]`: GroupLoad(g), kept up to date by the caller as it admits.
+  Placement Place(const RequestState& state, const std::vector<bool>& eligible, const std::vector<int64_t>& load) const;
+  // Tokens group `group` has yet to compute before a new prompt's: the
+  // prefill left of its prefilling sequences, one per decoding sequence.
+  int64_t GroupLoad(int group) const;
+  // Of `state`'s prompt blocks after its `hits` on `group` (at most
+  // `max_blocks` in all), how many a prefilling sequence of the group will
+  // publish next: the longest such run over the group's sequences; 0 when
+  // none computes the first block `state` misses.
+  int InFlightBlocks(int group, const RequestState& state, const std::vector<uint64_t>& hits, int max_blocks) const;
+  // Counts an admission's lookup in PrefixStats.
+  void CountLookup(const RequestState& state, size_t hits);
   // Appends a sampled token to the sequence's cache_tokens (caching requests).
   void RecordCacheToken(RequestState& state, int32_t token);
   // Caches the full blocks a completed step filled: the prompt's, then

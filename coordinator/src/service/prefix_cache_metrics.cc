@@ -19,6 +19,9 @@ std::vector<prometheus::MetricFamily> PrefixCacheFamilies(const PrefixCacheStats
                            MetricType::Gauge, {{labels, queries > 0 ? hits / queries : 0.0}}),
       metrics::ValueFamily("seam:prefix_cache_evictions_total", "Cached KV blocks evicted to make room",
                            MetricType::Counter, {{labels, static_cast<double>(s.evictions)}}),
+      metrics::ValueFamily("seam:prefix_cache_waits_total",
+                           "Requests held at admission for prompt blocks another sequence was computing",
+                           MetricType::Counter, {{labels, static_cast<double>(s.waited_requests)}}),
       metrics::ValueFamily("seam:prefix_cache_blocks", "KV blocks in the prefix cache (mapped by sequences or not)",
                            MetricType::Gauge, {{labels, static_cast<double>(s.cached_blocks)}}),
   };

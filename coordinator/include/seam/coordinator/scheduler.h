@@ -22,7 +22,8 @@ namespace seam::coordinator {
 // (the first decode step); it goes to the least-loaded group that fits (most
 // free blocks, then fewest sequences, then lowest index) and is never moved.
 // Admission is strict FIFO: a head that fits nowhere blocks the ones behind
-// it, so a long prompt is never starved by short ones. A group where a running
+// it, so a long prompt is never starved by short ones (a request held for a
+// prefix in flight steps aside: see prefix caching below). A group where a running
 // sequence waits for a block admits nothing until that sequence is served.
 //
 // Next() builds a microbatch while fewer than max_inflight microbatches are
@@ -48,11 +49,21 @@ namespace seam::coordinator {
 //
 // Prefix caching (SchedulerOptions::prefix_caching, requests with
 // cache_tokens): admission looks the prompt's full blocks up on every
-// eligible group and takes the group holding most of them that fits (then
-// the usual order); the sequence maps those cached blocks and its prefill
-// starts after them (never at the prompt's end: its last token is always
-// computed, for its logits). As steps complete, the sequence's full blocks
-// (the prompt's, then those of its generated tokens) are cached
+// eligible group, cached and in flight (the next blocks of the prompt that
+// a prefilling sequence of the group will publish). Where no group holds
+// or computes any, the usual order. Otherwise each group scores the prompt
+// tokens it saves less its load (prefill tokens its sequences have left,
+// one per decoding sequence); the best group that fits takes the request,
+// unless waiting for in-flight blocks scores higher: then the request is
+// held in the queue, and those behind it that are not held are admitted in
+// their FIFO order (it keeps its place; a request held never blocks
+// others). A held request waits only on running sequences: one that is
+// preempted, cancelled or failed stops counting, and the request then
+// computes the blocks or follows whichever sequence computes them next.
+// The sequence maps its cached blocks and its prefill starts after them
+// (never at the prompt's end: its last token is always computed, for its
+// logits). As steps complete, the sequence's full blocks (the prompt's,
+// chunk by chunk, then those of its generated tokens) are cached
 // (published); a partly filled block never is, and a cached block is never
 // written again. Cached blocks no sequence maps stay
 // until blocks run short: any allocation evicts them, least recently

@@ -69,8 +69,11 @@ struct SchedulerOptions {
   // Prefix caching: full blocks of a prompt that an earlier request on the
   // same DP group computed (same tokens from the start, same cache salt)
   // are mapped, not computed again; the prefill starts after them. Only
-  // requests that give cache_tokens take part. Admission prefers the DP
-  // group that holds most of the prompt. Off: every prompt is computed.
+  // requests that give cache_tokens take part. A request whose next blocks
+  // a sequence of the group is prefilling now waits for them (requests
+  // that arrive together compute a shared prefix once). Admission trades
+  // the prompt tokens a group holds against the tokens it has queued (see
+  // Scheduler). Off: every prompt is computed.
   bool prefix_caching = false;
   // The epoch of the first microbatch (a coordinator that adopts running
   // stages starts past their epoch); FailAll advances it.
@@ -141,6 +144,9 @@ struct PrefixCacheStats {
   uint64_t query_tokens = 0;  // their prompt tokens
   uint64_t hit_tokens = 0;    // of those, tokens found cached
   uint64_t evictions = 0;     // cached blocks evicted
+  // Requests held at admission while a sequence of their DP group computed
+  // the next blocks of their prompt (each counted once, however long it waited).
+  uint64_t waited_requests = 0;
   int cached_blocks = 0;      // over all DP groups
 };
 
