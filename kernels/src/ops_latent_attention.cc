@@ -8,6 +8,9 @@
 #include "seam/core/status.h"
 #include "seam/kernels/latent_attention.h"
 #include "src/dispatch.h"
+#ifdef SEAM_KERNELS_CUDA_LAUNCHERS
+#include "cuda/latent_ops.h"
+#endif
 
 namespace seam::kernels {
 
@@ -40,8 +43,7 @@ absl::Status WriteLatentCache(const Tensor& latent, const Tensor& slot_mapping, 
   SEAM_RETURN_IF_ERROR(ExpectShape(slot_mapping, {latent.dim(0)}, "slot_mapping"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&latent, "latent"}, {&slot_mapping, "slot_mapping"},
                                                      {&latent_cache, "latent_cache"}}));
-  if (device.is_cpu()) return cpu::WriteLatentCache(latent, slot_mapping, latent_cache);
-  return internal::NoCudaKernel("WriteLatentCache");
+  SEAM_KERNELS_DISPATCH(device, WriteLatentCache, latent, slot_mapping, latent_cache);
 }
 
 absl::Status PagedLatentAttention(const Tensor& q, const Tensor& latent_cache, const AttentionBatch& batch,
@@ -67,8 +69,7 @@ absl::Status PagedLatentAttention(const Tensor& q, const Tensor& latent_cache, c
                         CommonDevice({{&q, "q"}, {&latent_cache, "latent_cache"},
                                       {&batch.query_start, "query_start"}, {&batch.context_lens, "context_lens"},
                                       {&batch.block_tables, "block_tables"}, {&out, "out"}}));
-  if (device.is_cpu()) return cpu::PagedLatentAttention(q, latent_cache, batch, scale, out);
-  return internal::NoCudaKernel("PagedLatentAttention");
+  SEAM_KERNELS_DISPATCH(device, PagedLatentAttention, q, latent_cache, batch, scale, out);
 }
 
 }  // namespace seam::kernels

@@ -2,8 +2,7 @@
 // latent cache, in its absorbed form: every query head reads the same
 // compressed row per token, so the cache holds one row per token for all heads.
 //
-// Latent cache: [num_blocks, block_size, Dc + Dr], f32 or bf16 (f16 on the
-// CPU only), paged exactly as PagedAttention's caches: token p of a sequence
+// Latent cache: [num_blocks, block_size, Dc + Dr], f32, bf16 or f16, paged exactly as PagedAttention's caches: token p of a sequence
 // sits in block table[p / block_size] at offset p % block_size. Each row holds
 // the normalized compressed kv (Dc entries) then the roped key part (Dr
 // entries). Dc is the output's last dimension; Dr = cache row - Dc (may be 0).
@@ -34,11 +33,15 @@ absl::Status WriteLatentCache(const Tensor& latent, const Tensor& slot_mapping, 
 // decode, prefill and chunked prefill in one batch. Softmax in fp32 with max
 // subtraction; outputs rounded once to their dtype.
 //
-// Numerics per device: the CPU computes everything in fp32. CUDA with a bf16
-// cache and bf16 q runs tensor cores: scores from the bf16 operands with fp32
-// accumulation (exact products), the probabilities rounded to bf16 for the
-// P·V product (the sum divides by the rounded weights' own sum); an f32 or
-// mixed-dtype call runs fp32 CUDA-core kernels.
+// Numerics per device: the CPU computes everything in fp32. CUDA with bf16 q
+// and cache at Dc 512 / Dr 64 runs tensor cores: scores from the bf16
+// operands with fp32 accumulation (exact products), the probabilities
+// rounded to bf16 for the P·V product (the sum divides by the rounded
+// weights' own sum); every other call runs an fp32 CUDA-core kernel.
+// Index values are checked on the CPU (INVALID_ARGUMENT); CUDA does not
+// read them on the host: a slot past the cache is skipped, a block id
+// outside the cache reads as a zero row, a context longer than the block
+// table is cut to the table.
 absl::Status PagedLatentAttention(const Tensor& q, const Tensor& latent_cache, const AttentionBatch& batch,
                                   float scale, const Tensor& out);
 
