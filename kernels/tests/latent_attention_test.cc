@@ -129,11 +129,11 @@ class PagedLatentAttentionTest : public ::testing::TestWithParam<LatentCase> {
     const Tensor out = Tensor::Empty({f.q.dim(0), c.hq, c.dc}, c.dtype);
     const absl::Status status = PagedLatentAttention(f.q, f.cache, f.Batch(), scale, out);
     ASSERT_TRUE(status.ok()) << status;
-    // Scores are fp32 sums of Dc + Dr products (|q|, |row| <= 1; at most
-    // 576 terms, scaled to at most 12), the softmax and the output sum run in
-    // fp32 over up to 300 positions: errors of at most 1.3e-6 of the output's
-    // scale were seen (Dc 512 / Dr 64); 2e-5 leaves a fifteenfold margin. A bf16
-    // output adds half a bf16 ulp.
+    // Scores are fp32 sums of Dc + Dr products (|q|, |row| <= 1, at most 576
+    // terms), the softmax and the output sum run in fp32 over up to 300
+    // positions: errors of at most 1.3e-6 of the output's scale were seen
+    // (Dc 512 / Dr 64); 2e-5 leaves a fifteenfold margin. A bf16 output adds
+    // half a bf16 ulp.
     ExpectAllClose(out, f.Reference(scale), 2e-5 + HalfUlp(c.dtype), "out");
   }
 };
