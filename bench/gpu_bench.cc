@@ -24,8 +24,12 @@
 //            row's logits against each other (cp_bench.cc)
 //   attention  PagedAttention alone (decode rows; mixed steps) vs the floor
 //            of its KV bytes at copy bandwidth (attention_bench.cc)
+//   latent-attention  PagedLatentAttention decode (multi-head latent
+//            attention) vs its bytes at copy bandwidth and its FLOPs at the
+//            bf16 matmul rate (latent_attention_bench.cc)
 //
-// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|attention>
+// Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|attention|
+//                        latent-attention>
 //            [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -447,7 +451,8 @@ int main(int argc, char** argv) {
   if (cmd == "tbo") return seam::bench::TboBench(flags);
   if (cmd == "cp") return seam::bench::CpBench(flags);
   if (cmd == "attention") return seam::bench::AttentionBench(flags);
+  if (cmd == "latent-attention") return seam::bench::LatentAttentionBench(flags);
   std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|"
-               "attention> [--flag value]...\n";
+               "attention|latent-attention> [--flag value]...\n";
   return 2;
 }

@@ -200,5 +200,7 @@ int CpBench(const Flags& flags);
 int MoeKernelsBench(const Flags& flags);
 // attention_bench.cc: PagedAttention alone (decode rows, mixed steps) vs the floor of its KV bytes.
 int AttentionBench(const Flags& flags);
+// latent_attention_bench.cc: PagedLatentAttention decode vs its bytes and FLOPs floors.
+int LatentAttentionBench(const Flags& flags);
 
 }  // namespace seam::bench

@@ -35,10 +35,7 @@ absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_m
   return absl::OkStatus();
 }
 
-namespace {
-
-// Checks the batch description against q's rows and the cache's blocks.
-absl::Status CheckBatch(const AttentionBatch& batch, int64_t q_rows, int64_t num_blocks, int64_t block_size) {
+absl::Status CheckAttentionBatch(const AttentionBatch& batch, int64_t q_rows, int64_t num_blocks, int64_t block_size) {
   const int64_t seqs = batch.context_lens.dim(0), max_blocks = batch.block_tables.dim(1);
   const int32_t* qs = batch.query_start.data<int32_t>();
   const int32_t* ctx = batch.context_lens.data<int32_t>();
@@ -69,6 +66,8 @@ absl::Status CheckBatch(const AttentionBatch& batch, int64_t q_rows, int64_t num
   return absl::OkStatus();
 }
 
+namespace {
+
 // dst[p, D] = the cache's row for (position p, kv head g) as fp32, p < ctx.
 void GatherHead(const Tensor& cache, const int32_t* table, int64_t ctx, int64_t g, std::vector<float>& dst) {
   const int64_t block_size = cache.dim(1), hk = cache.dim(2), d = cache.dim(3);
@@ -84,7 +83,7 @@ void GatherHead(const Tensor& cache, const int32_t* table, int64_t ctx, int64_t 
 absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const AttentionBatch& batch, float scale, const Tensor& out) {
   const int64_t hq = q.dim(1), d = q.dim(2), hk = k_cache.dim(2);
-  SEAM_RETURN_IF_ERROR(CheckBatch(batch, q.dim(0), k_cache.dim(0), k_cache.dim(1)));
+  SEAM_RETURN_IF_ERROR(CheckAttentionBatch(batch, q.dim(0), k_cache.dim(0), k_cache.dim(1)));
   const int64_t seqs = batch.context_lens.dim(0), max_blocks = batch.block_tables.dim(1);
   const int64_t group = hq / hk;
   const int32_t* qs = batch.query_start.data<int32_t>();

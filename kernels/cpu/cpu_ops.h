@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/latent_attention.h"
 #include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 
@@ -31,6 +32,15 @@ absl::Status QkvNormRopeCache(const Tensor& qkv, const Tensor& q_norm, const Ten
                               const Tensor& k_cache, const Tensor& v_cache, const Tensor& q_out);
 absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const AttentionBatch& batch, float scale, const Tensor& out);
+// Checks the batch's values against q's rows and the cache's blocks: query_start
+// runs from 0 to q_rows, 0 <= q_len <= context, every table entry a context
+// uses names a block of the cache (INVALID_ARGUMENT naming the sequence).
+absl::Status CheckAttentionBatch(const AttentionBatch& batch, int64_t q_rows, int64_t num_blocks,
+                                 int64_t block_size);
+absl::Status WriteLatentCache(const Tensor& latent, const Tensor& slot_mapping,  // latent_attention
+                              const Tensor& latent_cache);
+absl::Status PagedLatentAttention(const Tensor& q, const Tensor& latent_cache, const AttentionBatch& batch,
+                                  float scale, const Tensor& out);
 absl::Status Softmax(const Tensor& x, const Tensor& out);
 absl::Status Argmax(const Tensor& logits, const Tensor& out);
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);

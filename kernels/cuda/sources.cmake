@@ -13,6 +13,9 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
   ${CMAKE_CURRENT_LIST_DIR}/gated_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache_write.cu
+  ${CMAKE_CURRENT_LIST_DIR}/latent_attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/latent_attention_mma.cu
+  ${CMAKE_CURRENT_LIST_DIR}/latent_attention_simple.cu
   ${CMAKE_CURRENT_LIST_DIR}/logit_edits.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_chunk_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_conv.cu
@@ -35,6 +38,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
 # The kernels added for the MoE and Mamba2 work carry line info for the
 # profiler (per file, so the rest of the build keeps its cached objects).
 set_source_files_properties(
+  ${CMAKE_CURRENT_LIST_DIR}/latent_attention_mma.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_chunk_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_expert_gemv.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_expert_mma.cu

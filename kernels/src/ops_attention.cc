@@ -11,6 +11,7 @@
 namespace seam::kernels {
 
 using internal::CommonDevice;
+using internal::ExpectAttentionBatch;
 using internal::ExpectDimSize;
 using internal::ExpectFloatTensor;
 using internal::ExpectIndexTensor;
@@ -28,17 +29,6 @@ absl::Status ExpectCaches(const Tensor& k_cache, const Tensor& v_cache) {
                                                    ShapeToString(k_cache.shape())));
   }
   return absl::OkStatus();
-}
-
-absl::Status ExpectBatch(const AttentionBatch& batch) {
-  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.context_lens, "context_lens"));
-  SEAM_RETURN_IF_ERROR(ExpectRank(batch.context_lens, 1, "context_lens"));
-  const int64_t seqs = batch.context_lens.dim(0);
-  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.query_start, "query_start"));
-  SEAM_RETURN_IF_ERROR(ExpectShape(batch.query_start, {seqs + 1}, "query_start"));
-  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.block_tables, "block_tables"));
-  SEAM_RETURN_IF_ERROR(ExpectRank(batch.block_tables, 2, "block_tables"));
-  return ExpectDimSize(batch.block_tables, 0, seqs, "block_tables");
 }
 
 }  // namespace
@@ -99,7 +89,7 @@ absl::Status PagedAttention(const Tensor& q, const Tensor& k_cache, const Tensor
     return absl::InvalidArgumentError(absl::StrCat("q: ", hq, " query heads are not a multiple of the cache's ", hk,
                                                    " kv heads"));
   }
-  SEAM_RETURN_IF_ERROR(ExpectBatch(batch));
+  SEAM_RETURN_IF_ERROR(ExpectAttentionBatch(batch));
   SEAM_RETURN_IF_ERROR(ExpectFloatTensor(out, "out"));
   SEAM_RETURN_IF_ERROR(ExpectShape(out, q.shape(), "out"));
   if (!std::isfinite(scale)) return absl::InvalidArgumentError(absl::StrCat("scale: expected finite, got ", scale));

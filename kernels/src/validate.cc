@@ -28,6 +28,17 @@ absl::Status ExpectDimSize(const Tensor& t, int dim, int64_t size, const char* w
                                                  ShapeToString(t.shape())));
 }
 
+absl::Status ExpectAttentionBatch(const AttentionBatch& batch) {
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.context_lens, "context_lens"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(batch.context_lens, 1, "context_lens"));
+  const int64_t seqs = batch.context_lens.dim(0);
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.query_start, "query_start"));
+  SEAM_RETURN_IF_ERROR(ExpectShape(batch.query_start, {seqs + 1}, "query_start"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(batch.block_tables, "block_tables"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(batch.block_tables, 2, "block_tables"));
+  return ExpectDimSize(batch.block_tables, 0, seqs, "block_tables");
+}
+
 absl::StatusOr<Device> CommonDevice(std::initializer_list<Named> tensors) {
   const Named* first = nullptr;
   for (const Named& n : tensors) {

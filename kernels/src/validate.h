@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/ops.h"
 
 namespace seam::kernels::internal {
 
@@ -23,6 +24,10 @@ absl::Status ExpectFloatTensor(const Tensor& t, const char* what);
 absl::Status ExpectIndexTensor(const Tensor& t, const char* what);
 // Size of dimension `dim` equals `size`: "what: expected dim 1 of size 96, got [7, 95]".
 absl::Status ExpectDimSize(const Tensor& t, int dim, int64_t size, const char* what);
+// The index tensors of an AttentionBatch: i32 context_lens [B], query_start
+// [B + 1] and block_tables [B, max_blocks] (their values are checked by the
+// implementations).
+absl::Status ExpectAttentionBatch(const AttentionBatch& batch);
 // The one device all `tensors` live on, or INVALID_ARGUMENT naming the two
 // arguments that disagree.
 absl::StatusOr<Device> CommonDevice(std::initializer_list<Named> tensors);
