@@ -129,7 +129,7 @@ int MatmulBench(const Flags& flags) {
 int ArgmaxBench(const Flags& flags) {
   const double copy_gbps = CopyGbps(size_t{1} << 30);
   json results = json::array();
-  for (const std::string& name : absl::StrSplit(flags.Get("dtypes", "f32,bf16"), ',')) {
+  for (const std::string& name : std::vector<std::string>(absl::StrSplit(flags.Get("dtypes", "f32,bf16"), ','))) {
     const DType dt = ParseDType(name);
     for (int64_t n : flags.Ints("vocab", "32000,151936")) {
       for (int64_t rows : flags.Ints("rows", "1,8,64,128,256")) {
