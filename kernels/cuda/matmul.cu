@@ -8,12 +8,14 @@
 // - Compute type CUBLAS_COMPUTE_32F (fp32 accumulation, no TF32 for f32
 //   inputs, in every algorithm and split-K variant, so f32 results match the
 //   full-fp32 CPU reference within its tolerance), scale fp32.
-// - One plan per problem (M, N, K, dtypes, pointer alignments) and (thread,
-//   device), made at the problem's first occurrence and kept
-//   (matmul_plan.cuh), so a decode step does no heuristic query nor timing
-//   after its first occurrence and the same problem always runs the same
-//   kernel in a process's thread (eager steps and graph replays agree). The
-//   choice (kernels/include/seam/kernels/matmul_tuning.h sets its knobs):
+// - One decision per problem (M, N, K, dtypes, pointer alignments), GPU kind
+//   and tuning setting in a process, made by the first thread to meet the
+//   problem and adopted by every other; each (thread, device) keeps a plan
+//   with its descriptors (matmul_plan.cuh). So a decode step does no
+//   heuristic query nor timing after its first occurrence, and the same
+//   problem runs the same kernel on every thread of a process (eager steps
+//   and graph replays, TP ranks agree). The choice
+//   (kernels/include/seam/kernels/matmul_tuning.h sets its knobs):
 //   * M ≤ kGemvAnyWeightRows (2) and the GEMV's conditions: the GEMV
 //     (matmul_gemv.cu), always; it needs no handle nor workspace, so it can
 //     be captured even as a thread's first call.
@@ -36,7 +38,8 @@
 //   Different algorithms sum in different orders: a bf16 or f16 result may
 //   differ by a rounding (one storage ulp) between processes that chose
 //   differently; an f32 result by fp32 rounding. Within a process the bits
-//   repeat.
+//   repeat; processes that must agree bit for bit (a pipeline split against
+//   no split in bf16) set candidates to 1, the heuristic's deterministic pick.
 // - One cuBLASLt handle per (thread, device), created with its first cuBLASLt
 //   plan together with a fixed 32 MiB workspace (streams that run matmuls at
 //   the same time as another stream of the thread get their own:

@@ -1,9 +1,12 @@
-// Matmul's plans: the kernel of each problem, chosen once per thread
-// (matmul_plan.cuh; the choice is described in matmul.cu's header).
+// Matmul's plans: the kernel of each problem, chosen once per process and
+// kind of GPU, and each thread's descriptors for it (matmul_plan.cuh; the
+// choice is described in matmul.cu's header).
 #include "matmul_plan.cuh"
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <string>
 
 #include "cuda_common.cuh"
 #include "matmul_gemv.cuh"
@@ -219,8 +222,8 @@ void SetKernel(Plan& plan, MatmulKernel kernel) {
   if (kernel == MatmulKernel::kCublasLt) plan.choice.algorithm = Describe(plan.algo);
 }
 
-absl::Status MakePlan(LtState& state, Plan& plan, const PlanKey& key, const Tensor& x, const Tensor& w,
-                      const Tensor& out, cudaStream_t stream) {
+absl::Status MakePlan(LtState& state, Plan& plan, const PlanKey& key, const MatmulTuning& tuning, const Tensor& x,
+                      const Tensor& w, const Tensor& out, cudaStream_t stream) {
   const int64_t m = key.m, n = key.n, k = key.k;
   const bool gemv = GemvEligible(x, w, m, k);
   // Decisively faster there (matmul_gemv.cu's header); no state needed, so capturable as a first call.
@@ -228,7 +231,6 @@ absl::Status MakePlan(LtState& state, Plan& plan, const PlanKey& key, const Tens
     SetKernel(plan, MatmulKernel::kGemv);
     return absl::OkStatus();
   }
-  const MatmulTuning tuning = GetMatmulTuning();
   const bool timed = tuning.candidates > 1 && m <= tuning.max_tuned_rows && !Capturing(stream);
   if (!timed && gemv && GemvByRule(x, w, m, n, k)) {
     SetKernel(plan, MatmulKernel::kGemv);
@@ -261,6 +263,72 @@ absl::Status MakePlan(LtState& state, Plan& plan, const PlanKey& key, const Tens
   if (gemv) candidates.push_back({MatmulKernel::kGemv, {}});
   SEAM_RETURN_IF_ERROR(Choose(state, plan, candidates, x, w, out, stream, tuning.timed_runs));
   SetKernel(plan, plan.kernel);
+  return absl::OkStatus();
+}
+
+// ---- process-wide decisions ---------------------------------------------------------
+
+// What one problem runs, shared by every thread of the process on the same
+// kind of GPU under the same tuning setting, so that threads (TP ranks,
+// eager and graph callers) run the same kernel for the same problem.
+struct Decision {
+  MatmulKernel kernel;
+  cublasLtMatmulAlgo_t algo;
+  MatmulChoice choice;
+};
+
+class Decisions {
+ public:
+  // The published decision of (scope, key), if any.
+  bool Find(const std::string& scope, const PlanKey& key, Decision* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto s = by_scope_.find(scope);
+    if (s == by_scope_.end()) return false;
+    auto it = s->second.find(key);
+    if (it == s->second.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  // Publishes `d` unless a decision exists (another thread timed the same
+  // problem meanwhile); returns the one that holds.
+  Decision Publish(const std::string& scope, const PlanKey& key, const Decision& d) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return by_scope_[scope].emplace(key, d).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unordered_map<PlanKey, Decision, PlanKeyHash>> by_scope_;
+};
+
+Decisions& TheDecisions() {
+  static Decisions* decisions = new Decisions();  // never destroyed: threads may outlive static destruction
+  return *decisions;
+}
+
+// The GPU kind (compute capability, SM count) and the tuning setting a decision holds for.
+std::string ScopeOf(int device, const MatmulTuning& tuning) {
+  int major = 0, minor = 0, sms = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::StrCat("device ", device, " c", tuning.candidates, " r", tuning.timed_runs, " m",
+                        tuning.max_tuned_rows);
+  }
+  return absl::StrCat("sm", major, minor, " x", sms, " c", tuning.candidates, " r", tuning.timed_runs, " m",
+                      tuning.max_tuned_rows);
+}
+
+// Makes `plan` run decision `d` (descriptors created when it is cuBLASLt's).
+absl::Status Adopt(LtState& state, Plan& plan, const PlanKey& key, const Decision& d, DType w_dtype, DType out_dtype) {
+  if (d.kernel == MatmulKernel::kCublasLt && plan.desc == nullptr) {
+    SEAM_RETURN_IF_ERROR(state.EnsureLt());
+    SEAM_RETURN_IF_ERROR(CreateDescriptors(plan, key, w_dtype, out_dtype));
+  }
+  plan.kernel = d.kernel;
+  plan.algo = d.algo;
+  plan.choice = d.choice;
   return absl::OkStatus();
 }
 
@@ -335,7 +403,14 @@ absl::StatusOr<const Plan*> PlanFor(LtState& state, const PlanKey& key, const Te
   auto plan = std::make_unique<Plan>();
   plan->choice.m = key.m, plan->choice.n = key.n, plan->choice.k = key.k;
   plan->choice.x_dtype = x.dtype(), plan->choice.w_dtype = w.dtype(), plan->choice.out_dtype = out.dtype();
-  SEAM_RETURN_IF_ERROR(MakePlan(state, *plan, key, x, w, out, stream));
+  const MatmulTuning tuning = GetMatmulTuning();
+  const std::string scope = ScopeOf(state.device, tuning);
+  Decision decision;
+  if (!TheDecisions().Find(scope, key, &decision)) {
+    SEAM_RETURN_IF_ERROR(MakePlan(state, *plan, key, tuning, x, w, out, stream));
+    decision = TheDecisions().Publish(scope, key, Decision{plan->kernel, plan->algo, plan->choice});
+  }
+  SEAM_RETURN_IF_ERROR(Adopt(state, *plan, key, decision, w.dtype(), out.dtype()));
   const Plan* raw = plan.get();
   state.plans.emplace(key, std::move(plan));
   state.order.push_back(raw);

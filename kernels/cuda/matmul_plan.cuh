@@ -1,8 +1,10 @@
 // Matmul's per-(thread, device) state and per-problem plans (matmul_plan.cu);
 // internal to kernels/cuda. A plan is the kernel chosen for one problem
 // (M, N, K, dtypes, operand alignments): cuBLASLt with its descriptors and
-// algorithm, the GEMV kernel, or the fallback kernel; it is made at the
-// problem's first occurrence on the thread and never changes after.
+// algorithm, the GEMV kernel, or the fallback kernel. The choice is made
+// once per process, GPU kind (compute capability, SM count) and tuning
+// setting, by the first thread to meet the problem, and every other thread
+// adopts it; each thread's plan holds its own descriptors and never changes.
 #pragma once
 
 #include <cublasLt.h>
@@ -87,8 +89,9 @@ struct LtState {
 // The calling thread's state for `device` (created on first use, no CUDA call).
 LtState& StateFor(int device);
 
-// The plan of Matmul(x, w, out) (key: KeyOf), made on first use: see
-// matmul.cu's header for the choice. May time candidates on `stream`
+// The plan of Matmul(x, w, out) (key: KeyOf), made on the thread's first use
+// from the process's decision, which the first thread to meet the problem
+// makes (matmul.cu's header) and may time candidates for on `stream`
 // (synchronising with it) unless the stream is being captured.
 absl::StatusOr<const Plan*> PlanFor(LtState& state, const PlanKey& key, const Tensor& x, const Tensor& w,
                                     const Tensor& out, cudaStream_t stream);

@@ -2,8 +2,9 @@
 // kernel against the heuristic's first pick, the choice kept per thread, and
 // a problem first met inside a graph capture.
 //
-// Plans live per thread, so each configuration runs in a fresh thread of its
-// own (the gtest thread's plans, made by other tests, are not touched).
+// Decisions are kept per process and tuning setting (and plans per thread),
+// so each configuration runs in a fresh thread under its own setting; a
+// second thread under the same setting adopts the first one's decision.
 //
 // Tolerance between the two choices: both accumulate in fp32 (no TF32), but
 // different algorithms (tile shapes, split-K with fp32 partial sums, the GEMV)
@@ -111,6 +112,33 @@ INSTANTIATE_TEST_SUITE_P(Decode, CudaMatmulChoiceTest,
                                             ::testing::Values<int64_t>(1024, 4096),
                                             ::testing::Values<int64_t>(3072)),
                          ChoiceName);
+
+// A problem timed by one thread runs the same kernel, with the same bits, on
+// every other thread of the process (TP ranks, graph and eager callers).
+TEST_F(CudaKernelsTest, CudaMatmulDecisionIsSharedByThreads) {
+  const Tensor x = OnGpu(Random({48, 2048}, DType::kBF16, 51));
+  const Tensor w = OnGpu(Random({1536, 2048}, DType::kBF16, 52));
+  const Tensor first = PoisonedGpu({48, 1536}, DType::kBF16);
+  const Tensor second = PoisonedGpu({48, 1536}, DType::kBF16);
+  MatmulChoice a, b;
+  OnFreshThread(MatmulTuning{}, [&] {
+    ASSERT_TRUE(Matmul(x, w, first).ok());
+    a = ChoiceOf(48, 1536, 2048);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  });
+  OnFreshThread(MatmulTuning{}, [&] {
+    ASSERT_TRUE(Matmul(x, w, second).ok());
+    b = ChoiceOf(48, 1536, 2048);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  });
+  EXPECT_GE(a.timed, 1);
+  EXPECT_EQ(a.kernel, b.kernel);
+  EXPECT_EQ(a.algorithm, b.algorithm);
+  EXPECT_EQ(a.kept_us, b.kept_us) << "the second thread adopted the first one's decision, not timed its own";
+  const absl::StatusOr<Tensor> host = first.To(Device::CPU());
+  ASSERT_TRUE(host.ok());
+  ExpectClose(second, *host, kExact, "second thread");
+}
 
 // Above max_tuned_rows nothing is timed.
 TEST_F(CudaKernelsTest, CudaMatmulAboveMaxTunedRowsIsNotTimed) {

@@ -1,12 +1,13 @@
 // How Matmul on CUDA chooses its kernel for a problem (M, N, K, dtypes,
 // operand alignments): cuBLASLt's heuristic proposes algorithms, and at the
-// problem's first occurrence on a thread outside a CUDA graph capture the
-// candidates are timed once and the fastest is kept for the thread's life
-// (kernels/cuda/matmul.cu says which problems take the GEMV kernel instead).
-// A problem first seen inside a capture keeps the heuristic's first pick,
-// untimed: warm up before capturing (DecodeGraph does). The setting is
-// process-wide and read when a problem is first seen; problems already
-// chosen keep their choice, so set it before the first matmul. Thread-safe.
+// problem's first occurrence in the process outside a CUDA graph capture the
+// candidates are timed once and the fastest is kept for the process's life,
+// for every thread on the same kind of GPU (kernels/cuda/matmul.cu says
+// which problems take the GEMV kernel instead). A problem first seen inside
+// a capture keeps the heuristic's first pick, untimed: warm up before
+// capturing (DecodeGraph does). The setting is process-wide and read when a
+// thread first meets a problem; decisions are kept per setting, so set it
+// once, before the first matmul. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@ struct MatmulTuning {
 absl::Status SetMatmulTuning(const MatmulTuning& tuning);
 MatmulTuning GetMatmulTuning();
 
-// One problem's choice on the calling thread, for benchmarks and reports.
+// One problem's choice as the calling thread runs it, for benchmarks and reports.
 struct MatmulChoice {
   int64_t m = 0, n = 0, k = 0;
   DType x_dtype = DType::kF32, w_dtype = DType::kF32, out_dtype = DType::kF32;
