@@ -21,9 +21,11 @@
 //   is NaN nothing replaces it and the answer is 0, as on the CPU.
 // - splits (ArgmaxSplits) doubles from 1 while the grid still fits in one
 //   wave of resident blocks and every thread keeps at least
-//   kArgmaxMinVectorsPerThread vectors: a decode batch of 256 x 32000 runs
-//   4 blocks of 256 per row in f32 (2 in bf16), a single vocabulary-wide row
-//   kArgmaxMaxSplits (the portable cluster size) blocks of 1024.
+//   kArgmaxMinVectorsPerThread vectors (one with 1024-thread blocks, where
+//   the few rows make latency the cost): a decode batch of 256 x 32000 runs
+//   4 blocks of 256 per row in f32 (2 in bf16), one row of 32000 f32 4
+//   blocks of 1024, one vocabulary-wide row kArgmaxMaxSplits (the portable
+//   cluster size) blocks of 1024.
 #include <cooperative_groups.h>
 
 #include <cstdint>
@@ -36,7 +38,8 @@ namespace {
 
 constexpr int kArgmaxUnroll = 4;     // 16-byte loads in flight per thread
 constexpr int kArgmaxMaxSplits = 8;  // blocks per row at most: the portable cluster size
-constexpr int kArgmaxMinVectorsPerThread = kArgmaxUnroll;
+constexpr int kArgmaxMinVectorsPerThread = kArgmaxUnroll;  // many rows: keep each thread's loads batched
+constexpr int kArgmaxFewRowsMinVectors = 1;                 // few rows (1024 threads): latency, spread wide
 constexpr int kThreadsPerSm = 2048;  // resident threads per SM (sm_90)
 
 // True when (v, i) comes before (bv, bi): larger value, or equal and lower index.
@@ -128,9 +131,10 @@ int ArgmaxThreads(int64_t rows, int sms) {
 int ArgmaxSplits(int64_t rows, int64_t n, int vec, int sms, int threads) {
   const int64_t resident = int64_t{sms} * (kThreadsPerSm / threads);
   const int64_t vectors = n / vec;
+  const int min_vectors = threads == 1024 ? kArgmaxFewRowsMinVectors : kArgmaxMinVectorsPerThread;
   int splits = 1;
   while (splits < kArgmaxMaxSplits && rows * splits * 2 <= resident &&
-         vectors >= int64_t{splits} * 2 * threads * kArgmaxMinVectorsPerThread) {
+         vectors >= int64_t{splits} * 2 * threads * min_vectors) {
     splits *= 2;
   }
   return splits;
