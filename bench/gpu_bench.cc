@@ -7,7 +7,10 @@
 //   prefill  prefill throughput and its matmul rate vs the bf16 matmul peak
 //            measured here
 //   profile  each op of a decode step (or a prefill) alone at the model's
-//            shapes, eager and replayed from a CUDA graph: where a step's time goes
+//            shapes, eager and replayed from a CUDA graph: where a step's time goes,
+//            each op beside its floor (the matmuls: max(bytes / copy bandwidth,
+//            FLOPs / bf16 matmul peak); norms, attention, SiLU, argmax: bytes),
+//            and the kernel Matmul chose for each shape
 //   logits   prefill logits and greedy decode of given prompts, for the oracle
 //            that compares them with transformers (tools/gpu_oracle.py)
 //   mamba    a Nemotron-H checkpoint: decode steps vs the weight + state bytes
@@ -27,10 +30,15 @@
 //   latent-attention  PagedLatentAttention decode (multi-head latent
 //            attention) vs its bytes at copy bandwidth and its FLOPs at the
 //            bf16 matmul rate (latent_attention_bench.cc)
+//   matmul   the decode step's matmuls at decode batch sizes, cuBLASLt's
+//            first pick and autotuned, vs max(bytes, FLOPs) (decode_kernels_bench.cc)
+//   argmax   greedy argmax over batch x vocabulary logits vs its bytes
+//
+// Every mode takes --matmul-candidates N (1: cuBLASLt's first pick, untimed)
+// and --matmul-max-tuned-rows M (seam/kernels/matmul_tuning.h).
 //
 // Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|attention|
-//                        latent-attention>
-//            [--flag value]...
+//                        latent-attention|matmul|argmax> [--flag value]...
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -57,6 +65,7 @@
 #include "seam/core/cuda_graph.h"
 #include "seam/core/device_memory.h"
 #include "seam/core/status.h"
+#include "seam/kernels/matmul_tuning.h"
 #include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 #include "seam/kernels/stream.h"
@@ -245,12 +254,27 @@ double GraphUs(const std::function<void()>& body) {
                "capture");
 }
 
-// One op of a decode step, timed alone.
+// One op of a decode step, timed alone, with what its floor counts (0: no floor stated).
 struct ProfiledOp {
   const char* name;
   int per_layer;  // calls per decoder layer (0: once per step)
   std::function<void()> body;
+  double bytes = 0;  // bytes it must move (read once, written once)
+  double flops = 0;  // its matmul FLOPs
 };
+
+// out = x · wᵀ as a profiled op: its bytes are x, w and out, its FLOPs 2 m n k.
+ProfiledOp MatmulOp(const char* name, int per_layer, const Tensor& x, const Tensor& w, const Tensor& out) {
+  return {name, per_layer, [x, w, out, name] { Check(kernels::Matmul(x, w, out), name); },
+          static_cast<double>(x.nbytes() + w.nbytes() + out.nbytes()),
+          2.0 * static_cast<double>(x.dim(0)) * static_cast<double>(w.dim(0)) * static_cast<double>(x.dim(1))};
+}
+
+double Bytes(std::initializer_list<const Tensor*> tensors) {
+  double b = 0;
+  for (const Tensor* t : tensors) b += static_cast<double>(t->nbytes());
+  return b;
+}
 
 // The tensors a decode step's ops read and write, random or empty, for
 // `seqs` sequences of `q_len` new tokens each at context `context`.
@@ -298,26 +322,28 @@ std::vector<ProfiledOp> StepOps(const ProfileInputs& in) {
   const ProfileInputs& i = in;
   return {
       {"embedding", 0, [&i] { Check(kernels::Embedding(i.token_ids, i.head, 0, i.hn), "embedding"); }},
-      {"fused_add_rmsnorm", 2, [&i] { Check(kernels::FusedAddRmsNorm(i.x, i.res, i.wn, 1e-6f, i.hn), "norm"); }},
-      {"matmul_qkv", 1, [&i] { Check(kernels::Matmul(i.x, i.wqkv, i.qkv), "qkv"); }},
+      {"fused_add_rmsnorm", 2, [&i] { Check(kernels::FusedAddRmsNorm(i.x, i.res, i.wn, 1e-6f, i.hn), "norm"); },
+       Bytes({&i.x, &i.res, &i.res, &i.hn, &i.wn})},
+      MatmulOp("matmul_qkv", 1, i.x, i.wqkv, i.qkv),
       {"qkv_norm_rope_cache", 1,
        [&i] {
          Check(kernels::QkvNormRopeCache(i.qkv, i.dn, i.dn, 1e-6f, i.positions, 1e6f, i.slot, i.kc, i.vc, i.q),
                "qkv input");
        }},
-      {"attention", 1, [&i] { Check(kernels::PagedAttention(i.q, i.kc, i.vc, i.batch, 0.088f, i.attn), "attention"); }},
-      {"matmul_o", 1, [&i] { Check(kernels::Matmul(i.attn.Reshape({i.t, i.qh * i.d}).value(), i.wo, i.hn), "o"); }},
+      {"attention", 1, [&i] { Check(kernels::PagedAttention(i.q, i.kc, i.vc, i.batch, 0.088f, i.attn), "attention"); },
+       Bytes({&i.q, &i.kc, &i.vc, &i.attn})},
+      MatmulOp("matmul_o", 1, i.attn.Reshape({i.t, i.qh * i.d}).value(), i.wo, i.hn),
       {"final_rmsnorm", 0, [&i] { Check(kernels::RmsNorm(i.x, i.wn, 1e-6f, i.hn), "final"); }},
-      {"lm_head_f32", 0, [&i] { Check(kernels::Matmul(i.last, i.head, i.logits), "lm_head"); }},
-      {"argmax", 0, [&i] { Check(kernels::Argmax(i.logits, i.ids), "argmax"); }},
+      MatmulOp("lm_head_f32", 0, i.last, i.head, i.logits),
+      {"argmax", 0, [&i] { Check(kernels::Argmax(i.logits, i.ids), "argmax"); }, Bytes({&i.logits, &i.ids})},
   };
 }
 
 std::vector<ProfiledOp> DenseFfnOps(const ProfileInputs& i) {
   return {
-      {"matmul_gate_up", 1, [&i] { Check(kernels::Matmul(i.x, i.wgu, i.gu), "gate_up"); }},
-      {"silu_and_mul", 1, [&i] { Check(kernels::SiluAndMul(i.gu, i.act), "silu"); }},
-      {"matmul_down", 1, [&i] { Check(kernels::Matmul(i.act, i.wd, i.hn), "down"); }},
+      MatmulOp("matmul_gate_up", 1, i.x, i.wgu, i.gu),
+      {"silu_and_mul", 1, [&i] { Check(kernels::SiluAndMul(i.gu, i.act), "silu"); }, Bytes({&i.gu, &i.act})},
+      MatmulOp("matmul_down", 1, i.act, i.wd, i.hn),
   };
 }
 
@@ -348,7 +374,7 @@ struct MoeInputs {
 
 std::vector<ProfiledOp> MoeFfnOps(const ProfileInputs& i, const MoeInputs& m) {
   return {
-      {"moe_router_matmul", 1, [&] { Check(kernels::Matmul(i.x, m.router, m.router_logits), "router"); }},
+      MatmulOp("moe_router_matmul", 1, i.x, m.router, m.router_logits),
       {"moe_route", 1, [&] { Check(kernels::MoeRoute(m.router_logits, m.k, true, m.route_w, m.route_e), "route"); }},
       {"moe_sort_routes", 1, [&] { Check(kernels::SortRoutesByExpert(m.route_w, m.route_e), "sort"); }},
       {"moe_group_by_expert", 1, [&] { Check(kernels::GroupByExpert(m.route_e, m.groups), "group"); }},
@@ -370,18 +396,40 @@ int Profile(const Flags& flags) {
   std::vector<ProfiledOp> ops = StepOps(in);
   const std::vector<ProfiledOp> ffn = moe ? MoeFfnOps(in, *moe) : DenseFfnOps(in);
   ops.insert(ops.begin() + 6, ffn.begin(), ffn.end());
+  // Floors: bytes at the copy bandwidth, matmul FLOPs at the bf16 matmul peak, both measured here.
+  const double copy_gbps = CopyGbps(size_t{1} << 30);
+  const double peak = flags.Get("peak-tflops", "").empty() ? Bf16PeakTflops()
+                                                           : static_cast<double>(flags.Int("peak-tflops", 0));
   json rows = json::array();
-  double eager_step = 0, graph_step = 0;
+  double eager_step = 0, graph_step = 0, floor_step = 0;
   for (const ProfiledOp& op : ops) {
     const double eager = TimeUs(op.body, 50), graphed = GraphUs(op.body);
     const double calls = op.per_layer == 0 ? 1.0 : static_cast<double>(op.per_layer * c.num_hidden_layers);
     eager_step += eager * calls;
     graph_step += graphed * calls;
-    rows.push_back({{"op", op.name}, {"eager_us", eager}, {"graph_us", graphed}, {"calls_per_step", calls},
-                    {"graph_us_per_step", graphed * calls}});
+    json row = {{"op", op.name}, {"eager_us", eager}, {"graph_us", graphed}, {"calls_per_step", calls},
+                {"graph_us_per_step", graphed * calls}};
+    if (op.bytes > 0) {
+      const double bytes_us = op.bytes / copy_gbps / 1e3, flops_us = op.flops / peak / 1e6;
+      const double floor_us = std::max(bytes_us, flops_us);
+      floor_step += floor_us * calls;
+      row["bytes"] = op.bytes, row["flops"] = op.flops, row["bytes_us"] = bytes_us, row["flops_us"] = flops_us;
+      row["floor_us"] = floor_us, row["floor_us_per_step"] = floor_us * calls, row["floor_ratio"] = graphed / floor_us;
+      row["bound"] = flops_us > bytes_us ? "flops" : "bytes";
+    }
+    rows.push_back(row);
+  }
+  json choices = json::array();
+  for (const kernels::MatmulChoice& ch : kernels::MatmulChoices()) {
+    choices.push_back({{"m", ch.m}, {"n", ch.n}, {"k", ch.k}, {"kernel", ch.kernel}, {"algorithm", ch.algorithm},
+                       {"timed", ch.timed}, {"kept", ch.kept}, {"first_us", ch.first_us}, {"kept_us", ch.kept_us}});
   }
   WriteJson(flags, {{"seqs", seqs}, {"q_len", q_len}, {"context", context}, {"ops", rows},
-                    {"sum_eager_ms", eager_step / 1e3}, {"sum_graph_ms", graph_step / 1e3}});
+                    {"sum_eager_ms", eager_step / 1e3}, {"sum_graph_ms", graph_step / 1e3},
+                    {"copy_gbps", copy_gbps}, {"peak_tflops", peak}, {"sum_floor_ms_of_floored_ops", floor_step / 1e3},
+                    {"matmul_choices", choices},
+                    {"note", "floor_us of an op: max(bytes / copy_gbps, flops / peak_tflops) (bytes: what it must "
+                             "read and write once; flops: its matmul's 2 m n k); ops without bytes have no floor"}});
   return 0;
 }
 
@@ -440,6 +488,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   seam::bench::Flags flags(argc, argv);
+  // Every mode: how Matmul chooses its kernels (seam/kernels/matmul_tuning.h).
+  seam::kernels::MatmulTuning tuning;
+  tuning.candidates = static_cast<int>(flags.Int("matmul-candidates", tuning.candidates));
+  tuning.max_tuned_rows = flags.Int("matmul-max-tuned-rows", tuning.max_tuned_rows);
+  seam::bench::Check(seam::kernels::SetMatmulTuning(tuning), "--matmul-candidates / --matmul-max-tuned-rows");
   if (cmd == "norm") return seam::bench::Norm(flags);
   if (cmd == "decode") return seam::bench::Decode(flags);
   if (cmd == "prefill") return seam::bench::Prefill(flags);
@@ -452,7 +505,9 @@ int main(int argc, char** argv) {
   if (cmd == "cp") return seam::bench::CpBench(flags);
   if (cmd == "attention") return seam::bench::AttentionBench(flags);
   if (cmd == "latent-attention") return seam::bench::LatentAttentionBench(flags);
+  if (cmd == "matmul") return seam::bench::MatmulBench(flags);
+  if (cmd == "argmax") return seam::bench::ArgmaxBench(flags);
   std::cerr << "usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|"
-               "attention|latent-attention> [--flag value]...\n";
+               "attention|latent-attention|matmul|argmax> [--flag value]...\n";
   return 2;
 }

@@ -203,4 +203,18 @@ int AttentionBench(const Flags& flags);
 // latent_attention_bench.cc: PagedLatentAttention decode vs its bytes and FLOPs floors.
 int LatentAttentionBench(const Flags& flags);
 
+// decode_kernels_bench.cc: the decode step's matmuls (heuristic pick vs autotuned) and its argmax vs their floors.
+int MatmulBench(const Flags& flags);
+int ArgmaxBench(const Flags& flags);
+
+// The floor of one matmul out[m, n] = x[m, k] · w[n, k]ᵀ: its bytes (x, w
+// read once, out written once) at copy bandwidth or its FLOPs at the bf16
+// matmul peak, whichever takes longer (decode_kernels_bench.cc).
+struct MatmulFloor {
+  double bytes = 0, flops = 0;
+  double bytes_us = 0, flops_us = 0, floor_us = 0;
+};
+MatmulFloor MatmulFloorOf(int64_t m, int64_t n, int64_t k, DType in, DType out, double copy_gbps, double peak_tflops);
+json MatmulFloorJson(const MatmulFloor& f);
+
 }  // namespace seam::bench

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/matmul_tuning.h"
 #include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 
@@ -30,6 +32,8 @@ absl::Status AddInPlace(const Tensor& dst, const Tensor& src);
 absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
 // kernels::UseOwnMatmulWorkspace (stream.h).
 absl::Status UseOwnMatmulWorkspace(void* stream);
+// kernels::MatmulChoices (matmul_tuning.h).
+std::vector<MatmulChoice> MatmulChoicesOnThread();
 
 // kv_cache_write.cu, attention.cu (which picks decode_attention*.cu or prefill_attention*.cu)
 absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
@@ -42,9 +46,10 @@ absl::Status QkvNormRopeCache(const Tensor& qkv, const Tensor& q_norm, const Ten
                               const Tensor& positions, float theta, const Tensor& slot_mapping,
                               const Tensor& k_cache, const Tensor& v_cache, const Tensor& q_out);
 
+// argmax.cu
+absl::Status Argmax(const Tensor& logits, const Tensor& out);
 // sampling.cu
 absl::Status Softmax(const Tensor& x, const Tensor& out);
-absl::Status Argmax(const Tensor& logits, const Tensor& out);
 absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Tensor& steps, const Tensor& out);
 absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
 // logit_edits.cu

@@ -1,18 +1,7 @@
-// Softmax, argmax, top-k and seeded sampling on CUDA; one block per row.
+// Softmax, top-k and seeded sampling on CUDA; one block per row.
 //
 // Softmax: three passes over the row (max, Σexp, write), fp32 block reductions.
-// Argmax: per-thread best, then a block reduction keeping the lowest index on ties.
-// Wide rows (n ≥ kClusterArgmaxMinN, the vocabulary) are split over a cluster
-// of kArgmaxCluster blocks (16-byte loads, several in flight per thread); rank
-// 0 merges the blocks' results through distributed shared memory, so one
-// kernel, no global scratch, no counters: graph- and stream-safe. One
-// 1024-thread block per row would stream a 151936-wide f32 row through a
-// single SM (~35 µs); the cluster spreads it over 8. Every partial starts
-// from (row[0], 0) and (v, i) replaces (bv, bi) only when v > bv or v == bv
-// and i < bi, a total order over those states when row[0] is not NaN, so the
-// result is the CPU's (the first largest value, NaNs never taken) in any
-// reduction order; when row[0] is NaN nothing replaces it and the answer is
-// 0, as on the CPU.
+// Argmax lives in argmax.cu (Sample with temperature 0 calls it).
 //
 // TopK and Sample order a row by a 64-bit composite key
 //     key(i) = orderable_bits(value_i) << 32 | (0x7fffffff - i),
@@ -42,8 +31,6 @@
 //   u = SampleUniform(seed, step) from the same splitmix64 recipe.
 // Work is O(N) per pass with a few passes per chunk; a full-vocabulary draw
 // (top_k = 0) takes about ceil(N / kChunk) chunks per walk.
-#include <cooperative_groups.h>
-
 #include <cstdint>
 
 #include "cuda_common.cuh"
@@ -93,112 +80,6 @@ __global__ void __launch_bounds__(kThreads) SoftmaxKernel(const T* __restrict__ 
   sum = BlockSum(sum, scratch);
   const float inv = 1.0f / sum;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = FromFloat<O>(expf(ToFloat(in[i]) - mx) * inv);
-}
-
-// ---- argmax ---------------------------------------------------------------------------
-
-// True when (v, i) comes before (bv, bi): larger value, or equal and lower index.
-__device__ __forceinline__ bool Before(float v, int64_t i, float bv, int64_t bi) {
-  return v > bv || (v == bv && i < bi);
-}
-
-// Block-wide merge of every thread's (bv, bi); the block's best is returned to every thread.
-__device__ __forceinline__ void BlockReduceArgmax(float& bv, int64_t& bi) {
-  __shared__ float s_val[kWarps];
-  __shared__ int64_t s_idx[kWarps];
-  for (int o = 16; o > 0; o >>= 1) {
-    const float v = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int64_t i = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (Before(v, i, bv, bi)) bv = v, bi = i;
-  }
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) s_val[threadIdx.x / 32] = bv, s_idx[threadIdx.x / 32] = bi;
-  __syncthreads();
-  bv = s_val[0], bi = s_idx[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
-    if (Before(s_val[w], s_idx[w], bv, bi)) bv = s_val[w], bi = s_idx[w];
-  }
-}
-
-template <typename T>
-__device__ int64_t BlockArgmax(const T* in, int64_t n) {
-  float bv = ToFloat(in[0]);
-  int64_t bi = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = ToFloat(in[i]);
-    if (Before(v, i, bv, bi)) bv = v, bi = i;
-  }
-  BlockReduceArgmax(bv, bi);
-  return bi;
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads) ArgmaxKernel(const T* __restrict__ x, int32_t* __restrict__ out, int64_t n) {
-  const int64_t best = BlockArgmax(x + blockIdx.x * n, n);
-  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(best);
-}
-
-constexpr int kArgmaxCluster = 8;                 // blocks per row: the portable cluster size
-constexpr int64_t kClusterArgmaxMinN = 8192;      // narrower rows: one block per row
-constexpr int64_t kClusterArgmaxMaxRows = 65535;  // gridDim.y
-
-// One cluster per row (blockIdx.y); block `rank` of the cluster takes every
-// kArgmaxCluster-th stretch of kThreads elements (kVec: 16-byte vectors; the
-// row length is a multiple of the vector width and x 16-byte aligned).
-template <typename T, bool kVec>
-__global__ void __cluster_dims__(kArgmaxCluster, 1, 1) __launch_bounds__(kThreads)
-    ClusterArgmaxKernel(const T* __restrict__ x, int32_t* __restrict__ out, int64_t n) {
-  namespace cg = cooperative_groups;
-  __shared__ float c_val;    // this block's best, read by rank 0
-  __shared__ int64_t c_idx;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t row = blockIdx.y;
-  const T* in = x + row * n;
-  float bv = ToFloat(in[0]);
-  int64_t bi = 0;
-  const int64_t tid = static_cast<int64_t>(rank) * kThreads + threadIdx.x;
-  constexpr int64_t kStride = int64_t{kArgmaxCluster} * kThreads;
-  if constexpr (kVec) {
-    constexpr int V = 16 / static_cast<int>(sizeof(T));
-    constexpr int kUnroll = 4;
-    using VecT = Vec<T, V>;
-    const VecT* vin = reinterpret_cast<const VecT*>(in);
-    const int64_t nv = n / V;
-    auto consume = [&](const VecT& vec, int64_t i) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float v = ToFloat(vec.v[j]);
-        if (Before(v, i * V + j, bv, bi)) bv = v, bi = i * V + j;
-      }
-    };
-    int64_t i = tid;
-    for (; i + (kUnroll - 1) * kStride < nv; i += kUnroll * kStride) {
-      VecT vecs[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) vecs[u] = vin[i + u * kStride];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) consume(vecs[u], i + u * kStride);
-    }
-    for (; i < nv; i += kStride) consume(vin[i], i);
-  } else {
-    for (int64_t i = tid; i < n; i += kStride) {
-      const float v = ToFloat(in[i]);
-      if (Before(v, i, bv, bi)) bv = v, bi = i;
-    }
-  }
-  BlockReduceArgmax(bv, bi);
-  if (threadIdx.x == 0) c_val = bv, c_idx = bi;
-  cluster.sync();  // every block's (c_val, c_idx) is final
-  if (rank == 0 && threadIdx.x == 0) {
-    for (int r = 1; r < kArgmaxCluster; ++r) {
-      const float v = *cluster.map_shared_rank(&c_val, r);
-      const int64_t i = *cluster.map_shared_rank(&c_idx, r);
-      if (Before(v, i, bv, bi)) bv = v, bi = i;
-    }
-    out[row] = static_cast<int32_t>(bi);
-  }
-  cluster.sync();  // rank 0 is done reading the others' shared memory
 }
 
 // ---- composite keys ------------------------------------------------------------------
@@ -499,30 +380,6 @@ absl::Status Softmax(const Tensor& x, const Tensor& out) {
       SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       return absl::OkStatus();
     });
-  });
-}
-
-absl::Status Argmax(const Tensor& logits, const Tensor& out) {
-  const int64_t rows = logits.dim(0), n = logits.dim(1);
-  if (rows == 0) return absl::OkStatus();
-  SEAM_RETURN_IF_ERROR(CheckRows(logits, "Argmax"));
-  const cudaStream_t stream = Stream();
-  const bool cluster = n >= kClusterArgmaxMinN && rows <= kClusterArgmaxMaxRows;
-  return DispatchFloat(logits.dtype(), "logits", [&](auto tag) -> absl::Status {
-    using T = typename decltype(tag)::type;
-    const T* x = static_cast<const T*>(logits.raw_data());
-    if (cluster) {
-      const dim3 grid(kArgmaxCluster, static_cast<unsigned int>(rows));
-      if (n % VecWidth<T>() == 0 && VecAligned<T>(x, VecWidth<T>())) {
-        ClusterArgmaxKernel<T, true><<<grid, kThreads, 0, stream>>>(x, out.data<int32_t>(), n);
-      } else {
-        ClusterArgmaxKernel<T, false><<<grid, kThreads, 0, stream>>>(x, out.data<int32_t>(), n);
-      }
-    } else {
-      ArgmaxKernel<T><<<static_cast<unsigned int>(rows), kThreads, 0, stream>>>(x, out.data<int32_t>(), n);
-    }
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
   });
 }
 

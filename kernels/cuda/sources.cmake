@@ -4,6 +4,7 @@
 set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/activation.cu
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/argmax.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention_input.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode_attention.cu
@@ -21,6 +22,8 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/mamba_conv.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_gemv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_plan.cu
   ${CMAKE_CURRENT_LIST_DIR}/mhc.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_experts.cu

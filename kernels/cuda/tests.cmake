@@ -9,6 +9,8 @@ add_executable(cuda_kernels_test
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_latent_attention_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_attention_input_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_matmul_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_matmul_tuning_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_argmax_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_sampling_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_logit_edits_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_mhc_test.cc

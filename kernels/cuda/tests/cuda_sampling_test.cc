@@ -150,9 +150,10 @@ INSTANTIATE_TEST_SUITE_P(Rows, CudaArgmaxTest,
                          RowName);
 
 // Wide rows with exact ties in different blocks of a row's cluster, +inf, -inf
-// and NaN, on the vector path (n = kVocab), the scalar path (odd n) and a
-// misaligned copy (scalar path): the CPU's answer, the lowest index among the
-// largest values, NaNs never taken unless at index 0 (then 0).
+// and NaN, with rows starting on a 16-byte boundary (n = kVocab), rows off it
+// (odd n) and a misaligned copy (the scalar head and tail beside the vector
+// body): the CPU's answer, the lowest index among the largest values, NaNs
+// never taken unless at index 0 (then 0).
 TEST_F(CudaKernelsTest, CudaArgmaxWideRowTiesAndSpecialValues) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
