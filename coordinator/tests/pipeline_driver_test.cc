@@ -229,6 +229,31 @@ TEST(PipelineDriver, ALaterCallMapsThePublishedBlocksOfAnEarlierOne) {
   EXPECT_EQ(p.EntriesOf(1)[p.EntriesOf(1).size() - 3].position_start(), 0u);
 }
 
+// n = 2 (the HTTP layer sends the prompt twice): the first sample computes
+// the prompt, the second waits for its two full blocks, maps them and
+// computes the rest; each samples with its own seed.
+TEST(PipelineDriver, TheSamplesOfOnePromptComputeItOnceWithTheirOwnSeeds) {
+  PipelineDriverOptions o;
+  o.scheduler.prefix_caching = true;
+  o.scheduler.block_size = 4;
+  Pipeline p(o);
+  p.sampling.set_seed(77);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  Recorder r(2);
+  p.Submit(r, {prompt, prompt});
+  ASSERT_TRUE(r.Wait().ok());
+  std::vector<v1::SequenceEntry> starts;  // each sequence's first entry on the last stage
+  for (const v1::SequenceEntry& e : p.EntriesOf(1)) {
+    if (e.has_sampling()) starts.push_back(e);
+  }
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0].position_start(), 0u);
+  EXPECT_EQ(starts[1].position_start(), 8u);
+  EXPECT_EQ(starts[1].shared_block_ids_size(), 2);
+  EXPECT_EQ((std::set<uint64_t>{starts[0].sampling().seed(), starts[1].sampling().seed()}),
+            (std::set<uint64_t>{77, SequenceSeed(77, 1)}));
+}
+
 TEST(PipelineDriver, ACallWithoutASeedSamplesWithAFreshOne) {
   Pipeline p;
   p.sampling.set_temperature(1.0f);
