@@ -67,15 +67,6 @@ void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o
   } else {
     out << "no TLS, no token (--insecure)\n";
   }
-  out << "try: seam generate --addr " << addr << client_flags << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM"
-      << std::endl;
-  if (const std::string http = pipeline.http_address(); !http.empty()) {
-    const std::string url = absl::StrCat(client.tls() ? "https://" : "http://", http, "/v1");
-    out << "OpenAI-compatible HTTP: " << url << " model \"" << model_name << "\"" << std::endl;
-    out << "try: curl" << (client.tls() ? absl::StrCat(" --cacert ", client.tls_ca_file) : "")
-        << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
-        << " " << url << "/models" << std::endl;
-  }
   if (o.metrics_on_api && !pipeline.http_address().empty()) {
     out << "metrics on the HTTP API: " << (client.tls() ? "https://" : "http://") << pipeline.http_address()
         << "/metrics" << (client.tls() ? " (with its token)" : "") << std::endl;
@@ -88,6 +79,15 @@ void PrintHowToReach(const LocalPipeline& pipeline, const ServeCommandOptions& o
     }
     out << (client.tls() ? absl::StrCat(" (HTTPS: CA certificate ", client.tls_ca_file, ", no token)") : "")
         << std::endl;
+  }
+  out << "try: seam generate --addr " << addr << client_flags << " --prompt \"3 14 15\"; stop with Ctrl-C or SIGTERM"
+      << std::endl;
+  if (const std::string http = pipeline.http_address(); !http.empty()) {
+    const std::string url = absl::StrCat(client.tls() ? "https://" : "http://", http, "/v1");
+    out << "OpenAI-compatible HTTP: " << url << " model \"" << model_name << "\"" << std::endl;
+    out << "try: curl" << (client.tls() ? absl::StrCat(" --cacert ", client.tls_ca_file) : "")
+        << (client.tls() ? absl::StrCat(" -H \"Authorization: Bearer $(cat ", client.auth_token_file, ")\"") : "")
+        << " " << url << "/models" << std::endl;
   }
 }
 
