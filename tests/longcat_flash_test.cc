@@ -1,0 +1,162 @@
+// LongCat-Flash on the CPU over Gloo: a random checkpoint written by
+// WriteRandomCheckpoint (as `seam model init --arch longcat_flash` writes
+// it) loads back, and every split seam serves (TP 1, 2, 4 × attention DP
+// 1, 2 × PP 1, 2, each reduction policy's default) prefills and decodes the
+// greedy tokens of one rank, with logits within 1e-5 relative of one rank's:
+// TP and DP change only the order of fp32 sums (partial sums over heads and
+// intermediate slices), PP changes nothing (a pure pipeline split is bit for
+// bit the single rank, checked exactly).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "seam/core/status.h"
+#include "seam/runtime/stage_group.h"
+#include "seam/testing/tiny_checkpoint.h"
+#include "seam/weights/checkpoint.h"
+
+namespace seam {
+namespace {
+
+// Stage groups for consecutive layer ranges; a step runs through each in turn.
+class Pipeline {
+ public:
+  absl::Status Open(const std::string& dir, int tp, int attn_dp, int pp, int layers) {
+    std::vector<int> cuts = {0, layers};
+    if (pp == 2) cuts = {0, layers / 2, layers};
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      runtime::StageGroupOptions options;
+      options.model.first_layer = cuts[i];
+      options.model.end_layer = cuts[i + 1];
+      auto group = runtime::StageGroup::Create(dir, tp, attn_dp, boundary::ReductionPolicy::kAuto, options);
+      if (!group.ok()) return group.status();
+      pieces_.push_back(std::move(*group));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Tensor>> Step(std::vector<models::SequenceStep> sequences, bool all_logits) {
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      sequences[i].dp_group = static_cast<int>(i % static_cast<size_t>(pieces_.front()->attn_dp()));
+    }
+    std::vector<boundary::PipelineTensors> handoff;
+    for (auto& piece : pieces_) {
+      SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out, piece->StepPiece(sequences, all_logits, handoff));
+      if (piece->is_last_piece()) return std::move(out.logits);
+      handoff = std::move(out.handoff);
+    }
+    return absl::InternalError("no last piece");
+  }
+
+ private:
+  std::vector<std::unique_ptr<runtime::StageGroup>> pieces_;
+};
+
+int32_t LastArgmax(const Tensor& logits) {
+  const std::vector<float> v = logits.ToFloats();
+  const int64_t vocab = logits.dim(-1), row = logits.rows() - 1;
+  return static_cast<int32_t>(std::max_element(v.begin() + row * vocab, v.end()) - (v.begin() + row * vocab));
+}
+
+// Prefill of three prompts of different lengths, then three greedy decode steps.
+struct Run {
+  std::vector<std::vector<int32_t>> tokens;  // per sequence
+  std::vector<Tensor> logits;                // prefill's (every position), then each decode step's, in order
+};
+
+absl::StatusOr<Run> Generate(Pipeline& pipeline) {
+  std::vector<models::SequenceStep> batch;
+  const std::vector<int> lengths = {5, 9, 3};
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    batch.push_back({i + 1, testing::PromptTokens(static_cast<int>(i) + 7, lengths[i], 128), 0});
+  }
+  Run run;
+  run.tokens.resize(batch.size());
+  SEAM_ASSIGN_OR_RETURN(std::vector<Tensor> logits, pipeline.Step(batch, true));
+  for (int step = 0; step < 4; ++step) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      run.logits.push_back(logits[i]);
+      const int32_t next = LastArgmax(logits[i]);
+      run.tokens[i].push_back(next);
+      batch[i].start += static_cast<int64_t>(batch[i].tokens.size());
+      batch[i].tokens = {next};
+    }
+    if (step == 3) break;
+    SEAM_ASSIGN_OR_RETURN(logits, pipeline.Step(batch, false));
+  }
+  return run;
+}
+
+const Run& SingleRank() {
+  static const Run run = [] {
+    Pipeline p;
+    SEAM_CHECK_OK(p.Open(testing::TinyLongcatFlashCheckpointDir(), 1, 1, 1, 2));
+    auto r = Generate(p);
+    SEAM_CHECK_OK(r.status());
+    return *r;
+  }();
+  return run;
+}
+
+TEST(LongcatFlash, ARandomCheckpointLoadsBackWithItsConfig) {
+  const std::string& dir = testing::TinyLongcatFlashCheckpointDir();
+  auto checkpoint = weights::Checkpoint::Open(dir);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  const weights::ModelConfig want = testing::TinyLongcatFlashConfig(), &got = (*checkpoint)->config();
+  EXPECT_EQ(got.architecture, "longcat_flash");
+  EXPECT_EQ(got.num_hidden_layers, want.num_hidden_layers);  // logical layers (config.json: twice that)
+  EXPECT_EQ(got.q_lora_rank, want.q_lora_rank);
+  EXPECT_EQ(got.kv_lora_rank, want.kv_lora_rank);
+  EXPECT_EQ(got.qk_nope_head_dim, want.qk_nope_head_dim);
+  EXPECT_EQ(got.qk_rope_head_dim, want.qk_rope_head_dim);
+  EXPECT_EQ(got.v_head_dim, want.v_head_dim);
+  EXPECT_EQ(got.num_experts, want.num_experts);
+  EXPECT_EQ(got.zero_expert_num, want.zero_expert_num);
+  EXPECT_EQ(got.num_experts_per_tok, want.num_experts_per_tok);
+  EXPECT_EQ(got.moe_intermediate_size, want.moe_intermediate_size);
+  EXPECT_EQ(got.intermediate_size, want.intermediate_size);
+  EXPECT_EQ(got.routed_scaling_factor, want.routed_scaling_factor);
+  EXPECT_TRUE((*checkpoint)->Has("model.layers.1.mlp.router.e_score_correction_bias"));
+  EXPECT_TRUE((*checkpoint)->Has("model.layers.0.self_attn.1.kv_b_proj.weight"));
+  const Run& run = SingleRank();
+  for (const auto& tokens : run.tokens) EXPECT_EQ(tokens.size(), 4u);
+}
+
+using Param = std::tuple<int, int, int>;  // tp, attn_dp, pp
+class LongcatFlashSplits : public ::testing::TestWithParam<Param> {};
+
+TEST_P(LongcatFlashSplits, GreedyTokensAndLogitsEqualOneRank) {
+  const auto& [tp, dp, pp] = GetParam();
+  Pipeline p;
+  ASSERT_TRUE(p.Open(testing::TinyLongcatFlashCheckpointDir(), tp, dp, pp, 2).ok());
+  auto run = Generate(p);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const Run& one = SingleRank();
+  EXPECT_EQ(run->tokens, one.tokens);
+  ASSERT_EQ(run->logits.size(), one.logits.size());
+  for (size_t i = 0; i < one.logits.size(); ++i) {
+    const double err = testing::MaxRelativeError(run->logits[i], one.logits[i]);
+    if (tp == 1) {
+      EXPECT_EQ(err, 0.0) << "logits " << i << ": a pure pipeline split must be bit for bit one rank";
+    } else {
+      EXPECT_LE(err, 1e-5) << "logits " << i;
+    }
+  }
+}
+
+std::string SplitName(const ::testing::TestParamInfo<Param>& info) {
+  const auto& [tp, dp, pp] = info.param;
+  return "tp" + std::to_string(tp) + "_dp" + std::to_string(dp) + "_pp" + std::to_string(pp);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, LongcatFlashSplits,
+                         ::testing::Values(Param{1, 1, 2}, Param{2, 1, 1}, Param{2, 1, 2}, Param{4, 1, 1},
+                                           Param{2, 2, 1}, Param{2, 2, 2}, Param{4, 2, 2}),
+                         SplitName);
+
+}  // namespace
+}  // namespace seam
