@@ -63,18 +63,18 @@ int32_t LastArgmax(const Tensor& logits) {
 }
 
 // Prefill of three prompts of different lengths, then three greedy decode steps.
-struct Run {
+struct Generated {
   std::vector<std::vector<int32_t>> tokens;  // per sequence
   std::vector<Tensor> logits;                // prefill's (every position), then each decode step's, in order
 };
 
-absl::StatusOr<Run> Generate(Pipeline& pipeline) {
+absl::StatusOr<Generated> Generate(Pipeline& pipeline) {
   std::vector<models::SequenceStep> batch;
   const std::vector<int> lengths = {5, 9, 3};
   for (size_t i = 0; i < lengths.size(); ++i) {
     batch.push_back({i + 1, testing::PromptTokens(static_cast<int>(i) + 7, lengths[i], 128), 0});
   }
-  Run run;
+  Generated run;
   run.tokens.resize(batch.size());
   SEAM_ASSIGN_OR_RETURN(std::vector<Tensor> logits, pipeline.Step(batch, true));
   for (int step = 0; step < 4; ++step) {
@@ -91,8 +91,8 @@ absl::StatusOr<Run> Generate(Pipeline& pipeline) {
   return run;
 }
 
-const Run& SingleRank() {
-  static const Run run = [] {
+const Generated& SingleRank() {
+  static const Generated run = [] {
     Pipeline p;
     SEAM_CHECK_OK(p.Open(testing::TinyLongcatFlashCheckpointDir(), 1, 1, 1, 2));
     auto r = Generate(p);
@@ -122,7 +122,7 @@ TEST(LongcatFlash, ARandomCheckpointLoadsBackWithItsConfig) {
   EXPECT_EQ(got.routed_scaling_factor, want.routed_scaling_factor);
   EXPECT_TRUE((*checkpoint)->Has("model.layers.1.mlp.router.e_score_correction_bias"));
   EXPECT_TRUE((*checkpoint)->Has("model.layers.0.self_attn.1.kv_b_proj.weight"));
-  const Run& run = SingleRank();
+  const Generated& run = SingleRank();
   for (const auto& tokens : run.tokens) EXPECT_EQ(tokens.size(), 4u);
 }
 
@@ -135,7 +135,7 @@ TEST_P(LongcatFlashSplits, GreedyTokensAndLogitsEqualOneRank) {
   ASSERT_TRUE(p.Open(testing::TinyLongcatFlashCheckpointDir(), tp, dp, pp, 2).ok());
   auto run = Generate(p);
   ASSERT_TRUE(run.ok()) << run.status();
-  const Run& one = SingleRank();
+  const Generated& one = SingleRank();
   EXPECT_EQ(run->tokens, one.tokens);
   ASSERT_EQ(run->logits.size(), one.logits.size());
   for (size_t i = 0; i < one.logits.size(); ++i) {
