@@ -96,44 +96,8 @@ absl::Status RefuseValues(const Json& j) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status ParseLongcatFlash(const Json& j, ModelConfig* c) {
-  SEAM_RETURN_IF_ERROR(RefuseValues(j));
-  // LongcatFlashConfig's defaults for the fields a saved file may leave out.
-  c->vocab_size = 131072, c->hidden_size = 6144, c->num_attention_heads = 64;
-  c->intermediate_size = 12288, c->q_lora_rank = 1536, c->kv_lora_rank = 512;
-  c->qk_nope_head_dim = 128, c->qk_rope_head_dim = 64, c->v_head_dim = 128, c->head_dim = 64;
-  c->num_experts_per_tok = 12, c->num_experts = 512, c->zero_expert_num = 256, c->moe_intermediate_size = 2048;
-  c->routed_scaling_factor = 6.0f, c->rms_norm_eps = 1e-5f, c->rope_theta = 10000000.0f;
-  c->max_position_embeddings = 131072, c->tie_word_embeddings = false;
-  c->bos_token_id = 1, c->eos_token_id = 2;
-  int64_t layers = 28;
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "num_layers", &layers, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c->vocab_size, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "hidden_size", &c->hidden_size, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c->num_attention_heads, false));
-  c->num_key_value_heads = c->num_attention_heads;
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "num_key_value_heads", &c->num_key_value_heads, false));
-  SEAM_RETURN_IF_ERROR(ReadAliased(j, "ffn_hidden_size", "intermediate_size", &c->intermediate_size));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "q_lora_rank", &c->q_lora_rank, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "kv_lora_rank", &c->kv_lora_rank, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "qk_nope_head_dim", &c->qk_nope_head_dim, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "qk_rope_head_dim", &c->qk_rope_head_dim, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "v_head_dim", &c->v_head_dim, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "head_dim", &c->head_dim, false));
-  SEAM_RETURN_IF_ERROR(ReadAliased(j, "moe_topk", "num_experts_per_tok", &c->num_experts_per_tok));
-  SEAM_RETURN_IF_ERROR(ReadAliased(j, "n_routed_experts", "num_local_experts", &c->num_experts));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "zero_expert_num", &c->zero_expert_num, false));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "expert_ffn_hidden_size", &c->moe_intermediate_size, false));
-  SEAM_RETURN_IF_ERROR(ReadFloat(j, "routed_scaling_factor", &c->routed_scaling_factor));
-  SEAM_RETURN_IF_ERROR(ReadFloat(j, "rms_norm_eps", &c->rms_norm_eps));
-  SEAM_RETURN_IF_ERROR(ReadLongcatRope(j, &c->rope_theta));
-  SEAM_RETURN_IF_ERROR(ReadInt(j, "max_position_embeddings", &c->max_position_embeddings, false));
-  SEAM_RETURN_IF_ERROR(ReadBool(j, "tie_word_embeddings", &c->tie_word_embeddings));
-  SEAM_ASSIGN_OR_RETURN(c->dtype, ReadTorchDType(j));
-  SEAM_RETURN_IF_ERROR(ReadTokenId(j, "bos_token_id", &c->bos_token_id));
-  SEAM_RETURN_IF_ERROR(ReadTokenId(j, "eos_token_id", &c->eos_token_id));
+// The sizes and the relations between them that transformers' modules assume.
+absl::Status CheckLongcat(const Json& j, int64_t layers, ModelConfig* c) {
   c->num_hidden_layers = layers;
   c->norm_topk_prob = false;  // the routing weights are not renormalised
   const std::pair<const char*, int64_t> sizes[] = {
@@ -180,6 +144,47 @@ absl::Status ParseLongcatFlash(const Json& j, ModelConfig* c) {
   }
   if (!(c->rms_norm_eps >= 0.0f)) return FieldError("rms_norm_eps", "must be >= 0");
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseLongcatFlash(const Json& j, ModelConfig* c) {
+  SEAM_RETURN_IF_ERROR(RefuseValues(j));
+  // LongcatFlashConfig's defaults for the fields a saved file may leave out.
+  c->vocab_size = 131072, c->hidden_size = 6144, c->num_attention_heads = 64;
+  c->intermediate_size = 12288, c->q_lora_rank = 1536, c->kv_lora_rank = 512;
+  c->qk_nope_head_dim = 128, c->qk_rope_head_dim = 64, c->v_head_dim = 128, c->head_dim = 64;
+  c->num_experts_per_tok = 12, c->num_experts = 512, c->zero_expert_num = 256, c->moe_intermediate_size = 2048;
+  c->routed_scaling_factor = 6.0f, c->rms_norm_eps = 1e-5f, c->rope_theta = 10000000.0f;
+  c->max_position_embeddings = 131072, c->tie_word_embeddings = false;
+  c->bos_token_id = 1, c->eos_token_id = 2;
+  int64_t layers = 28;
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "num_layers", &layers, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c->vocab_size, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "hidden_size", &c->hidden_size, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c->num_attention_heads, false));
+  c->num_key_value_heads = c->num_attention_heads;
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "num_key_value_heads", &c->num_key_value_heads, false));
+  SEAM_RETURN_IF_ERROR(ReadAliased(j, "ffn_hidden_size", "intermediate_size", &c->intermediate_size));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "q_lora_rank", &c->q_lora_rank, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "kv_lora_rank", &c->kv_lora_rank, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "qk_nope_head_dim", &c->qk_nope_head_dim, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "qk_rope_head_dim", &c->qk_rope_head_dim, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "v_head_dim", &c->v_head_dim, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "head_dim", &c->head_dim, false));
+  SEAM_RETURN_IF_ERROR(ReadAliased(j, "moe_topk", "num_experts_per_tok", &c->num_experts_per_tok));
+  SEAM_RETURN_IF_ERROR(ReadAliased(j, "n_routed_experts", "num_local_experts", &c->num_experts));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "zero_expert_num", &c->zero_expert_num, false));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "expert_ffn_hidden_size", &c->moe_intermediate_size, false));
+  SEAM_RETURN_IF_ERROR(ReadFloat(j, "routed_scaling_factor", &c->routed_scaling_factor));
+  SEAM_RETURN_IF_ERROR(ReadFloat(j, "rms_norm_eps", &c->rms_norm_eps));
+  SEAM_RETURN_IF_ERROR(ReadLongcatRope(j, &c->rope_theta));
+  SEAM_RETURN_IF_ERROR(ReadInt(j, "max_position_embeddings", &c->max_position_embeddings, false));
+  SEAM_RETURN_IF_ERROR(ReadBool(j, "tie_word_embeddings", &c->tie_word_embeddings));
+  SEAM_ASSIGN_OR_RETURN(c->dtype, ReadTorchDType(j));
+  SEAM_RETURN_IF_ERROR(ReadTokenId(j, "bos_token_id", &c->bos_token_id));
+  SEAM_RETURN_IF_ERROR(ReadTokenId(j, "eos_token_id", &c->eos_token_id));
+  return CheckLongcat(j, layers, c);
 }
 
 std::string LongcatFlashConfigToJson(const ModelConfig& c) {
