@@ -47,6 +47,7 @@ CONFIG = dict(
     vocab_size=256,
     hidden_size=64,
     num_layers=2,
+    num_hidden_layers=4,  # one per attention (the model sets it to 2 · num_layers anyway)
     num_attention_heads=4,
     num_key_value_heads=4,
     ffn_hidden_size=96,
