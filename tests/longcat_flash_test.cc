@@ -126,6 +126,25 @@ TEST(LongcatFlash, ARandomCheckpointLoadsBackWithItsConfig) {
   for (const auto& tokens : run.tokens) EXPECT_EQ(tokens.size(), 4u);
 }
 
+TEST(LongcatFlash, AGroupNeverScattersTheInputOfItsBranches) {
+  runtime::StageGroupOptions options;
+  options.variants = *boundary::ParseVariantChoice("sequence-parallel");
+  auto refused = runtime::StageGroup::Create(testing::TinyLongcatFlashCheckpointDir(), 2, 1,
+                                             boundary::ReductionPolicy::kAuto, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("serve ordinary token rows only"), std::string::npos)
+      << refused.status();
+  // Under auto, a batch past scatter_input_rows still runs as ordinary token rows.
+  options.variants = boundary::VariantChoiceOptions{};
+  options.variants.scatter_input_rows = 4;
+  auto group = runtime::StageGroup::Create(testing::TinyLongcatFlashCheckpointDir(), 2, 1,
+                                           boundary::ReductionPolicy::kAuto, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  auto logits = (*group)->Step({models::SequenceStep{1, testing::PromptTokens(3, 16, 128), 0}}, false);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+}
+
 using Param = std::tuple<int, int, int>;  // tp, attn_dp, pp
 class LongcatFlashSplits : public ::testing::TestWithParam<Param> {};
 
