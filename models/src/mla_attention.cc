@@ -96,8 +96,7 @@ absl::StatusOr<MlaAttention> MlaAttention::Load(const LoadContext& ctx, const st
     m.uk_t_.push_back(std::move(uk));
     m.uv_.push_back(std::move(uv));
   }
-  SEAM_ASSIGN_OR_RETURN(m.wo_, ck.LoadCols(p + "o_proj.weight", {h, c.num_attention_heads * m.v_}, a, atp, dt));
-  SEAM_ASSIGN_OR_RETURN(m.wo_, ctx.Place(m.wo_));
+  SEAM_ASSIGN_OR_RETURN(m.wo_, ctx.LoadCols(p + "o_proj.weight", {h, c.num_attention_heads * m.v_}, a, atp));
   return m;
 }
 
