@@ -1,6 +1,7 @@
 // LongCat-Flash on the CPU over Gloo: a random checkpoint written by
 // WriteRandomCheckpoint (as `seam model init --arch longcat_flash` writes
-// it) loads back, and every split seam serves (TP 1, 2, 4 × attention DP
+// it) loads back, the same experts stacked as transformers 5 may save them
+// compute the same logits, and every split seam serves (TP 1, 2, 4 × attention DP
 // 1, 2 × PP 1, 2, each reduction policy's default) prefills and decodes the
 // greedy tokens of one rank, with logits within 1e-5 relative of one rank's:
 // TP and DP change only the order of fp32 sums (partial sums over heads and
@@ -8,6 +9,7 @@
 // bit the single rank, checked exactly).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -17,8 +19,10 @@
 
 #include "seam/core/status.h"
 #include "seam/runtime/stage_group.h"
+#include "seam/testing/temp_dir.h"
 #include "seam/testing/tiny_checkpoint.h"
 #include "seam/weights/checkpoint.h"
+#include "seam/weights/safetensors.h"
 
 namespace seam {
 namespace {
@@ -143,6 +147,53 @@ TEST(LongcatFlash, AGroupNeverScattersTheInputOfItsBranches) {
   ASSERT_TRUE(group.ok()) << group.status();
   auto logits = (*group)->Step({models::SequenceStep{1, testing::PromptTokens(3, 16, 128), 0}}, false);
   ASSERT_TRUE(logits.ok()) << logits.status();
+}
+
+// The random checkpoint rewritten with each layer's routed experts stacked
+// as transformers 5 may hold them: gate_up_proj [E + Z, 2I, H] (the zero
+// experts' slots filled with values no expert may read) and down_proj [E, H, I].
+void WriteStackedExperts(const std::string& from, const std::string& to) {
+  auto file = weights::SafetensorsFile::Open(from + "/model.safetensors");
+  SEAM_CHECK_OK(file.status());
+  const weights::ModelConfig c = testing::TinyLongcatFlashConfig();
+  const int64_t e = c.num_experts, all = e + c.zero_expert_num, inter = c.moe_intermediate_size, h = c.hidden_size;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const weights::TensorInfo& info : (*file)->tensors()) {
+    if (info.name.find(".mlp.experts.") == std::string::npos) out.emplace_back(info.name, *(*file)->View(info.name));
+  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    std::vector<float> gate_up(all * 2 * inter * h, 1e30f), down;
+    for (int64_t x = 0; x < e; ++x) {
+      const std::string q = p + std::to_string(x) + ".";
+      const std::vector<float> g = (*file)->View(q + "gate_proj.weight")->ToFloats();
+      const std::vector<float> u = (*file)->View(q + "up_proj.weight")->ToFloats();
+      const std::vector<float> d = (*file)->View(q + "down_proj.weight")->ToFloats();
+      std::copy(g.begin(), g.end(), gate_up.begin() + x * 2 * inter * h);
+      std::copy(u.begin(), u.end(), gate_up.begin() + (x * 2 + 1) * inter * h);
+      down.insert(down.end(), d.begin(), d.end());
+    }
+    out.emplace_back(p + "gate_up_proj", Tensor::FromFloats(gate_up, {all, 2 * inter, h}));
+    out.emplace_back(p + "down_proj", Tensor::FromFloats(down, {e, h, inter}));
+  }
+  SEAM_CHECK_OK(weights::WriteSafetensors(to + "/model.safetensors", out));
+  std::filesystem::copy_file(from + "/config.json", to + "/config.json");
+}
+
+TEST(LongcatFlash, StackedExpertsLoadAsTheirModules) {
+  testing::TempDir stacked("seam_longcat_stacked");
+  WriteStackedExperts(testing::TinyLongcatFlashCheckpointDir(), stacked.path());
+  for (int tp : {1, 2}) {
+    Pipeline p;
+    ASSERT_TRUE(p.Open(stacked.path(), tp, 1, 1, 2).ok());
+    auto run = Generate(p);
+    ASSERT_TRUE(run.ok()) << run.status();
+    const Generated& one = SingleRank();
+    EXPECT_EQ(run->tokens, one.tokens);
+    for (size_t i = 0; i < one.logits.size(); ++i) {
+      EXPECT_LE(testing::MaxRelativeError(run->logits[i], one.logits[i]), tp == 1 ? 0.0 : 1e-5) << i;
+    }
+  }
 }
 
 using Param = std::tuple<int, int, int>;  // tp, attn_dp, pp
