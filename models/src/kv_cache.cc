@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Allocate(int64_t layers, const
                     ProgressOptions{options.report_progress ? ProgressMode::kAuto : ProgressMode::kOff});
   for (int64_t l = 0; l < layers; ++l) {
     absl::StatusOr<Tensor> k = Tensor::TryEmpty(shape, options.dtype, options.device);
-    absl::StatusOr<Tensor> v = k.ok() && tensors_per_layer == 2 ? Tensor::TryEmpty(shape, options.dtype, options.device) : k;
+    absl::StatusOr<Tensor> v = k;
+    if (k.ok() && tensors_per_layer == 2) v = Tensor::TryEmpty(shape, options.dtype, options.device);
     if (!v.ok()) {
       progress.Fail();
       return v.status();

@@ -142,7 +142,8 @@ StepFloor StepFloor::Of(const ModelConfig& c, const StepFloorOptions& o) {
     // and Dc for the output per head.
     const double mla_layers = 2.0 * double(end - o.first_layer), row = double(c.kv_lora_rank + c.qk_rope_head_dim);
     f.kv_per_token_ = mla_layers * row * double(DTypeSize(o.cache_dtype));
-    f.attention_flops_per_pair_ = 2.0 * double(c.num_attention_heads) * (row + double(c.kv_lora_rank)) * mla_layers / tp;
+    f.attention_flops_per_pair_ =
+        2.0 * double(c.num_attention_heads) * (row + double(c.kv_lora_rank)) * mla_layers / tp;
   }
   return f;
 }
