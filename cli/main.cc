@@ -59,7 +59,8 @@ Command AddPlanCommand(CLI::App& parent) {
   plan_cmd->add_option("--policy", o->policy, "reduction policy: ar, rs, rsv, rs+rsv or auto")
       ->capture_default_str();
   plan_cmd->add_option("--arch", o->arch,
-                       "architecture: qwen3, qwen3_moe, longcat (a MoE branch merged back) or nemotron_h")
+                       "architecture: qwen3, qwen3_moe, longcat / longcat_flash (a MoE branch merged back) or "
+                       "nemotron_h")
       ->capture_default_str();
   plan_cmd->add_option("--reads", o->reads,
                        "residual reads: plain, gathering (gathering reads) or after-gather (reads after the gather)")
@@ -84,7 +85,8 @@ Command AddDemoCommand(CLI::App& parent) {
 Command AddModelInitCommand(CLI::App& parent) {
   auto o = std::make_shared<seam::cli::ModelInitCommandOptions>();
   CLI::App* init_cmd = parent.add_subcommand("init", "write a Hugging Face checkpoint with random weights");
-  init_cmd->add_option("--arch", o->arch, "architecture: qwen3, qwen3_moe or nemotron_h")->capture_default_str();
+  init_cmd->add_option("--arch", o->arch, "architecture: qwen3, qwen3_moe, nemotron_h or longcat_flash (longcat)")
+      ->capture_default_str();
   init_cmd->add_option("--layers", o->layers, "num_hidden_layers")->required();
   init_cmd->add_option("--hidden", o->hidden, "hidden_size")->required();
   init_cmd->add_option("--heads", o->heads, "num_attention_heads")->required();
@@ -95,6 +97,13 @@ Command AddModelInitCommand(CLI::App& parent) {
   init_cmd->add_option("--experts", o->experts, "num_experts (qwen3_moe)");
   init_cmd->add_option("--top-k", o->top_k, "num_experts_per_tok (qwen3_moe)");
   init_cmd->add_option("--moe-intermediate", o->moe_intermediate, "moe_intermediate_size (qwen3_moe)");
+  init_cmd->add_option("--zero-experts", o->zero_experts, "zero_expert_num (longcat_flash)");
+  init_cmd->add_option("--routed-scaling", o->routed_scaling, "routed_scaling_factor (longcat_flash)");
+  init_cmd->add_option("--q-lora-rank", o->q_lora_rank, "q_lora_rank (longcat_flash)");
+  init_cmd->add_option("--kv-lora-rank", o->kv_lora_rank, "kv_lora_rank (longcat_flash)");
+  init_cmd->add_option("--nope-dim", o->nope_dim, "qk_nope_head_dim (longcat_flash)");
+  init_cmd->add_option("--rope-dim", o->rope_dim, "qk_rope_head_dim (longcat_flash)");
+  init_cmd->add_option("--v-head-dim", o->v_head_dim, "v_head_dim (longcat_flash)");
   init_cmd->add_option("--pattern", o->pattern, "hybrid_override_pattern, one of M * - per layer (nemotron_h)");
   init_cmd->add_option("--mamba-heads", o->mamba_heads, "mamba_num_heads (nemotron_h)");
   init_cmd->add_option("--mamba-head-dim", o->mamba_head_dim, "mamba_head_dim (nemotron_h)");

@@ -4,7 +4,8 @@
 // (made by tools/make_golden_nemotron_h.py), and for checkpoints in
 // transformers' own layout (tools/make_golden_layouts.py: tied Qwen3 and
 // Qwen3-MoE, a tied config whose file holds its own lm_head, Nemotron-H as
-// transformers 5 saves it, untied and tied with its own lm_head). seam must match them within 1e-4
+// transformers 5 saves it, untied and tied with its own lm_head; LongCat-Flash
+// built and saved by transformers 5, tools/make_golden_longcat_flash.py). seam must match them within 1e-4
 // relative (max |seam - hf| <= 1e-4 · max |hf| per logits tensor: both sides
 // are fp32, differing only in summation order and transcendental
 // implementations) and pick the same greedy tokens, at TP 1, 2 and 4, with
@@ -179,6 +180,14 @@ INSTANTIATE_TEST_SUITE_P(TransformersLayouts, Golden,
                                                               "nemotron_h_hf", "nemotron_h_hf_tied"),
                                             ::testing::Values(std::make_pair(1, 1), std::make_pair(2, 1),
                                                               std::make_pair(2, 2)),
+                                            ::testing::Values(1, 2)),
+                         Name);
+// LongCat-Flash as transformers 5 saves it (tools/make_golden_longcat_flash.py):
+// the MoE's branch on every split, and a pipeline cut between its two layers.
+INSTANTIATE_TEST_SUITE_P(LongcatFlash, Golden,
+                         ::testing::Combine(::testing::Values("longcat_flash"),
+                                            ::testing::Values(std::make_pair(1, 1), std::make_pair(2, 1),
+                                                              std::make_pair(4, 1), std::make_pair(2, 2)),
                                             ::testing::Values(1, 2)),
                          Name);
 INSTANTIATE_TEST_SUITE_P(NemotronH, Golden,

@@ -38,10 +38,37 @@ std::string CheckNemotronH(const ModelInitCommandOptions& o) {
   return {};
 }
 
+bool IsLongcat(const std::string& arch) { return arch == "longcat_flash" || arch == "longcat"; }
+
+std::string CheckLongcat(const ModelInitCommandOptions& o) {
+  if (o.head_dim != 0) return "--head-dim does not apply to longcat_flash (its rotary dimension is --rope-dim)";
+  if (o.kv_heads != 0 && o.kv_heads != o.heads) return "--kv-heads must equal --heads for longcat_flash (MLA)";
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"--experts", o.experts},       {"--top-k", o.top_k},           {"--moe-intermediate", o.moe_intermediate},
+      {"--q-lora-rank", o.q_lora_rank}, {"--kv-lora-rank", o.kv_lora_rank}, {"--nope-dim", o.nope_dim},
+      {"--rope-dim", o.rope_dim},     {"--v-head-dim", o.v_head_dim}};
+  for (const auto& [flag, value] : sizes) {
+    if (value < 1) return absl::StrCat(flag, " must be at least 1 for longcat_flash, got ", value);
+  }
+  if (o.zero_experts < 0) return absl::StrCat("--zero-experts must be at least 0, got ", o.zero_experts);
+  if (o.top_k > o.experts + o.zero_experts) {
+    return absl::StrCat("--top-k ", o.top_k, " exceeds --experts + --zero-experts (", o.experts + o.zero_experts, ")");
+  }
+  if (o.rope_dim % 2 != 0) return absl::StrCat("--rope-dim must be even, got ", o.rope_dim);
+  if (!(o.routed_scaling > 0.0)) return absl::StrCat("--routed-scaling must be positive, got ", o.routed_scaling);
+  return {};
+}
+
 // Empty when the options are usable; otherwise the message naming the bad flag.
 std::string CheckArguments(const ModelInitCommandOptions& o) {
-  if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "nemotron_h") {
-    return absl::StrCat("--arch must be qwen3, qwen3_moe or nemotron_h, got '", o.arch, "'");
+  if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "nemotron_h" && !IsLongcat(o.arch)) {
+    return absl::StrCat("--arch must be qwen3, qwen3_moe, nemotron_h or longcat_flash, got '", o.arch, "'");
+  }
+  const bool mla_flags = o.zero_experts != 0 || o.q_lora_rank != 0 || o.kv_lora_rank != 0 || o.nope_dim != 0 ||
+                         o.rope_dim != 0 || o.v_head_dim != 0 || o.routed_scaling != 1.0;
+  if (!IsLongcat(o.arch) && mla_flags) {
+    return "--zero-experts, --routed-scaling, --q-lora-rank, --kv-lora-rank, --nope-dim, --rope-dim and "
+           "--v-head-dim apply only to --arch longcat_flash";
   }
   if (!(o.scale > 0.0)) return absl::StrCat("--scale must be positive, got ", o.scale);
   const std::pair<const char*, int64_t> required[] = {{"--layers", o.layers},
@@ -56,7 +83,7 @@ std::string CheckArguments(const ModelInitCommandOptions& o) {
   const int64_t kv = o.kv_heads == 0 ? o.heads : o.kv_heads;
   if (o.heads % kv != 0) return absl::StrCat("--kv-heads ", kv, " does not divide --heads ", o.heads);
   if (o.head_dim < 0) return absl::StrCat("--head-dim must be at least 1, got ", o.head_dim);
-  if (o.head_dim == 0 && o.hidden % o.heads != 0) {
+  if (o.head_dim == 0 && !IsLongcat(o.arch) && o.hidden % o.heads != 0) {
     return absl::StrCat("--head-dim is needed: --heads ", o.heads, " does not divide --hidden ", o.hidden);
   }
   if (o.dtype != "f32" && o.dtype != "bf16") return absl::StrCat("--dtype must be f32 or bf16, got '", o.dtype, "'");
@@ -65,6 +92,7 @@ std::string CheckArguments(const ModelInitCommandOptions& o) {
     return "--pattern, --mamba-heads and --mamba-head-dim apply only to --arch nemotron_h";
   }
   if (o.arch == "nemotron_h") return CheckNemotronH(o);
+  if (IsLongcat(o.arch)) return CheckLongcat(o);
   if (o.arch == "qwen3") {
     if (o.experts != 0 || o.top_k != 0 || o.moe_intermediate != 0) {
       return "--experts, --top-k and --moe-intermediate apply only to --arch qwen3_moe";
@@ -108,6 +136,22 @@ weights::ModelConfig ToConfig(const ModelInitCommandOptions& o) {
     // clamps dt to time_step_limit and its CPU path to time_step_min, and
     // this way both (and seam) compute the same.
     c.time_step_limit_min = c.time_step_min;
+  }
+  if (IsLongcat(o.arch)) {
+    c.architecture = "longcat_flash";
+    c.num_key_value_heads = o.heads;
+    c.q_lora_rank = o.q_lora_rank;
+    c.kv_lora_rank = o.kv_lora_rank;
+    c.qk_nope_head_dim = o.nope_dim;
+    c.qk_rope_head_dim = c.head_dim = o.rope_dim;
+    c.v_head_dim = o.v_head_dim;
+    c.num_experts = o.experts;
+    c.zero_expert_num = o.zero_experts;
+    c.num_experts_per_tok = o.top_k;
+    c.moe_intermediate_size = o.moe_intermediate;
+    c.routed_scaling_factor = static_cast<float>(o.routed_scaling);
+    c.norm_topk_prob = false;
+    c.rms_norm_eps = 1e-5f;
   }
   if (o.arch == "qwen3_moe") {
     c.num_experts = o.experts;

@@ -1,6 +1,6 @@
 // `seam model init`: writes a small Hugging Face checkpoint (config.json and
-// model.safetensors) with random weights for a Qwen3, Qwen3-MoE or Nemotron-H
-// (Mamba2 / attention / MLP hybrid) shape, which
+// model.safetensors) with random weights for a Qwen3, Qwen3-MoE, Nemotron-H
+// (Mamba2 / attention / MLP hybrid) or LongCat-Flash shape, which
 // transformers and seam's stage servers both load.
 #pragma once
 
@@ -12,8 +12,8 @@
 namespace seam::cli {
 
 struct ModelInitCommandOptions {
-  std::string arch = "qwen3";  // qwen3 | qwen3_moe | nemotron_h
-  int64_t layers = 0;          // num_hidden_layers (required)
+  std::string arch = "qwen3";  // qwen3 | qwen3_moe | nemotron_h | longcat_flash (also spelled longcat)
+  int64_t layers = 0;          // num_hidden_layers (required; longcat_flash: num_layers, its logical layers)
   int64_t hidden = 0;          // hidden_size (required)
   int64_t heads = 0;           // num_attention_heads (required)
   int64_t kv_heads = 0;        // num_key_value_heads (0: same as heads)
@@ -23,6 +23,12 @@ struct ModelInitCommandOptions {
   int64_t experts = 0;         // num_experts (qwen3_moe only, required there)
   int64_t top_k = 0;           // num_experts_per_tok (qwen3_moe only, required there)
   int64_t moe_intermediate = 0;  // moe_intermediate_size (qwen3_moe only, required there)
+  // longcat_flash only (with --experts, --top-k, --moe-intermediate for its
+  // routed experts, --intermediate for its dense MLPs): the zero experts,
+  // the routing scale and MLA's sizes (required there).
+  int64_t zero_experts = 0;     // zero_expert_num
+  double routed_scaling = 1.0;  // routed_scaling_factor
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, nope_dim = 0, rope_dim = 0, v_head_dim = 0;
   // nemotron_h only: hybrid_override_pattern (its length must equal
   // --layers; M Mamba2, * attention, - MLP) and the Mamba2 block's sizes.
   std::string pattern;

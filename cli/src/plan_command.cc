@@ -125,7 +125,8 @@ std::string CheckArguments(const PlanCommandOptions& o) {
     return absl::StrCat("--rank ", o.rank, " is not a TP rank of --tp ", o.tp, " (0..", o.tp - 1, ")");
   }
   if (o.arch != "qwen3" && o.arch != "qwen3_moe" && o.arch != "longcat" && o.arch != "nemotron_h") {
-    return absl::StrCat("unknown --arch '", o.arch, "' (known: qwen3, qwen3_moe, longcat, nemotron_h)");
+    return absl::StrCat("unknown --arch '", o.arch,
+                        "' (known: qwen3, qwen3_moe, longcat or longcat_flash, nemotron_h)");
   }
   if (o.reads != "plain" && o.reads != "gathering" && o.reads != "after-gather") {
     return absl::StrCat("unknown --reads '", o.reads, "' (known: plain, gathering, after-gather)");
@@ -135,7 +136,9 @@ std::string CheckArguments(const PlanCommandOptions& o) {
 
 }  // namespace
 
-absl::StatusOr<std::string> RunPlanCommand(const PlanCommandOptions& options) {
+absl::StatusOr<std::string> RunPlanCommand(const PlanCommandOptions& given) {
+  PlanCommandOptions options = given;
+  if (options.arch == "longcat_flash") options.arch = "longcat";  // the checkpoint's name for the same stack
   if (std::string bad = CheckArguments(options); !bad.empty()) return absl::InvalidArgumentError(bad);
   absl::StatusOr<boundary::ReductionPolicy> parsed = boundary::ParseReductionPolicy(options.policy);
   if (!parsed.ok()) {

@@ -8,6 +8,7 @@
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
+#include "seam/models/longcat_flash_model.h"
 #include "seam/models/nemotron_h_model.h"
 #include "seam/models/qwen3_model.h"
 #include "seam/weights/output_head.h"
@@ -159,6 +160,11 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> LoadDecoderModel(const weights::Ch
                                                                const ModelOptions& options) {
   if (checkpoint.config().is_nemotron_h()) {
     auto model = NemotronHModel::Load(checkpoint, options);
+    if (!model.ok()) return model.status();
+    return std::unique_ptr<DecoderModel>(std::move(*model));
+  }
+  if (checkpoint.config().is_longcat_flash()) {
+    auto model = LongcatFlashModel::Load(checkpoint, options);
     if (!model.ok()) return model.status();
     return std::unique_ptr<DecoderModel>(std::move(*model));
   }

@@ -34,9 +34,27 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t
                                                    "), head_dim (", head_dim, ") and block_size (",
                                                    options.block_size, ") must be positive"));
   }
+  return Allocate(layers, {local_kv_heads, head_dim}, 2, options, state);
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateLatent(int64_t layers, int64_t latent_dim,
+                                                               const KvCacheOptions& options) {
+  if (layers <= 0 || latent_dim <= 0 || options.block_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("latent KV cache: layers (", layers, "), latent_dim (",
+                                                   latent_dim, ") and block_size (", options.block_size,
+                                                   ") must be positive"));
+  }
+  SEAM_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, Allocate(layers, {latent_dim}, 1, options, {}));
+  cache->latent_ = true;
+  return cache;
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Allocate(int64_t layers, const Shape& row_shape,
+                                                           int tensors_per_layer, const KvCacheOptions& options,
+                                                           const MambaStateShape& state) {
   auto cache = std::unique_ptr<KvCache>(new KvCache(options));
-  const int64_t per_layer_tensor = options.block_size * local_kv_heads * head_dim * DTypeSize(options.dtype);
-  cache->bytes_per_block_ = 2 * layers * per_layer_tensor;
+  const int64_t per_layer_tensor = options.block_size * NumElements(row_shape) * DTypeSize(options.dtype);
+  cache->bytes_per_block_ = tensors_per_layer * layers * per_layer_tensor;
   int64_t budget = options.budget_bytes;
   if (state.layers > 0) {
     const int64_t each = state.BytesPerSequence();
@@ -50,21 +68,23 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(int64_t layers, int64_t
                                                    " bytes holds no block (one block needs ",
                                                    cache->bytes_per_block_, " bytes)"));
   }
-  const Shape shape{cache->num_blocks_, options.block_size, local_kv_heads, head_dim};
-  const int64_t layer_bytes = 2 * cache->num_blocks_ * per_layer_tensor;
+  Shape shape{cache->num_blocks_, options.block_size};
+  shape.insert(shape.end(), row_shape.begin(), row_shape.end());
+  const int64_t layer_bytes = tensors_per_layer * cache->num_blocks_ * per_layer_tensor;
   Progress progress(absl::StrCat("allocating the KV cache (", cache->num_blocks_, " blocks of ", options.block_size,
                                  " tokens on ", options.device.ToString(), ")"),
                     layers * layer_bytes, ProgressUnit::kBytes,
                     ProgressOptions{options.report_progress ? ProgressMode::kAuto : ProgressMode::kOff});
   for (int64_t l = 0; l < layers; ++l) {
     absl::StatusOr<Tensor> k = Tensor::TryEmpty(shape, options.dtype, options.device);
-    absl::StatusOr<Tensor> v = k.ok() ? Tensor::TryEmpty(shape, options.dtype, options.device) : k;
+    absl::StatusOr<Tensor> v = k;
+    if (k.ok() && tensors_per_layer == 2) v = Tensor::TryEmpty(shape, options.dtype, options.device);
     if (!v.ok()) {
       progress.Fail();
       return v.status();
     }
     cache->k_.push_back(std::move(*k));
-    cache->v_.push_back(std::move(*v));
+    if (tensors_per_layer == 2) cache->v_.push_back(std::move(*v));
     progress.Advance(layer_bytes, absl::StrCat("layer ", l));
   }
   cache->refs_.assign(cache->num_blocks_, 0);

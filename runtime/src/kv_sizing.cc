@@ -10,12 +10,17 @@ namespace seam::runtime {
 
 int64_t ActivationReserveBytes(const weights::ModelConfig& c, int tp, int attn_tp, DType dtype, int64_t tokens) {
   const int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
-  const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim / attn_tp;
+  int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim / attn_tp;
+  int64_t attn_out = c.num_attention_heads * c.head_dim / attn_tp;
+  if (c.is_longcat_flash()) {  // MLA: q (nope | rope), q_lat, the latent row; o_lat and o per head
+    const int64_t heads = c.num_attention_heads / attn_tp, row = c.kv_lora_rank + c.qk_rope_head_dim;
+    qkv = c.q_lora_rank + heads * (c.qk_nope_head_dim + c.qk_rope_head_dim + row) + row;
+    attn_out = heads * (c.kv_lora_rank + c.v_head_dim);
+  }
   int64_t ffn = 3 * c.intermediate_size / tp;
   if (c.num_experts > 0) ffn = std::max(ffn, 3 * c.num_experts_per_tok * c.moe_intermediate_size / tp);
   // hidden, residual, normed input, attention output and the pending sum: 6 rows of hidden.
-  const int64_t per_token = bytes * (6 * c.hidden_size + qkv + c.num_attention_heads * c.head_dim / attn_tp + ffn) +
-                            int64_t{4} * c.vocab_size;
+  const int64_t per_token = bytes * (6 * c.hidden_size + qkv + attn_out + ffn) + int64_t{4} * c.vocab_size;
   return tokens * per_token + (int64_t{256} << 20);
 }
 

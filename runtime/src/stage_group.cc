@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -247,6 +248,20 @@ absl::StatusOr<std::unique_ptr<StageGroup>> StageGroup::Create(const std::string
   const weights::ModelConfig& config = impl->checkpoint->config();
   if (options.model.end_layer < 0) impl->options.model.end_layer = static_cast<int>(config.num_hidden_layers);
   impl->policy = boundary::ResolveReductionPolicy(policy, config.architecture);
+  if (config.is_longcat_flash()) {
+    // Its branches serve ordinary token rows only (boundary/branch.h): the
+    // automatic choice never scatters the input, a configured scatter is refused.
+    const boundary::VariantChoiceOptions& v = options.variants;
+    const bool fixed_scatter = v.mode == boundary::VariantMode::kFixed &&
+                               (v.fixed == boundary::BatchVariant::kInputScattered ||
+                                v.fixed == boundary::BatchVariant::kSequenceParallel);
+    if (v.mode == boundary::VariantMode::kSequenceParallel || fixed_scatter) {
+      return absl::InvalidArgumentError(absl::StrCat("longcat_flash's branches serve ordinary token rows only: ",
+                                                     "batch variant choice ", boundary::VariantChoiceName(v),
+                                                     " is not supported"));
+    }
+    impl->options.variants.scatter_input_rows = std::numeric_limits<int64_t>::max();
+  }
   SEAM_ASSIGN_OR_RETURN(impl->store_dir, MakeStoreDir());
   SEAM_ASSIGN_OR_RETURN(std::shared_ptr<comm::Store> store, comm::MakeFileStore(impl->store_dir));
   const bool cuda = options.device == Device::Kind::kCUDA;

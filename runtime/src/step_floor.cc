@@ -136,6 +136,15 @@ StepFloor StepFloor::Of(const ModelConfig& c, const StepFloorOptions& o) {
                                  double(c.mamba_num_heads) * double(c.mamba_head_dim) * double(c.ssm_state_size);
   f.state_per_sequence_ = 4.0 * double(MambaLayers(c, o.first_layer, end)) * state_per_layer / AttnTp(o);
   f.attention_flops_per_pair_ = 4.0 * double(c.num_attention_heads) * double(c.head_dim) * attention_layers / tp;
+  if (c.is_longcat_flash()) {
+    // Two MLA attentions per layer over a latent cache: one row of Dc + Dr
+    // per token on every rank; absorbed, a pair costs Dc + Dr for the score
+    // and Dc for the output per head.
+    const double mla_layers = 2.0 * double(end - o.first_layer), row = double(c.kv_lora_rank + c.qk_rope_head_dim);
+    f.kv_per_token_ = mla_layers * row * double(DTypeSize(o.cache_dtype));
+    f.attention_flops_per_pair_ =
+        2.0 * double(c.num_attention_heads) * (row + double(c.kv_lora_rank)) * mla_layers / tp;
+  }
   return f;
 }
 

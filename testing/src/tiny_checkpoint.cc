@@ -14,7 +14,7 @@ namespace {
 
 // Writes `config` into a fresh directory on first use for `slot`.
 const std::string& CheckpointDir(const weights::ModelConfig& config, uint64_t seed, int slot) {
-  static std::unique_ptr<TempDir> dirs[6];
+  static std::unique_ptr<TempDir> dirs[7];
   std::unique_ptr<TempDir>& dir = dirs[slot];
   if (dir == nullptr) {
     dir = std::make_unique<TempDir>("seam_models_test");
@@ -106,6 +106,38 @@ weights::ModelConfig ScanTiledNemotronHConfig() {
 }
 
 const std::string& ScanTiledNemotronHCheckpointDir() { return CheckpointDir(ScanTiledNemotronHConfig(), 19, 5); }
+
+weights::ModelConfig TinyLongcatFlashConfig() {
+  weights::ModelConfig c;
+  c.architecture = "longcat_flash";
+  c.vocab_size = 128;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.q_lora_rank = 48;
+  c.kv_lora_rank = 32;
+  c.qk_nope_head_dim = 16;
+  c.qk_rope_head_dim = 8;
+  c.head_dim = 8;
+  c.v_head_dim = 16;
+  c.intermediate_size = 96;
+  c.num_experts = 8;
+  c.zero_expert_num = 2;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 32;
+  c.routed_scaling_factor = 2.5f;
+  c.norm_topk_prob = false;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  c.max_position_embeddings = 512;
+  c.dtype = DType::kF32;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  return c;
+}
+
+const std::string& TinyLongcatFlashCheckpointDir() { return CheckpointDir(TinyLongcatFlashConfig(), 23, 6); }
 
 weights::ModelConfig MicroConfig() {
   weights::ModelConfig c;

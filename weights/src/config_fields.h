@@ -61,4 +61,11 @@ std::string NemotronHConfigToJson(const ModelConfig& c);
 // ValidateParallel's checks for nemotron_h.
 absl::Status ValidateNemotronHParallel(const ModelConfig& c, int tp, int attn_tp);
 
+// The fields of a LongcatFlashForCausalLM config (model_type longcat_flash;
+// longcat_flash_config.cc), its config.json text as transformers 5 writes
+// it, and ValidateParallel's checks for it.
+absl::Status ParseLongcatFlash(const Json& j, ModelConfig* c);
+std::string LongcatFlashConfigToJson(const ModelConfig& c);
+absl::Status ValidateLongcatFlashParallel(const ModelConfig& c, int tp, int attn_tp);
+
 }  // namespace seam::weights::internal

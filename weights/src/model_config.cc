@@ -94,9 +94,11 @@ absl::StatusOr<std::string> ReadArchitecture(const Json& j) {
   if (name == "Qwen3ForCausalLM") return std::string("qwen3");
   if (name == "Qwen3MoeForCausalLM") return std::string("qwen3_moe");
   if (name == "NemotronHForCausalLM") return std::string("nemotron_h");
+  if (name == "LongcatFlashForCausalLM") return std::string("longcat_flash");
   return absl::UnimplementedError(absl::StrCat("config.json: architecture '", name,
                                                "' is not supported (supported: Qwen3ForCausalLM, "
-                                               "Qwen3MoeForCausalLM, NemotronHForCausalLM)"));
+                                               "Qwen3MoeForCausalLM, NemotronHForCausalLM, "
+                                               "LongcatFlashForCausalLM)"));
 }
 
 
@@ -215,6 +217,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
     SEAM_RETURN_IF_ERROR(internal::ParseNemotronH(j, &c));
     return c;
   }
+  if (c.is_longcat_flash()) {
+    SEAM_RETURN_IF_ERROR(internal::ParseLongcatFlash(j, &c));
+    return c;
+  }
   SEAM_RETURN_IF_ERROR(RefuseUnsupported(j));
   SEAM_RETURN_IF_ERROR(ReadInt(j, "hidden_size", &c.hidden_size, true));
   SEAM_RETURN_IF_ERROR(ReadInt(j, "num_hidden_layers", &c.num_hidden_layers, true));
@@ -271,6 +277,7 @@ absl::Status ValidateParallel(const ModelConfig& config, int tp, int attn_dp) {
   }
   const int attn_tp = tp / attn_dp;
   if (config.is_nemotron_h()) return internal::ValidateNemotronHParallel(config, tp, attn_tp);
+  if (config.is_longcat_flash()) return internal::ValidateLongcatFlashParallel(config, tp, attn_tp);
   if (config.num_attention_heads % attn_tp != 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_attention_heads (", config.num_attention_heads,
                                                    ") does not divide over attention TP ", attn_tp));

@@ -38,6 +38,7 @@ using internal::ShortestDecimal;
 
 std::string ModelConfigToJson(const ModelConfig& c) {
   if (c.is_nemotron_h()) return internal::NemotronHConfigToJson(c);
+  if (c.is_longcat_flash()) return internal::LongcatFlashConfigToJson(c);
   nlohmann::json j;
   j["architectures"] = nlohmann::json::array({c.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"});
   j["attention_bias"] = false;

@@ -213,8 +213,8 @@ class DecoderModel {
   ModelOptions options_;
 };
 
-// The model the checkpoint's architecture names (Qwen3 / Qwen3-MoE or
-// Nemotron-H), loaded for `options`; errors as each model's Load.
+// The model the checkpoint's architecture names (Qwen3 / Qwen3-MoE,
+// Nemotron-H or LongCat-Flash), loaded for `options`; errors as each model's Load.
 absl::StatusOr<std::unique_ptr<DecoderModel>> LoadDecoderModel(const weights::Checkpoint& checkpoint,
                                                                const ModelOptions& options);
 

@@ -1,5 +1,7 @@
 // KvCache: one rank's paged key/value cache. Every layer owns a k and a v
-// tensor [num_blocks, block_size, local_kv_heads, head_dim]; a sequence owns
+// tensor [num_blocks, block_size, local_kv_heads, head_dim], or, for
+// multi-head latent attention (CreateLatent), one latent tensor
+// [num_blocks, block_size, latent_dim] (kernels/latent_attention.h); a sequence owns
 // a list of blocks (its block table) that grows as its tokens are reserved.
 // The number of blocks comes from a byte budget. A rank with Mamba layers
 // also holds their per-sequence recurrent state (MambaStateCache) out of the
@@ -77,7 +79,17 @@ class KvCache {
                                                          const KvCacheOptions& options,
                                                          const MambaStateShape& state = {});
 
+  // A latent cache: per layer one row of `latent_dim` entries per token
+  // (MLA's normalized compressed kv, then its roped key part) shared by every
+  // head, paged as above. A block costs layers · block_size · latent_dim
+  // elements, so the budget holds that many more tokens than a GQA cache.
+  static absl::StatusOr<std::unique_ptr<KvCache>> CreateLatent(int64_t layers, int64_t latent_dim,
+                                                               const KvCacheOptions& options);
+
   int64_t layers() const { return static_cast<int64_t>(k_.size()); }
+  bool is_latent() const { return latent_; }
+  // The latent tensor of `layer` (a latent cache only).
+  const Tensor& latent(int64_t layer) const { return k_[layer]; }
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return options_.block_size; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
@@ -128,12 +140,17 @@ class KvCache {
 
  private:
   KvCache(KvCacheOptions options) : options_(options) {}
+  // Allocates `tensors_per_layer` (1 or 2) tensors of `row_shape` per token per layer.
+  static absl::StatusOr<std::unique_ptr<KvCache>> Allocate(int64_t layers, const Shape& row_shape,
+                                                           int tensors_per_layer, const KvCacheOptions& options,
+                                                           const MambaStateShape& state);
   int64_t BlocksFor(int64_t tokens) const { return (tokens + options_.block_size - 1) / options_.block_size; }
 
   KvCacheOptions options_;
   int64_t num_blocks_ = 0;
   int64_t bytes_per_block_ = 0;
-  std::vector<Tensor> k_, v_;
+  bool latent_ = false;
+  std::vector<Tensor> k_, v_;  // a latent cache: its tensors in k_, v_ empty
   // Drops one holder of `block`; at none it goes back to free_.
   void Unref(int32_t block);
 

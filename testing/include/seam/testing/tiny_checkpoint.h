@@ -1,4 +1,4 @@
-// Tiny random Qwen3 / Qwen3-MoE / Nemotron-H checkpoints in temporary
+// Tiny random Qwen3 / Qwen3-MoE / Nemotron-H / LongCat-Flash checkpoints in temporary
 // directories, shared by the model tests (written once per process, removed
 // at exit).
 #pragma once
@@ -32,6 +32,13 @@ const std::string& TinyNemotronHCheckpointDir();
 // 2 groups, state 64.
 weights::ModelConfig ScanTiledNemotronHConfig();
 const std::string& ScanTiledNemotronHCheckpointDir();
+
+// longcat_flash: vocab 128, hidden 64, 2 logical layers (4 MLA attentions),
+// 4 heads, q_lora_rank 48, kv_lora_rank 32, nope 16, rope 8, v 16; dense
+// MLPs of 96; 8 routed experts of 32 and 2 zero experts, top-2,
+// routed_scaling_factor 2.5. Divides over TP 1, 2 and 4.
+weights::ModelConfig TinyLongcatFlashConfig();
+const std::string& TinyLongcatFlashCheckpointDir();
 
 // qwen3 with vocab 16, hidden 8, 1 layer, 2 heads, 1 KV head, head_dim 4,
 // intermediate 12, bf16, the other fields at ModelConfig's defaults: tensors

@@ -1,7 +1,9 @@
 // ModelConfig: the fields of a Hugging Face config.json that seam's models
 // read, parsed and validated. Supported architectures: Qwen3ForCausalLM
-// ("qwen3"), Qwen3MoeForCausalLM ("qwen3_moe") and NemotronHForCausalLM
-// ("nemotron_h", the hybrid of Mamba2, attention and MLP layers).
+// ("qwen3"), Qwen3MoeForCausalLM ("qwen3_moe"), NemotronHForCausalLM
+// ("nemotron_h", the hybrid of Mamba2, attention and MLP layers) and
+// LongcatFlashForCausalLM ("longcat_flash": MLA attention, a shortcut MoE
+// with zero-computation experts beside a dense path).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@ enum class HybridLayer : uint8_t { kMamba, kAttention, kMlp };  // 'M', '*', '-'
 const char* HybridLayerName(HybridLayer kind);                  // "mamba", "attention", "mlp"
 
 struct ModelConfig {
-  std::string architecture;  // "qwen3", "qwen3_moe" or "nemotron_h"
+  std::string architecture;  // "qwen3", "qwen3_moe", "nemotron_h" or "longcat_flash"
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
@@ -57,8 +59,21 @@ struct ModelConfig {
   float time_step_min = 0.001f, time_step_max = 0.1f, time_step_floor = 1e-4f;  // dt_bias initialisation only
   bool residual_in_fp32 = false;
 
+  // LongCat-Flash (longcat_flash only). num_hidden_layers counts its logical
+  // layers (transformers' num_layers; its config.json's num_hidden_layers is
+  // twice that, one per attention); each holds two MLA attentions, two dense
+  // MLPs (intermediate_size: ffn_hidden_size) and one MoE
+  // (num_experts: n_routed_experts, num_experts_per_tok: moe_topk,
+  // moe_intermediate_size: expert_ffn_hidden_size) with zero_expert_num
+  // identity experts. head_dim is qk_rope_head_dim (the rotary dimension).
+  int64_t q_lora_rank = 0, kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  int64_t zero_expert_num = 0;
+  float routed_scaling_factor = 1.0f;
+
   bool is_moe() const { return architecture == "qwen3_moe"; }
   bool is_nemotron_h() const { return architecture == "nemotron_h"; }
+  bool is_longcat_flash() const { return architecture == "longcat_flash"; }
   // nemotron_h: the kind of layer `l` (its pattern character).
   HybridLayer LayerKind(int64_t layer) const;
   int64_t mamba_intermediate() const { return mamba_num_heads * mamba_head_dim; }
