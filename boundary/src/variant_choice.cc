@@ -1,6 +1,8 @@
 #include "seam/boundary/variant_choice.h"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -29,8 +31,11 @@ absl::StatusOr<VariantChoiceOptions> ParseVariantChoice(const std::string& text)
 std::string VariantChoiceName(const VariantChoiceOptions& options) {
   switch (options.mode) {
     case VariantMode::kAuto:
-      return absl::StrCat("auto (input-scattered from ", options.scatter_input_rows,
-                          " rows; context-parallel prefill from ", options.cp_min_rows, " rows with CP ranks)");
+      return absl::StrCat("auto (",
+                          options.scatter_input_rows == std::numeric_limits<int64_t>::max()
+                              ? std::string("never input-scattered")
+                              : absl::StrCat("input-scattered from ", options.scatter_input_rows, " rows"),
+                          "; context-parallel prefill from ", options.cp_min_rows, " rows with CP ranks)");
     case VariantMode::kSequenceParallel: return "sequence-parallel";
     case VariantMode::kContextParallel: return "context-parallel (every prefill)";
     case VariantMode::kFixed: return BatchVariantName(options.fixed);
