@@ -87,6 +87,7 @@ int MatmulBench(const Flags& flags) {
   for (const std::string& mode : {std::string("heuristic"), std::string("tuned")}) {
     kernels::MatmulTuning tuning = chosen;
     if (mode == "heuristic") tuning.candidates = 1;
+    if (mode == "tuned" && tuning.candidates == 1) tuning.candidates = 16;  // the default is the heuristic's pick
     Check(kernels::SetMatmulTuning(tuning), "tuning");
     // A fresh thread: fresh plans, so every problem is chosen under this mode.
     std::thread worker([&] {

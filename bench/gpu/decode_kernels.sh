@@ -21,7 +21,7 @@ source "$(dirname "$0")/script_prelude.sh" /tmp/seam-decode-kernels "$@"
 BASE="${BASE:-}"
 echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" >> "$SUMMARY"
 # tag:binary:extra flags
-runs="new:seam-bench-gpu: new-heuristic:seam-bench-gpu:--matmul-candidates_1"
+runs="new:seam-bench-gpu:--matmul-candidates_16 new-heuristic:seam-bench-gpu:--matmul-candidates_1"
 [ -n "$BASE" ] && runs="$runs base:$BASE:"
 
 if want tests; then

@@ -30,7 +30,12 @@
 namespace seam::kernels::cuda_test {
 namespace {
 
-Tolerance ChoiceTolerance(DType out) { return out == DType::kF32 ? Tolerance{1e-5f, 1e-4f} : Tolerance{1.0f / 128, 4e-3f}; }
+// Two algorithms sum the K products in different orders (split-K adds fp32
+// partial sums): in fp32 each order's error is up to about K·2^-24 of the sum
+// of |products| (2.4e-4 at K 4096), so f32 outputs agree to 5e-4 relative
+// (measured on an H200: 6.5e-5 with split-K 3); bf16 outputs to one storage
+// ulp (2^-7) after rounding.
+Tolerance ChoiceTolerance(DType out) { return out == DType::kF32 ? Tolerance{5e-4f, 5e-4f} : Tolerance{1.0f / 128, 4e-3f}; }
 
 // Runs `body` on a fresh thread (fresh plans) under `tuning`, restoring the previous setting after.
 void OnFreshThread(const MatmulTuning& tuning, const std::function<void()>& body) {
@@ -47,6 +52,12 @@ void OnFreshThread(const MatmulTuning& tuning, const std::function<void()>& body
 MatmulTuning HeuristicOnly() {
   MatmulTuning t;
   t.candidates = 1;
+  return t;
+}
+
+MatmulTuning Autotuned() {
+  MatmulTuning t;
+  t.candidates = 16;
   return t;
 }
 
@@ -79,14 +90,15 @@ TEST_P(CudaMatmulChoiceTest, AutotunedMatchesHeuristicPick) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   });
   MatmulChoice kept;
-  OnFreshThread(MatmulTuning{}, [&] {
+  OnFreshThread(Autotuned(), [&] {
     ASSERT_TRUE(Matmul(x, w, tuned).ok());
     ASSERT_TRUE(Matmul(x, w, again).ok());  // from the kept plan
     kept = ChoiceOf(m, n, k);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   });
-  // M ≤ 2 takes the GEMV untimed; above it every candidate that runs is timed.
-  if (m > 2) {
+  // M ≤ 2 takes the GEMV untimed; above it every candidate that runs is
+  // timed, except for dtype pairs cuBLASLt has no kernel for (the fallback).
+  if (m > 2 && kept.kernel != "fallback") {
     EXPECT_GE(kept.timed, 1) << what;
     EXPECT_GE(kept.kept, 0) << what;
     EXPECT_LE(kept.kept_us, kept.first_us) << what << ": the kept candidate is the fastest timed";
@@ -121,12 +133,12 @@ TEST_F(CudaKernelsTest, CudaMatmulDecisionIsSharedByThreads) {
   const Tensor first = PoisonedGpu({48, 1536}, DType::kBF16);
   const Tensor second = PoisonedGpu({48, 1536}, DType::kBF16);
   MatmulChoice a, b;
-  OnFreshThread(MatmulTuning{}, [&] {
+  OnFreshThread(Autotuned(), [&] {
     ASSERT_TRUE(Matmul(x, w, first).ok());
     a = ChoiceOf(48, 1536, 2048);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   });
-  OnFreshThread(MatmulTuning{}, [&] {
+  OnFreshThread(Autotuned(), [&] {
     ASSERT_TRUE(Matmul(x, w, second).ok());
     b = ChoiceOf(48, 1536, 2048);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -166,7 +178,7 @@ TEST_F(CudaKernelsTest, CudaMatmulFirstMetInCaptureIsNotTimed) {
   const Tensor warm_x = OnGpu(Random({16, 64}, DType::kBF16, 45)), warm_w = OnGpu(Random({64, 64}, DType::kBF16, 46));
   const Tensor warm_out = PoisonedGpu({16, 64}, DType::kF32);
   const Tensor out = PoisonedGpu({37, 776}, DType::kF32);
-  OnFreshThread(MatmulTuning{}, [&] {
+  OnFreshThread(Autotuned(), [&] {
     cudaStream_t stream = nullptr;
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     {

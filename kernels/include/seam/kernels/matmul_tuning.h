@@ -21,9 +21,14 @@ namespace seam::kernels {
 
 struct MatmulTuning {
   // cuBLASLt heuristic results to time (the heuristic's first pick counts as
-  // one); split-K variants of the first pick are timed beside them. 1: the
-  // heuristic's first pick, untimed, and no GEMV candidate (the static rule).
-  int candidates = 16;
+  // one); split-K variants of the first pick are timed beside them. 1 (the
+  // default): the heuristic's first pick, untimed, and no GEMV candidate (the
+  // static rule). Autotuning is opt-in because timings differ between
+  // processes: two stages of one pipeline may keep different algorithms for
+  // one problem and sum in different orders, and a pipeline split is then no
+  // longer bitwise equal to no split (seen on an H200: bf16 greedy tokens of
+  // `seam serve --pp 2` left those of PP 1).
+  int candidates = 1;
   // Timed runs of each candidate after one untimed run; the median counts.
   int timed_runs = 3;
   // Problems with more rows (prefill steps, whose M varies from step to
