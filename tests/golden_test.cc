@@ -24,6 +24,7 @@
 #include "seam/runtime/stage_group.h"
 #include "seam/core/status.h"
 #include "seam/weights/safetensors.h"
+#include "piece_pipeline.h"
 
 namespace seam {
 namespace {
@@ -63,39 +64,6 @@ std::vector<int> Cuts(int pp, int layers) {
   return {0, layers};
 }
 
-// Stage groups for consecutive layer ranges, a step run through each in turn.
-class Pipeline {
- public:
-  absl::Status Open(const std::string& dir, int tp, int attn_dp, int pp, int layers) {
-    const std::vector<int> cuts = Cuts(pp, layers);
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-      runtime::StageGroupOptions options;
-      options.model.first_layer = cuts[i];
-      options.model.end_layer = cuts[i + 1];
-      auto group = runtime::StageGroup::Create(dir, tp, attn_dp, boundary::ReductionPolicy::kAuto, options);
-      if (!group.ok()) return group.status();
-      pieces_.push_back(std::move(*group));
-    }
-    return absl::OkStatus();
-  }
-  // Sequence i lives on attention-DP group i mod attn_dp, as a coordinator would spread them.
-  absl::StatusOr<std::vector<Tensor>> Step(std::vector<models::SequenceStep> sequences, bool all_logits) {
-    for (size_t i = 0; i < sequences.size(); ++i) {
-      sequences[i].dp_group = static_cast<int>(i % static_cast<size_t>(pieces_.front()->attn_dp()));
-    }
-    std::vector<boundary::PipelineTensors> handoff;
-    for (auto& piece : pieces_) {
-      SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out, piece->StepPiece(sequences, all_logits, handoff));
-      if (piece->is_last_piece()) return std::move(out.logits);
-      handoff = std::move(out.handoff);
-    }
-    return absl::InternalError("no last piece");
-  }
-
- private:
-  std::vector<std::unique_ptr<runtime::StageGroup>> pieces_;
-};
-
 bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -116,9 +84,9 @@ TEST_P(Golden, LogitsAndGreedyTokensMatchTransformers) {
   ASSERT_TRUE(golden.ok()) << golden.status();
   auto config = weights::LoadModelConfig(dir);
   ASSERT_TRUE(config.ok()) << config.status();
-  auto group = std::make_unique<Pipeline>();
+  auto group = std::make_unique<testing::PiecePipeline>();
   const absl::Status opened =
-      group->Open(dir, layout.first, layout.second, pp, static_cast<int>(config->num_hidden_layers));
+      group->Open(dir, layout.first, layout.second, Cuts(pp, static_cast<int>(config->num_hidden_layers)));
   ASSERT_TRUE(opened.ok()) << opened;
 
   // All prompts prefilled in one batch (different lengths), every position's logits.

@@ -23,42 +23,10 @@
 #include "seam/testing/tiny_checkpoint.h"
 #include "seam/weights/checkpoint.h"
 #include "seam/weights/safetensors.h"
+#include "piece_pipeline.h"
 
 namespace seam {
 namespace {
-
-// Stage groups for consecutive layer ranges; a step runs through each in turn.
-class Pipeline {
- public:
-  absl::Status Open(const std::string& dir, int tp, int attn_dp, int pp, int layers) {
-    std::vector<int> cuts = {0, layers};
-    if (pp == 2) cuts = {0, layers / 2, layers};
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-      runtime::StageGroupOptions options;
-      options.model.first_layer = cuts[i];
-      options.model.end_layer = cuts[i + 1];
-      auto group = runtime::StageGroup::Create(dir, tp, attn_dp, boundary::ReductionPolicy::kAuto, options);
-      if (!group.ok()) return group.status();
-      pieces_.push_back(std::move(*group));
-    }
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<Tensor>> Step(std::vector<models::SequenceStep> sequences, bool all_logits) {
-    for (size_t i = 0; i < sequences.size(); ++i) {
-      sequences[i].dp_group = static_cast<int>(i % static_cast<size_t>(pieces_.front()->attn_dp()));
-    }
-    std::vector<boundary::PipelineTensors> handoff;
-    for (auto& piece : pieces_) {
-      SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out, piece->StepPiece(sequences, all_logits, handoff));
-      if (piece->is_last_piece()) return std::move(out.logits);
-      handoff = std::move(out.handoff);
-    }
-    return absl::InternalError("no last piece");
-  }
-
- private:
-  std::vector<std::unique_ptr<runtime::StageGroup>> pieces_;
-};
 
 int32_t LastArgmax(const Tensor& logits) {
   const std::vector<float> v = logits.ToFloats();
@@ -72,7 +40,7 @@ struct Generated {
   std::vector<Tensor> logits;                // prefill's (every position), then each decode step's, in order
 };
 
-absl::StatusOr<Generated> Generate(Pipeline& pipeline) {
+absl::StatusOr<Generated> Generate(testing::PiecePipeline& pipeline) {
   std::vector<models::SequenceStep> batch;
   const std::vector<int> lengths = {5, 9, 3};
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -97,8 +65,8 @@ absl::StatusOr<Generated> Generate(Pipeline& pipeline) {
 
 const Generated& SingleRank() {
   static const Generated run = [] {
-    Pipeline p;
-    SEAM_CHECK_OK(p.Open(testing::TinyLongcatFlashCheckpointDir(), 1, 1, 1, 2));
+    testing::PiecePipeline p;
+    SEAM_CHECK_OK(p.Open(testing::TinyLongcatFlashCheckpointDir(), 1, 1, {0, 2}));
     auto r = Generate(p);
     SEAM_CHECK_OK(r.status());
     return *r;
@@ -184,8 +152,8 @@ TEST(LongcatFlash, StackedExpertsLoadAsTheirModules) {
   testing::TempDir stacked("seam_longcat_stacked");
   WriteStackedExperts(testing::TinyLongcatFlashCheckpointDir(), stacked.path());
   for (int tp : {1, 2}) {
-    Pipeline p;
-    ASSERT_TRUE(p.Open(stacked.path(), tp, 1, 1, 2).ok());
+    testing::PiecePipeline p;
+    ASSERT_TRUE(p.Open(stacked.path(), tp, 1, {0, 2}).ok());
     auto run = Generate(p);
     ASSERT_TRUE(run.ok()) << run.status();
     const Generated& one = SingleRank();
@@ -201,8 +169,8 @@ class LongcatFlashSplits : public ::testing::TestWithParam<Param> {};
 
 TEST_P(LongcatFlashSplits, GreedyTokensAndLogitsEqualOneRank) {
   const auto& [tp, dp, pp] = GetParam();
-  Pipeline p;
-  ASSERT_TRUE(p.Open(testing::TinyLongcatFlashCheckpointDir(), tp, dp, pp, 2).ok());
+  testing::PiecePipeline p;
+  ASSERT_TRUE(p.Open(testing::TinyLongcatFlashCheckpointDir(), tp, dp, pp == 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 2}).ok());
   auto run = Generate(p);
   ASSERT_TRUE(run.ok()) << run.status();
   const Generated& one = SingleRank();
