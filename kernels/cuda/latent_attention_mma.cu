@@ -38,7 +38,6 @@ namespace {
 using T = __nv_bfloat16;
 using attn::ArriveLast;
 using attn::ChooseSplits;
-using attn::MergeSplitPartials;
 using attn::SplitArgs;
 using attn::SplitWorkspace;
 using attn::SplitWorkspaceFor;
@@ -54,6 +53,8 @@ constexpr int kPLd = kKeys + 8;  // bf16 probability row stride
 constexpr int kColsPerWarp = kDc / kWarps;
 constexpr int kMinChunks = 4;    // a split streams at least this many chunks
 constexpr int kMaxSplits = 256;
+static_assert(size_t{kRows} * kMaxSplits * sizeof(float) <= size_t{kStages} * kKeys * kLd * 2,
+              "the merge's weights fit in the cp.async stages");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -317,7 +318,7 @@ __device__ __forceinline__ void StreamChunks(const LatentParams& p, const int32_
 template <int kMt>
 __device__ __forceinline__ void FinishPack(const LatentParams& p, const SplitArgs& sa, const Pack& k,
                                            const float* stat, const float (&o)[kMt][kColsPerWarp / 8][4],
-                                           int active, int* last_s) {
+                                           int active, float* weights_s, int* last_s) {
   constexpr int kR = kMt * 16;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int gr = lane / 4, tq = lane % 4, c0 = warp * kColsPerWarp;
@@ -360,16 +361,36 @@ __device__ __forceinline__ void FinishPack(const LatentParams& p, const SplitArg
   if (!ArriveLast(sa.counters, unit, active, last_s)) return;
   const float* first_o = sa.partials + static_cast<size_t>(unit) * gridDim.y * kRows * kDc;
   const float* first_ml = sa.partials + slots * kRows * kDc + static_cast<size_t>(unit) * gridDim.y * kRows * 2;
+  // Each row's split weights 2^(m_i - M) / sum_i l_i 2^(m_i - M), once per
+  // row into shared memory; then every output element sums its splits'
+  // partials with them (coalesced, independent loads).
+  for (int m = tid; m < kR; m += kThreads) {
+    float m_max = -INFINITY;
+    for (int i = 0; i < active; ++i) m_max = fmaxf(m_max, __ldcg(first_ml + i * kRows * 2 + m * 2));
+    const float m_use = m_max == -INFINITY ? 0.0f : m_max;
+    float den = 0.0f;
+    for (int i = 0; i < active; ++i) {
+      const float w = exp2f(__ldcg(first_ml + i * kRows * 2 + m * 2) - m_use);
+      weights_s[m * active + i] = w;
+      den += __ldcg(first_ml + i * kRows * 2 + m * 2 + 1) * w;
+    }
+    const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+    for (int i = 0; i < active; ++i) weights_s[m * active + i] *= inv;
+  }
+  __syncthreads();
   for (int e = tid; e < kR * kDc / 2; e += kThreads) {
     const int m = e / (kDc / 2), col = (e % (kDc / 2)) * 2;
     if (!RowValid(k, m)) continue;
-    float num0, num1, den, mx;
-    MergeSplitPartials<true>(first_o + m * kDc + col, first_ml + m * 2, active, kRows * kDc, kRows * 2, &num0, &den,
-                             &mx);
-    MergeSplitPartials<true>(first_o + m * kDc + col + 1, first_ml + m * 2, active, kRows * kDc, kRows * 2, &num1,
-                             &den, &mx);
-    const float inv = den > 0.0f ? 1.0f / den : 0.0f;
-    StorePair(p, k, m, col, num0 * inv, num1 * inv);
+    const float* w = weights_s + m * active;
+    const float* src = first_o + m * kDc + col;
+    float x = 0.0f, y = 0.0f;
+#pragma unroll 4
+    for (int i = 0; i < active; ++i) {
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(src + static_cast<size_t>(i) * kRows * kDc));
+      x += v.x * w[i];
+      y += v.y * w[i];
+    }
+    StorePair(p, k, m, col, x, y);
   }
 }
 
@@ -397,7 +418,9 @@ __global__ void __launch_bounds__(kThreads, 1) LatentMmaKernel(LatentParams p, i
     for (int nt = 0; nt < kColsPerWarp / 8; ++nt) o[mt][nt][0] = o[mt][nt][1] = o[mt][nt][2] = o[mt][nt][3] = 0.0f;
   }
   StreamChunks<kMt>(p, p.block_tables + static_cast<int64_t>(seq_s) * p.max_blocks, k, c_begin, n, sm, o);
-  FinishPack<kMt>(p, sa, k, sm.stat, o, active, &last_s);
+  // The merge's weights reuse the cp.async stages (idle once every chunk
+  // landed): kRows x kMaxSplits floats fit in them.
+  FinishPack<kMt>(p, sa, k, sm.stat, o, active, reinterpret_cast<float*>(sm.stages), &last_s);
 }
 
 template <int kMt>
