@@ -176,11 +176,16 @@ TEST(PipelineStages, AMicrobatchThatRunsOutOfItsBudgetFailsAloneNamingTheStage) 
   spent.set_budget_ms(1);
   ExpectError(run_second.Exchange(spent), absl::StatusCode::kDeadlineExceeded,
               "pipeline rank 1: microbatch 11 ran out of its budget of 1 ms waiting for its handoff");
-  // The first stage either still makes the millisecond or skips it; a handoff it sends is late either way.
+  // The first stage makes the millisecond, skips it, or runs out of it while
+  // computing (a loaded machine); a handoff it sends is late either way.
   const v1::MicrobatchResult first_spent = run_first.Exchange(spent);
   if (first_spent.has_error()) {
     ExpectError(first_spent, absl::StatusCode::kDeadlineExceeded,
-                "pipeline rank 0: microbatch 11 ran out of its budget of 1 ms before this stage ran it");
+                "pipeline rank 0: microbatch 11 ran out of its budget of 1 ms");
+    const std::string& why = first_spent.error().message();
+    EXPECT_TRUE(why.find("before this stage ran it") != std::string::npos ||
+                why.find("while this stage computed it") != std::string::npos)
+        << why;
   }
 
   v1::MicrobatchDescriptor fresh = Descriptor(12, 3);
