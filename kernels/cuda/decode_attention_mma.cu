@@ -402,15 +402,7 @@ absl::Status LaunchDecodeMmaWith(const AttnParams& p, int sms, cudaStream_t stre
   // Each split takes at least one chunk per warp.
   int64_t splits = ChooseSplits(units, max_chunks, kWarps, static_cast<int64_t>(sms) * per_sm,
                                 int64_t{kMmaRows} * (kD + 2), kMaxMmaSplits);
-  SplitArgs sa{nullptr, nullptr, 0};
-  if (splits > 1) {
-    const SplitWorkspace* ws = SplitWorkspaceFor(stream);
-    if (ws == nullptr) {
-      splits = 1;
-    } else {
-      sa = {ws->partials, ws->counters, 0};
-    }
-  }
+  const SplitArgs sa = SplitArgsFor(stream, &splits);
   const dim3 grid(static_cast<unsigned int>(splits), static_cast<unsigned int>(p.num_seqs),
                   static_cast<unsigned int>(p.hk * head_chunks));
   kernel<<<grid, kWarps * 32, L::kBytes, stream>>>(p, sa);

@@ -39,8 +39,7 @@ using T = __nv_bfloat16;
 using attn::ArriveLast;
 using attn::ChooseSplits;
 using attn::SplitArgs;
-using attn::SplitWorkspace;
-using attn::SplitWorkspaceFor;
+using attn::SplitArgsFor;
 
 constexpr int kDc = 512, kDr = 64, kWidth = kDc + kDr;
 constexpr int kLd = kWidth + 8;  // row stride of q and key rows: conflict-free ldmatrix
@@ -447,15 +446,7 @@ absl::Status LaunchWith(const LatentParams& p, int sms, cudaStream_t stream) {
   const int64_t max_chunks = (static_cast<int64_t>(p.max_blocks) * p.block_size + kKeys - 1) / kKeys;
   int64_t splits = ChooseSplits(units, max_chunks, kMinChunks, static_cast<int64_t>(sms) * per_sm,
                                 int64_t{kRows} * (kDc + 2), kMaxSplits);
-  SplitArgs sa{nullptr, nullptr, 0};
-  if (splits > 1) {
-    const SplitWorkspace* ws = SplitWorkspaceFor(stream);
-    if (ws == nullptr) {
-      splits = 1;
-    } else {
-      sa = {ws->partials, ws->counters, 0};
-    }
-  }
+  const SplitArgs sa = SplitArgsFor(stream, &splits);
   const dim3 grid(static_cast<unsigned int>(packs), static_cast<unsigned int>(splits),
                   static_cast<unsigned int>(head_chunks));
   kernel<<<grid, kThreads, L::kBytes, stream>>>(p, nh, qpp, sa);

@@ -42,6 +42,19 @@ struct SplitArgs {
 // The workspace of `stream` on the current device, or nullptr (see above).
 const SplitWorkspace* SplitWorkspaceFor(cudaStream_t stream);
 
+// The split arguments of a launch that chose `*splits` splits: the
+// workspace of `stream` when there is more than one, and one split (null
+// pointers) when the stream has no workspace.
+inline SplitArgs SplitArgsFor(cudaStream_t stream, int64_t* splits) {
+  if (*splits <= 1) return SplitArgs{nullptr, nullptr, 0};
+  const SplitWorkspace* ws = SplitWorkspaceFor(stream);
+  if (ws == nullptr) {
+    *splits = 1;
+    return SplitArgs{nullptr, nullptr, 0};
+  }
+  return SplitArgs{ws->partials, ws->counters, 0};
+}
+
 // Splits of each of `units` independent pieces of work (each `steps` steps
 // of streaming, split into shares of at least `min_steps`), from what the
 // caller knows without a sync: the count minimising waves x (a split's share
