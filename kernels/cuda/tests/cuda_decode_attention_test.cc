@@ -173,27 +173,7 @@ TEST_F(CudaKernelsTest, SplitDecodeReplaysFromAGraphAgainAndAgain) {
   const PagedCase c = MakeCase(Decode({9000, 33}), 8, 2, 128, DType::kBF16, 1100, 4.0f, 2);
   const Tensor want = CpuResult(c);
   const GpuCase g(c);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  ScopedStream scoped(stream);
-  ASSERT_TRUE(g.Run().ok());
-  ExpectClose(g.out, want, AttentionTolerance(DType::kBF16), "eager, before the capture");
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const absl::Status status = g.Run();
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(status.ok()) << status;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int replay = 0; replay < 3; ++replay) {
-    ASSERT_EQ(cudaMemsetAsync(g.out.raw_data(), 0xFF, g.out.nbytes(), stream), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ExpectClose(g.out, want, AttentionTolerance(DType::kBF16), "replay " + std::to_string(replay));
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  ExpectEagerAndGraphReplaysMatch([&] { return g.Run(); }, g.out, want, AttentionTolerance(DType::kBF16));
 }
 
 TEST_F(CudaKernelsTest, SplitDecodeOnTwoStreamsAtOnceKeepsItsPartialsApart) {

@@ -8,12 +8,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "seam/core/device_memory.h"
 #include "seam/core/tensor.h"
+#include "seam/kernels/stream.h"
 
 namespace seam::kernels::cuda_test {
 
@@ -112,6 +114,34 @@ inline Tensor MisalignedGpuCopy(const Tensor& host) {
                                   host.dtype());
   EXPECT_TRUE(CopyInto(host, view).ok());
   return view;
+}
+
+// Runs `run` (which writes `out`) eagerly on a fresh stream of this thread,
+// then captures it into a CUDA graph and replays that three times over a
+// poisoned `out`; every result must match `want`.
+inline void ExpectEagerAndGraphReplaysMatch(const std::function<absl::Status()>& run, const Tensor& out,
+                                            const Tensor& want, Tolerance tol) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ScopedStream scoped(stream);
+  ASSERT_TRUE(run().ok());
+  ExpectClose(out, want, tol, "eager, before the capture");
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const absl::Status status = run();
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(status.ok()) << status;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    ASSERT_EQ(cudaMemsetAsync(out.raw_data(), 0xFF, out.nbytes(), stream), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ExpectClose(out, want, tol, "replay " + std::to_string(replay));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace seam::kernels::cuda_test
