@@ -1,5 +1,6 @@
 #include "seam/runtime/decode_graph.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -10,11 +11,23 @@
 namespace seam::runtime {
 namespace {
 
-// Elements of the staging buffer for B sequences and tables W wide: ids,
-// positions, KV slots, query starts (B + 1), context lengths, block tables,
-// then the Mamba state slots (-1 where a model keeps no state).
-int64_t StagedInts(int64_t b, int64_t w) { return 6 * b + 1 + b * w; }
-int64_t StateSlotsAt(int64_t b, int64_t w) { return 5 * b + 1 + b * w; }
+// Where each input sits in the staging buffer (and its device copy) of a
+// graph of R rows and B sequences with tables W wide: ids, positions and KV
+// slots (R each), query starts (B + 1), context lengths, block tables (B x
+// W), the Mamba state slots (-1 where a model keeps no state), then a mixed
+// graph's last rows (B).
+struct Staged {
+  int64_t r, b, w;
+  bool mixed;
+  int64_t positions() const { return r; }
+  int64_t slots() const { return 2 * r; }
+  int64_t query_start() const { return 3 * r; }
+  int64_t context_lens() const { return 3 * r + b + 1; }
+  int64_t tables() const { return 3 * r + 2 * b + 1; }
+  int64_t state_slots() const { return tables() + b * w; }
+  int64_t last_rows() const { return state_slots() + b; }
+  int64_t ints() const { return last_rows() + (mixed ? b : 0); }
+};
 
 // Whether a handoff in `form` holds the DP group's rows in order (real rows first).
 bool RowsInOrder(boundary::RowForm form, const boundary::Topology& topology) {
@@ -74,25 +87,41 @@ absl::Status CheckCapture(const models::DecoderModel& model, const models::KvCac
                                                    ") and max context (", options.max_context,
                                                    ") must be positive"));
   }
-  const int64_t step_rows = options.batch_size * topology.attn_dp;
+  if (options.rows != 0 && options.rows <= options.batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeGraph: a mixed graph's rows (", options.rows,
+                                                   ") must be more than its batch size (", options.batch_size, ")"));
+  }
+  if (options.rows != 0 && (cache.states() != nullptr || cache.is_latent())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DecodeGraph: mixed graphs take a key/value cache; this one ",
+        cache.is_latent() ? "is latent" : "keeps Mamba state", ", whose kernels take no empty sequence"));
+  }
+  const int64_t step_rows = std::max(options.batch_size, options.rows) * topology.attn_dp;
   if (step_rows > model.graph_max_rows()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "DecodeGraph: a step of ", options.batch_size, " sequences per DP group (", step_rows,
+        "DecodeGraph: a step of ", std::max(options.batch_size, options.rows), " rows per DP group (", step_rows,
         " token rows) is more than this piece records (", model.graph_max_rows(),
         " rows: its MoE layers group their experts on the device up to that, or not at all at 0)"));
   }
   return absl::OkStatus();
 }
 
-// The staged inputs of `b` padding rows (and of the warm-up and the capture
-// from row `from` on): token 0 at position 0 of a one-token context in
-// block 0, writing no cache slot and no state.
-void StagePadding(int32_t* s, int64_t b, int64_t table_width, int64_t from) {
-  for (int64_t i = from; i < b; ++i) {
-    s[2 * b + i] = -1;                  // slot: skip
-    s[3 * b + i + 1] = int32_t(i + 1);  // query_start
-    s[4 * b + 1 + i] = 1;               // context length
-    s[StateSlotsAt(b, table_width) + i] = -1;  // Mamba state: none
+// The staged padding of a zeroed buffer after `n` real sequences holding
+// `rows` real rows (the warm-up and the capture: none). A decode graph:
+// each padding row is token 0 at position 0 of a one-token context in block
+// 0. A mixed graph: the padding sequences are empty, with no context, and
+// the last of them takes every padding row (token 0 at position 0). No
+// padding row writes a cache slot or a state.
+void StagePadding(int32_t* s, const Staged& l, int64_t n, int64_t rows) {
+  for (int64_t i = rows; i < l.r; ++i) s[l.slots() + i] = -1;
+  for (int64_t i = n; i < l.b; ++i) {
+    s[l.state_slots() + i] = -1;
+    if (l.mixed) {
+      s[l.query_start() + i + 1] = int32_t(i + 1 == l.b ? l.r : rows);
+    } else {
+      s[l.query_start() + i + 1] = int32_t(i + 1);
+      s[l.context_lens() + i] = 1;
+    }
   }
 }
 
@@ -104,24 +133,36 @@ absl::Status DecodeGraph::Allocate(const DecodeGraphOptions& options) {
   const int64_t b = options.batch_size;
   groups_ = options.groups;
   batch_size_ = b;
+  rows_ = options.rows == 0 ? b : options.rows;
   table_width_ = (options.max_context + cache_.block_size() - 1) / cache_.block_size();
-  dp_rows_.assign(topology.attn_dp, b);
+  dp_rows_.assign(topology.attn_dp, rows_);
   if (options.stream != nullptr) {
     stream_ = options.stream;
   } else {
     SEAM_ASSIGN_OR_RETURN(owned_stream_, CudaStream::Create(dev));
     stream_ = &owned_stream_;
   }
-  const int64_t ints = StagedInts(b, table_width_);
+  const int64_t ints = Staged{rows_, batch_size_, table_width_, mixed()}.ints();
   for (int i = 0; i < 2; ++i) {
     SEAM_ASSIGN_OR_RETURN(staging_[i], PinnedBuffer::Create(ints * sizeof(int32_t)));
     SEAM_ASSIGN_OR_RETURN(staged_[i], CudaEvent::Create(dev));
   }
   kernels::ScopedStream on(stream_->handle());
   SEAM_ASSIGN_OR_RETURN(inputs_, Tensor::TryEmpty({ints}, DType::kI32, dev));
-  if (model_.is_last_piece()) {
-    SEAM_ASSIGN_OR_RETURN(logits_, Tensor::TryEmpty({b, model_.config().vocab_size}, DType::kF32, dev));
+  const int64_t vocab = model_.config().vocab_size;
+  const Tensor& shared = options.logits_buffer;
+  if (model_.is_last_piece() && shared.defined()) {
+    if (shared.dtype() != DType::kF32 || shared.rank() != 2 || shared.dim(0) < b || shared.dim(1) != vocab ||
+        shared.device() != dev) {
+      return absl::InvalidArgumentError(absl::StrCat("DecodeGraph: the shared logits buffer is ",
+                                                     shared.DebugString(), "; expected f32 [>= ", b, ", ", vocab,
+                                                     "] on ", dev.ToString()));
+    }
+    logits_ = shared.Rows(0, b);
+  } else if (model_.is_last_piece()) {
+    SEAM_ASSIGN_OR_RETURN(logits_, Tensor::TryEmpty({b, vocab}, DType::kF32, dev));
   }
+  owns_logits_ = !shared.defined();
   if (!model_.is_first_piece()) {
     const boundary::BatchRows rows(topology, dp_rows_, /*padded=*/true);
     const Shape shape{rows.RowsOf(options.in_rows), model_.config().hidden_size};
@@ -144,10 +185,11 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
   SEAM_RETURN_IF_ERROR(g->Allocate(options));
   kernels::ScopedStream on(g->stream_->handle());
   // Placeholder inputs for the warm-up and the capture: padding rows only.
-  const int64_t b = g->batch_size_, ints = StagedInts(b, g->table_width_);
+  const Staged l{g->rows_, g->batch_size_, g->table_width_, g->mixed()};
+  const int64_t ints = l.ints();
   int32_t* s = static_cast<int32_t*>(g->staging_[0].data());
   std::memset(s, 0, ints * sizeof(int32_t));
-  StagePadding(s, b, g->table_width_, 0);
+  StagePadding(s, l, 0, 0);
   SEAM_RETURN_IF_ERROR(UploadAsync(g->inputs_.raw_data(), g->inputs_.device(), s, ints * sizeof(int32_t),
                                    *g->stream_));
   // The warm-up creates what the first run of each op creates lazily (library
@@ -163,20 +205,21 @@ absl::StatusOr<std::unique_ptr<DecodeGraph>> DecodeGraph::Capture(models::Decode
 }
 
 int64_t DecodeGraph::buffer_bytes() const {
-  return Bytes(inputs_) + Bytes(logits_) + Bytes(in_.hidden) + Bytes(in_.residual) + Bytes(out_.hidden) +
+  return Bytes(inputs_) + (owns_logits_ ? Bytes(logits_) : 0) + Bytes(in_.hidden) + Bytes(in_.residual) + Bytes(out_.hidden) +
          Bytes(out_.residual) + static_cast<int64_t>(staging_[0].bytes() + staging_[1].bytes());
 }
 
 absl::Status DecodeGraph::Bind() {
-  const int64_t b = batch_size_;
-  ids_ = inputs_.Rows(0, b);
-  step_.positions = inputs_.Rows(b, b);
-  step_.slot_mapping = inputs_.Rows(2 * b, b);
-  step_.attention.query_start = inputs_.Rows(3 * b, b + 1);
-  step_.attention.context_lens = inputs_.Rows(4 * b + 1, b);
+  const Staged l{rows_, batch_size_, table_width_, mixed()};
+  ids_ = inputs_.Rows(0, l.r);
+  step_.positions = inputs_.Rows(l.positions(), l.r);
+  step_.slot_mapping = inputs_.Rows(l.slots(), l.r);
+  step_.attention.query_start = inputs_.Rows(l.query_start(), l.b + 1);
+  step_.attention.context_lens = inputs_.Rows(l.context_lens(), l.b);
   SEAM_ASSIGN_OR_RETURN(step_.attention.block_tables,
-                        inputs_.Rows(5 * b + 1, b * table_width_).Reshape({b, table_width_}));
-  step_.state_slots = inputs_.Rows(StateSlotsAt(b, table_width_), b);
+                        inputs_.Rows(l.tables(), l.b * l.w).Reshape({l.b, l.w}));
+  step_.state_slots = inputs_.Rows(l.state_slots(), l.b);
+  if (l.mixed) last_rows_ = inputs_.Rows(l.last_rows(), l.b);
   return absl::OkStatus();
 }
 
@@ -188,7 +231,7 @@ absl::Status DecodeGraph::Record(bool capturing) {
   const bool first = model_.is_first_piece(), last = model_.is_last_piece();
   boundary::PipelineTensors out;
   SEAM_ASSIGN_OR_RETURN(Tensor logits, model_.ForwardPieceStep(batch, ids_, first ? nullptr : &in_, step_, cache_,
-                                                               Tensor(), last ? nullptr : &out));
+                                                               last_rows_, last ? nullptr : &out));
   // Only attention-TP rank 0 of a DP group computes logits (the model's contract).
   if (last) return logits.defined() ? CopyInto(logits, logits_) : absl::OkStatus();
   if (!capturing) {  // the warm-up: fixed buffers for the handoff this piece leaves
@@ -213,11 +256,15 @@ absl::Status DecodeGraph::Record(bool capturing) {
 }
 
 bool DecodeGraph::Fits(const models::StepInput& input) const {
-  if (static_cast<int64_t>(input.sequences.size()) > batch_size_) return false;
+  const int64_t n = static_cast<int64_t>(input.sequences.size());
+  int64_t rows = 0;
   for (const models::SequenceStep& s : input.sequences) {
-    if (s.tokens.size() != 1 || s.start < 0 || s.start + 1 > max_context()) return false;
+    const int64_t t = static_cast<int64_t>(s.tokens.size());
+    if (t < 1 || (!mixed() && t != 1) || s.start < 0 || s.start + t > max_context()) return false;
+    rows += t;
   }
-  return true;
+  // A mixed graph's padding rows need a padding sequence.
+  return n <= batch_size_ && rows <= rows_ && (rows == rows_ || n < batch_size_ || !mixed());
 }
 
 absl::StatusOr<std::vector<models::CacheSpan>> DecodeGraph::CheckReplay(const models::StepInput& input,
@@ -228,23 +275,37 @@ absl::StatusOr<std::vector<models::CacheSpan>> DecodeGraph::CheckReplay(const mo
   const bool first = model_.is_first_piece();
   if (n > batch_size_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("this decode graph runs up to ", batch_size_, " sequences; the step has ", n));
+        absl::StrCat("this graph runs up to ", batch_size_, " sequences; the step has ", n));
   }
   std::vector<models::CacheSpan> spans;
+  int64_t rows = 0;
   for (const models::SequenceStep& s : input.sequences) {
-    if (s.tokens.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has ", s.tokens.size(),
-                                                     " tokens; a decode step runs one per sequence"));
+    const int64_t t = static_cast<int64_t>(s.tokens.size());
+    if (t < 1 || (!mixed() && t != 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, " has ", t, " tokens; a ",
+                                                     mixed() ? "step runs at least one" : "decode step runs one",
+                                                     " per sequence"));
     }
-    if (first && fed_ids == nullptr && (s.tokens[0] < 0 || s.tokens[0] >= config.vocab_size)) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, ": token ", s.tokens[0],
-                                                     " is outside the vocabulary of ", config.vocab_size));
+    for (int32_t token : s.tokens) {
+      if (first && fed_ids == nullptr && (token < 0 || token >= config.vocab_size)) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", s.sequence, ": token ", token,
+                                                       " is outside the vocabulary of ", config.vocab_size));
+      }
     }
-    if (s.start < 0 || s.start + 1 > max_context()) {
-      return absl::OutOfRangeError(absl::StrCat("sequence ", s.sequence, " reaches position ", s.start,
-                                                "; this decode graph holds contexts up to ", max_context()));
+    if (s.start < 0 || s.start + t > max_context()) {
+      return absl::OutOfRangeError(absl::StrCat("sequence ", s.sequence, " reaches position ", s.start + t - 1,
+                                                "; this graph holds contexts up to ", max_context()));
     }
-    spans.push_back(models::CacheSpan{s.sequence, s.start, 1});
+    spans.push_back(models::CacheSpan{s.sequence, s.start, t});
+    rows += t;
+  }
+  if (rows > rows_ || (mixed() && rows < rows_ && n == batch_size_)) {
+    return absl::InvalidArgumentError(absl::StrCat("this mixed graph runs up to ", rows_, " rows of ", batch_size_,
+                                                   " sequences (fewer sequences when the rows fall short); the "
+                                                   "step has ", rows, " rows of ", n));
+  }
+  if (fed_ids != nullptr && mixed()) {
+    return absl::InvalidArgumentError("a mixed graph takes no fed token ids");
   }
   if (fed_ids != nullptr && (!first || !fed_ids->defined() || fed_ids->dtype() != DType::kI32 ||
                              fed_ids->shape() != Shape{n} || fed_ids->device() != inputs_.device())) {
@@ -252,7 +313,7 @@ absl::StatusOr<std::vector<models::CacheSpan>> DecodeGraph::CheckReplay(const mo
         "fed token ids must be i32 [", n, "] on ", inputs_.device().ToString(), " for a first piece; got ",
         fed_ids->defined() ? fed_ids->DebugString() : "none", first ? "" : " on a later piece"));
   }
-  if (!first) SEAM_RETURN_IF_ERROR(CheckHandoffIn(in, n));
+  if (!first) SEAM_RETURN_IF_ERROR(CheckHandoffIn(in, rows));
   return spans;
 }
 
@@ -280,7 +341,7 @@ absl::Status DecodeGraph::CheckHandoffIn(const boundary::PipelineTensors* in, in
 
 absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& input,
                                                       const boundary::PipelineTensors* in, const Tensor* fed_ids) {
-  const int64_t b = batch_size_;
+  const Staged l{rows_, batch_size_, table_width_, mixed()};
   const int64_t n = static_cast<int64_t>(input.sequences.size());
   const bool first = model_.is_first_piece(), last = model_.is_last_piece();
   SEAM_ASSIGN_OR_RETURN(const std::vector<models::CacheSpan> spans, CheckReplay(input, in, fed_ids));
@@ -294,20 +355,26 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
   next_staging_ = 1 - j;
   SEAM_RETURN_IF_ERROR(staged_[j].Wait(absl::Now() + absl::Minutes(5)));
   int32_t* s = static_cast<int32_t*>(staging_[j].data());
-  std::memset(s, 0, StagedInts(b, table_width_) * sizeof(int32_t));
-  for (int64_t i = 0; i < n; ++i) s[i] = input.sequences[i].tokens[0];
-  std::memcpy(s + b, plan.positions.data(), n * sizeof(int32_t));
-  std::memcpy(s + 2 * b, plan.slot_mapping.data(), n * sizeof(int32_t));
-  std::memcpy(s + 3 * b, plan.query_start.data(), (n + 1) * sizeof(int32_t));
-  std::memcpy(s + 4 * b + 1, plan.context_lens.data(), n * sizeof(int32_t));
-  std::memcpy(s + 5 * b + 1, plan.block_tables.data(), plan.block_tables.size() * sizeof(int32_t));
-  std::memcpy(s + StateSlotsAt(b, table_width_), plan.state_slots.data(), n * sizeof(int32_t));
-  StagePadding(s, b, table_width_, n);  // padding rows, as in the capture
+  std::memset(s, 0, l.ints() * sizeof(int32_t));
+  int64_t rows = 0;
+  for (const models::SequenceStep& seq : input.sequences) {
+    for (int32_t token : seq.tokens) s[rows++] = token;
+  }
+  std::memcpy(s + l.positions(), plan.positions.data(), rows * sizeof(int32_t));
+  std::memcpy(s + l.slots(), plan.slot_mapping.data(), rows * sizeof(int32_t));
+  std::memcpy(s + l.query_start(), plan.query_start.data(), (n + 1) * sizeof(int32_t));
+  std::memcpy(s + l.context_lens(), plan.context_lens.data(), n * sizeof(int32_t));
+  std::memcpy(s + l.tables(), plan.block_tables.data(), plan.block_tables.size() * sizeof(int32_t));
+  std::memcpy(s + l.state_slots(), plan.state_slots.data(), n * sizeof(int32_t));
+  if (l.mixed) {
+    for (int64_t i = 0; i < n; ++i) s[l.last_rows() + i] = plan.query_start[i + 1] - 1;
+  }
+  StagePadding(s, l, n, rows);  // padding rows, as in the capture
   if (!first) {  // real rows first, zero padding rows (the step updates the residual in place)
     for (const auto& [from, to] : {std::pair{&in->hidden, &in_.hidden}, std::pair{&in->residual, &in_.residual}}) {
       if (!to->defined()) continue;
-      if (n > 0) SEAM_RETURN_IF_ERROR(CopyInto(*from, to->Rows(0, n)));
-      SEAM_RETURN_IF_ERROR(ZeroRowsFrom(*to, n));
+      if (rows > 0) SEAM_RETURN_IF_ERROR(CopyInto(*from, to->Rows(0, rows)));
+      SEAM_RETURN_IF_ERROR(ZeroRowsFrom(*to, rows));
     }
   }
   SEAM_RETURN_IF_ERROR(UploadAsync(inputs_.raw_data(), inputs_.device(), s, inputs_.nbytes(), *stream_));
@@ -319,8 +386,8 @@ absl::StatusOr<DecodeGraphOutput> DecodeGraph::Replay(const models::StepInput& i
     if (model_.options().topology.attn_tp_rank() == 0) out.logits = logits_.Rows(0, n);
   } else {
     out.handoff = out_;
-    out.handoff.hidden = out_.hidden.Rows(0, n);
-    if (out_.residual.defined()) out.handoff.residual = out_.residual.Rows(0, n);
+    out.handoff.hidden = out_.hidden.Rows(0, rows);
+    if (out_.residual.defined()) out.handoff.residual = out_.residual.Rows(0, rows);
   }
   return out;
 }

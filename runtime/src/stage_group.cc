@@ -143,8 +143,14 @@ std::string GraphDecodeStats::ToString() const {
   if (!off_reason.empty()) return absl::StrCat("CUDA graph decode off: ", off_reason);
   std::vector<std::string> per_bucket;
   for (const auto& [bucket, count] : replays) per_bucket.push_back(absl::StrCat(bucket, ": ", count));
+  std::vector<std::string> per_mixed;
+  for (const auto& [rows, count] : mixed_replays) per_mixed.push_back(absl::StrCat(rows, ": ", count));
+  const std::string mixed = mixed_off_reason.empty()
+                                ? absl::StrCat("mixed graphs [", absl::StrJoin(mixed_captured, ", "), "] rows, replays {",
+                                               absl::StrJoin(per_mixed, ", "), "}")
+                                : absl::StrCat("mixed graphs off: ", mixed_off_reason);
   return absl::StrCat("CUDA graph decode: buckets [", absl::StrJoin(captured, ", "), "] captured; replays {",
-                      absl::StrJoin(per_bucket, ", "), "}; ", eager_steps, " eager steps");
+                      absl::StrJoin(per_bucket, ", "), "}; ", mixed, "; ", eager_steps, " eager steps");
 }
 
 int64_t StageGroup::FreeBlocks(int dp) const { return impl_->ranks[dp * impl_->attn_tp()]->cache->free_blocks(); }

@@ -10,6 +10,8 @@
 #include "seam/core/device_memory.h"
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
+#include "seam/kernels/stream.h"
+#include "seam/runtime/kv_sizing.h"
 #include "src/stage_group_impl.h"
 
 namespace seam::runtime {
@@ -81,29 +83,96 @@ absl::Status StageGroup::Impl::SetUpGraphs(const weights::ModelConfig& config) {
     if (options.device == Device::Kind::kCUDA) {
       SEAM_LOG_INFO("decode steps of this piece run eagerly, without CUDA graphs: {}", st.off_reason);
     }
+    st.mixed_off_reason = "decode graphs are off";
     return absl::OkStatus();
   }
-  return CaptureGraphs(options.graph_buckets);
+  SEAM_RETURN_IF_ERROR(CaptureGraphs(options.graph_buckets));
+  if (!st.off_reason.empty()) {
+    st.mixed_off_reason = "decode graphs are off";
+    return absl::OkStatus();
+  }
+  ChooseMixedGraphs(config);
+  if (!st.mixed_off_reason.empty()) {
+    SEAM_LOG_INFO("steps holding prefill rows run eagerly, without CUDA graphs: {}", st.mixed_off_reason);
+    return absl::OkStatus();
+  }
+  return CaptureGraphs(st.mixed_captured, /*mixed=*/true);
 }
 
-absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets) {
+void StageGroup::Impl::ChooseMixedGraphs(const weights::ModelConfig& config) {
+  GraphDecodeStats& st = graph_stats;
+  const models::KvCache& cache = *ranks[0]->cache;
+  if (options.mixed_graph_rows.empty()) {
+    st.mixed_off_reason = "no mixed graph rows were asked for";
+  } else if (cache.states() != nullptr || cache.is_latent()) {
+    st.mixed_off_reason = absl::StrCat(config.architecture, cache.is_latent() ? " keeps a latent cache" : " keeps Mamba state",
+                                       ", whose kernels take no empty sequence");
+  }
+  if (!st.mixed_off_reason.empty()) return;
+  // Every rank's free memory: a mixed graph's activations come from the
+  // graphs' own pool, beside what the eager steps' pool keeps.
+  auto free = std::make_shared<std::vector<int64_t>>(ranks.size(), 0);
+  Impl* self = this;
+  const absl::Status queried = RunOnAll([self, free](int r) -> absl::Status {
+    SEAM_RETURN_IF_ERROR(UseDevice(self->RankDevice(r)));
+    SEAM_ASSIGN_OR_RETURN(const DeviceMemoryInfo info, QueryDeviceMemory(self->RankDevice(r)));
+    (*free)[r] = info.free_bytes;
+    return absl::OkStatus();
+  });
+  const int64_t least = queried.ok() ? *std::min_element(free->begin(), free->end()) : 0;
+  const int64_t per_group =
+      options.kv.max_step_tokens > 0 ? options.kv.max_step_tokens / attn_dp : models::DecoderModel::kUnboundedGraphRows;
+  const int64_t recordable = ranks[0]->model->graph_max_rows() / attn_dp;
+  const int64_t largest = st.captured.back();
+  std::vector<int64_t> dropped;
+  for (int64_t rows : options.mixed_graph_rows) {
+    const int64_t reserve = ActivationReserveBytes(config, tp, attn_tp(), options.model.dtype, rows * attn_dp);
+    if (rows < 2 || rows > per_group || rows > recordable || 2 * reserve > least) {
+      dropped.push_back(rows);
+      continue;
+    }
+    st.mixed_captured.push_back(rows);
+    mixed_sequences.push_back(std::min(rows - 1, largest + kMixedGraphExtraSequences));
+  }
+  if (!dropped.empty()) {
+    SEAM_LOG_INFO("no mixed graphs of [{}] rows per DP group: past this stage's {} step rows per DP group, what "
+                  "its model records ({}), or what {} of free GPU memory holds twice",
+                  absl::StrJoin(dropped, ", "), per_group, recordable, FormatBytes(least));
+  }
+  if (st.mixed_captured.empty()) st.mixed_off_reason = "no mixed graph rows fit this stage";
+}
+
+absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets, bool mixed) {
   const std::optional<HandoffForm> form = graph_in_form;
   const int64_t max_context = graph_max_context;
   const absl::Duration timeout = options.comm_timeout;
+  const std::vector<int64_t> sequences = mixed ? mixed_sequences : buckets;
+  const int64_t vocab = checkpoint->config().vocab_size;
   auto memory = std::make_shared<std::pair<int64_t, int64_t>>(0, 0);  // rank 0: buffer bytes, lost free bytes
   auto unsupported = std::make_shared<std::string>();                  // rank 0: why this piece cannot
   Impl* self = this;
   const absl::Time start = absl::Now();
-  const absl::Status captured =
-      RunOnAll([self, buckets, form, max_context, timeout, memory, unsupported](int r) -> absl::Status {
+  const absl::Status captured = RunOnAll([self, buckets, sequences, mixed, vocab, form, max_context, timeout,
+                                          memory, unsupported](int r) -> absl::Status {
     RankState& rank = *self->ranks[r];
     const Device device = self->RankDevice(r);
     SEAM_RETURN_IF_ERROR(UseDevice(device));
     SEAM_ASSIGN_OR_RETURN(const DeviceMemoryInfo before, QueryDeviceMemory(device));
-    for (int64_t b : buckets) {
-      if (rank.graphs.count(b) != 0) continue;
+    std::map<int64_t, std::unique_ptr<DecodeGraph>>& graphs = mixed ? rank.mixed_graphs : rank.graphs;
+    if (mixed && rank.model->is_last_piece() && !rank.mixed_logits.defined()) {
+      kernels::ScopedStream on(rank.stream.handle());
+      SEAM_ASSIGN_OR_RETURN(rank.mixed_logits,
+                            Tensor::TryEmpty({*std::max_element(sequences.begin(), sequences.end()), vocab},
+                                             DType::kF32, device));
+      if (r == 0) memory->first += rank.mixed_logits.nbytes();
+    }
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const int64_t b = buckets[i];
+      if (graphs.count(b) != 0) continue;
       DecodeGraphOptions o;
-      o.batch_size = b;
+      o.batch_size = sequences[i];
+      o.rows = mixed ? b : 0;
+      o.logits_buffer = mixed ? rank.mixed_logits : Tensor();
       o.max_context = max_context;
       o.groups = rank.groups.get();
       o.stream = &rank.stream;
@@ -115,12 +184,15 @@ absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets
       absl::StatusOr<std::unique_ptr<DecodeGraph>> graph = DecodeGraph::Capture(*rank.model, *rank.cache, o);
       if (absl::IsUnimplemented(graph.status())) {  // a fact of the piece, alike on every rank: no graphs
         if (r == 0) *unsupported = std::string(graph.status().message());
-        rank.graphs.clear();
+        graphs.clear();
         return rank.groups->Synchronize(absl::Now() + timeout);  // the warm-up's collectives
       }
-      if (!graph.ok()) return Annotate(graph.status(), absl::StrCat("capturing the decode graph of bucket ", b));
-      rank.graphs[b] = std::move(*graph);
-      if (r == 0) memory->first += rank.graphs[b]->buffer_bytes();
+      if (!graph.ok()) {
+        return Annotate(graph.status(), mixed ? absl::StrCat("capturing the mixed graph of ", b, " rows")
+                                              : absl::StrCat("capturing the decode graph of bucket ", b));
+      }
+      graphs[b] = std::move(*graph);
+      if (r == 0) memory->first += graphs[b]->buffer_bytes();
     }
     SEAM_ASSIGN_OR_RETURN(const DeviceMemoryInfo after, QueryDeviceMemory(device));
     if (r == 0) memory->second = before.free_bytes - after.free_bytes;
@@ -132,20 +204,32 @@ absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets
     return captured;
   }
   if (!unsupported->empty()) {
+    SEAM_LOG_INFO("{} of this piece run eagerly, without CUDA graphs: {}",
+                  mixed ? "steps holding prefill rows" : "decode steps", *unsupported);
+    if (mixed) {
+      graph_stats.mixed_off_reason = *unsupported;
+      graph_stats.mixed_captured.clear();
+      mixed_sequences.clear();
+      return absl::OkStatus();
+    }
     graph_stats.off_reason = *unsupported;
     graph_stats.captured.clear();
-    SEAM_LOG_INFO("decode steps of this piece run eagerly, without CUDA graphs: {}", *unsupported);
     return absl::OkStatus();
   }
-  std::set<int64_t> all(graph_stats.captured.begin(), graph_stats.captured.end());
-  all.insert(buckets.begin(), buckets.end());
-  graph_stats.captured.assign(all.begin(), all.end());
+  if (!mixed) {
+    std::set<int64_t> all(graph_stats.captured.begin(), graph_stats.captured.end());
+    all.insert(buckets.begin(), buckets.end());
+    graph_stats.captured.assign(all.begin(), all.end());
+  }
   graph_stats.buffer_bytes += memory->first;
   graph_stats.captured_bytes += memory->second;
-  SEAM_LOG_INFO("CUDA graphs captured for decode buckets [{}] (sequences per attention-DP group, contexts up to {} "
-                "tokens) in {} ms: {:.1f} MiB of fixed buffers, {:.1f} MiB of GPU memory on rank 0",
-                absl::StrJoin(buckets, ", "), max_context, absl::ToInt64Milliseconds(absl::Now() - start),
-                memory->first / 1048576.0, memory->second / 1048576.0);
+  SEAM_LOG_INFO("CUDA graphs captured for {} [{}] ({} per attention-DP group, contexts up to {} tokens) in {} ms: "
+                "{:.1f} MiB of fixed buffers, {:.1f} MiB of GPU memory on rank 0",
+                mixed ? "mixed steps of" : "decode buckets", absl::StrJoin(buckets, ", "),
+                mixed ? absl::StrCat("token rows of up to [", absl::StrJoin(sequences, ", "), "] sequences")
+                      : "sequences",
+                max_context, absl::ToInt64Milliseconds(absl::Now() - start), memory->first / 1048576.0,
+                memory->second / 1048576.0);
   return absl::OkStatus();
 }
 
@@ -163,6 +247,8 @@ StepPlanFacts StageGroup::Impl::PlanFacts() const {
   f.graph_max_context = graph_max_context;
   f.graph_in_form = graph_in_form;
   f.graph_off_reason = graph_stats.off_reason;
+  f.mixed_graph_rows = graph_stats.mixed_captured;
+  f.mixed_graph_sequences = mixed_sequences;
   return f;
 }
 

@@ -39,6 +39,8 @@ struct RankState {
   std::unique_ptr<models::DecoderModel> model;
   std::unique_ptr<models::KvCache> cache;
   std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs;  // by bucket; declared after what they use
+  Tensor mixed_logits;  // the mixed graphs' shared logits buffer (last piece)
+  std::map<int64_t, std::unique_ptr<DecodeGraph>> mixed_graphs;  // by rows per DP group
   Tensor logits;                     // the last step's output (last piece)
   std::vector<int32_t> tokens;       // or its DP group's chosen tokens (last piece, with choices)
   std::vector<TokenLogprobs> logprobs;  // and their log-probs where the choices ask
@@ -114,8 +116,13 @@ struct StageGroup::Impl {
   // piece, the handoff form they take (after the caches exist); then every
   // bucket captured on every rank.
   absl::Status SetUpGraphs(const weights::ModelConfig& config);
-  // Every rank captures `buckets` (those it lacks), in order, on its stream.
-  absl::Status CaptureGraphs(const std::vector<int64_t>& buckets);
+  // Every rank captures `buckets` (those it lacks), in order, on its stream;
+  // with `mixed`, the mixed graphs of those rows per DP group instead.
+  absl::Status CaptureGraphs(const std::vector<int64_t>& buckets, bool mixed = false);
+  // The mixed graphs' rows this group captures (logs what it drops) and the
+  // sequences each takes.
+  void ChooseMixedGraphs(const weights::ModelConfig& config);
+  std::vector<int64_t> mixed_sequences;  // same index as graph_stats.mixed_captured
   // What a plan reads (step_plan.h).
   StepPlanFacts PlanFacts() const;
   StepPlanState PlanState() const;

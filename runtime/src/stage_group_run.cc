@@ -85,8 +85,10 @@ absl::Status StageGroup::Impl::RunRank(int r, const RankJob& job) {
   const StepPlan& plan = job.plan;
   const models::StepInput& input = plan.dp_groups[rank.topology.dp_rank()].input;
   const boundary::PipelineTensors* in = job.in.empty() ? nullptr : &job.in[r];
-  if (plan.execution == StepExecution::kGraph) {
-    SEAM_ASSIGN_OR_RETURN(DecodeGraphOutput o, rank.graphs.at(plan.bucket)->Replay(input, in));
+  if (plan.execution != StepExecution::kEager) {
+    DecodeGraph& graph = plan.execution == StepExecution::kGraph ? *rank.graphs.at(plan.bucket)
+                                                                 : *rank.mixed_graphs.at(plan.bucket);
+    SEAM_ASSIGN_OR_RETURN(DecodeGraphOutput o, graph.Replay(input, in));
     SEAM_RETURN_IF_ERROR(WaitForStep(rank, options.comm_timeout));  // after the replay, never inside a capture
     SEAM_ASSIGN_OR_RETURN(rank.handoff, Leaving(o.handoff, device, options.handoff_on_device));
     return LeaveLogits(rank, o.logits, job);
@@ -146,7 +148,7 @@ absl::StatusOr<PieceOutput> StageGroup::Run(const StepPlan& plan, const std::vec
       job->choices_by_dp[plan.sequences[i].dp_group].push_back((*choices)[i]);
     }
   }
-  const bool graph = plan.execution == StepExecution::kGraph;
+  const bool graph = plan.execution != StepExecution::kEager;
   g.variant_log.Note(job->microbatch, plan.variant, g.options.variants, plan.dp_rows, graph);
   SEAM_LOG_DEBUG("step {}: {}", job->microbatch, plan.ToString());
   Impl* self = &g;
@@ -159,8 +161,10 @@ absl::StatusOr<PieceOutput> StageGroup::Run(const StepPlan& plan, const std::vec
   for (const SequencePlan& s : plan.sequences) {
     if (s.placed_now) g.dp_of[s.sequence] = s.dp_group;
   }
-  if (graph) {
+  if (plan.execution == StepExecution::kGraph) {
     ++g.graph_stats.replays[plan.bucket];
+  } else if (plan.execution == StepExecution::kMixedGraph) {
+    ++g.graph_stats.mixed_replays[plan.bucket];
   } else {
     ++g.graph_stats.eager_steps;
   }

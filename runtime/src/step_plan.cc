@@ -132,12 +132,36 @@ absl::Status PlanHandoff(const StepRequest& r, const StepPlanFacts& f, StepPlan&
   return absl::OkStatus();
 }
 
-// Why the step cannot replay a graph ("" when it can), and the bucket.
-std::string GraphBlocker(const StepPlanFacts& f, const StepRequest& r, const StepPlan& plan, int64_t* bucket) {
+// The smallest mixed graph every DP group of a step holding prefill rows
+// fits ("" when one does), or why none does.
+std::string MixedBlocker(const StepPlanFacts& f, const StepRequest& r, const StepPlan& plan, int64_t* bucket) {
+  if (r.all_logits) return "a prefill returning every token's logits";
+  for (size_t i = 0; i < f.mixed_graph_rows.size(); ++i) {
+    const int64_t rows = f.mixed_graph_rows[i], seqs = f.mixed_graph_sequences[i];
+    bool fits = true;
+    for (const DpGroupPlan& g : plan.dp_groups) {
+      const int64_t n = static_cast<int64_t>(g.members.size());
+      // The padding rows go to a padding sequence.
+      fits = fits && g.rows <= rows && n <= seqs && (g.rows == rows || n < seqs);
+    }
+    if (fits) {
+      *bucket = rows;
+      return "";
+    }
+  }
+  return absl::StrCat("a prefill past the mixed graphs (the largest: ", f.mixed_graph_rows.back(), " rows of ",
+                      f.mixed_graph_sequences.back(), " sequences per DP group)");
+}
+
+// Why the step cannot replay a graph ("" when it can), which kind and the bucket.
+std::string GraphBlocker(const StepPlanFacts& f, const StepRequest& r, const StepPlan& plan, StepExecution* kind,
+                         int64_t* bucket) {
   if (!f.graph_off_reason.empty()) return absl::StrCat("graphs off: ", f.graph_off_reason);
+  bool prefill = false;
+  for (const SequencePlan& s : plan.sequences) prefill = prefill || s.kind != RowKind::kDecode;
+  if (prefill && f.mixed_graph_rows.empty()) return "a prefill";
   for (const SequencePlan& s : plan.sequences) {
-    if (s.kind != RowKind::kDecode) return "a prefill";
-    if (s.start + 1 > f.graph_max_context) {
+    if (s.start + s.tokens > f.graph_max_context) {
       return absl::StrCat("a context past the graphs' ", f.graph_max_context, " tokens");
     }
   }
@@ -151,6 +175,11 @@ std::string GraphBlocker(const StepPlanFacts& f, const StepRequest& r, const Ste
   }
   const int64_t most = *std::max_element(plan.dp_rows.begin(), plan.dp_rows.end());
   if (most == 0) return "no rows";
+  if (prefill) {
+    *kind = StepExecution::kMixedGraph;
+    return MixedBlocker(f, r, plan, bucket);
+  }
+  *kind = StepExecution::kGraph;
   for (int64_t b : f.graph_buckets) {
     if (b >= most) {
       *bucket = b;
@@ -163,9 +192,10 @@ std::string GraphBlocker(const StepPlanFacts& f, const StepRequest& r, const Ste
 
 void PlanExecution(const StepRequest& r, const StepPlanFacts& f, StepPlan& plan) {
   int64_t bucket = 0;
-  plan.eager_reason = GraphBlocker(f, r, plan, &bucket);
+  StepExecution kind = StepExecution::kGraph;
+  plan.eager_reason = GraphBlocker(f, r, plan, &kind, &bucket);
   if (plan.eager_reason.empty()) {
-    plan.execution = StepExecution::kGraph;
+    plan.execution = kind;
     plan.bucket = bucket;
     plan.variant = boundary::BatchVariant::kOrdinary;  // graphs replay as they were captured
     return;
@@ -199,7 +229,15 @@ absl::StatusOr<StepPlan> PlanStep(const StepRequest& request, const StepPlanFact
 }
 
 const char* StepExecutionName(StepExecution execution) {
-  return execution == StepExecution::kGraph ? "graph" : "eager";
+  switch (execution) {
+    case StepExecution::kGraph:
+      return "graph";
+    case StepExecution::kMixedGraph:
+      return "mixed_graph";
+    case StepExecution::kEager:
+      return "eager";
+  }
+  return "?";
 }
 
 const char* StepOutputName(StepOutput output) {
@@ -232,8 +270,9 @@ std::string StepPlan::ToString() const {
     groups.push_back(absl::StrCat("dp ", dp, ": ", g.rows, " rows [", absl::StrJoin(members, " "), "], ",
                                   g.blocks_needed, " blocks, ", g.states_needed, " state slots"));
   }
-  const std::string execution = this->execution == StepExecution::kGraph
-                                    ? absl::StrCat("graph bucket ", bucket)
+  const std::string execution = this->execution == StepExecution::kGraph ? absl::StrCat("graph bucket ", bucket)
+                                : this->execution == StepExecution::kMixedGraph
+                                    ? absl::StrCat("mixed graph of ", bucket, " rows")
                                     : absl::StrCat("eager (", eager_reason, ")");
   return absl::StrCat(sequences.size(), " sequences; ", absl::StrJoin(groups, "; "), "; ", execution, ", ",
                       boundary::BatchVariantName(variant), "; in ", in.has_value() ? in->ToString() : "none",

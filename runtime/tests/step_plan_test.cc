@@ -146,6 +146,50 @@ TEST(StepPlan, DecodeStepsReplayTheSmallestBucketThatHoldsThem) {
   EXPECT_EQ(g.Plan({On(1, 1, 0, 3)})->eager_reason, "graphs off: the group computes on the host");
 }
 
+// Steps holding prefill rows replay the smallest mixed graph whose rows
+// and sequences hold every DP group's; the padding rows take a padding
+// sequence, so a group that falls short of the rows needs fewer sequences
+// than the graph takes.
+TEST(StepPlan, PrefillStepsReplayTheSmallestMixedGraphThatHoldsThem) {
+  Group g(1, 1, /*blocks=*/64);
+  g.facts.graph_buckets = {1, 2, 4, 8};
+  g.facts.graph_max_context = 64;
+  g.facts.mixed_graph_rows = {16, 32};
+  g.facts.mixed_graph_sequences = {4, 12};
+  auto mixed = g.Plan({On(1, 9, 0), On(2, 1, 0, 5), On(3, 1, 0, 7)}, false, nullptr, 3);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->execution, StepExecution::kMixedGraph);
+  EXPECT_EQ(mixed->bucket, 16);
+  EXPECT_EQ(mixed->variant, boundary::BatchVariant::kOrdinary);
+  EXPECT_NE(mixed->ToString().find("mixed graph of 16 rows"), std::string::npos) << mixed->ToString();
+  // 4 sequences short of 16 rows leave none for the padding: the next graph.
+  EXPECT_EQ(g.Plan({On(1, 9, 0), On(2, 1, 0), On(3, 1, 0), On(4, 1, 0)})->bucket, 32);
+  // 4 sequences of exactly 16 rows need no padding sequence.
+  auto exact = g.Plan({On(1, 13, 0), On(2, 1, 0), On(3, 1, 0), On(4, 1, 0)});
+  EXPECT_EQ(exact->execution, StepExecution::kMixedGraph);
+  EXPECT_EQ(exact->bucket, 16);
+  auto past = g.Plan({On(1, 33, 0)});
+  EXPECT_EQ(past->execution, StepExecution::kEager);
+  EXPECT_EQ(past->eager_reason, "a prefill past the mixed graphs (the largest: 32 rows of 12 sequences per DP group)");
+  EXPECT_EQ(g.Plan({On(1, 5, 0)}, /*all_logits=*/true)->eager_reason, "a prefill returning every token's logits");
+  EXPECT_EQ(g.Plan({On(1, 5, 0, 60)})->eager_reason, "a context past the graphs' 64 tokens");
+  // Decode-only steps keep the decode graphs.
+  EXPECT_EQ(g.Plan({On(1, 1, 0, 3), On(2, 1, 0, 3)})->execution, StepExecution::kGraph);
+}
+
+// With attention DP every DP group pads to the same graph.
+TEST(StepPlan, AMixedGraphHoldsEveryDpGroup) {
+  Group g(2, 2, /*blocks=*/64);
+  g.facts.graph_buckets = {1, 2, 4, 8};
+  g.facts.graph_max_context = 64;
+  g.facts.mixed_graph_rows = {16, 32};
+  g.facts.mixed_graph_sequences = {4, 12};
+  auto plan = g.Plan({On(1, 3, 0), On(2, 20, 1)});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->execution, StepExecution::kMixedGraph);
+  EXPECT_EQ(plan->bucket, 32);
+}
+
 TEST(StepPlan, ANonFirstPieceChecksEveryRanksHandoffAndItsForm) {
   Group g(2, 1);
   g.facts.first_piece = false;

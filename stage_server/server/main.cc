@@ -71,6 +71,7 @@ struct StageFlags {
   std::string dtype = "f32", allreduce_fusion = "auto", reduction_policy = "auto", batch_variant = "auto";
   int64_t kv_cache_bytes = 0;
   std::string graph_buckets = "1,2,4,8,16,32,64,128";
+  std::string mixed_graph_rows = "64,128,192,256,384,512,768,1024,1536,2048,3072,4096,6144,8192";
   std::string moe_experts = "auto", mamba_scan = "auto", handoff_transport = "host", run_ahead = "on";
   seam::security::ServerSecurityOptions security;
 };
@@ -155,6 +156,11 @@ void AddComputeFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOpti
                  "CUDA: decode steps replay CUDA graphs captured at start-up for these sequence counts per "
                  "attention-DP group (ascending, comma-separated; a step pads up to the next one); empty: eager")
       ->capture_default_str();
+  app.add_option("--mixed-graph-rows", f.mixed_graph_rows,
+                 "CUDA: steps holding prefill chunks replay CUDA graphs captured at start-up for these token rows "
+                 "per attention-DP group (ascending, comma-separated; a step pads up to the next one; rows past "
+                 "--max-step-tokens are dropped); empty: such steps run eagerly")
+      ->capture_default_str();
   app.add_option("--fed-decode-max-tp", g.fed_decode_max_tp,
                  "CUDA: the largest TP size whose decode waves feed each step's tokens to the next on the device "
                  "(TP rank 0 chooses and broadcasts); larger groups send each step's tokens through the host")
@@ -211,13 +217,14 @@ void AddMemoryFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOptio
       ->capture_default_str();
 }
 
-absl::StatusOr<std::vector<int64_t>> ParseGraphBuckets(const std::string& text) {
+absl::StatusOr<std::vector<int64_t>> ParseGraphBuckets(const std::string& text,
+                                                       absl::string_view flag = "--graph-buckets") {
   std::vector<int64_t> buckets;
   for (absl::string_view b : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     int64_t bucket = 0;
     if (!absl::SimpleAtoi(b, &bucket) || bucket <= 0 || (!buckets.empty() && bucket <= buckets.back())) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--graph-buckets: expected ascending positive counts, got \"", text, "\""));
+          absl::StrCat(flag, ": expected ascending positive counts, got \"", text, "\""));
     }
     buckets.push_back(bucket);
   }
@@ -260,6 +267,7 @@ absl::Status OptionsFrom(const StageFlags& f, seam::server::StageServerOptions& 
   g.kv.from_gpu_memory = f.kv_cache_bytes <= 0;
   if (f.kv_cache_bytes > 0) g.kv.cache_bytes = f.kv_cache_bytes;
   SEAM_ASSIGN_OR_RETURN(g.graph_buckets, ParseGraphBuckets(f.graph_buckets));
+  SEAM_ASSIGN_OR_RETURN(g.mixed_graph_rows, ParseGraphBuckets(f.mixed_graph_rows, "--mixed-graph-rows"));
   // Handoffs stay on the GPUs for a device link; the link copies them to the host when it has none.
   g.handoff_on_device = cuda && f.handoff_transport == "auto";
   return absl::OkStatus();

@@ -45,6 +45,9 @@
 
 namespace seam::runtime {
 
+// The prefill sequences a mixed graph takes beside a full decode bucket.
+inline constexpr int64_t kMixedGraphExtraSequences = 16;
+
 struct StageGroupOptions {
   // What every rank's model takes, whole: its dtype, its layers
   // ([first_layer, end_layer): the piece; end_layer -1: to the last layer),
@@ -85,6 +88,15 @@ struct StageGroupOptions {
   // experts one by one and non-first pieces at attention TP > 1 run
   // eagerly. Empty: every step eager. Ignored on the host.
   std::vector<int64_t> graph_buckets;
+  // CUDA: steps that hold prefill chunks (beside decode rows or not) replay
+  // mixed graphs (DecodeGraph with rows) captured at start for these token
+  // rows per attention-DP group (ascending; a step pads up to the next),
+  // each taking up to min(rows - 1, the largest graph bucket +
+  // kMixedGraphExtraSequences) sequences. Rows past max_step_tokens (per
+  // DP group) or past what the model records are dropped; off with
+  // graph_buckets empty, for models with Mamba state or latent caches, and
+  // for steps returning every token's logits. Empty: such steps run eagerly.
+  std::vector<int64_t> mixed_graph_rows;
   // The longest context a graph-replayed sequence may reach (the graphs'
   // block-table width); capped by the model's max_position_embeddings and by
   // what one DP group's cache holds.
@@ -104,6 +116,9 @@ struct GraphDecodeStats {
   std::vector<int64_t> captured;       // buckets with a graph, ascending
   std::map<int64_t, int64_t> replays;  // steps replayed per bucket
   int64_t eager_steps = 0;             // steps run eagerly (prefill, no bucket, graphs off)
+  std::vector<int64_t> mixed_captured;       // mixed graphs' rows per DP group, ascending
+  std::map<int64_t, int64_t> mixed_replays;  // steps replayed per mixed graph
+  std::string mixed_off_reason;              // why mixed graphs are off ("" when on)
   int64_t buffer_bytes = 0;            // rank 0's fixed graph buffers
   int64_t captured_bytes = 0;          // GPU memory rank 0 lost over its captures (driver's free bytes)
   std::string off_reason;              // why graphs are off ("" when on)

@@ -14,9 +14,11 @@
 //    run is a prefill chunk or a decode token (RowKind), so a later plan may
 //    mix both in one step.
 //  - cache: the KV blocks and Mamba state slots each DP group must take.
-//  - execution: a CUDA-graph replay (the bucket: sequences per DP group,
-//    captured when the group started) or an eager forward, with the reason;
-//    the batch variant (graphs run as captured: ordinary).
+//  - execution: a decode graph's replay (the bucket: sequences per DP
+//    group), a mixed graph's (steps holding prefill chunks; the bucket:
+//    token rows per DP group), both captured when the group started, or an
+//    eager forward, with the reason; the batch variant (graphs run as
+//    captured: ordinary).
 //  - handoff: the form (stream state, row form) of the handoff a non-first
 //    piece takes, checked against every rank's rows before any collective.
 //  - output: a handoff, logits (each sequence's last token or all of them),
@@ -38,9 +40,9 @@
 
 namespace seam::runtime {
 
-// How a plan runs on the ranks. A later kind (graphs around an eager
-// attention, for steps that mix prefill chunks and decode rows) goes here.
-enum class StepExecution { kEager, kGraph };
+// How a plan runs on the ranks: eagerly, or replaying a decode graph (one
+// row per sequence) or a mixed graph (prefill chunks beside decode rows).
+enum class StepExecution { kEager, kGraph, kMixedGraph };
 const char* StepExecutionName(StepExecution execution);
 
 // What a sequence's rows in one step are.
@@ -93,7 +95,7 @@ struct StepPlan {
   std::vector<int64_t> dp_rows;         // rows per DP group (the batch's)
   boundary::BatchVariant variant = boundary::BatchVariant::kOrdinary;
   StepExecution execution = StepExecution::kEager;
-  int64_t bucket = 0;         // kGraph: the graph's sequences per DP group
+  int64_t bucket = 0;         // kGraph: the graph's sequences per DP group; kMixedGraph: its rows
   std::string eager_reason;   // kEager: why no graph ran it
   std::optional<HandoffForm> in;  // a non-first piece: the handoff it takes
   StepOutput output = StepOutput::kLogits;
@@ -120,6 +122,11 @@ struct StepPlanFacts {
   int64_t graph_max_context = 0;
   std::optional<HandoffForm> graph_in_form;
   std::string graph_off_reason;
+  // Mixed graphs (the same context limit and handoff form): the token rows
+  // per DP group of each (ascending; empty: none) and the sequences it
+  // takes (same index; fewer than its rows).
+  std::vector<int64_t> mixed_graph_rows;
+  std::vector<int64_t> mixed_graph_sequences;
 };
 
 // The group's state a plan reads: where its sequences live and each DP
