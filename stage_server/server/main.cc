@@ -70,7 +70,7 @@ struct StageFlags {
   double handoff_timeout_s = 10.0, drain_timeout_s = 20.0;
   std::string dtype = "f32", allreduce_fusion = "auto", reduction_policy = "auto", batch_variant = "auto";
   int64_t kv_cache_bytes = 0;
-  std::string graph_buckets = "1,2,4,8,16,32,64,128";
+  std::string graph_buckets = "1,2,4,8,16,32,64,128,256";
   std::string mixed_graph_rows = "64,128,192,256,384,512,768,1024,1536,2048,3072,4096,6144,8192";
   std::string moe_experts = "auto", mamba_scan = "auto", handoff_transport = "host", run_ahead = "on";
   seam::security::ServerSecurityOptions security;
