@@ -189,14 +189,19 @@ int Decode(const Flags& flags) {
       row["graph_tokens_equal_eager"] = generated[0] == generated[1];
     } else {
       row["floor_ratio"] = ms[0] / batch_floor_ms;
+      row["eager_only"] = m.model->graph_max_rows() < 1
+                              ? "the model records no CUDA graph (its MoE routing reads the host): eager steps"
+                              : "batch above the rows the model records: eager steps";
     }
     results.push_back(row);
   }
   WriteJson(flags, {{"copy_gbps", copy_gbps}, {"weight_bytes", weight_bytes}, {"floor_ms", floor_ms},
                     {"kv_bytes_per_token", floor.kv_bytes_per_token()}, {"prompt_len", prompt}, {"steps", steps},
-                    {"note", "floor_ms of a row: weights (the experts a batch touches under uniform routing) + every "
-                             "sequence's KV over the mean step's context, at copy_gbps; floor_ms at the top: "
-                             "weights alone"},
+                    {"architecture", c.architecture}, {"graph_max_rows", m.model->graph_max_rows()},
+                    {"note", "floor_ms of a row: weights (the routed experts a batch touches under uniform routing "
+                             "over the routed and zero experts; zero experts read nothing) + every sequence's KV "
+                             "(LongCat-Flash: its latent rows) over the mean step's context, at copy_gbps; floor_ms "
+                             "at the top: weights alone"},
                     {"results", results}});
   return 0;
 }
