@@ -16,11 +16,16 @@
 #            experts reading nothing) plus the latent KV bytes
 #            (runtime/step_floor.h). The model records no CUDA graph (its
 #            routing reads the host): every step runs eagerly.
-#   serve    seam bench serve (batch 1 and 32, 1,024-token prompts) and a
-#            short seam bench load on the same checkpoint through real
-#            seam-stage / seam-coordinator processes
-# Usage from the repo root with the bundle of scripts/gpu-bundle.sh:
-#     bash bench/gpu/longcat.sh OUT_DIR [compare|decode|serve]
+#   serve    seam bench serve (batch 1 and 32, 1,024-token prompts, 32 new
+#            tokens) and a short seam bench load (32 requests of 128-1,024
+#            tokens, concurrency 1 and 16) on the same checkpoint through
+#            real seam-stage / seam-coordinator processes
+# Usage from the repo root with the bundle of scripts/gpu-bundle.sh, run
+# plainly (not under scripts/gpu-run.sh), one part at a time (each ends
+# within about 9 minutes; the checkpoint in WORK is reused while it lasts):
+#     bash bench/gpu/longcat.sh OUT_DIR compare
+#     bash bench/gpu/longcat.sh OUT_DIR decode
+#     bash bench/gpu/longcat.sh OUT_DIR serve
 # Everything goes under OUT_DIR: each part's log and JSON, compare/ (the
 # comparison's summary.txt and results.json) and summary.txt.
 # A check on a machine without a GPU (the script's paths; decode needs CUDA):
@@ -49,8 +54,8 @@ model() {  # writes the checkpoint once
 }
 
 if want compare; then
-  timeout 1500 python3 tools/compare_longcat_transformers.py --work "$WORK/compare" --out "$OUT_DIR/compare" \
-    --seam "$R seam" --seam-devices "${LONGCAT_COMPARE_DEVICES:-cpu,cuda}" > "$OUT_DIR/compare.log" 2>&1
+  timeout 540 python3 tools/compare_longcat_transformers.py --work "$WORK/compare" --out "$OUT_DIR/compare" \
+    --seam "$R seam" --seam-devices "${LONGCAT_COMPARE_DEVICES:-cpu,cuda}" --timeout 240 > "$OUT_DIR/compare.log" 2>&1
   echo "compare rc=$? (0: every goal met, 1: an f32 goal failed or a run failed, 3: only bf16 missed)" >> "$SUMMARY"
   [ -f "$OUT_DIR/compare/summary.txt" ] && cat "$OUT_DIR/compare/summary.txt" >> "$SUMMARY"
   [ -d "$WORK/compare/seam" ] && tar -C "$WORK/compare" -czf "$OUT_DIR/compare/seam-logs.tar.gz" \
@@ -59,7 +64,7 @@ fi
 
 if want decode; then
   if model; then
-    timeout 560 $R seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches 1,32 --prompt-len 1024 \
+    timeout 420 $R seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches 1,32 --prompt-len 1024 \
       --steps 32 --json "$OUT_DIR/decode.json" > "$OUT_DIR/decode.log" 2>&1
     echo "seam-bench-gpu decode rc=$? $(grep -m1 -iE 'error|failed|no CUDA' "$OUT_DIR/decode.log")" >> "$SUMMARY"
     [ -s "$OUT_DIR/decode.json" ] && python3 - "$OUT_DIR/decode.json" >> "$SUMMARY" 2>&1 <<'PY'
@@ -78,12 +83,12 @@ fi
 
 if want serve; then
   if model; then
-    timeout 900 $R seam bench serve --model "$M" --device "$DEVICE" --dtype bf16 --batch 1,32 --prompt-len 1024 \
-      --new-tokens 64 --logs-dir "$OUT_DIR/serve-logs" --json "$OUT_DIR/serve.json" > "$OUT_DIR/serve.log" 2>&1
+    timeout 300 $R seam bench serve --model "$M" --device "$DEVICE" --dtype bf16 --batch 1,32 --prompt-len 1024 \
+      --new-tokens 32 --logs-dir "$OUT_DIR/serve-logs" --json "$OUT_DIR/serve.json" > "$OUT_DIR/serve.log" 2>&1
     echo "seam bench serve rc=$?" >> "$SUMMARY"
     sed -n '/^ *batch  *context/,$p' "$OUT_DIR/serve.log" >> "$SUMMARY"
-    timeout 600 $R seam bench load --model "$M" --device "$DEVICE" --dtype bf16 --transport grpc --timeout 500 \
-      --progress 30 --workload plain --sessions 64 --prompt-len uniform:128:1024 --output-len 64 \
+    timeout 240 $R seam bench load --model "$M" --device "$DEVICE" --dtype bf16 --transport grpc --timeout 200 \
+      --progress 30 --workload plain --sessions 32 --prompt-len uniform:128:1024 --output-len 32 \
       --concurrency 1,16 --logs-dir "$OUT_DIR/load-logs" --json "$OUT_DIR/load.json" > "$OUT_DIR/load.log" 2>&1
     echo "seam bench load rc=$?" >> "$SUMMARY"
     sed -n '/^variant  *transport  *load  *requests/,$p' "$OUT_DIR/load.log" >> "$SUMMARY"
