@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seam/core/device_memory.h"
 #include "seam/weights/safetensors.h"
 
 namespace seam::cli {
@@ -68,10 +69,12 @@ double RelativeError(const std::vector<float>& a, size_t offset, const std::vect
 }
 
 // Runs the command on the fixture's prompts; returns the .bin's floats and the .json.
-std::pair<std::vector<float>, json> RunCommand(const std::string& name, bool forced) {
+std::pair<std::vector<float>, json> RunCommand(const std::string& name, bool forced,
+                                               const std::string& device = "cpu") {
   const json record = GoldenRecord();
   LogitsCommandOptions o;
   o.model_dir = kFixture;
+  o.device = device;
   o.prompts = WriteJson(name + "_prompts", record["prompts"]);
   if (forced) o.forced = WriteJson(name + "_forced", record["tokens"]);
   o.new_tokens = 4;
@@ -83,12 +86,14 @@ std::pair<std::vector<float>, json> RunCommand(const std::string& name, bool for
   return {ReadFloats(o.out + ".bin"), json::parse(meta)};
 }
 
-TEST(LogitsCommand, WritesTransformersLogitsAndGreedyTokens) {
+// The rows of `device` (cpu or cuda) against transformers', greedy and forced.
+void ExpectTransformersRows(const std::string& device) {
   const json record = GoldenRecord();
   auto golden = weights::SafetensorsFile::Open(kFixture + "/golden.safetensors");
   ASSERT_TRUE(golden.ok()) << golden.status();
   for (bool forced : {false, true}) {
-    const auto [floats, meta] = RunCommand(forced ? "forced" : "greedy", forced);
+    const auto [floats, meta] = RunCommand(device + (forced ? "_forced" : "_greedy"), forced, device);
+    ASSERT_EQ(meta["device"].get<std::string>(), device);
     ASSERT_EQ(meta["vocab"].get<int64_t>(), 256);
     ASSERT_EQ(meta["forced"].get<bool>(), forced);
     size_t offset = 0;
@@ -105,6 +110,14 @@ TEST(LogitsCommand, WritesTransformersLogitsAndGreedyTokens) {
     }
     EXPECT_EQ(floats.size(), offset);
   }
+}
+
+TEST(LogitsCommand, WritesTransformersLogitsAndGreedyTokens) { ExpectTransformersRows("cpu"); }
+
+// The same on GPU 0, fp32 (the tolerance as on the host).
+TEST(LogitsCommand, WritesTransformersLogitsOnTheGpu) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device";
+  ExpectTransformersRows("cuda");
 }
 
 TEST(LogitsCommand, RefusesBadInputsByName) {
