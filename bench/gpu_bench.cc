@@ -182,6 +182,11 @@ int Decode(const Flags& flags) {
     const double batch_floor_ms = bytes.total() / copy_gbps / 1e6;
     json row = {{"batch", b}, {"context", context}, {"eager_ms_per_step", ms[0]}, {"eager_tokens_per_s", b * 1e3 / ms[0]},
                 {"floor_bytes", bytes.total()}, {"floor_kv_bytes", bytes.kv}, {"floor_ms", batch_floor_ms}};
+    if (c.num_experts > 0) {  // what the floor counts per MoE layer, under uniform routing
+      row["floor_routed_experts_per_layer"] =
+          runtime::ExpectedRoutedExpertsTouched(c.num_experts, c.zero_expert_num, c.num_experts_per_tok, b);
+      row["floor_expert_bytes"] = bytes.experts;
+    }
     if (can_graph) {
       row["graph_ms_per_step"] = ms[1];
       row["graph_tokens_per_s"] = b * 1e3 / ms[1];

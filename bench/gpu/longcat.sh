@@ -75,7 +75,8 @@ print(f"decode ({d.get('architecture')}, graph_max_rows {d.get('graph_max_rows')
 for r in d["results"]:
     ms = r.get("graph_ms_per_step", r["eager_ms_per_step"])
     print(f"  batch {r['batch']:>3} context {r['context']}: {ms:.3f} ms/step, floor {r['floor_ms']:.3f} ms "
-          f"({r['floor_bytes'] / 1e9:.2f} GB), ratio {r['floor_ratio']:.2f}"
+          f"({r['floor_bytes'] / 1e9:.2f} GB, {r.get('floor_routed_experts_per_layer', 0):.1f} routed experts "
+          f"per MoE layer), ratio {r['floor_ratio']:.2f}"
           f"{' (eager: ' + r['eager_only'] + ')' if 'eager_only' in r else ''}")
 PY
   fi
