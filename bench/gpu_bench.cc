@@ -182,6 +182,11 @@ int Decode(const Flags& flags) {
     const double batch_floor_ms = bytes.total() / copy_gbps / 1e6;
     json row = {{"batch", b}, {"context", context}, {"eager_ms_per_step", ms[0]}, {"eager_tokens_per_s", b * 1e3 / ms[0]},
                 {"floor_bytes", bytes.total()}, {"floor_kv_bytes", bytes.kv}, {"floor_ms", batch_floor_ms}};
+    if (c.num_experts > 0) {  // what the floor counts per MoE layer, under uniform routing
+      row["floor_routed_experts_per_layer"] =
+          runtime::ExpectedRoutedExpertsTouched(c.num_experts, c.zero_expert_num, c.num_experts_per_tok, b);
+      row["floor_expert_bytes"] = bytes.experts;
+    }
     if (can_graph) {
       row["graph_ms_per_step"] = ms[1];
       row["graph_tokens_per_s"] = b * 1e3 / ms[1];
@@ -189,14 +194,19 @@ int Decode(const Flags& flags) {
       row["graph_tokens_equal_eager"] = generated[0] == generated[1];
     } else {
       row["floor_ratio"] = ms[0] / batch_floor_ms;
+      row["eager_only"] = m.model->graph_max_rows() < 1
+                              ? "the model records no CUDA graph (its MoE routing reads the host): eager steps"
+                              : "batch above the rows the model records: eager steps";
     }
     results.push_back(row);
   }
   WriteJson(flags, {{"copy_gbps", copy_gbps}, {"weight_bytes", weight_bytes}, {"floor_ms", floor_ms},
                     {"kv_bytes_per_token", floor.kv_bytes_per_token()}, {"prompt_len", prompt}, {"steps", steps},
-                    {"note", "floor_ms of a row: weights (the experts a batch touches under uniform routing) + every "
-                             "sequence's KV over the mean step's context, at copy_gbps; floor_ms at the top: "
-                             "weights alone"},
+                    {"architecture", c.architecture}, {"graph_max_rows", m.model->graph_max_rows()},
+                    {"note", "floor_ms of a row: weights (the routed experts a batch touches under uniform routing "
+                             "over the routed and zero experts; zero experts read nothing) + every sequence's KV "
+                             "(LongCat-Flash: its latent rows) over the mean step's context, at copy_gbps; floor_ms "
+                             "at the top: weights alone"},
                     {"results", results}});
   return 0;
 }

@@ -23,6 +23,7 @@
 #include "client_commands.h"
 #include "command_status.h"
 #include "demo_command.h"
+#include "logits_command.h"
 #include "model_init_command.h"
 #include "nearest_name.h"
 #include "plan_command.h"
@@ -161,6 +162,26 @@ Command AddCheckCommand(CLI::App& parent) {
       ->check(CLI::IsMember({"off", "auto", "always"}))
       ->capture_default_str();
   return {check_cmd, [o] { return Report("seam check", seam::cli::RunCheckCommand(*o, std::cout)); }};
+}
+
+Command AddLogitsCommand(CLI::App& parent) {
+  auto o = std::make_shared<seam::cli::LogitsCommandOptions>();
+  CLI::App* cmd = parent.add_subcommand("logits", "write one rank's logits for given prompts (prefill rows, then "
+                                                  "greedy or forced decode steps) to PREFIX.bin and PREFIX.json");
+  cmd->add_option("--model", o->model_dir, "Hugging Face model directory")->required();
+  cmd->add_option("--prompts", o->prompts, "JSON file: an array of prompts, each an array of token ids")->required();
+  cmd->add_option("--forced", o->forced, "JSON file: per prompt the tokens decode steps 1.. are fed (default: the "
+                                         "greedy ones)");
+  cmd->add_option("--new-tokens", o->new_tokens, "rows after the prefill (its last row, then decode steps)")
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda (GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "weights and compute: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--out", o->out, "output prefix: PREFIX.bin (float32 rows) and PREFIX.json")->required();
+  return {cmd, [o] { return Report("seam logits", seam::cli::RunLogitsCommand(*o, std::cout)); }};
 }
 
 Command AddBenchModelCommand(CLI::App& parent) {
@@ -474,6 +495,7 @@ int main(int argc, char** argv) {
       AddCheckCommand(app),        AddBenchModelCommand(bench),   AddBenchPipelineCommand(bench),
       AddBenchServeCommand(bench), AddBenchLoad(bench),           AddRunCommand(app),
       AddServeCommand(app),        AddGenerateCommand(app),       AddStatusCommand(app),
+      AddLogitsCommand(app),
   };
   try {
     app.parse(argc, argv);

@@ -124,10 +124,17 @@ class GraphDecode : public InProcessDecode {
     return std::unique_ptr<InProcessDecode>(std::move(d));
   }
 
-  std::string Describe() const override { return "CUDA-graph decode (runtime::DecodeGraph) on GPU 0, TP 1"; }
+  std::string Describe() const override {
+    if (model_->graph_max_rows() < 1) {
+      return "eager decode on GPU 0, TP 1 (the model records no CUDA graph: its routing reads the host)";
+    }
+    return "CUDA-graph decode (runtime::DecodeGraph) on GPU 0, TP 1 (eager above " +
+           std::to_string(model_->graph_max_rows()) + " rows)";
+  }
 
   absl::StatusOr<InProcessFigures> Measure(int batch) override {
-    if (graphs_.count(batch) == 0) {
+    // A batch the model cannot record (LongCat-Flash: any) decodes eagerly.
+    if (graphs_.count(batch) == 0 && batch <= model_->graph_max_rows()) {
       SEAM_ASSIGN_OR_RETURN(graphs_[batch], runtime::DecodeGraph::Capture(*model_, *cache_, batch,
                                                                           o_.prompt_len + o_.new_tokens + 1));
     }
@@ -156,13 +163,21 @@ class GraphDecode : public InProcessDecode {
     SEAM_ASSIGN_OR_RETURN(Tensor logits, model_->Forward(prefill, models::StepInput{steps, false}, *cache_));
     SEAM_ASSIGN_OR_RETURN(std::vector<int32_t> next, ArgmaxToHost(logits));
     f.prefill_ms = MsSince(t0);
-    runtime::DecodeGraph& graph = *graphs_.at(batch);
+    const auto graph = graphs_.find(batch);
     const Clock::time_point t1 = Clock::now();
-    {
-      kernels::ScopedStream on(graph.stream().handle());
+    if (graph != graphs_.end()) {
+      kernels::ScopedStream on(graph->second->stream().handle());
       for (int k = 1; k < o_.new_tokens; ++k) {
         Advance(steps, next);
-        SEAM_ASSIGN_OR_RETURN(Tensor step_logits, graph.Step(models::StepInput{steps, false}));
+        SEAM_ASSIGN_OR_RETURN(Tensor step_logits, graph->second->Step(models::StepInput{steps, false}));
+        SEAM_ASSIGN_OR_RETURN(next, ArgmaxToHost(step_logits));
+      }
+    } else {
+      for (int k = 1; k < o_.new_tokens; ++k) {
+        Advance(steps, next);
+        boundary::ForwardBatch decode(0, boundary::BatchVariant::kOrdinary, model_->options().topology,
+                                      {static_cast<int64_t>(batch)});
+        SEAM_ASSIGN_OR_RETURN(Tensor step_logits, model_->Forward(decode, models::StepInput{steps, false}, *cache_));
         SEAM_ASSIGN_OR_RETURN(next, ArgmaxToHost(step_logits));
       }
     }

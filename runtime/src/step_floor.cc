@@ -53,7 +53,10 @@ TensorRole RoleOf(const ModelConfig& c, const TensorSpec& spec) {
   r.fp32 = absl::StrContains(n, "conv1d.") || absl::EndsWith(n, ".dt_bias") || absl::EndsWith(n, ".A_log") ||
            absl::EndsWith(n, ".D");
   r.expert = absl::StrContains(n, ".mlp.experts.");
-  if (spec.shape.size() < 2 || absl::EndsWith(n, ".mlp.gate.weight")) return r;  // vectors, the router
+  // Vectors and the routers (Qwen3-MoE's gate, LongCat-Flash's classifier) are read whole.
+  if (spec.shape.size() < 2 || absl::EndsWith(n, ".mlp.gate.weight") || absl::StrContains(n, ".mlp.router.")) {
+    return r;
+  }
   const bool attention_side = absl::StrContains(n, ".self_attn.") ||
                               (c.is_nemotron_h() && c.LayerKind(r.layer) != HybridLayer::kMlp);
   r.split = attention_side ? Split::kAttnTp : Split::kTp;
@@ -95,14 +98,23 @@ double ExpectedExpertsTouched(int64_t experts, int64_t top_k, int64_t rows) {
   return e * (1.0 - std::pow(1.0 - k / e, static_cast<double>(rows)));
 }
 
+double ExpectedRoutedExpertsTouched(int64_t experts, int64_t zero_experts, int64_t top_k, int64_t rows) {
+  if (experts <= 0 || top_k <= 0 || rows <= 0) return 0;
+  const double e = static_cast<double>(experts), all = e + static_cast<double>(std::max<int64_t>(0, zero_experts));
+  const double k = std::min(static_cast<double>(top_k), all);
+  return e * (1.0 - std::pow(1.0 - k / all, static_cast<double>(rows)));
+}
+
 StepFloor StepFloor::Of(const ModelConfig& c, const StepFloorOptions& o) {
   StepFloor f;
   f.options_ = o;
   f.experts_ = c.num_experts;
+  f.zero_experts_ = c.zero_expert_num;
   f.top_k_ = c.num_experts_per_tok;
   const int64_t end = EndLayer(c, o);
   const bool first_stage = o.first_layer == 0, last_stage = end == c.num_hidden_layers;
-  const double tp = std::max(1, o.tp), top_k_share = c.num_experts > 0 ? double(f.top_k_) / double(f.experts_) : 0;
+  const double tp = std::max(1, o.tp), top_k_share =
+      c.num_experts > 0 ? std::min(1.0, double(f.top_k_) / double(f.experts_ + f.zero_experts_)) : 0;
   for (const TensorSpec& spec : weights::HfTensorLayout(c)) {
     const TensorRole role = RoleOf(c, spec);
     const double elements = static_cast<double>(NumElements(spec.shape));
@@ -151,7 +163,8 @@ StepFloor StepFloor::Of(const ModelConfig& c, const StepFloorOptions& o) {
 DecodeStepBytes StepFloor::DecodeStep(int64_t batch, int64_t context_tokens) const {
   DecodeStepBytes out;
   const double b = static_cast<double>(batch), dp = std::max(1, options_.attn_dp);
-  const double touched = experts_ > 0 ? ExpectedExpertsTouched(experts_, top_k_, batch) / double(experts_) : 0.0;
+  const double touched =
+      experts_ > 0 ? ExpectedRoutedExpertsTouched(experts_, zero_experts_, top_k_, batch) / double(experts_) : 0.0;
   out.experts = all_expert_bytes_ * touched;
   out.weights = dense_bytes_ + out.experts + embedding_row_bytes_ * b;
   out.kv = kv_per_token_ * static_cast<double>(context_tokens + batch) / dp;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "seam/testing/tiny_checkpoint.h"
 
 namespace seam::runtime {
@@ -83,6 +85,48 @@ TEST(StepFloor, MoeStepReadsTheExpertsItsBatchTouches) {
   EXPECT_DOUBLE_EQ(floor.DecodeStep(1, 10).experts, layers * 2 * expert);
   EXPECT_DOUBLE_EQ(floor.DecodeStep(3, 10).experts, layers * ExpectedExpertsTouched(4, 2, 3) * expert);
   EXPECT_LT(floor.DecodeStep(1, 10).weights, floor.DecodeStep(3, 10).weights);
+}
+
+TEST(StepFloor, ZeroExpertsShareTheRoutingAndReadNothing) {
+  EXPECT_DOUBLE_EQ(ExpectedRoutedExpertsTouched(128, 0, 8, 5), ExpectedExpertsTouched(128, 8, 5));
+  // One row: top_k slots over E + Z, E / (E + Z) of them routed.
+  EXPECT_DOUBLE_EQ(ExpectedRoutedExpertsTouched(64, 32, 12, 1), 64 * (1 - (1 - 12.0 / 96)));
+  EXPECT_NEAR(ExpectedRoutedExpertsTouched(64, 32, 12, 32), 64 * (1 - std::pow(84.0 / 96, 32)), 1e-9);
+  EXPECT_NEAR(ExpectedRoutedExpertsTouched(64, 32, 12, 4096), 64.0, 1e-9);
+  EXPECT_EQ(ExpectedRoutedExpertsTouched(0, 4, 2, 3), 0.0);
+}
+
+// The tiny LongCat-Flash (hidden 64, 4 heads, MLA q 48 / kv 32 / nope 16 /
+// rope 8 / v 16, dense MLPs of 96, 8 routed experts of 32 + 2 zero experts,
+// top-2, vocab 128, 2 logical layers of two attentions each), f32: every
+// byte written out from transformers' tensor list. Sums with fractional
+// expert shares compare within 1e-12 relative (summation order only).
+TEST(StepFloor, LongcatFlashCountsItsTensorsLatentCacheAndZeroExperts) {
+  const weights::ModelConfig c = testing::TinyLongcatFlashConfig();
+  StepFloorOptions o;
+  o.weight_dtype = o.cache_dtype = DType::kF32;
+  const StepFloor floor = StepFloor::Of(c, o);
+  const double attention = 48.0 * 64 + 48 + 4 * 24 * 48 + 40.0 * 64 + 32 + 4 * 32 * 32 + 64.0 * 64;
+  const double sublayer = 2 * 64 + attention + 3.0 * 96 * 64;  // two norms, one attention, one dense MLP
+  const double router = 10.0 * 64 + 10, expert = 3.0 * 32 * 64;
+  const double dense = 2 * (2 * sublayer + router) + 64 + 128.0 * 64;  // + final norm, lm_head
+  const DecodeStepBytes one = floor.DecodeStep(1, 9);
+  // One token touches 2 of 10 slots, 8/10 of them routed: 1.6 experts per layer.
+  EXPECT_NEAR(one.experts, 4.0 * 2 * 1.6 * expert, 1e-9 * one.experts);
+  EXPECT_NEAR(one.weights, 4.0 * (dense + 64) + one.experts, 1e-12 * one.weights);  // + the token's embedding row
+  // The latent cache: 4 attentions x (kv_lora_rank 32 + rope 8) fp32 per token.
+  EXPECT_DOUBLE_EQ(floor.kv_bytes_per_token(), 4.0 * 4 * 40);
+  EXPECT_DOUBLE_EQ(one.kv, 4.0 * 4 * 40 * 10);
+  // TP 2: the router is read whole, as are the norms; the matrices half.
+  StepFloorOptions tp2 = o;
+  tp2.tp = 2;
+  const double norms = 2 * (4 * 64 + 2 * (48 + 32)) + 64;
+  const DecodeStepBytes half = StepFloor::Of(c, tp2).DecodeStep(1, 9);
+  EXPECT_NEAR(half.weights, 4.0 * ((dense - norms - 2 * router) / 2 + norms + 2 * router + 64) + one.experts / 2,
+              1e-12 * half.weights);
+  // A prefill token's matmuls: every dense matrix, the routed share 2/10 of every expert.
+  const double matrices = 2 * (2 * (attention - 48 - 32 + 3.0 * 96 * 64) + 10.0 * 64) + 2 * 8 * 0.2 * expert;
+  EXPECT_NEAR(floor.Prefill(1).matmul, 2.0 * matrices + 2.0 * 128 * 64, 1e-12 * matrices);
 }
 
 TEST(StepFloor, MambaStateIsReadAndWrittenOncePerSequence) {

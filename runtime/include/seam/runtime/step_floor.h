@@ -56,8 +56,9 @@ class StepFloor {
   // A decode step of `batch` sequences (one new token each) attending
   // `context_tokens` tokens in all (the sum over sequences of the context
   // each attends, its new token included). Every rank's MoE layers see the
-  // whole batch (ExpectedExpertsTouched of each layer's experts); its KV and
-  // state are its attention-DP group's share of the sequences.
+  // whole batch (ExpectedRoutedExpertsTouched of each layer's experts: zero
+  // experts read nothing); its KV and state are its attention-DP group's
+  // share of the sequences.
   DecodeStepBytes DecodeStep(int64_t batch, int64_t context_tokens) const;
 
   // A prompt of `tokens` new tokens after `cached_tokens` already in the
@@ -77,7 +78,7 @@ class StepFloor {
 
  private:
   StepFloorOptions options_;
-  int64_t experts_ = 0, top_k_ = 0;
+  int64_t experts_ = 0, zero_experts_ = 0, top_k_ = 0;
   double dense_bytes_ = 0;          // weights a step reads whatever its batch
   double all_expert_bytes_ = 0;     // every routed expert of the stage's MoE layers
   double embedding_row_bytes_ = 0;  // one embedding row (first stage, untied)
@@ -90,5 +91,11 @@ class StepFloor {
 // `experts` touch under uniform routing: E * (1 - (1 - k/E)^rows); top_k at
 // one row, at most E.
 double ExpectedExpertsTouched(int64_t experts, int64_t top_k, int64_t rows);
+
+// The same with `zero_experts` zero-computation experts beside the E routed
+// ones (LongCat-Flash): each row picks top_k of E + Z uniformly, and only
+// the routed experts picked have weights to read:
+// E * (1 - (1 - k/(E + Z))^rows). Z = 0 is ExpectedExpertsTouched.
+double ExpectedRoutedExpertsTouched(int64_t experts, int64_t zero_experts, int64_t top_k, int64_t rows);
 
 }  // namespace seam::runtime
