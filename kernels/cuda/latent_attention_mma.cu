@@ -113,14 +113,22 @@ __device__ void FindPack(const LatentParams& p, int qpp, int j, int* seq, int* p
 }
 
 // Copies chunk c's 32 key rows into a stage (positions at or past the
-// pack's limit, and blocks outside the cache, become zero rows).
+// pack's limit, and blocks outside the cache, become zero rows). Lane t of
+// every warp reads key t's block table entry once, and the 9 copies of each
+// thread take their rows from it by shuffle: no table read waits behind the
+// previous copy (a cp.async is a compiler memory barrier).
 __device__ __forceinline__ void IssueChunk(const LatentParams& p, const int32_t* table, const Pack& k, int c,
                                            T* stage) {
   constexpr int kSegs = kWidth / 8;
+  static_assert(kKeys == 32, "one key per lane");
+  static_assert(kKeys * kSegs % kThreads == 0, "every lane of a warp copies as often");
   const T* cache = static_cast<const T*>(p.cache);
+  const int lane = static_cast<int>(threadIdx.x) % 32, lane_pos = c * kKeys + lane;
+  const int lane_row = lane_pos < k.limit ? LatentRowOf(p, table, lane_pos) : -1;
+#pragma unroll
   for (int e = static_cast<int>(threadIdx.x); e < kKeys * kSegs; e += kThreads) {
-    const int t = e / kSegs, seg = e % kSegs, pos = c * kKeys + t;
-    const int row = pos < k.limit ? LatentRowOf(p, table, pos) : -1;
+    const int t = e / kSegs, seg = e % kSegs;
+    const int row = __shfl_sync(kFullMask, lane_row, t);
     mma::CpAsync16(stage + t * kLd + seg * 8, cache + (row >= 0 ? static_cast<int64_t>(row) * kWidth + seg * 8 : 0),
                    row >= 0);
   }
