@@ -126,8 +126,8 @@ __device__ __forceinline__ void IssueChunk(const LatentParams& p, const int32_t*
   const int lane = static_cast<int>(threadIdx.x) % 32, lane_pos = c * kKeys + lane;
   const int lane_row = lane_pos < k.limit ? LatentRowOf(p, table, lane_pos) : -1;
 #pragma unroll
-  for (int e = static_cast<int>(threadIdx.x); e < kKeys * kSegs; e += kThreads) {
-    const int t = e / kSegs, seg = e % kSegs;
+  for (int j = 0; j < kKeys * kSegs / kThreads; ++j) {
+    const int e = static_cast<int>(threadIdx.x) + j * kThreads, t = e / kSegs, seg = e % kSegs;
     const int row = __shfl_sync(kFullMask, lane_row, t);
     mma::CpAsync16(stage + t * kLd + seg * 8, cache + (row >= 0 ? static_cast<int64_t>(row) * kWidth + seg * 8 : 0),
                    row >= 0);
