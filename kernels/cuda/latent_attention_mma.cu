@@ -11,10 +11,10 @@
 // stages (rows gathered through the block table; the next chunks in flight
 // while one is computed), and per chunk runs three phases between block
 // barriers:
-//   scores   S = Q K^T: warp w takes m tile (w % 2 MT) / 2, keys
-//            16 ((w % 2 MT) % 2) .. + 15 and a share of the 576 columns
-//            (with fewer than 4 m tiles the columns split over warps and
-//            the softmax sums the shares), fp32 into shared memory;
+//   scores   S = Q K^T: each warp takes one m tile, a group of keys (all
+//            32 with four m tiles, else 16) and a share of the 576 columns
+//            (ScoreTiling; the softmax sums the shares), fp32 into shared
+//            memory;
 //   softmax  per row: scale, causal mask, running max and sum, the
 //            probabilities rounded to bf16 into shared memory (the sum
 //            taken over the rounded values, so P V divides by its own
@@ -47,7 +47,6 @@ constexpr int kLd = kWidth + 8;  // row stride of q and key rows: conflict-free 
 constexpr int kKeys = 32;        // keys per chunk
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kStages = 3;
-constexpr int kRows = 64;        // rows of a full pack (4 m tiles)
 constexpr int kSLd = kKeys + 4;  // fp32 score row stride
 constexpr int kPLd = kKeys + 8;  // bf16 probability row stride
 constexpr int kColsPerWarp = kDc / kWarps;
@@ -60,14 +59,30 @@ static_assert(kMaxSplits <= kMergeThreads, "one merge thread per split weighs it
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// How the 8 warps share S = Q K^T of a chunk: kMt m tiles x kGroups key
+// groups (32 / kGroups keys each) x kShares shares of the 576 columns, the
+// shares summed by the softmax. Four m tiles take all 32 keys per warp (A
+// loaded once per two B pairs: 25% less shared-memory traffic than two key
+// groups, which is what bounds this phase); fewer m tiles need the key
+// groups to keep a whole number of k steps per share.
+template <int kMt>
+struct ScoreTiling {
+  static constexpr int kGroups = kMt == 4 ? 1 : 2;
+  static constexpr int kShares = kWarps / (kMt * kGroups);
+  static constexpr int kPairs = 2 / kGroups;  // 16-key B pairs per warp
+  static constexpr int kSteps = kWidth / 16 / kShares;
+  static_assert(kMt * kGroups * kShares == kWarps && kSteps * kShares * 16 == kWidth, "whole k steps per share");
+};
+
 template <int kMt>
 struct Layout {
   static constexpr size_t kQBytes = size_t{kMt} * 16 * kLd * 2;
   static constexpr size_t kStageBytes = size_t{kKeys} * kLd * 2;
-  static constexpr size_t kScoreBytes = size_t{kRows} * kSLd * 4;  // kMt m tiles x (4 / kMt) column shares
+  static constexpr size_t kScoreBytes = size_t{ScoreTiling<kMt>::kShares} * kMt * 16 * kSLd * 4;
   static constexpr size_t kPBytes = size_t{kMt} * 16 * kPLd * 2;
   static constexpr size_t kStatBytes = size_t{kMt} * 16 * 3 * 4;  // max, sum, rescale factor per row
   static constexpr size_t kBytes = kQBytes + kStages * kStageBytes + kScoreBytes + kPBytes + kStatBytes;
+  static_assert(kBytes <= 227 * 1024, "fits the shared memory of one sm_90 block");
 };
 
 // What a block runs: its pack's rows and the positions they sit at.
@@ -134,37 +149,47 @@ __device__ __forceinline__ void IssueChunk(const LatentParams& p, const int32_t*
   }
 }
 
-// Phase 1: this warp's share of S = Q K^T into score_s. Even and odd k
-// steps accumulate apart (four independent mma chains per warp instead of
-// two, half as long), summed once at the end.
+// Phase 1: this warp's share of S = Q K^T into score_s (ScoreTiling).
+// With one B pair per warp, even and odd k steps accumulate apart (four
+// independent mma chains per warp, as with two pairs), summed at the end.
 template <int kMt>
 __device__ __forceinline__ void Scores(const T* q_s, const T* k_s, float* score_s, int warp, int lane) {
-  constexpr int kTiles = 2 * kMt, kShares = kWarps / kTiles, kSteps = kWidth / 16 / kShares;
-  const int tile = warp % kTiles, share = warp / kTiles, mt = tile / 2, n0 = (tile % 2) * 16;
-  float s[2][2][4] = {};
-  auto step = [&](int kk, float (&acc)[2][4]) {
-    uint32_t a[4], b[4];
+  using St = ScoreTiling<kMt>;
+  constexpr int kPar = St::kPairs == 1 ? 2 : 1, kNt = 2 * St::kPairs;
+  const int tile = warp % (kMt * St::kGroups), share = warp / (kMt * St::kGroups);
+  const int mt = tile / St::kGroups, n0 = (tile % St::kGroups) * (kKeys / St::kGroups);
+  float s[kPar][kNt][4] = {};
+  auto step = [&](int kk, float (&acc)[kNt][4]) {
+    uint32_t a[4];
     mma::LoadA(a, q_s, kLd, mt * 16, kk * 16, lane);
-    mma::LoadBPairNk(b, k_s, kLd, n0, kk * 16, lane);
-    mma::Mma16816<T>(acc[0], a, b[0], b[1]);
-    mma::Mma16816<T>(acc[1], a, b[2], b[3]);
+#pragma unroll
+    for (int pair = 0; pair < St::kPairs; ++pair) {
+      uint32_t b[4];
+      mma::LoadBPairNk(b, k_s, kLd, n0 + pair * 16, kk * 16, lane);
+      mma::Mma16816<T>(acc[2 * pair], a, b[0], b[1]);
+      mma::Mma16816<T>(acc[2 * pair + 1], a, b[2], b[3]);
+    }
   };
-  const int k0 = share * kSteps;
+  const int k0 = share * St::kSteps;
 #pragma unroll 2
-  for (int j = 0; j + 1 < kSteps; j += 2) {
-    step(k0 + j, s[0]);
-    step(k0 + j + 1, s[1]);
+  for (int j = 0; j + kPar <= St::kSteps; j += kPar) {
+#pragma unroll
+    for (int q = 0; q < kPar; ++q) step(k0 + j + q, s[q]);
   }
-  if constexpr (kSteps % 2 == 1) step(k0 + kSteps - 1, s[0]);
+  if constexpr (St::kSteps % kPar != 0) step(k0 + St::kSteps - 1, s[0]);
   const int gr = lane / 4, tq = lane % 4;
   float* out = score_s + (share * kMt * 16 + mt * 16) * kSLd;
 #pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
+  for (int nt = 0; nt < kNt; ++nt) {
+    float v[4] = {s[0][nt][0], s[0][nt][1], s[0][nt][2], s[0][nt][3]};
+#pragma unroll
+    for (int q = 1; q < kPar; ++q) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] += s[q][nt][e];
+    }
     const int key = n0 + nt * 8 + 2 * tq;
-    *reinterpret_cast<float2*>(out + gr * kSLd + key) =
-        make_float2(s[0][nt][0] + s[1][nt][0], s[0][nt][1] + s[1][nt][1]);
-    *reinterpret_cast<float2*>(out + (gr + 8) * kSLd + key) =
-        make_float2(s[0][nt][2] + s[1][nt][2], s[0][nt][3] + s[1][nt][3]);
+    *reinterpret_cast<float2*>(out + gr * kSLd + key) = make_float2(v[0], v[1]);
+    *reinterpret_cast<float2*>(out + (gr + 8) * kSLd + key) = make_float2(v[2], v[3]);
   }
 }
 
@@ -173,7 +198,8 @@ __device__ __forceinline__ void Scores(const T* q_s, const T* k_s, float* score_
 template <int kMt>
 __device__ __forceinline__ void Softmax(const Pack& k, const float* score_s, T* p_s, float* stat_s, int key0,
                                         float scale_log2) {
-  constexpr int kR = kMt * 16, kPerRow = kThreads / kR, kPerThread = kKeys / kPerRow, kShares = 4 / kMt;
+  constexpr int kR = kMt * 16, kPerRow = kThreads / kR, kPerThread = kKeys / kPerRow,
+                kShares = ScoreTiling<kMt>::kShares;
   const int tid = static_cast<int>(threadIdx.x), m = tid / kPerRow, sub = tid % kPerRow;
   float* max_s = stat_s;
   float* sum_s = stat_s + kR;
