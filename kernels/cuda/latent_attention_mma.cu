@@ -63,7 +63,7 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // groups (32 / kGroups keys each) x kShares shares of the 576 columns, the
 // shares summed by the softmax. Four m tiles take all 32 keys per warp (A
 // loaded once per two B pairs: 25% less shared-memory traffic than two key
-// groups, which is what bounds this phase); fewer m tiles need the key
+// groups, which by estimate bounds this phase); fewer m tiles need the key
 // groups to keep a whole number of k steps per share.
 template <int kMt>
 struct ScoreTiling {
