@@ -5,7 +5,10 @@
 // rows read once, context x (Dc + Dr) x 2 bytes, plus q and out) at the
 // device copy bandwidth, and its FLOPs (2 x Hq x context x (2 Dc + Dr) per
 // sequence) at seam's bf16 matmul rate. Batches x contexts, one query row
-// per sequence; blocks handed out from a shuffled pool.
+// per sequence; blocks handed out from a shuffled pool. --table-context N
+// sizes every block table for N positions (a serving table, its spare
+// columns -1), so the kernel's splits follow the table while each call
+// reads only its actual context.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -33,8 +36,10 @@ struct LatentBatch {
   double bytes = 0, flops = 0;
 };
 
-LatentBatch MakeLatentBatch(const LatentShape& s, int64_t batch, int64_t ctx, int64_t cache_blocks, uint32_t seed) {
-  const int64_t width = (ctx + s.block_size - 1) / s.block_size;
+LatentBatch MakeLatentBatch(const LatentShape& s, int64_t batch, int64_t ctx, int64_t table_ctx, int64_t cache_blocks,
+                            uint32_t seed) {
+  const int64_t used = (ctx + s.block_size - 1) / s.block_size;
+  const int64_t width = std::max(used, (table_ctx + s.block_size - 1) / s.block_size);
   std::vector<int32_t> pool(static_cast<size_t>(cache_blocks));
   std::iota(pool.begin(), pool.end(), 0);
   std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
@@ -43,7 +48,7 @@ LatentBatch MakeLatentBatch(const LatentShape& s, int64_t batch, int64_t ctx, in
   for (int64_t i = 0; i < batch; ++i) {
     starts.push_back(static_cast<int32_t>(i + 1));
     lens.push_back(static_cast<int32_t>(ctx));
-    for (int64_t j = 0; j < width; ++j) tables[i * width + j] = pool[next++];
+    for (int64_t j = 0; j < used; ++j) tables[i * width + j] = pool[next++];
   }
   auto up = [](const std::vector<int32_t>& v, const Shape& shape) {
     return Value(Tensor::FromInts(v, shape).To(kGpu), "upload");
@@ -65,6 +70,7 @@ int LatentAttentionBench(const Flags& flags) {
                       flags.Int("block-size", 16), ParseDType(flags.Get("dtype", "bf16"))};
   const std::vector<int64_t> batches = flags.Ints("batches", "1,32,128");
   const std::vector<int64_t> contexts = flags.Ints("contexts", "1024,4096,32768");
+  const int64_t table_ctx = flags.Int("table-context", 0);
   const double copy_gbps = CopyGbps(size_t{1} << 30);
   const double peak_tflops = Bf16PeakTflops();
   int64_t blocks = 0;
@@ -89,7 +95,7 @@ int LatentAttentionBench(const Flags& flags) {
               "x_flop");
   for (int64_t ctx : contexts) {
     for (int64_t b : batches) {
-      const LatentBatch batch = MakeLatentBatch(s, b, ctx, blocks, ++seed);
+      const LatentBatch batch = MakeLatentBatch(s, b, ctx, table_ctx, blocks, ++seed);
       auto call = [&] { return kernels::PagedLatentAttention(batch.q, cache, batch.attention, scale, batch.out); };
       {
         kernels::ScopedStream on(stream.handle());
@@ -107,7 +113,7 @@ int LatentAttentionBench(const Flags& flags) {
   }
   WriteJson(flags, {{"copy_gbps", copy_gbps}, {"bf16_matmul_tflops", peak_tflops}, {"heads", s.hq},
                     {"kv_lora_rank", s.dc}, {"rope_dim", s.dr}, {"block_size", s.block_size},
-                    {"dtype", DTypeName(s.dtype)}, {"results", rows}});
+                    {"table_context", table_ctx}, {"dtype", DTypeName(s.dtype)}, {"results", rows}});
   return 0;
 }
 

@@ -11,10 +11,10 @@
 // stages (rows gathered through the block table; the next chunks in flight
 // while one is computed), and per chunk runs three phases between block
 // barriers:
-//   scores   S = Q K^T: warp w takes m tile (w % 2 MT) / 2, keys
-//            16 ((w % 2 MT) % 2) .. + 15 and a share of the 576 columns
-//            (with fewer than 4 m tiles the columns split over warps and
-//            the softmax sums the shares), fp32 into shared memory;
+//   scores   S = Q K^T: each warp takes one m tile, a group of keys (all
+//            32 with four m tiles, else 16) and a share of the 576 columns
+//            (ScoreTiling; the softmax sums the shares), fp32 into shared
+//            memory;
 //   softmax  per row: scale, causal mask, running max and sum, the
 //            probabilities rounded to bf16 into shared memory (the sum
 //            taken over the rounded values, so P V divides by its own
@@ -22,9 +22,11 @@
 //   P V      warp w owns output columns 64 w .. 64 w + 63 of every row and
 //            accumulates them in registers.
 // Long contexts split over blocks (grid y) with the split count chosen from
-// shapes (split_workspace.cuh); the last split of a pack to finish merges the
-// partials. Packs are numbered over the batch (grid x, a warp scan of
-// query_start finds a block's sequence), heads over grid z.
+// shapes (split_workspace.cuh) so that even one sequence fills the GPU; each
+// split leaves unnormalised partials in the stream's split workspace and a
+// second small kernel (LatentMergeKernel, one block per pack row and column
+// half, in parallel) merges them. Packs are numbered over the batch (grid x,
+// a warp scan of query_start finds a block's sequence), heads over grid z.
 #include <algorithm>
 #include <cmath>
 
@@ -36,7 +38,6 @@ namespace seam::kernels::cuda::mla {
 namespace {
 
 using T = __nv_bfloat16;
-using attn::ArriveLast;
 using attn::ChooseSplits;
 using attn::SplitArgs;
 using attn::SplitArgsFor;
@@ -46,25 +47,42 @@ constexpr int kLd = kWidth + 8;  // row stride of q and key rows: conflict-free 
 constexpr int kKeys = 32;        // keys per chunk
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kStages = 3;
-constexpr int kRows = 64;        // rows of a full pack (4 m tiles)
 constexpr int kSLd = kKeys + 4;  // fp32 score row stride
 constexpr int kPLd = kKeys + 8;  // bf16 probability row stride
 constexpr int kColsPerWarp = kDc / kWarps;
-constexpr int kMinChunks = 4;    // a split streams at least this many chunks
+constexpr int kMinChunks = 2;    // a split streams at least this many chunks (64 keys)
 constexpr int kMaxSplits = 256;
-static_assert(size_t{kRows} * kMaxSplits * sizeof(float) <= size_t{kStages} * kKeys * kLd * 2,
-              "the merge's weights fit in the cp.async stages");
+constexpr int kMergeThreads = 256;  // merge: 4 groups of splits x 64 threads of 4 columns
+constexpr int kMergeGroups = 4, kMergeCols = kDc / 2;
+static_assert(kMergeThreads / kMergeGroups * 4 == kMergeCols, "a merge block covers half an output row");
+static_assert(kMaxSplits <= kMergeThreads, "one merge thread per split weighs it");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
+
+// How the 8 warps share S = Q K^T of a chunk: kMt m tiles x kGroups key
+// groups (32 / kGroups keys each) x kShares shares of the 576 columns, the
+// shares summed by the softmax. Four m tiles take all 32 keys per warp (A
+// loaded once per two B pairs: 25% less shared-memory traffic than two key
+// groups, which by estimate bounds this phase); fewer m tiles need the key
+// groups to keep a whole number of k steps per share.
+template <int kMt>
+struct ScoreTiling {
+  static constexpr int kGroups = kMt == 4 ? 1 : 2;
+  static constexpr int kShares = kWarps / (kMt * kGroups);
+  static constexpr int kPairs = 2 / kGroups;  // 16-key B pairs per warp
+  static constexpr int kSteps = kWidth / 16 / kShares;
+  static_assert(kMt * kGroups * kShares == kWarps && kSteps * kShares * 16 == kWidth, "whole k steps per share");
+};
 
 template <int kMt>
 struct Layout {
   static constexpr size_t kQBytes = size_t{kMt} * 16 * kLd * 2;
   static constexpr size_t kStageBytes = size_t{kKeys} * kLd * 2;
-  static constexpr size_t kScoreBytes = size_t{kRows} * kSLd * 4;  // kMt m tiles x (4 / kMt) column shares
+  static constexpr size_t kScoreBytes = size_t{ScoreTiling<kMt>::kShares} * kMt * 16 * kSLd * 4;
   static constexpr size_t kPBytes = size_t{kMt} * 16 * kPLd * 2;
   static constexpr size_t kStatBytes = size_t{kMt} * 16 * 3 * 4;  // max, sum, rescale factor per row
   static constexpr size_t kBytes = kQBytes + kStages * kStageBytes + kScoreBytes + kPBytes + kStatBytes;
+  static_assert(kBytes <= 227 * 1024, "fits the shared memory of one sm_90 block");
 };
 
 // What a block runs: its pack's rows and the positions they sit at.
@@ -110,40 +128,68 @@ __device__ void FindPack(const LatentParams& p, int qpp, int j, int* seq, int* p
 }
 
 // Copies chunk c's 32 key rows into a stage (positions at or past the
-// pack's limit, and blocks outside the cache, become zero rows).
+// pack's limit, and blocks outside the cache, become zero rows). Lane t of
+// every warp reads key t's block table entry once, and the 9 copies of each
+// thread take their rows from it by shuffle: no table read waits behind the
+// previous copy (a cp.async is a compiler memory barrier).
 __device__ __forceinline__ void IssueChunk(const LatentParams& p, const int32_t* table, const Pack& k, int c,
                                            T* stage) {
   constexpr int kSegs = kWidth / 8;
+  static_assert(kKeys == 32, "one key per lane");
+  static_assert(kKeys * kSegs % kThreads == 0, "every lane of a warp copies as often");
   const T* cache = static_cast<const T*>(p.cache);
-  for (int e = static_cast<int>(threadIdx.x); e < kKeys * kSegs; e += kThreads) {
-    const int t = e / kSegs, seg = e % kSegs, pos = c * kKeys + t;
-    const int row = pos < k.limit ? LatentRowOf(p, table, pos) : -1;
+  const int lane = static_cast<int>(threadIdx.x) % 32, lane_pos = c * kKeys + lane;
+  const int lane_row = lane_pos < k.limit ? LatentRowOf(p, table, lane_pos) : -1;
+#pragma unroll
+  for (int j = 0; j < kKeys * kSegs / kThreads; ++j) {
+    const int e = static_cast<int>(threadIdx.x) + j * kThreads, t = e / kSegs, seg = e % kSegs;
+    const int row = __shfl_sync(kFullMask, lane_row, t);
     mma::CpAsync16(stage + t * kLd + seg * 8, cache + (row >= 0 ? static_cast<int64_t>(row) * kWidth + seg * 8 : 0),
                    row >= 0);
   }
 }
 
-// Phase 1: this warp's share of S = Q K^T into score_s.
+// Phase 1: this warp's share of S = Q K^T into score_s (ScoreTiling).
+// With one B pair per warp, even and odd k steps accumulate apart (four
+// independent mma chains per warp, as with two pairs), summed at the end.
 template <int kMt>
 __device__ __forceinline__ void Scores(const T* q_s, const T* k_s, float* score_s, int warp, int lane) {
-  constexpr int kTiles = 2 * kMt, kShares = kWarps / kTiles, kSteps = kWidth / 16 / kShares;
-  const int tile = warp % kTiles, share = warp / kTiles, mt = tile / 2, n0 = (tile % 2) * 16;
-  float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll 4
-  for (int kk = share * kSteps; kk < (share + 1) * kSteps; ++kk) {
-    uint32_t a[4], b[4];
+  using St = ScoreTiling<kMt>;
+  constexpr int kPar = St::kPairs == 1 ? 2 : 1, kNt = 2 * St::kPairs;
+  const int tile = warp % (kMt * St::kGroups), share = warp / (kMt * St::kGroups);
+  const int mt = tile / St::kGroups, n0 = (tile % St::kGroups) * (kKeys / St::kGroups);
+  float s[kPar][kNt][4] = {};
+  auto step = [&](int kk, float (&acc)[kNt][4]) {
+    uint32_t a[4];
     mma::LoadA(a, q_s, kLd, mt * 16, kk * 16, lane);
-    mma::LoadBPairNk(b, k_s, kLd, n0, kk * 16, lane);
-    mma::Mma16816<T>(s[0], a, b[0], b[1]);
-    mma::Mma16816<T>(s[1], a, b[2], b[3]);
+#pragma unroll
+    for (int pair = 0; pair < St::kPairs; ++pair) {
+      uint32_t b[4];
+      mma::LoadBPairNk(b, k_s, kLd, n0 + pair * 16, kk * 16, lane);
+      mma::Mma16816<T>(acc[2 * pair], a, b[0], b[1]);
+      mma::Mma16816<T>(acc[2 * pair + 1], a, b[2], b[3]);
+    }
+  };
+  const int k0 = share * St::kSteps;
+#pragma unroll 2
+  for (int j = 0; j + kPar <= St::kSteps; j += kPar) {
+#pragma unroll
+    for (int q = 0; q < kPar; ++q) step(k0 + j + q, s[q]);
   }
+  if constexpr (St::kSteps % kPar != 0) step(k0 + St::kSteps - 1, s[0]);
   const int gr = lane / 4, tq = lane % 4;
   float* out = score_s + (share * kMt * 16 + mt * 16) * kSLd;
 #pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
+  for (int nt = 0; nt < kNt; ++nt) {
+    float v[4] = {s[0][nt][0], s[0][nt][1], s[0][nt][2], s[0][nt][3]};
+#pragma unroll
+    for (int q = 1; q < kPar; ++q) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] += s[q][nt][e];
+    }
     const int key = n0 + nt * 8 + 2 * tq;
-    *reinterpret_cast<float2*>(out + gr * kSLd + key) = make_float2(s[nt][0], s[nt][1]);
-    *reinterpret_cast<float2*>(out + (gr + 8) * kSLd + key) = make_float2(s[nt][2], s[nt][3]);
+    *reinterpret_cast<float2*>(out + gr * kSLd + key) = make_float2(v[0], v[1]);
+    *reinterpret_cast<float2*>(out + (gr + 8) * kSLd + key) = make_float2(v[2], v[3]);
   }
 }
 
@@ -152,7 +198,8 @@ __device__ __forceinline__ void Scores(const T* q_s, const T* k_s, float* score_
 template <int kMt>
 __device__ __forceinline__ void Softmax(const Pack& k, const float* score_s, T* p_s, float* stat_s, int key0,
                                         float scale_log2) {
-  constexpr int kR = kMt * 16, kPerRow = kThreads / kR, kPerThread = kKeys / kPerRow, kShares = 4 / kMt;
+  constexpr int kR = kMt * 16, kPerRow = kThreads / kR, kPerThread = kKeys / kPerRow,
+                kShares = ScoreTiling<kMt>::kShares;
   const int tid = static_cast<int>(threadIdx.x), m = tid / kPerRow, sub = tid % kPerRow;
   float* max_s = stat_s;
   float* sum_s = stat_s + kR;
@@ -254,19 +301,48 @@ __device__ __forceinline__ Smem<kMt> CarveSmem(unsigned char* base) {
   return s;
 }
 
-// The pack of sequence b whose first query row is r0, for head chunk blockIdx.z.
-__device__ __forceinline__ Pack PackOf(const LatentParams& p, int b, int r0, int nh, int qpp) {
+// The pack of sequence b whose first query row is r0, for head chunk hc.
+__device__ __forceinline__ Pack PackOf(const LatentParams& p, int b, int r0, int nh, int qpp, int hc) {
   const int q_begin = p.query_start[b], q_len = p.query_start[b + 1] - q_begin;
   Pack k;
   k.row0 = static_cast<int64_t>(q_begin) + r0;
   k.rows = min(qpp, q_len - r0);
   k.nh = nh;
-  k.h0 = static_cast<int>(blockIdx.z) * nh;
+  k.h0 = hc * nh;
   k.heads = min(nh, p.hq - k.h0);
   k.first_pos = LatentContextOf(p, b) - q_len + r0;
   k.limit = k.first_pos + k.rows;
   return k;
 }
+
+// How the pack's visible keys divide over `splits` splits: an equal share of
+// whole chunks each (at least kMinChunks), `active` splits holding keys (1
+// when nothing is visible). The attention and merge kernels agree on it.
+struct Share {
+  int chunks, per, active;
+};
+__device__ __forceinline__ Share ShareOf(const Pack& k, int splits) {
+  Share s;
+  s.chunks = k.limit > 0 ? (k.limit + kKeys - 1) / kKeys : 0;
+  s.per = max((s.chunks + splits - 1) / splits, kMinChunks);
+  s.active = s.chunks > 0 ? (s.chunks + s.per - 1) / s.per : 1;
+  return s;
+}
+
+// Partials of split `split` of unit (pack, head chunk) `unit` among `slots`
+// = units x splits: [kR][kDc] unnormalised output rows, then after every
+// slot's rows, [kR][2] (max in the log2 domain, sum).
+template <int kMt>
+struct Partials {
+  float* o;
+  float* ml;
+  __device__ __forceinline__ Partials(float* base, size_t unit, int splits, int split, size_t slots) {
+    constexpr size_t kR = kMt * 16;
+    const size_t slot = unit * splits + split;
+    o = base + slot * kR * kDc;
+    ml = base + slots * kR * kDc + slot * kR * 2;
+  }
+};
 
 // Streams chunks c_begin .. c_begin + n - 1 of the pack's keys into the
 // output accumulators (the queries start copying first, landing with the
@@ -313,11 +389,11 @@ __device__ __forceinline__ void StreamChunks(const LatentParams& p, const int32_
 
 // The pack's output: normalised and stored when its context is not split;
 // else this split's unnormalised rows and (max, sum) go to its workspace
-// slot, and the last split of the pack to arrive merges every slot.
+// slot, for LatentMergeKernel.
 template <int kMt>
 __device__ __forceinline__ void FinishPack(const LatentParams& p, const SplitArgs& sa, const Pack& k,
                                            const float* stat, const float (&o)[kMt][kColsPerWarp / 8][4],
-                                           int active, float* weights_s, int* last_s) {
+                                           int active) {
   constexpr int kR = kMt * 16;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int gr = lane / 4, tq = lane % 4, c0 = warp * kColsPerWarp;
@@ -338,58 +414,22 @@ __device__ __forceinline__ void FinishPack(const LatentParams& p, const SplitArg
     }
     return;
   }
-  const int unit = static_cast<int>(blockIdx.x * gridDim.z + blockIdx.z);
-  const size_t slot = static_cast<size_t>(unit) * gridDim.y + blockIdx.y;
+  const size_t unit = static_cast<size_t>(blockIdx.x) * gridDim.z + blockIdx.z;
   const size_t slots = static_cast<size_t>(gridDim.x) * gridDim.y * gridDim.z;
-  float* ws_o = sa.partials + slot * kRows * kDc;
-  float* ws_ml = sa.partials + slots * kRows * kDc + slot * kRows * 2;
+  const Partials<kMt> ws(sa.partials, unit, static_cast<int>(gridDim.y), static_cast<int>(blockIdx.y), slots);
 #pragma unroll
   for (int mt = 0; mt < kMt; ++mt) {
     const int m_lo = mt * 16 + gr, m_hi = m_lo + 8;
 #pragma unroll
     for (int nt = 0; nt < kColsPerWarp / 8; ++nt) {
       const int col = c0 + nt * 8 + 2 * tq;
-      *reinterpret_cast<float2*>(ws_o + m_lo * kDc + col) = make_float2(o[mt][nt][0], o[mt][nt][1]);
-      *reinterpret_cast<float2*>(ws_o + m_hi * kDc + col) = make_float2(o[mt][nt][2], o[mt][nt][3]);
+      *reinterpret_cast<float2*>(ws.o + m_lo * kDc + col) = make_float2(o[mt][nt][0], o[mt][nt][1]);
+      *reinterpret_cast<float2*>(ws.o + m_hi * kDc + col) = make_float2(o[mt][nt][2], o[mt][nt][3]);
     }
   }
   for (int m = tid; m < kR; m += kThreads) {
-    ws_ml[m * 2] = max_s[m];
-    ws_ml[m * 2 + 1] = sum_s[m];
-  }
-  if (!ArriveLast(sa.counters, unit, active, last_s)) return;
-  const float* first_o = sa.partials + static_cast<size_t>(unit) * gridDim.y * kRows * kDc;
-  const float* first_ml = sa.partials + slots * kRows * kDc + static_cast<size_t>(unit) * gridDim.y * kRows * 2;
-  // Each row's split weights 2^(m_i - M) / sum_i l_i 2^(m_i - M), once per
-  // row into shared memory; then every output element sums its splits'
-  // partials with them (coalesced, independent loads).
-  for (int m = tid; m < kR; m += kThreads) {
-    float m_max = -INFINITY;
-    for (int i = 0; i < active; ++i) m_max = fmaxf(m_max, __ldcg(first_ml + i * kRows * 2 + m * 2));
-    const float m_use = m_max == -INFINITY ? 0.0f : m_max;
-    float den = 0.0f;
-    for (int i = 0; i < active; ++i) {
-      const float w = exp2f(__ldcg(first_ml + i * kRows * 2 + m * 2) - m_use);
-      weights_s[m * active + i] = w;
-      den += __ldcg(first_ml + i * kRows * 2 + m * 2 + 1) * w;
-    }
-    const float inv = den > 0.0f ? 1.0f / den : 0.0f;
-    for (int i = 0; i < active; ++i) weights_s[m * active + i] *= inv;
-  }
-  __syncthreads();
-  for (int e = tid; e < kR * kDc / 2; e += kThreads) {
-    const int m = e / (kDc / 2), col = (e % (kDc / 2)) * 2;
-    if (!RowValid(k, m)) continue;
-    const float* w = weights_s + m * active;
-    const float* src = first_o + m * kDc + col;
-    float x = 0.0f, y = 0.0f;
-#pragma unroll 4
-    for (int i = 0; i < active; ++i) {
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(src + static_cast<size_t>(i) * kRows * kDc));
-      x += v.x * w[i];
-      y += v.y * w[i];
-    }
-    StorePair(p, k, m, col, x, y);
+    ws.ml[m * 2] = max_s[m];
+    ws.ml[m * 2 + 1] = sum_s[m];
   }
 }
 
@@ -397,18 +437,15 @@ __device__ __forceinline__ void FinishPack(const LatentParams& p, const SplitArg
 template <int kMt>
 __global__ void __launch_bounds__(kThreads, 1) LatentMmaKernel(LatentParams p, int nh, int qpp, SplitArgs sa) {
   extern __shared__ __align__(128) unsigned char mla_smem[];
-  __shared__ int seq_s, pack_s, last_s;
+  __shared__ int seq_s, pack_s;
   if (threadIdx.x < 32) FindPack(p, qpp, static_cast<int>(blockIdx.x), &seq_s, &pack_s);
   __syncthreads();
   if (seq_s < 0) return;  // past the batch's last pack
-  const Pack k = PackOf(p, seq_s, pack_s * qpp, nh, qpp);
-  // This split's chunks: an equal share of the pack's visible keys.
-  const int chunks = k.limit > 0 ? (k.limit + kKeys - 1) / kKeys : 0;
-  const int per = max((chunks + static_cast<int>(gridDim.y) - 1) / static_cast<int>(gridDim.y), kMinChunks);
-  const int active = chunks > 0 ? (chunks + per - 1) / per : 1;
+  const Pack k = PackOf(p, seq_s, pack_s * qpp, nh, qpp, static_cast<int>(blockIdx.z));
+  const Share sh = ShareOf(k, static_cast<int>(gridDim.y));
   const int split = static_cast<int>(blockIdx.y);
-  if (split >= active) return;
-  const int c_begin = split * per, n = max(0, min(c_begin + per, chunks) - c_begin);
+  if (split >= sh.active) return;
+  const int c_begin = split * sh.per, n = max(0, min(c_begin + sh.per, sh.chunks) - c_begin);
   const Smem<kMt> sm = CarveSmem<kMt>(mla_smem);
   float o[kMt][kColsPerWarp / 8][4];
 #pragma unroll
@@ -417,9 +454,85 @@ __global__ void __launch_bounds__(kThreads, 1) LatentMmaKernel(LatentParams p, i
     for (int nt = 0; nt < kColsPerWarp / 8; ++nt) o[mt][nt][0] = o[mt][nt][1] = o[mt][nt][2] = o[mt][nt][3] = 0.0f;
   }
   StreamChunks<kMt>(p, p.block_tables + static_cast<int64_t>(seq_s) * p.max_blocks, k, c_begin, n, sm, o);
-  // The merge's weights reuse the cp.async stages (idle once every chunk
-  // landed): kRows x kMaxSplits floats fit in them.
-  FinishPack<kMt>(p, sa, k, sm.stat, o, active, reinterpret_cast<float*>(sm.stages), &last_s);
+  FinishPack<kMt>(p, sa, k, sm.stat, o, sh.active);
+}
+
+// Block-wide max or sum of one value per thread (kMergeThreads threads);
+// every thread gets the result. red_s: kMergeThreads / 32 floats.
+template <bool kMax>
+__device__ __forceinline__ float MergeReduce(float v, float* red_s) {
+  auto op = [](float a, float b) { return kMax ? fmaxf(a, b) : a + b; };
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(kFullMask, v, offset));
+  __syncthreads();  // red_s free from an earlier call
+  if (threadIdx.x % 32 == 0) red_s[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = red_s[0];
+#pragma unroll
+  for (int w = 1; w < kMergeThreads / 32; ++w) r = op(r, red_s[w]);
+  return r;
+}
+
+// Merges the split partials of one output row: grid (packs, head chunks,
+// 2 x 16 kMt), block z = (pack row m, column half); runs after
+// LatentMmaKernel in stream order, with the same grid x / y meaning and the
+// same shares, and leaves alone the packs that did not split (stored
+// already). out = sum_i o_i w_i / sum_i l_i w_i with w_i = 2^(m_i - M), M
+// the largest max; thread t < active weighs split t, then 4 groups of 64
+// threads sum every 4th split's float4 columns, read past L1 (other blocks
+// wrote them).
+template <int kMt>
+__global__ void __launch_bounds__(kMergeThreads) LatentMergeKernel(LatentParams p, int nh, int qpp, int splits,
+                                                                   const float* partials) {
+  __shared__ int seq_s, pack_s;
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float red_s[kMergeThreads / 32];
+  __shared__ float4 acc_s[kMergeGroups - 1][kMergeThreads / kMergeGroups];
+  if (threadIdx.x < 32) FindPack(p, qpp, static_cast<int>(blockIdx.x), &seq_s, &pack_s);
+  __syncthreads();
+  if (seq_s < 0) return;
+  const Pack k = PackOf(p, seq_s, pack_s * qpp, nh, qpp, static_cast<int>(blockIdx.y));
+  const int m = static_cast<int>(blockIdx.z) / 2, half = static_cast<int>(blockIdx.z) % 2;
+  const int active = ShareOf(k, splits).active;
+  if (active == 1 || !RowValid(k, m)) return;  // block-uniform
+  const size_t unit = static_cast<size_t>(blockIdx.x) * gridDim.y + blockIdx.y;
+  const size_t slots = static_cast<size_t>(gridDim.x) * gridDim.y * splits;
+  const Partials<kMt> first(const_cast<float*>(partials), unit, splits, 0, slots);
+  constexpr size_t kR = kMt * 16;
+  const int tid = static_cast<int>(threadIdx.x);
+  const float mi = tid < active ? __ldcg(first.ml + tid * kR * 2 + m * 2) : -INFINITY;
+  const float m_max = MergeReduce<true>(mi, red_s);
+  const float m_use = m_max == -INFINITY ? 0.0f : m_max;
+  const float w = tid < active ? exp2f(mi - m_use) : 0.0f;
+  if (tid < active) w_s[tid] = w;
+  const float den = MergeReduce<false>(tid < active ? __ldcg(first.ml + tid * kR * 2 + m * 2 + 1) * w : 0.0f, red_s);
+  const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+  const int g = tid / (kMergeThreads / kMergeGroups), t = tid % (kMergeThreads / kMergeGroups);
+  const int col = half * kMergeCols + t * 4;
+  const float* src = first.o + m * kDc + col;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+  for (int i = g; i < active; i += kMergeGroups) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(src + static_cast<size_t>(i) * kR * kDc));
+    const float wi = w_s[i];
+    acc.x += v.x * wi;
+    acc.y += v.y * wi;
+    acc.z += v.z * wi;
+    acc.w += v.w * wi;
+  }
+  if (g > 0) acc_s[g - 1][t] = acc;
+  __syncthreads();
+  if (g > 0) return;
+#pragma unroll
+  for (int j = 0; j < kMergeGroups - 1; ++j) {
+    const float4 v = acc_s[j][t];
+    acc.x += v.x;
+    acc.y += v.y;
+    acc.z += v.z;
+    acc.w += v.w;
+  }
+  StorePair(p, k, m, col, acc.x * inv, acc.y * inv);
+  StorePair(p, k, m, col + 2, acc.z * inv, acc.w * inv);
 }
 
 template <int kMt>
@@ -444,12 +557,21 @@ absl::Status LaunchWith(const LatentParams& p, int sms, cudaStream_t stream) {
   if (packs > 0x7fffffff) return absl::InvalidArgumentError("PagedLatentAttention: too many query rows");
   const int64_t units = packs * head_chunks;
   const int64_t max_chunks = (static_cast<int64_t>(p.max_blocks) * p.block_size + kKeys - 1) / kKeys;
+  // Splits from shapes only: enough blocks to fill the GPU's block slots,
+  // each streaming at least kMinChunks of the longest context the table holds
+  // (the device divides each pack's actual context equally), within the
+  // workspace.
   int64_t splits = ChooseSplits(units, max_chunks, kMinChunks, static_cast<int64_t>(sms) * per_sm,
-                                int64_t{kRows} * (kDc + 2), kMaxSplits);
+                                int64_t{kMt} * 16 * (kDc + 2), kMaxSplits);
   const SplitArgs sa = SplitArgsFor(stream, &splits);
   const dim3 grid(static_cast<unsigned int>(packs), static_cast<unsigned int>(splits),
                   static_cast<unsigned int>(head_chunks));
   kernel<<<grid, kThreads, L::kBytes, stream>>>(p, nh, qpp, sa);
+  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  if (splits <= 1) return absl::OkStatus();
+  const dim3 merge_grid(static_cast<unsigned int>(packs), static_cast<unsigned int>(head_chunks), kMt * 16 * 2);
+  LatentMergeKernel<kMt><<<merge_grid, kMergeThreads, 0, stream>>>(p, nh, qpp, static_cast<int>(splits),
+                                                                   sa.partials);
   SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

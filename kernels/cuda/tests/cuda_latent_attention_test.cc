@@ -2,10 +2,12 @@
 // reference: LongCat-Flash's and DeepSeek's Dc 512 / Dr 64 with 1, 16, 64
 // and 128 heads (bf16 takes the tensor-core kernel, one to four m tiles,
 // packs of several query rows for few heads), contexts at every page
-// boundary and up to 32k (context splits merged by the last split, also
-// inside graph replays), ragged batches mixing decode, chunked prefill,
-// prefill and idle sequences, block sizes 16 and 64, and small shapes and
-// f32 through the CUDA-core kernel.
+// boundary and up to 128k (context splits merged by the merge kernel, also
+// inside graph replays; one sequence alone splits over the whole GPU, and a
+// table far wider than the context splits on the device by the actual
+// context), ragged batches mixing decode, chunked prefill, prefill and idle
+// sequences, block sizes 16 and 64, and small shapes and f32 through the
+// CUDA-core kernel.
 //
 // Tolerances. f32 (CUDA-core kernel): both sides compute in fp32 but sum in
 // different orders (sgemm on the CPU, sequential per warp with an online
@@ -18,7 +20,10 @@
 // at most 2^-8 absolute on the output) and each side rounds its output once
 // (one bf16 ulp apart at most): 2^-7 relative with a 2^-7 floor. Query
 // values reach 8 so softmaxes are peaked and outputs stay large against the
-// floor even over 32k positions.
+// floor even over 32k positions. Splitting a context adds only fp32
+// reassociation (each split's partial sums and their merge with weights
+// 2^(m_i - M)), a few 1e-7 relative, far inside the bf16 tolerance; so the
+// split and unsplit paths share it.
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -39,9 +44,11 @@ struct LatentCase {
 
 // Sequences in a paged latent cache of shuffled blocks (spare table columns
 // -1, some blocks nobody owns), q values in [-q_range, q_range].
+// table_scale > 1 widens the block table as MakeCase does (a serving
+// table sized for contexts far longer than this batch's).
 LatentCase MakeLatent(const std::vector<Seq>& seqs, int64_t hq, int64_t dc, int64_t dr, DType dtype, uint32_t seed,
-                      float q_range = 8.0f, int64_t block_size = kBlockSize) {
-  const PagedCase shape = MakeCase(seqs, 1, 1, 8, DType::kF32, seed, 1.0f, 1, block_size);
+                      float q_range = 8.0f, int64_t block_size = kBlockSize, int64_t table_scale = 1) {
+  const PagedCase shape = MakeCase(seqs, 1, 1, 8, DType::kF32, seed, 1.0f, table_scale, block_size);
   LatentCase c;
   const int64_t rows = shape.q.dim(0), blocks = shape.k_cache.dim(0);
   c.q = Random({rows, hq, dc + dr}, dtype, seed + 11, -q_range, q_range);
@@ -82,6 +89,14 @@ void ExpectLatentMatchesCpu(const LatentCase& c, const std::string& what) {
   const absl::Status status = g.Run();
   ASSERT_TRUE(status.ok()) << what << ": " << status;
   ExpectClose(g.out, want, LatentTolerance(c.q.dtype()), what);
+}
+
+// The case eagerly and replayed from a CUDA graph, against the CPU.
+void ExpectLatentReplaysMatchCpu(const LatentCase& c, const std::string& what) {
+  SCOPED_TRACE(what);
+  const Tensor want = CpuLatent(c);
+  const GpuLatent g(c);
+  ExpectEagerAndGraphReplaysMatch([&] { return g.Run(); }, g.out, want, LatentTolerance(c.q.dtype()));
 }
 
 std::string Tag(DType dtype, int64_t hq, int64_t dc, int64_t dr) {
@@ -187,6 +202,50 @@ TEST_F(CudaKernelsTest, LatentSplitDecodeReplaysFromAGraph) {
   const Tensor want = CpuLatent(c);
   const GpuLatent g(c);
   ExpectEagerAndGraphReplaysMatch([&] { return g.Run(); }, g.out, want, LatentTolerance(DType::kBF16));
+}
+
+// One sequence alone: the grid splits its context over every SM (one to
+// four m tiles, two head chunks at 128 heads), merged by the merge kernel.
+TEST_F(CudaKernelsTest, LatentBatchOfOneMatchesCpuEagerAndReplayed) {
+  uint32_t seed = 2000;
+  for (int64_t hq : {16, 64, 128}) {
+    for (int32_t ctx : {1, 15, 16, 17, 1000, 4096, 32768}) {
+      ExpectLatentReplaysMatchCpu(MakeLatent(Decode({ctx}), hq, 512, 64, DType::kBF16, ++seed),
+                                  "batch 1, context " + std::to_string(ctx) + ", " + Tag(DType::kBF16, hq, 512, 64));
+    }
+  }
+  ExpectLatentReplaysMatchCpu(MakeLatent(Decode({131072}), 64, 512, 64, DType::kBF16, ++seed),
+                              "batch 1, context 131072, " + Tag(DType::kBF16, 64, 512, 64));
+}
+
+// Batch 1 at every page and chunk boundary, with a table just wide enough
+// and with one 64 times wider (splits sized for the table, shares taken on
+// the device from the actual context: most splits idle).
+TEST_F(CudaKernelsTest, LatentBatchOfOneMatchesCpuAtEveryPageBoundary) {
+  uint32_t seed = 2100;
+  for (int32_t ctx : {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 95, 96, 97, 127, 128, 129, 257}) {
+    for (int64_t table_scale : {1, 64}) {
+      ExpectLatentMatchesCpu(MakeLatent(Decode({ctx}), 64, 512, 64, DType::kBF16, ++seed, 8.0f, kBlockSize,
+                                        table_scale),
+                             "batch 1, context " + std::to_string(ctx) + ", table x" + std::to_string(table_scale));
+    }
+  }
+  ExpectLatentReplaysMatchCpu(MakeLatent(Decode({1000}), 64, 512, 64, DType::kBF16, ++seed, 8.0f, kBlockSize, 128),
+                              "batch 1, context 1000 in a table for 128k");
+}
+
+// Very different contexts in one batch: each pack splits its own context
+// into equal shares of the same grid; short ones do not split at all.
+TEST_F(CudaKernelsTest, LatentRaggedBatchesMatchCpuEagerAndReplayed) {
+  uint32_t seed = 2200;
+  for (int64_t hq : {16, 64}) {
+    ExpectLatentReplaysMatchCpu(
+        MakeLatent(Decode({32768, 1, 1000, 17, 4096, 16, 65536, 2}), hq, 512, 64, DType::kBF16, ++seed),
+        "ragged to 64k, " + Tag(DType::kBF16, hq, 512, 64));
+  }
+  ExpectLatentReplaysMatchCpu(MakeLatent(Decode({5, 3000, 1, 129}), 64, 512, 64, DType::kBF16, ++seed, 8.0f,
+                                         kBlockSize, 16),
+                              "ragged in a wide table, " + Tag(DType::kBF16, 64, 512, 64));
 }
 
 }  // namespace
