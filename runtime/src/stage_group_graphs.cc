@@ -62,6 +62,25 @@ absl::StatusOr<std::optional<HandoffForm>> GraphInForm(const models::DecoderMode
   return std::optional<HandoffForm>(form);
 }
 
+// What rank `rank` captures a graph with: a decode graph of `sequences`
+// (rows 0) or a mixed one of `rows` (sharing the rank's logits buffer).
+DecodeGraphOptions GraphOptions(RankState& rank, int64_t sequences, int64_t rows,
+                                const std::optional<HandoffForm>& form, int64_t max_context, absl::Duration timeout) {
+  DecodeGraphOptions o;
+  o.batch_size = sequences;
+  o.rows = rows;
+  if (rows > 0) o.logits_buffer = rank.mixed_logits;
+  o.max_context = max_context;
+  o.groups = rank.groups.get();
+  o.stream = &rank.stream;
+  o.comm_timeout = timeout;
+  if (form.has_value()) {
+    o.in_state = form->state;
+    o.in_rows = form->rows;
+  }
+  return o;
+}
+
 }  // namespace
 
 absl::Status StageGroup::Impl::SetUpGraphs(const weights::ModelConfig& config) {
@@ -169,18 +188,7 @@ absl::Status StageGroup::Impl::CaptureGraphs(const std::vector<int64_t>& buckets
     for (size_t i = 0; i < buckets.size(); ++i) {
       const int64_t b = buckets[i];
       if (graphs.count(b) != 0) continue;
-      DecodeGraphOptions o;
-      o.batch_size = sequences[i];
-      o.rows = mixed ? b : 0;
-      o.logits_buffer = mixed ? rank.mixed_logits : Tensor();
-      o.max_context = max_context;
-      o.groups = rank.groups.get();
-      o.stream = &rank.stream;
-      o.comm_timeout = timeout;
-      if (form.has_value()) {
-        o.in_state = form->state;
-        o.in_rows = form->rows;
-      }
+      const DecodeGraphOptions o = GraphOptions(rank, sequences[i], mixed ? b : 0, form, max_context, timeout);
       absl::StatusOr<std::unique_ptr<DecodeGraph>> graph = DecodeGraph::Capture(*rank.model, *rank.cache, o);
       if (absl::IsUnimplemented(graph.status())) {  // a fact of the piece, alike on every rank: no graphs
         if (r == 0) *unsupported = std::string(graph.status().message());
