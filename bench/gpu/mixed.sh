@@ -54,7 +54,7 @@ if want load; then
   M="$WORK/qwen3-8l-4096"
   [ -f "$M/config.json" ] || $R seam model init --layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 \
     --intermediate 12288 --vocab 32000 --dtype bf16 --seed 5 --out "$M" > "$OUT_DIR/model_init.log" 2>&1
-  variants=(--variant 'mixed_eager:stage:--mixed-graph-rows=' --variant 'mixed_graphs')
+  variants=(--variant 'mixed_eager:stage:--mixed-graph-rows=off' --variant 'mixed_graphs')
   if $R seam-coordinator --help 2>&1 | grep -q -- '--itl-target-ms'; then
     variants+=(--variant "itl${ITL_MS:-6}:coordinator:--itl-target-ms=${ITL_MS:-6}")
   fi

@@ -154,12 +154,12 @@ void AddComputeFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOpti
       ->capture_default_str();
   app.add_option("--graph-buckets", f.graph_buckets,
                  "CUDA: decode steps replay CUDA graphs captured at start-up for these sequence counts per "
-                 "attention-DP group (ascending, comma-separated; a step pads up to the next one); empty: eager")
+                 "attention-DP group (ascending, comma-separated; a step pads up to the next one); off or empty: eager")
       ->capture_default_str();
   app.add_option("--mixed-graph-rows", f.mixed_graph_rows,
                  "CUDA: steps holding prefill chunks replay CUDA graphs captured at start-up for these token rows "
                  "per attention-DP group (ascending, comma-separated; a step pads up to the next one; rows past "
-                 "--max-step-tokens are dropped); empty: such steps run eagerly")
+                 "--max-step-tokens are dropped); off or empty: such steps run eagerly")
       ->capture_default_str();
   app.add_option("--fed-decode-max-tp", g.fed_decode_max_tp,
                  "CUDA: the largest TP size whose decode waves feed each step's tokens to the next on the device "
@@ -220,6 +220,7 @@ void AddMemoryFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOptio
 absl::StatusOr<std::vector<int64_t>> ParseGraphBuckets(const std::string& text,
                                                        absl::string_view flag = "--graph-buckets") {
   std::vector<int64_t> buckets;
+  if (text == "off") return buckets;
   for (absl::string_view b : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     int64_t bucket = 0;
     if (!absl::SimpleAtoi(b, &bucket) || bucket <= 0 || (!buckets.empty() && bucket <= buckets.back())) {
