@@ -71,16 +71,19 @@ absl::Status StepTimeModel::Add(const StepFeatures& f, double milliseconds) {
 }
 
 void StepTimeModel::Refit() {
-  fit_.reset();
   if (static_cast<int>(samples_.size()) < min_samples_) return;
   Vec scale{};
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  int with_prefill = 0;
   for (const Sample& s : samples_) {
     for (int t = 0; t < kTerms; ++t) scale[t] = std::max(scale[t], s.x[t]);
     lo = std::min(lo, s.x[1]);
     hi = std::max(hi, s.x[1]);
+    with_prefill += s.x[1] > 0 ? 1 : 0;
   }
-  if (!(hi > lo)) return;  // prefill tokens never varied: their cost is unknown
+  // Too few steps with prefill, or all of one size: the window says little
+  // or nothing of what a prefill token costs.
+  if (!(hi > lo) || with_prefill < kTerms) return;
   // Each column scaled to at most 1 (a column of zeros stays zero: its
   // subsets are singular and skipped).
   for (double& s : scale) s = s > 0 ? s : 1.0;

@@ -8,9 +8,11 @@
 // coefficient kept >= 0 (a step never gets faster for more work): the least
 // squares fit over each subset of the terms, the best whose coefficients are
 // all >= 0 (exact non-negative least squares for four terms). There is no fit
-// (fit() empty) while fewer than min_samples are held, while the samples do
-// not vary their prefill tokens (the term a budget of prefill is made from
-// could not be told apart), or if the solution is not finite.
+// (fit() empty) until min_samples are held and some window of them had at
+// least 4 steps with prefill and not all of one size (else the term a
+// budget of prefill is made from is barely told apart) and a finite solution. A window that cannot be fit
+// (a run of decode-only steps) keeps the last fit, so that the first
+// prefill after a lull is still budgeted.
 #pragma once
 
 #include <array>

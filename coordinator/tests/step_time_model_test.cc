@@ -83,6 +83,36 @@ TEST(StepTimeModelTest, NoFitWhilePrefillTokensNeverVary) {
   EXPECT_FALSE(model.fit().has_value());
 }
 
+// A window of decode-only steps (a lull in arrivals on the same stages)
+// cannot price prefill: the last fit stays.
+TEST(StepTimeModelTest, AWindowOfDecodeOnlyStepsKeepsTheLastFit) {
+  std::mt19937 rng(19);
+  StepTimeModel model(/*window=*/32, /*min_samples=*/16);
+  for (int i = 0; i < 32; ++i) {
+    const StepFeatures f = Draw(rng);
+    ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
+  }
+  for (int i = 0; i < 64; ++i) {
+    StepFeatures f = Draw(rng);
+    f.prefill_tokens = 0;
+    ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
+  }
+  ASSERT_TRUE(model.fit().has_value());
+  EXPECT_NEAR(model.fit()->prefill_token_ms, kTruth.prefill_token_ms, 1e-9 * kTruth.prefill_token_ms);
+}
+
+// Three steps with prefill among many without: too few to price prefill.
+TEST(StepTimeModelTest, NoFitFromTooFewStepsWithPrefill) {
+  std::mt19937 rng(23);
+  StepTimeModel model;
+  for (int i = 0; i < 64; ++i) {
+    StepFeatures f = Draw(rng);
+    if (i % 20 != 0) f.prefill_tokens = 0;  // i = 0, 20, 40, 60: the fourth comes last
+    ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
+    EXPECT_EQ(model.fit().has_value(), i >= 60) << "after " << i + 1 << " samples";
+  }
+}
+
 // Least squares would give decode rows a negative cost here (steps with
 // more rows were faster); the fit keeps every coefficient >= 0 and drops
 // that term instead.
