@@ -425,6 +425,14 @@ void PipelineDriver::State::ObserveStepTime(const InFlight& f) {
   if (absl::Status st = scheduler->ObserveStepTime(f.microbatch.id, ms); !st.ok()) {
     SEAM_LOG_WARN("step time of microbatch {} not recorded: {}", f.microbatch.id, st.ToString());
   }
+  const StepBudgetStats s = scheduler->StepBudget();
+  if (s.fitted && ++timed_steps % 256 == 1) {
+    SEAM_LOG_DEBUG("step time fit: {:.3f} ms (+ {:.3f} ms with prefill) + {:.5f} ms per prefill token + {:.5f} ms "
+                   "per decode row + {:.7f} ms per KV position read; last step with decode rows: prefill budget {} "
+                   "tokens, {:.3f} ms predicted",
+                   s.intercept_ms, s.prefill_step_ms, s.prefill_token_ms, s.decode_row_ms, s.context_token_ms,
+                   s.last_prefill_budget, s.last_predicted_ms);
+  }
 }
 
 void PipelineDriver::State::Release(Sequence& s) {

@@ -133,6 +133,7 @@ struct PipelineDriver::State {
   // read: a step's time starts at its send or there, whichever is later
   // (the stages were busy with the one ahead until then).
   Clock::time_point last_step_end{};
+  uint64_t timed_steps = 0;  // since the fit existed: every 256th is logged (debug)
   // Tells the scheduler how long the stages took for `f` (ObserveStepTime).
   void ObserveStepTime(const InFlight& f);
   uint64_t last_ended = 0;

@@ -19,6 +19,7 @@ StepFeatures FeaturesOfMicrobatch(const Microbatch& mb) {
       f.context_tokens += e.start_position + e.num_tokens;
     }
   }
+  f.has_prefill = f.prefill_tokens > 0 ? 1 : 0;
   return f;
 }
 
@@ -56,6 +57,7 @@ StepBudgetStats SchedulerImpl::StepBudget() const {
   if (const auto& fit = step_model_.fit()) {
     s.fitted = true;
     s.intercept_ms = fit->intercept_ms;
+    s.prefill_step_ms = fit->prefill_step_ms;
     s.prefill_token_ms = fit->prefill_token_ms;
     s.decode_row_ms = fit->decode_row_ms;
     s.context_token_ms = fit->context_token_ms;
@@ -70,13 +72,16 @@ StepFeatures SchedulerImpl::FeaturesOf(const Draft& draft) {
   f.prefill_tokens = draft.prefill_tokens;
   f.decode_rows = draft.decode_rows;
   f.context_tokens = static_cast<double>(draft.context_tokens);
+  f.has_prefill = draft.prefill_tokens > 0 ? 1 : 0;
   return f;
 }
 
 int SchedulerImpl::TargetRoom(int start, const Draft& draft) const {
   const std::optional<StepTimeFit>& fit = step_model_.fit();
   if (options_.itl_target_ms <= 0 || draft.decode_rows == 0 || !fit) return INT_MAX;
-  const int room = TokensWithin(*fit, options_.itl_target_ms, fit->Predict(FeaturesOf(draft)), start);
+  StepFeatures with_prefill = FeaturesOf(draft);
+  with_prefill.has_prefill = 1;  // the chunk makes it a step with prefill, if it was not
+  const int room = TokensWithin(*fit, options_.itl_target_ms, fit->Predict(with_prefill), start);
   return std::max(room, kMinMixedPrefillTokens - draft.prefill_tokens);
 }
 
@@ -90,6 +95,7 @@ void SchedulerImpl::NoteBudget(const Draft& draft) {
     }
   }
   decode_only.prefill_tokens = 0;
+  decode_only.has_prefill = 1;  // what the budget is for
   last_prefill_budget_ =
       std::max(kMinMixedPrefillTokens, TokensWithin(*fit, options_.itl_target_ms, fit->Predict(decode_only), 0));
   last_predicted_ms_ = fit->Predict(FeaturesOf(draft));

@@ -11,7 +11,7 @@
 namespace seam::coordinator {
 namespace {
 
-constexpr int kTerms = 4;
+constexpr int kTerms = 5;
 using Vec = std::array<double, kTerms>;
 using Mat = std::array<Vec, kTerms>;
 
@@ -56,6 +56,10 @@ StepTimeModel::StepTimeModel(int window, int min_samples) : window_(window), min
 }
 
 absl::Status StepTimeModel::Add(const StepFeatures& f, double milliseconds) {
+  if (f.has_prefill != (f.prefill_tokens > 0 ? 1.0 : 0.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("step time sample: has_prefill ", f.has_prefill,
+                                                   " but prefill_tokens ", f.prefill_tokens));
+  }
   for (double v : {f.prefill_tokens, f.decode_rows, f.context_tokens, milliseconds}) {
     if (!std::isfinite(v) || v < 0) {
       return absl::InvalidArgumentError(absl::StrCat("step time sample (prefill_tokens ", f.prefill_tokens,
@@ -64,7 +68,7 @@ absl::Status StepTimeModel::Add(const StepFeatures& f, double milliseconds) {
                                                      " ms): every value must be finite and >= 0"));
     }
   }
-  samples_.push_back(Sample{{1.0, f.prefill_tokens, f.decode_rows, f.context_tokens}, milliseconds});
+  samples_.push_back(Sample{{1.0, f.has_prefill, f.prefill_tokens, f.decode_rows, f.context_tokens}, milliseconds});
   if (static_cast<int>(samples_.size()) > window_) samples_.pop_front();
   Refit();
   return absl::OkStatus();
@@ -77,13 +81,13 @@ void StepTimeModel::Refit() {
   int with_prefill = 0;
   for (const Sample& s : samples_) {
     for (int t = 0; t < kTerms; ++t) scale[t] = std::max(scale[t], s.x[t]);
-    lo = std::min(lo, s.x[1]);
-    hi = std::max(hi, s.x[1]);
-    with_prefill += s.x[1] > 0 ? 1 : 0;
+    lo = std::min(lo, s.x[2]);
+    hi = std::max(hi, s.x[2]);
+    with_prefill += s.x[2] > 0 ? 1 : 0;
   }
   // Too few steps with prefill, or all of one size: the window says little
   // or nothing of what a prefill token costs.
-  if (!(hi > lo) || with_prefill < kTerms) return;
+  if (!(hi > lo) || with_prefill < 4) return;
   // Each column scaled to at most 1 (a column of zeros stays zero: its
   // subsets are singular and skipped).
   for (double& s : scale) s = s > 0 ? s : 1.0;
@@ -119,9 +123,10 @@ void StepTimeModel::Refit() {
   if (!std::isfinite(best_sse)) return;
   StepTimeFit fit;
   fit.intercept_ms = best[0] / scale[0];
-  fit.prefill_token_ms = best[1] / scale[1];
-  fit.decode_row_ms = best[2] / scale[2];
-  fit.context_token_ms = best[3] / scale[3];
+  fit.prefill_step_ms = best[1] / scale[1];
+  fit.prefill_token_ms = best[2] / scale[2];
+  fit.decode_row_ms = best[3] / scale[3];
+  fit.context_token_ms = best[4] / scale[4];
   fit_ = fit;
 }
 

@@ -34,11 +34,11 @@ Carried CarriedBy(const Microbatch& mb) {
   return c;
 }
 
-// The stages' step time, in ms: 1 + 0.01 per prefill token + 0.05 per
-// decode row + 0.0001 per KV position read.
+// The stages' step time, in ms: 1, 0.5 more with prefill (run eagerly),
+// 0.01 per prefill token, 0.05 per decode row, 0.0001 per KV position read.
 double StagesMs(const Microbatch& mb) {
   const Carried c = CarriedBy(mb);
-  return 1.0 + 0.01 * c.prefill + 0.05 * c.rows + 1e-4 * static_cast<double>(c.context);
+  return 1.0 + (c.prefill > 0 ? 0.5 : 0.0) + 0.01 * c.prefill + 0.05 * c.rows + 1e-4 * static_cast<double>(c.context);
 }
 
 SchedulerOptions Serving(double itl_target_ms) {
@@ -113,6 +113,7 @@ TEST(SchedulerStepBudgetTest, AStepWithDecodeRowsStaysWithinTheTarget) {
   const StepBudgetStats s = d.scheduler->StepBudget();
   ASSERT_TRUE(s.fitted);
   EXPECT_NEAR(s.intercept_ms, 1.0, 1e-6);
+  EXPECT_NEAR(s.prefill_step_ms, 0.5, 1e-6);
   EXPECT_NEAR(s.prefill_token_ms, 0.01, 1e-9);
   EXPECT_NEAR(s.decode_row_ms, 0.05, 1e-8);
   EXPECT_NEAR(s.context_token_ms, 1e-4, 1e-10);

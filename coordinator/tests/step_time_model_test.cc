@@ -13,14 +13,25 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr StepTimeFit kTruth{2.0, 0.01, 0.05, 1e-4};
+constexpr StepTimeFit kTruth{2.0, 1.5, 0.01, 0.05, 1e-4};
 
 // Features drawn independently (so every term can be told apart), as a
-// serving step's: up to 2,048 prefill tokens, 256 decode rows, 300k context.
+// serving step's: half of them with 1 to 2,048 prefill tokens, up to 256
+// decode rows, 300k context.
 StepFeatures Draw(std::mt19937& rng) {
-  std::uniform_int_distribution<int> prefill(0, 2048), rows(0, 256), context(0, 300000);
-  return StepFeatures{static_cast<double>(prefill(rng)), static_cast<double>(rows(rng)),
-                      static_cast<double>(context(rng))};
+  std::uniform_int_distribution<int> coin(0, 1), prefill(1, 2048), rows(0, 256), context(0, 300000);
+  StepFeatures f;
+  f.prefill_tokens = coin(rng) ? prefill(rng) : 0;
+  f.has_prefill = f.prefill_tokens > 0 ? 1 : 0;
+  f.decode_rows = rows(rng);
+  f.context_tokens = context(rng);
+  return f;
+}
+
+StepFeatures DecodeOnly(StepFeatures f) {
+  f.prefill_tokens = 0;
+  f.has_prefill = 0;
+  return f;
 }
 
 // Exact samples of known coefficients: the fit recovers them to rounding.
@@ -37,6 +48,7 @@ TEST(StepTimeModelTest, RecoversKnownCoefficientsFromExactSamples) {
   ASSERT_TRUE(model.fit().has_value());
   const StepTimeFit& fit = *model.fit();
   EXPECT_NEAR(fit.intercept_ms, kTruth.intercept_ms, 1e-9 * kTruth.intercept_ms);
+  EXPECT_NEAR(fit.prefill_step_ms, kTruth.prefill_step_ms, 1e-9 * kTruth.prefill_step_ms);
   EXPECT_NEAR(fit.prefill_token_ms, kTruth.prefill_token_ms, 1e-9 * kTruth.prefill_token_ms);
   EXPECT_NEAR(fit.decode_row_ms, kTruth.decode_row_ms, 1e-9 * kTruth.decode_row_ms);
   EXPECT_NEAR(fit.context_token_ms, kTruth.context_token_ms, 1e-9 * kTruth.context_token_ms);
@@ -53,7 +65,7 @@ TEST(StepTimeModelTest, NoisySamplesPredictWithinTwoPercent) {
     ASSERT_TRUE(model.Add(f, kTruth.Predict(f) * noise(rng)).ok());
   }
   ASSERT_TRUE(model.fit().has_value());
-  const StepFeatures typical{1024, 128, 150000};
+  const StepFeatures typical{1, 1024, 128, 150000};
   EXPECT_NEAR(model.fit()->Predict(typical), kTruth.Predict(typical), 0.02 * kTruth.Predict(typical));
 }
 
@@ -76,8 +88,7 @@ TEST(StepTimeModelTest, NoFitWhilePrefillTokensNeverVary) {
   std::mt19937 rng(5);
   StepTimeModel model;
   for (int i = 0; i < 64; ++i) {
-    StepFeatures f = Draw(rng);
-    f.prefill_tokens = 0;
+    const StepFeatures f = DecodeOnly(Draw(rng));
     ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
   }
   EXPECT_FALSE(model.fit().has_value());
@@ -93,8 +104,7 @@ TEST(StepTimeModelTest, AWindowOfDecodeOnlyStepsKeepsTheLastFit) {
     ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
   }
   for (int i = 0; i < 64; ++i) {
-    StepFeatures f = Draw(rng);
-    f.prefill_tokens = 0;
+    const StepFeatures f = DecodeOnly(Draw(rng));
     ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
   }
   ASSERT_TRUE(model.fit().has_value());
@@ -107,7 +117,9 @@ TEST(StepTimeModelTest, NoFitFromTooFewStepsWithPrefill) {
   StepTimeModel model;
   for (int i = 0; i < 64; ++i) {
     StepFeatures f = Draw(rng);
-    if (i % 20 != 0) f.prefill_tokens = 0;  // i = 0, 20, 40, 60: the fourth comes last
+    f.prefill_tokens = 100 + i;  // i = 0, 20, 40, 60 have prefill: the fourth comes last
+    f.has_prefill = 1;
+    if (i % 20 != 0) f = DecodeOnly(f);
     ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
     EXPECT_EQ(model.fit().has_value(), i >= 60) << "after " << i + 1 << " samples";
   }
@@ -143,7 +155,7 @@ TEST(StepTimeModelTest, CollinearTermsStillPredictExactly) {
     ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
   }
   ASSERT_TRUE(model.fit().has_value());
-  const StepFeatures probe{700, 90, 90000};
+  const StepFeatures probe{1, 700, 90, 90000};
   EXPECT_NEAR(model.fit()->Predict(probe), kTruth.Predict(probe), 1e-9 * kTruth.Predict(probe));
 }
 
@@ -151,12 +163,15 @@ TEST(StepTimeModelTest, RefusesNegativeOrNonFiniteSamples) {
   StepTimeModel model;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const auto& [f, ms] : std::vector<std::pair<StepFeatures, double>>{
-           {{1, 1, 1}, -1.0}, {{1, 1, 1}, nan}, {{-1, 1, 1}, 1.0}, {{1, nan, 1}, 1.0},
-           {{1, 1, std::numeric_limits<double>::infinity()}, 1.0}}) {
+           {{1, 1, 1, 1}, -1.0}, {{1, 1, 1, 1}, nan}, {{0, -1, 1, 1}, 1.0}, {{1, 1, nan, 1}, 1.0},
+           {{1, 1, 1, std::numeric_limits<double>::infinity()}, 1.0}}) {
     const absl::Status st = model.Add(f, ms);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(st.message(), HasSubstr("must be finite and >= 0"));
   }
+  const absl::Status st = model.Add({1, 0, 1, 1}, 1.0);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("has_prefill 1 but prefill_tokens 0"));
   EXPECT_EQ(model.samples(), 0);
 }
 
@@ -169,7 +184,7 @@ TEST(StepTimeModelTest, ForgetsSamplesOlderThanTheWindow) {
     const StepFeatures f = Draw(rng);
     ASSERT_TRUE(model.Add(f, kTruth.Predict(f)).ok());
   }
-  const StepTimeFit slower{4.0, 0.03, 0.05, 1e-4};
+  const StepTimeFit slower{4.0, 1.5, 0.03, 0.05, 1e-4};
   for (int i = 0; i < 32; ++i) {
     const StepFeatures f = Draw(rng);
     ASSERT_TRUE(model.Add(f, slower.Predict(f)).ok());

@@ -20,6 +20,7 @@ std::vector<prometheus::MetricFamily> StepBudgetFamilies(const StepBudgetStats& 
       metrics::ValueFamily("seam:step_time_model_coefficient_seconds",
                            "Step time fit: seconds per unit of each term (0 while there is no fit)", MetricType::Gauge,
                            {{term("intercept"), s.intercept_ms / 1e3},
+                            {term("prefill_step"), s.prefill_step_ms / 1e3},
                             {term("prefill_token"), s.prefill_token_ms / 1e3},
                             {term("decode_row"), s.decode_row_ms / 1e3},
                             {term("context_token"), s.context_token_ms / 1e3}}),

@@ -32,6 +32,10 @@ namespace seam::coordinator {
 //      a step that starts a new block allocates it first,
 //   2. the next prefill chunk of each admitted sequence still prefilling,
 //   3. newly admitted sequences (their first chunk, or the whole prompt).
+// With chunked prefill, the prefill of a microbatch that has decode rows is
+// bounded by max_mixed_prefill_tokens and, with itl_target_ms, by what the
+// step time fit (fed by ObserveStepTime) predicts keeps the step within the
+// target, never below kMinMixedPrefillTokens.
 // A sequence is in at most one in-flight microbatch: its next step needs the
 // token its current step samples. (Non-last prefill chunks could be
 // pipelined, as every stage runs microbatches in order; they are not, to keep

@@ -60,7 +60,8 @@ struct SchedulerOptions {
   // With chunked prefill: a target for the time of a step that carries
   // decode rows, in milliseconds (0: none). The scheduler learns the
   // stages' step time from the times the caller reports (ObserveStepTime)
-  // as a + b·prefill tokens + c·decode rows + d·KV positions read; such a
+  // as a + e·(has prefill rows) + b·prefill tokens + c·decode rows + d·KV
+  // positions read (step_time_model.h); such a
   // step then takes the prefill tokens the fit predicts keep it within the
   // target, at least kMinMixedPrefillTokens (so prefill always progresses)
   // and never more than the bounds above. Until the fit exists (enough
@@ -169,7 +170,7 @@ struct PrefixCacheStats {
 struct StepBudgetStats {
   int samples = 0;     // timed steps the fit is made from (its window)
   bool fitted = false; // the coefficients below are a fit (else all 0)
-  double intercept_ms = 0, prefill_token_ms = 0, decode_row_ms = 0, context_token_ms = 0;
+  double intercept_ms = 0, prefill_step_ms = 0, prefill_token_ms = 0, decode_row_ms = 0, context_token_ms = 0;
   // The last step with decode rows built while the fit existed: the
   // prefill tokens the target allowed a chunk starting at position 0 (at
   // least kMinMixedPrefillTokens; before the other bounds), and the time
