@@ -96,6 +96,13 @@ void AddLimitFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions&
                  "which bounds a decode row's wait behind prefill work (0: up to the microbatch's token rows)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  app.add_option("--itl-target-ms", o.itl_target_ms,
+                 "with --chunked-prefill on: target time of a step that carries decode rows, in ms (0: none). The "
+                 "coordinator fits the stages' step time to the steps it timed and gives such a step the prefill "
+                 "tokens the fit predicts keep it within the target (at least 16; never more than the bounds "
+                 "above). One stage: the decode rows' inter-token latency; P stages: about 1/P of it")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 void AddApiFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptions& o) {

@@ -20,6 +20,7 @@ std::optional<Microbatch> SchedulerImpl::Next() {
   AddPrefillChunks(draft);
   if (draft.mb.decode_steps == 1) AdmitFromQueue(draft);
   if (draft.mb.num_sequences == 0) return std::nullopt;
+  NoteBudget(draft);
   draft.mb.id = next_microbatch_id_++;
   draft.mb.sequence_number = next_sequence_number_++;
   draft.mb.epoch = epoch_;
@@ -101,6 +102,7 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
   draft.mb.num_tokens += tokens;
   draft.mb.num_sequences += 1;
   (is_prefill ? draft.prefill_tokens : draft.decode_rows) += tokens;
+  draft.context_tokens += start + tokens;
   state.in_flight = true;
 }
 
@@ -181,12 +183,13 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
   }
 }
 
-int SchedulerImpl::ChunkOf(int remaining, const Draft& draft) const {
+int SchedulerImpl::ChunkOf(int remaining, int start, const Draft& draft) const {
   int room = options_.max_tokens_per_microbatch - draft.mb.num_tokens;
   if (options_.chunked_prefill) {
     if (options_.max_mixed_prefill_tokens > 0 && draft.decode_rows > 0) {
       room = std::min(room, options_.max_mixed_prefill_tokens - draft.prefill_tokens);
     }
+    room = std::min(room, TargetRoom(start, draft));
     return std::max(0, std::min({remaining, options_.prefill_chunk_tokens, room}));
   }
   // Whole prefill in one step; only a recomputed prefill longer than a
@@ -235,7 +238,7 @@ void SchedulerImpl::AdmitFromQueue(Draft& draft) {
     }
     if (place.group < 0) return;
     const int hit_tokens = static_cast<int>(place.hits.size()) * kv_.BlockSize();
-    if (ChunkOf(state.prefill_target - hit_tokens, draft) == 0) return;
+    if (ChunkOf(state.prefill_target - hit_tokens, hit_tokens, draft) == 0) return;
     const int group = place.group;
     const int reserve = kv_.BlocksFor(state.AdmissionKvTokens()) - static_cast<int>(place.hits.size());
     prefix_.Acquire(group, place.hits);  // before evicting: its hits stay

@@ -142,6 +142,7 @@ class PipelineDriver {
     double kv_usage = 0;       // share of the admission KV blocks held (by sequences), 0..1
     uint64_t preemptions = 0;  // sequences preempted since start
     PrefixCacheStats prefix;   // the prefix cache's counters
+    StepBudgetStats step_budget;  // the step time fit behind itl_target_ms
   };
   Load CurrentLoad() const;
   // `sent` is called on the driver thread with each microbatch's token

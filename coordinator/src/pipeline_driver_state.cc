@@ -240,6 +240,7 @@ bool PipelineDriver::State::Send(const Microbatch& mb, Described& d) {
   d.last.set_budget_ms(static_cast<uint64_t>(f.bound.count()));
   f.answered.assign(links.size(), false);
   const Clock::time_point writing = Clock::now();
+  f.sent = writing;
   for (size_t k = 0; k < links.size(); ++k) {
     // Only the last stage samples: only it gets the sequences' sampling.
     if (absl::Status st = links[k]->Send(k + 1 == links.size() ? d.last : d.common); !st.ok()) {
@@ -355,6 +356,8 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
   last_hop_us = std::chrono::duration_cast<std::chrono::microseconds>(last_end - received).count();
   InFlight f = std::move(in_flight.at(microbatch_id));
   in_flight.erase(microbatch_id);
+  if (f.error.ok()) ObserveStepTime(f);
+  last_step_end = received;
   if (!f.error.ok()) {
     if (++failed_in_a_row >= kMaxFailedInARow) {
       // Stages that keep failing are not serving: go down and reconfigure.
@@ -411,6 +414,25 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
   }
   Handle(events.value_or(std::vector<SchedulerEvent>{}));
   handled = Clock::now();
+}
+
+// With one microbatch in flight: from its send to its last answer. With
+// several: from when the stages finished the one ahead (or its send, if
+// later), so the wait behind the microbatches ahead is not counted.
+void PipelineDriver::State::ObserveStepTime(const InFlight& f) {
+  const Clock::duration took = received - std::max(f.sent, last_step_end);
+  const double ms = std::max(0.0, std::chrono::duration<double, std::milli>(took).count());
+  if (absl::Status st = scheduler->ObserveStepTime(f.microbatch.id, ms); !st.ok()) {
+    SEAM_LOG_WARN("step time of microbatch {} not recorded: {}", f.microbatch.id, st.ToString());
+  }
+  const StepBudgetStats s = scheduler->StepBudget();
+  if (s.fitted && ++timed_steps % 256 == 1) {
+    SEAM_LOG_DEBUG("step time fit: {:.3f} ms (+ {:.3f} ms with prefill) + {:.5f} ms per prefill token + {:.5f} ms "
+                   "per decode row + {:.7f} ms per KV position read; last step with decode rows: prefill budget {} "
+                   "tokens, {:.3f} ms predicted",
+                   s.intercept_ms, s.prefill_step_ms, s.prefill_token_ms, s.decode_row_ms, s.context_token_ms,
+                   s.last_prefill_budget, s.last_predicted_ms);
+  }
 }
 
 void PipelineDriver::State::Release(Sequence& s) {
@@ -540,6 +562,7 @@ PipelineDriver::Load PipelineDriver::State::CurrentLoad() const {
   }
   load.kv_usage = total > 0 ? static_cast<double>(total - free) / static_cast<double>(total) : 0.0;
   load.prefix = scheduler->PrefixStats();
+  load.step_budget = scheduler->StepBudget();
   return load;
 }
 

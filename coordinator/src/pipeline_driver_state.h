@@ -53,6 +53,7 @@ struct PipelineDriver::State {
     Microbatch microbatch;
     Clock::time_point deadline;
     std::chrono::milliseconds bound{0};  // deadline - time sent
+    Clock::time_point sent{};            // when its descriptors were written
     std::vector<bool> answered;  // per stage
     int answers = 0;
     absl::Status error;          // the first stage error
@@ -128,6 +129,13 @@ struct PipelineDriver::State {
   Clock::time_point handled{};   // when the ended microbatch's events were handled
   Clock::time_point received{};  // when the link thread read the result being handled
   int64_t last_hop_us = 0;       // the ended microbatch's last result: link thread to driver thread
+  // When the last stage's answer to the last microbatch that ended was
+  // read: a step's time starts at its send or there, whichever is later
+  // (the stages were busy with the one ahead until then).
+  Clock::time_point last_step_end{};
+  uint64_t timed_steps = 0;  // since the fit existed: every 256th is logged (debug)
+  // Tells the scheduler how long the stages took for `f` (ObserveStepTime).
+  void ObserveStepTime(const InFlight& f);
   uint64_t last_ended = 0;
   uint64_t next_sequence_id = 1;
   std::map<std::string, Sequence> sequences;        // by SequenceName, the scheduler's request id

@@ -1,5 +1,6 @@
 // Scheduler creation and option checks, Submit, Cancel and how a request ends.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,14 @@ absl::Status CheckOptions(const SchedulerOptions& o) {
   SEAM_RETURN_IF_ERROR(CheckAtLeast("first_decode_steps", o.first_decode_steps, 1));
   if (o.chunked_prefill) {
     SEAM_RETURN_IF_ERROR(CheckAtLeast("prefill_chunk_tokens", o.prefill_chunk_tokens, 1));
+  }
+  if (!std::isfinite(o.itl_target_ms) || o.itl_target_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SchedulerOptions.itl_target_ms = ", o.itl_target_ms, ": must be finite and at least 0"));
+  }
+  if (o.itl_target_ms > 0 && !o.chunked_prefill) {
+    return absl::InvalidArgumentError(absl::StrCat("SchedulerOptions.itl_target_ms = ", o.itl_target_ms,
+                                                   " needs chunked_prefill: a whole prompt cannot be cut to it"));
   }
   return absl::OkStatus();
 }

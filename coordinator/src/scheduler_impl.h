@@ -13,6 +13,7 @@
 #include "kv_budget.h"
 #include "prefix_cache.h"
 #include "request_state.h"
+#include "step_time_model.h"
 #include "seam/coordinator/scheduler.h"
 
 namespace seam::coordinator {
@@ -29,6 +30,7 @@ class SchedulerImpl final : public Scheduler {
   absl::StatusOr<std::vector<SchedulerEvent>> Fail(uint64_t microbatch_id,
                                                    const absl::Status& status) override;
   absl::StatusOr<std::vector<SchedulerEvent>> FailAll(const absl::Status& status) override;
+  absl::Status ObserveStepTime(uint64_t microbatch_id, double milliseconds) override;
 
   int QueueDepth() const override { return static_cast<int>(queue_.size()); }
   int RunningCount() const override { return static_cast<int>(running_.size()); }
@@ -38,6 +40,7 @@ class SchedulerImpl final : public Scheduler {
   uint64_t PreemptionCount() const override { return preemptions_; }
   uint64_t Epoch() const override { return epoch_; }
   PrefixCacheStats PrefixStats() const override;
+  StepBudgetStats StepBudget() const override;
   int CachedBlocks(int dp_group) const override { return prefix_.Cached(dp_group); }
   int EvictableBlocks(int dp_group) const override { return prefix_.Evictable(dp_group); }
   const SchedulerOptions& options() const override { return options_; }
@@ -49,6 +52,7 @@ class SchedulerImpl final : public Scheduler {
     std::vector<bool> group_waiting;  // a decode step of the group lacked a block
     int decode_rows = 0;              // decode entries taken so far
     int prefill_tokens = 0;           // prefill tokens taken so far
+    int64_t context_tokens = 0;       // KV positions its entries read (start + tokens each)
   };
 
   // microbatch_builder.cc
@@ -66,12 +70,24 @@ class SchedulerImpl final : public Scheduler {
   void AddPrefillChunks(Draft& draft);
   void AdmitFromQueue(Draft& draft);
   // Tokens of the next prefill chunk of `state` that fit the draft; 0: none.
-  int ChunkFor(const RequestState& state, const Draft& draft) const { return ChunkOf(state.PrefillRemaining(), draft); }
-  // The same for a prefill with `remaining` tokens left.
-  int ChunkOf(int remaining, const Draft& draft) const;
+  int ChunkFor(const RequestState& state, const Draft& draft) const {
+    return ChunkOf(state.PrefillRemaining(), state.prefilled, draft);
+  }
+  // The same for a prefill with `remaining` tokens left from position `start`.
+  int ChunkOf(int remaining, int start, const Draft& draft) const;
   bool HasRoomForSequence(const Draft& draft) const;
   void AddEntry(Draft& draft, RequestState& state, int start, int tokens, bool is_prefill,
                 bool is_last_chunk);
+
+  // scheduler_step_budget.cc: SchedulerOptions::itl_target_ms.
+  // What the step time model counts of a draft (or a built microbatch).
+  static StepFeatures FeaturesOf(const Draft& draft);
+  // Most prefill tokens a chunk starting at `start` may add to a draft with
+  // decode rows under the target (at least what brings the draft to
+  // kMinMixedPrefillTokens); INT_MAX when the target does not apply.
+  int TargetRoom(int start, const Draft& draft) const;
+  // Records the budget and prediction of a built draft (StepBudgetStats).
+  void NoteBudget(const Draft& draft);
 
   // scheduler_prefix.cc: blocks with the prefix cache.
   // Free blocks of `group` once every unreferenced cached block is evicted.
@@ -120,6 +136,9 @@ class SchedulerImpl final : public Scheduler {
   KvBudget kv_;
   PrefixCache prefix_;
   PrefixCacheStats prefix_stats_;
+  StepTimeModel step_model_;
+  int last_prefill_budget_ = 0;
+  double last_predicted_ms_ = 0;
   // Cached-block changes for the next microbatch (Microbatch::published, evicted).
   std::vector<CachedBlockChange> published_, evicted_;
   std::unordered_map<std::string, RequestState> requests_;  // every live request

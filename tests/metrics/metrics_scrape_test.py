@@ -122,7 +122,8 @@ def main():
         port_file = os.path.join(work, "coordinator.port")
         p = subprocess.Popen([f"{b}/seam-coordinator", "--listen", "127.0.0.1:0", "--port-file", port_file,
                               "--stages", ",".join(f"127.0.0.1:{q}" for q in stage_ports), "--model", model,
-                              "--metrics-listen", f"127.0.0.1:{cport}", "--log-format", "json"],
+                              "--metrics-listen", f"127.0.0.1:{cport}", "--log-format", "json",
+                              "--itl-target-ms", "1000"],
                              stdout=open(coord_log, "w"), stderr=subprocess.STDOUT)
         procs.append(p)
         addr = f"127.0.0.1:{wait_file(port_file, p, 'seam-coordinator')}"
@@ -161,6 +162,12 @@ def main():
         check("seam:num_requests_running", value(c1, "seam:num_requests_running"), 0)
         check("seam:num_requests_waiting", value(c1, "seam:num_requests_waiting"), 0)
         check("seam:kv_cache_usage_perc", value(c1, "seam:kv_cache_usage_perc"), 0)
+        # --itl-target-ms: every step timed, but prompts all of one length give no fit.
+        check("seam:step_time_model_samples > 0", value(c1, "seam:step_time_model_samples") > 0, True)
+        for term in ["intercept", "prefill_step", "prefill_token", "decode_row", "context_token"]:
+            check(f"seam:step_time_model_coefficient_seconds{{{term}}} without a fit",
+                  value(c1, "seam:step_time_model_coefficient_seconds", term=term), 0)
+        check("seam:mixed_prefill_budget_tokens", value(c1, "seam:mixed_prefill_budget_tokens"), 0)
 
         steps = REQUESTS * NEW_TOKENS  # each request alone: one prefill, then NEW_TOKENS - 1 decode steps
         for k in range(2):

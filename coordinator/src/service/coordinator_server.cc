@@ -275,6 +275,7 @@ PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
   d.scheduler.chunked_prefill = o_.caps.chunked_prefill;
   d.scheduler.prefill_chunk_tokens = o_.prefill_chunk_tokens;
   d.scheduler.max_mixed_prefill_tokens = o_.max_mixed_prefill_tokens;
+  d.scheduler.itl_target_ms = o_.itl_target_ms;
   d.scheduler.prefix_caching = o_.prefix_caching && limits_.max_sequences_per_dp_group == 0;
   d.stage_timeout = o_.stage_timeout;
   d.stage_timeout_per_token = o_.stage_timeout_per_token;

@@ -59,6 +59,8 @@ struct CoordinatorServerOptions {
   int prefill_chunk_tokens = 512;
   // SchedulerOptions::max_mixed_prefill_tokens (0: none).
   int max_mixed_prefill_tokens = 0;
+  // SchedulerOptions::itl_target_ms (0: none).
+  double itl_target_ms = 0;
   // Prefix caching (SchedulerOptions::prefix_caching), where the model
   // allows it: never for stages that keep recurrent state per sequence
   // (they report state slots, e.g. NemotronHForCausalLM).

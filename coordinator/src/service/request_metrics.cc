@@ -11,6 +11,7 @@
 #include "seam/core/logging.h"
 #include "seam/metrics/snapshot_collector.h"
 #include "service/prefix_cache_metrics.h"
+#include "service/step_budget_metrics.h"
 
 namespace seam::coordinator {
 namespace {
@@ -84,6 +85,7 @@ std::shared_ptr<prometheus::Collectable> LoadCollector(const PipelineDriver* dri
                              MetricType::Gauge, {{cache, 1.0}}),
     };
     for (prometheus::MetricFamily& f : PrefixCacheFamilies(load.prefix, model)) families.push_back(std::move(f));
+    for (prometheus::MetricFamily& f : StepBudgetFamilies(load.step_budget, model)) families.push_back(std::move(f));
     return families;
   });
 }

@@ -32,6 +32,10 @@ namespace seam::coordinator {
 //      a step that starts a new block allocates it first,
 //   2. the next prefill chunk of each admitted sequence still prefilling,
 //   3. newly admitted sequences (their first chunk, or the whole prompt).
+// With chunked prefill, the prefill of a microbatch that has decode rows is
+// bounded by max_mixed_prefill_tokens and, with itl_target_ms, by what the
+// step time fit (fed by ObserveStepTime) predicts keeps the step within the
+// target, never below kMinMixedPrefillTokens.
 // A sequence is in at most one in-flight microbatch: its next step needs the
 // token its current step samples. (Non-last prefill chunks could be
 // pipelined, as every stage runs microbatches in order; they are not, to keep
@@ -115,6 +119,13 @@ class Scheduler {
   virtual absl::StatusOr<std::vector<SchedulerEvent>> Fail(uint64_t microbatch_id,
                                                            const absl::Status& status) = 0;
 
+  // How long the stages took for in-flight microbatch `microbatch_id`,
+  // reported before its Complete: a sample of the step time fit behind
+  // SchedulerOptions::itl_target_ms (ignored when that is 0, and for
+  // multi-step microbatches). NOT_FOUND: not in flight. INVALID_ARGUMENT:
+  // negative or not finite.
+  virtual absl::Status ObserveStepTime(uint64_t microbatch_id, double milliseconds) = 0;
+
   // Every live request (queued, running, in flight) fails with `status`;
   // in-flight microbatches are forgotten (a late Complete is NOT_FOUND) and
   // the epoch advances. The scheduler stays usable. `status` must not be OK.
@@ -129,6 +140,7 @@ class Scheduler {
   virtual uint64_t PreemptionCount() const = 0;
   virtual uint64_t Epoch() const = 0;
   virtual PrefixCacheStats PrefixStats() const = 0;
+  virtual StepBudgetStats StepBudget() const = 0;
   virtual int CachedBlocks(int dp_group) const = 0;     // referenced or not; FreeBlocks excludes them
   virtual int EvictableBlocks(int dp_group) const = 0;  // cached blocks no sequence maps
   virtual const SchedulerOptions& options() const = 0;  // with defaults resolved

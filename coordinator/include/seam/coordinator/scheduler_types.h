@@ -14,6 +14,9 @@ namespace seam::coordinator {
 
 // Most steps one multi-step decode microbatch may run (SchedulerOptions::max_decode_steps).
 inline constexpr int kMaxDecodeSteps = 64;
+// The least prefill tokens a step with decode rows may take under
+// SchedulerOptions::itl_target_ms, however slow the fit predicts it.
+inline constexpr int kMinMixedPrefillTokens = 16;
 
 // Every field has a default; Scheduler::Create refuses values that make no
 // sense (INVALID_ARGUMENT naming the field and value).
@@ -54,6 +57,19 @@ struct SchedulerOptions {
   // long a decode row waits behind prefill work in one step (its inter-token
   // latency) while prefill-only steps still fill the microbatch.
   int max_mixed_prefill_tokens = 0;
+  // With chunked prefill: a target for the time of a step that carries
+  // decode rows, in milliseconds (0: none). The scheduler learns the
+  // stages' step time from the times the caller reports (ObserveStepTime)
+  // as a + e·(has prefill rows) + b·prefill tokens + c·decode rows + d·KV
+  // positions read (step_time_model.h); such a
+  // step then takes the prefill tokens the fit predicts keep it within the
+  // target, at least kMinMixedPrefillTokens (so prefill always progresses)
+  // and never more than the bounds above. Until the fit exists (enough
+  // steps timed, prefill tokens that varied) only the bounds above apply.
+  // A step without decode rows is not limited by it. With one pipeline
+  // stage it is the decode rows' inter-token latency; with P stages a
+  // decode row waits about P such steps per token.
+  double itl_target_ms = 0;
   // Multi-step decode: a microbatch of decode steps only may run up to
   // max_decode_steps steps at once on the stages (each step feeds the token
   // the previous one chose, without a round trip to the coordinator). It
@@ -148,6 +164,19 @@ struct PrefixCacheStats {
   // the next blocks of their prompt (each counted once, however long it waited).
   uint64_t waited_requests = 0;
   int cached_blocks = 0;      // over all DP groups
+};
+
+// The step time fit behind SchedulerOptions::itl_target_ms, and what it chose.
+struct StepBudgetStats {
+  int samples = 0;     // timed steps the fit is made from (its window)
+  bool fitted = false; // the coefficients below are a fit (else all 0)
+  double intercept_ms = 0, prefill_step_ms = 0, prefill_token_ms = 0, decode_row_ms = 0, context_token_ms = 0;
+  // The last step with decode rows built while the fit existed: the
+  // prefill tokens the target allowed a chunk starting at position 0 (at
+  // least kMinMixedPrefillTokens; before the other bounds), and the time
+  // the fit predicted for the step as built. 0 before any.
+  int last_prefill_budget = 0;
+  double last_predicted_ms = 0;
 };
 
 // A unit of work that every stage runs, in sequence_number order.
