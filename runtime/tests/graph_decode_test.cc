@@ -20,6 +20,7 @@
 #include "seam/core/device_memory.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/testing/tiny_checkpoint.h"
+#include "stage_pieces.h"
 
 namespace seam::runtime {
 namespace {
@@ -61,38 +62,19 @@ StageGroupOptions Options(const GraphSetup& s, int first_layer, int end_layer) {
   return o;
 }
 
-// Stage groups for layers [cuts[i], cuts[i+1]), run one after another on each step.
+// Stage groups for layers [cuts[i], cuts[i+1]) with the setup's options.
 struct Pieces {
-  static std::unique_ptr<Pieces> Make(const std::string& dir, const GraphSetup& s, const std::vector<int>& cuts) {
-    auto p = std::make_unique<Pieces>();
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-      auto group = StageGroup::Create(dir, s.tp, 1, boundary::ReductionPolicy::kAuto,
-                                      Options(s, cuts[i], cuts[i + 1]));
-      EXPECT_TRUE(group.ok()) << group.status();
-      if (!group.ok()) return nullptr;
-      p->pieces.push_back(std::move(*group));
-    }
-    return p;
+  static std::unique_ptr<model_testing::StagePieces> Make(const std::string& dir, const GraphSetup& s,
+                                                          const std::vector<int>& cuts) {
+    return model_testing::StagePieces::Make(dir, s.tp, cuts,
+                                            [&s](int first, int end) { return Options(s, first, end); });
   }
-
-  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& sequences) {
-    std::vector<boundary::PipelineTensors> handoff;
-    for (auto& piece : pieces) {
-      absl::StatusOr<PieceOutput> out = piece->StepPiece(sequences, false, handoff);
-      if (!out.ok()) return out.status();
-      if (piece->is_last_piece()) return std::move(out->logits);
-      handoff = std::move(out->handoff);
-    }
-    return absl::InternalError("no last piece");
-  }
-
-  std::vector<std::unique_ptr<StageGroup>> pieces;
 };
 
 // Prefill of kSequences prompts of 17..24 tokens (two blocks each), then two
 // decode steps at each batch size (1, 3 padded to 4, 8): the logits of every
 // step, per sequence.
-std::vector<std::vector<Tensor>> RunSteps(Pieces& p) {
+std::vector<std::vector<Tensor>> RunSteps(model_testing::StagePieces& p) {
   std::vector<std::vector<Tensor>> logits;
   std::vector<int64_t> next(kSequences);
   std::vector<models::SequenceStep> prefill;

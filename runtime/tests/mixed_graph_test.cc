@@ -21,6 +21,7 @@
 #include "seam/core/device_memory.h"
 #include "seam/runtime/stage_group.h"
 #include "seam/testing/tiny_checkpoint.h"
+#include "stage_pieces.h"
 
 namespace seam::runtime {
 namespace {
@@ -45,30 +46,11 @@ StageGroupOptions Options(DType dtype, bool graphs, int first_layer, int end_lay
   return o;
 }
 
-struct Pieces {
-  static std::unique_ptr<Pieces> Make(const std::string& dir, DType dtype, bool graphs, const std::vector<int>& cuts) {
-    auto p = std::make_unique<Pieces>();
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-      auto group = StageGroup::Create(dir, 1, 1, boundary::ReductionPolicy::kAuto,
-                                      Options(dtype, graphs, cuts[i], cuts[i + 1]));
-      EXPECT_TRUE(group.ok()) << group.status();
-      if (!group.ok()) return nullptr;
-      p->pieces.push_back(std::move(*group));
-    }
-    return p;
-  }
-  absl::StatusOr<std::vector<Tensor>> Step(const std::vector<models::SequenceStep>& sequences) {
-    std::vector<boundary::PipelineTensors> handoff;
-    for (auto& piece : pieces) {
-      absl::StatusOr<PieceOutput> out = piece->StepPiece(sequences, false, handoff);
-      if (!out.ok()) return out.status();
-      if (piece->is_last_piece()) return std::move(out->logits);
-      handoff = std::move(out->handoff);
-    }
-    return absl::InternalError("no last piece");
-  }
-  std::vector<std::unique_ptr<StageGroup>> pieces;
-};
+std::unique_ptr<model_testing::StagePieces> MakePieces(const std::string& dir, DType dtype, bool graphs,
+                                                      const std::vector<int>& cuts) {
+  return model_testing::StageMakePieces(dir, 1, cuts,
+                                          [&](int first, int end) { return Options(dtype, graphs, first, end); });
+}
 
 models::SequenceStep Chunk(uint64_t sequence, int64_t start, int64_t tokens) {
   return models::SequenceStep{sequence, PromptTokens(static_cast<int>(7 * sequence + 3), static_cast<int>(tokens), 128),
@@ -78,7 +60,7 @@ models::SequenceStep Chunk(uint64_t sequence, int64_t start, int64_t tokens) {
 // Prompts in chunks beside decode rows: 17 rows (graph of 32), 39 (64), 7 of
 // 5 sequences (16), then a decode step (decode graph 4) and a prompt of 50
 // in one step beside 4 decode rows (64).
-std::vector<std::vector<Tensor>> RunSteps(Pieces& p) {
+std::vector<std::vector<Tensor>> RunSteps(model_testing::StagePieces& p) {
   const std::vector<std::vector<models::SequenceStep>> steps = {
       {Chunk(0, 0, 12), Chunk(1, 0, 5)},
       {Chunk(0, 12, 8), Chunk(1, 5, 1), Chunk(2, 0, 30)},
@@ -102,8 +84,8 @@ class MixedGraph : public ::testing::TestWithParam<DType> {
     if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device visible; mixed graph tests skipped";
   }
   void Compare(const std::string& dir, const std::vector<int>& cuts) {
-    auto eager = Pieces::Make(dir, GetParam(), false, cuts);
-    auto graphed = Pieces::Make(dir, GetParam(), true, cuts);
+    auto eager = MakePieces(dir, GetParam(), false, cuts);
+    auto graphed = MakePieces(dir, GetParam(), true, cuts);
     ASSERT_TRUE(eager != nullptr && graphed != nullptr);
     const auto want = RunSteps(*eager);
     const auto got = RunSteps(*graphed);
@@ -141,7 +123,7 @@ TEST_P(MixedGraph, MoeModelReplaysTheEagerSteps) { Compare(TinyCheckpointDir(tru
 
 // A prompt's every-token logits, and a step past the largest graph, run eagerly.
 TEST_P(MixedGraph, AllLogitsAndStepsPastTheLargestGraphRunEagerly) {
-  auto p = Pieces::Make(TinyCheckpointDir(false), GetParam(), true, {0, 2});
+  auto p = MakePieces(TinyCheckpointDir(false), GetParam(), true, {0, 2});
   ASSERT_TRUE(p != nullptr);
   auto all = p->pieces[0]->StepPiece({Chunk(0, 0, 5)}, /*all_logits=*/true, {});
   ASSERT_TRUE(all.ok()) << all.status();
