@@ -48,7 +48,7 @@ StageGroupOptions Options(DType dtype, bool graphs, int first_layer, int end_lay
 
 std::unique_ptr<model_testing::StagePieces> MakePieces(const std::string& dir, DType dtype, bool graphs,
                                                       const std::vector<int>& cuts) {
-  return model_testing::StageMakePieces(dir, 1, cuts,
+  return model_testing::StagePieces::Make(dir, 1, cuts,
                                           [&](int first, int end) { return Options(dtype, graphs, first, end); });
 }
 
