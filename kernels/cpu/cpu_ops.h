@@ -15,6 +15,7 @@
 namespace seam::kernels::cpu {
 
 absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
+absl::Status HeadMatmul(const Tensor& x, const Tensor& w, const Tensor& out);  // head_matmul.cc
 absl::Status Embedding(const Tensor& ids, const Tensor& table, int64_t vocab_start, const Tensor& out);
 absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
 absl::Status FusedAddRmsNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,

@@ -34,6 +34,8 @@ absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
 absl::Status UseOwnMatmulWorkspace(void* stream);
 // kernels::MatmulChoices (matmul_tuning.h).
 std::vector<MatmulChoice> MatmulChoicesOnThread();
+// head_matmul.cu (one strided-batched cuBLASLt GEMM)
+absl::Status HeadMatmul(const Tensor& x, const Tensor& w, const Tensor& out);
 
 // kv_cache_write.cu, attention.cu (which picks decode_attention*.cu or prefill_attention*.cu)
 absl::Status WriteKvCache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,

@@ -13,6 +13,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/embedding.cu
   ${CMAKE_CURRENT_LIST_DIR}/gated_norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/head_matmul.cu
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache_write.cu
   ${CMAKE_CURRENT_LIST_DIR}/latent_attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/latent_attention_mma.cu

@@ -10,6 +10,7 @@ add_executable(cuda_kernels_test
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_attention_input_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_matmul_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_matmul_tuning_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_head_matmul_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_argmax_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_sampling_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_logit_edits_test.cc
