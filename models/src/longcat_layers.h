@@ -45,7 +45,7 @@ class MlaAttention {
   Tensor wq_nope_, wq_pe_;  // [hl·nope, q_lora], [hl·rope, q_lora] (de-interleaved, scaled)
   Tensor wkc_, wkr_;        // [Dc, H], [rope, H] (de-interleaved)
   Tensor kv_norm_;          // [Dc], scaled
-  std::vector<Tensor> uk_t_, uv_;  // per local head: W_UKᵀ [Dc, nope], W_UV [v, Dc]
+  Tensor uk_t_, uv_;  // stacked over local heads: W_UKᵀ [hl, Dc, nope], W_UV [hl, v, Dc]
   Tensor wo_;               // [H, hl·v]
   int64_t heads_ = 0, nope_ = 0, rope_ = 0, v_ = 0, dc_ = 0, hidden_ = 0;
   float theta_ = 1e7f, scale_ = 1.0f;

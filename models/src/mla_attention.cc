@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
+#include "seam/kernels/head_matmul.h"
 #include "seam/kernels/latent_attention.h"
 #include "seam/kernels/ops.h"
 #include "src/longcat_layers.h"
@@ -28,13 +29,6 @@ Tensor PickRows(const std::vector<float>& m, int64_t cols, const std::vector<int
   return Tensor::FromFloats(out, {static_cast<int64_t>(rows.size()), cols}, dtype);
 }
 
-// A contiguous copy of a 2-D view.
-absl::StatusOr<Tensor> Contiguous(const Tensor& view) {
-  Tensor out = Tensor::Empty(view.shape(), view.dtype(), view.device());
-  SEAM_RETURN_IF_ERROR(CopyInto(view, out));
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<MlaAttention> MlaAttention::Load(const LoadContext& ctx, const std::string& p) {
@@ -46,6 +40,10 @@ absl::StatusOr<MlaAttention> MlaAttention::Load(const LoadContext& ctx, const st
   }
   const weights::Checkpoint& ck = ctx.checkpoint;
   const DType dt = ctx.options.dtype, f32 = DType::kF32;
+  if (dt != f32 && dt != DType::kBF16) {  // kernels::HeadMatmul's dtypes
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype: LongCat-Flash's latent attention runs in f32 or bf16, got ", DTypeName(dt)));
+  }
   MlaAttention m;
   m.heads_ = c.num_attention_heads / atp;
   m.nope_ = c.qk_nope_head_dim, m.rope_ = c.qk_rope_head_dim, m.v_ = c.v_head_dim, m.dc_ = c.kv_lora_rank;
@@ -83,19 +81,20 @@ absl::StatusOr<MlaAttention> MlaAttention::Load(const LoadContext& ctx, const st
   SEAM_ASSIGN_OR_RETURN(Tensor kvb, ck.LoadRows(p + "kv_b_proj.weight",
                                                 {c.num_attention_heads * (m.nope_ + m.v_), m.dc_}, a, atp, f32));
   const std::vector<float> kvbf = kvb.ToFloats();
+  std::vector<float> uk_t(hl * m.dc_ * m.nope_), uv(hl * m.v_ * m.dc_);
   for (int64_t head = 0; head < hl; ++head) {
     const int64_t base = head * (m.nope_ + m.v_);
-    std::vector<float> uk_t(m.dc_ * m.nope_);
+    float* uk_h = uk_t.data() + head * m.dc_ * m.nope_;
     for (int64_t j = 0; j < m.nope_; ++j) {
-      for (int64_t i = 0; i < m.dc_; ++i) uk_t[i * m.nope_ + j] = kvbf[(base + j) * m.dc_ + i];
+      for (int64_t i = 0; i < m.dc_; ++i) uk_h[i * m.nope_ + j] = kvbf[(base + j) * m.dc_ + i];
     }
-    std::vector<int64_t> v_rows;
-    for (int64_t j = 0; j < m.v_; ++j) v_rows.push_back(base + m.nope_ + j);
-    SEAM_ASSIGN_OR_RETURN(Tensor uk, ctx.Place(Tensor::FromFloats(uk_t, {m.dc_, m.nope_}, dt)));
-    SEAM_ASSIGN_OR_RETURN(Tensor uv, ctx.Place(PickRows(kvbf, m.dc_, v_rows, 1.0f, dt)));
-    m.uk_t_.push_back(std::move(uk));
-    m.uv_.push_back(std::move(uv));
+    float* uv_h = uv.data() + head * m.v_ * m.dc_;
+    for (int64_t j = 0; j < m.v_; ++j) {
+      for (int64_t i = 0; i < m.dc_; ++i) uv_h[j * m.dc_ + i] = kvbf[(base + m.nope_ + j) * m.dc_ + i];
+    }
   }
+  SEAM_ASSIGN_OR_RETURN(m.uk_t_, ctx.Place(Tensor::FromFloats(uk_t, {hl, m.dc_, m.nope_}, dt)));
+  SEAM_ASSIGN_OR_RETURN(m.uv_, ctx.Place(Tensor::FromFloats(uv, {hl, m.v_, m.dc_}, dt)));
   SEAM_ASSIGN_OR_RETURN(m.wo_, ctx.LoadCols(p + "o_proj.weight", {h, c.num_attention_heads * m.v_}, a, atp));
   return m;
 }
@@ -127,27 +126,23 @@ absl::StatusOr<Tensor> MlaAttention::Forward(const Tensor& x, const CacheBatch& 
   SEAM_RETURN_IF_ERROR(CopyInto(k_pe, latent.Narrow(1, dc_, rope_)));
   SEAM_RETURN_IF_ERROR(kernels::WriteLatentCache(latent, step.slot_mapping, cache.latent(cache_layer)));
 
-  // q_lat [T, hl·(Dc + Dr)]: per head q_nope · W_UK, then q_pe.
+  // q_lat [T, hl, Dc + Dr]: per head q_nope · W_UK (all heads in one
+  // HeadMatmul, written straight into each head's Dc columns), then q_pe.
   Tensor q_lat = Tensor::Empty({t, hl * row}, dt, dev);
-  Tensor absorbed = Tensor::Empty({t, dc_}, dt, dev);
-  for (int64_t head = 0; head < hl; ++head) {
-    SEAM_ASSIGN_OR_RETURN(Tensor qn, Contiguous(q_nope.Narrow(1, head * nope_, nope_)));
-    SEAM_RETURN_IF_ERROR(kernels::Matmul(qn, uk_t_[head], absorbed));
-    SEAM_RETURN_IF_ERROR(CopyInto(absorbed, q_lat.Narrow(1, head * row, dc_)));
-    SEAM_RETURN_IF_ERROR(CopyInto(q_pe.Narrow(1, head * rope_, rope_), q_lat.Narrow(1, head * row + dc_, rope_)));
-  }
   SEAM_ASSIGN_OR_RETURN(Tensor q3, q_lat.Reshape({t, hl, row}));
+  SEAM_ASSIGN_OR_RETURN(Tensor q_nope3, q_nope.Reshape({t, hl, nope_}));
+  SEAM_RETURN_IF_ERROR(kernels::HeadMatmul(q_nope3, uk_t_, q3.Narrow(2, 0, dc_)));
+  SEAM_ASSIGN_OR_RETURN(Tensor q_rows, q_lat.Reshape({t * hl, row}));
+  SEAM_ASSIGN_OR_RETURN(Tensor q_pe_rows, q_pe.Reshape({t * hl, rope_}));
+  SEAM_RETURN_IF_ERROR(CopyInto(q_pe_rows, q_rows.Narrow(1, dc_, rope_)));
   Tensor o_lat = Tensor::Empty({t, hl * dc_}, dt, dev);
   SEAM_ASSIGN_OR_RETURN(Tensor o_lat3, o_lat.Reshape({t, hl, dc_}));
   SEAM_RETURN_IF_ERROR(kernels::PagedLatentAttention(q3, cache.latent(cache_layer), step.attention, scale_, o_lat3));
 
-  // o [T, hl·v]: per head o_lat · W_UVᵀ; then o_proj.
-  Tensor o = Tensor::Empty({t, hl * v_}, dt, dev), head_out = Tensor::Empty({t, v_}, dt, dev);
-  for (int64_t head = 0; head < hl; ++head) {
-    SEAM_ASSIGN_OR_RETURN(Tensor ol, Contiguous(o_lat.Narrow(1, head * dc_, dc_)));
-    SEAM_RETURN_IF_ERROR(kernels::Matmul(ol, uv_[head], head_out));
-    SEAM_RETURN_IF_ERROR(CopyInto(head_out, o.Narrow(1, head * v_, v_)));
-  }
+  // o [T, hl, v]: per head o_lat · W_UVᵀ (one HeadMatmul); then o_proj.
+  Tensor o = Tensor::Empty({t, hl * v_}, dt, dev);
+  SEAM_ASSIGN_OR_RETURN(Tensor o3, o.Reshape({t, hl, v_}));
+  SEAM_RETURN_IF_ERROR(kernels::HeadMatmul(o_lat3, uv_, o3));
   Tensor out = Tensor::Empty({t, hidden_}, dt, dev);
   SEAM_RETURN_IF_ERROR(kernels::Matmul(o, wo_, out));  // partial over attention TP
   return out;
