@@ -108,25 +108,13 @@ absl::Status MakePlan(const LtState& state, const Tensor& x, const Tensor& w, co
   SEAM_RETURN_IF_ERROR(SetBatch(plan.b, count, xs1));
   SEAM_RETURN_IF_ERROR(SetBatch(plan.d, count, os1));
 
-  cublasLtMatmulPreference_t raw_pref = nullptr;
-  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&raw_pref));
-  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, cublasStatus_t (*)(cublasLtMatmulPreference_t)> pref(
-      raw_pref, cublasLtMatmulPreferenceDestroy);
-  const uint64_t workspace = kMatmulWorkspaceBytes;
-  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                                   &workspace, sizeof(workspace)));
   const uint32_t a = static_cast<uint32_t>(align);
-  for (cublasLtMatmulPreferenceAttributes_t attr :
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(raw_pref, attr, &a, sizeof(a)));
-  }
+  const uint32_t aligns[4] = {a, a, a, a};
+  SEAM_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulHeuristicResult_t> results,
+                        HeuristicResults(state.handle, plan.desc, plan.a, plan.b, plan.d, aligns, 1));
+  const int found = static_cast<int>(results.size());
   cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state.handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
-                                                          raw_pref, 1, &result, &found);
-  if (h == CUBLAS_STATUS_NOT_SUPPORTED || h == CUBLAS_STATUS_INVALID_VALUE) found = 0;
-  else SEAM_CUBLAS_RETURN_IF_ERROR(h);
+  if (found > 0) result = results[0];
   plan.kernel = found > 0 ? MatmulKernel::kCublasLt : MatmulKernel::kFallback;
   plan.algo = result.algo;
   return absl::OkStatus();

@@ -93,31 +93,8 @@ absl::Status CreateDescriptors(Plan& plan, const PlanKey& key, DType w_dtype, DT
 // cuBLASLt has no algorithm for the dtype pairing.
 absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> Heuristic(const LtState& state, const Plan& plan,
                                                                        const PlanKey& key, int count) {
-  cublasLtMatmulPreference_t raw_pref = nullptr;
-  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&raw_pref));
-  // The preference lives in a unique_ptr so every early return destroys it.
-  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, cublasStatus_t (*)(cublasLtMatmulPreference_t)> pref(
-      raw_pref, cublasLtMatmulPreferenceDestroy);
-  const uint64_t workspace = kMatmulWorkspaceBytes;
-  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                                   &workspace, sizeof(workspace)));
   const uint32_t aligns[4] = {key.align_w, key.align_x, key.align_out, key.align_out};  // A, B, C, D
-  const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; ++i) {
-    SEAM_CUBLAS_RETURN_IF_ERROR(
-        cublasLtMatmulPreferenceSetAttribute(raw_pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
-  }
-  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
-  int found = 0;
-  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(state.handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
-                                                          raw_pref, count, results.data(), &found);
-  // NOT_SUPPORTED / INVALID_VALUE: no algorithm for this dtype pairing.
-  if (h == CUBLAS_STATUS_NOT_SUPPORTED || h == CUBLAS_STATUS_INVALID_VALUE) found = 0;
-  else SEAM_CUBLAS_RETURN_IF_ERROR(h);
-  results.resize(static_cast<size_t>(std::max(found, 0)));
-  return results;
+  return HeuristicResults(state.handle, plan.desc, plan.a, plan.b, plan.d, aligns, count);
 }
 
 // The algorithm with K split `splits` ways, when it supports that within the workspace.
@@ -415,6 +392,35 @@ absl::StatusOr<const Plan*> PlanFor(LtState& state, const PlanKey& key, const Te
   state.plans.emplace(key, std::move(plan));
   state.order.push_back(raw);
   return raw;
+}
+
+absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> HeuristicResults(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t d, const uint32_t (&aligns)[4], int count) {
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&raw_pref));
+  // The preference lives in a unique_ptr so every early return destroys it.
+  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, cublasStatus_t (*)(cublasLtMatmulPreference_t)> pref(
+      raw_pref, cublasLtMatmulPreferenceDestroy);
+  const uint64_t workspace = kMatmulWorkspaceBytes;
+  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                   &workspace, sizeof(workspace)));
+  const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    SEAM_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulPreferenceSetAttribute(raw_pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
+  }
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
+  int found = 0;
+  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, raw_pref, count, results.data(),
+                                                          &found);
+  // NOT_SUPPORTED / INVALID_VALUE: no algorithm for this dtype pairing.
+  if (h == CUBLAS_STATUS_NOT_SUPPORTED || h == CUBLAS_STATUS_INVALID_VALUE) found = 0;
+  else SEAM_CUBLAS_RETURN_IF_ERROR(h);
+  results.resize(static_cast<size_t>(std::max(found, 0)));
+  return results;
 }
 
 }  // namespace seam::kernels::cuda

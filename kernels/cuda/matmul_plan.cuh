@@ -93,6 +93,13 @@ LtState& StateFor(int device);
 // from the process's decision, which the first thread to meet the problem
 // makes (matmul.cu's header) and may time candidates for on `stream`
 // (synchronising with it) unless the stream is being captured.
+// Up to `count` heuristic results for a matmul of these descriptors (C is
+// D) within kMatmulWorkspaceBytes and the operands' alignments in bytes (A,
+// B, C, D); empty when cuBLASLt has no algorithm for them.
+absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> HeuristicResults(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t d, const uint32_t (&aligns)[4], int count);
+
 absl::StatusOr<const Plan*> PlanFor(LtState& state, const PlanKey& key, const Tensor& x, const Tensor& w,
                                     const Tensor& out, cudaStream_t stream);
 
