@@ -91,12 +91,7 @@ absl::Status MakePlan(const LtState& state, const Tensor& x, const Tensor& w, co
                       Plan& plan) {
   const int64_t t = x.dim(0), heads = x.dim(1), k = x.dim(2), n = w.dim(1);
   const cudaDataType_t type = x.dtype() == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
-  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  SEAM_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  SEAM_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  SEAM_RETURN_IF_ERROR(CreateMatmulDesc(&plan.desc));
   // A row stride is only meaningful past the first row; a lone row takes the tight one.
   const int64_t ldx = t > 1 ? x.strides()[0] : k, ldo = t > 1 ? out.strides()[0] : n;
   const int64_t xs1 = heads > 1 ? x.strides()[1] : k, os1 = heads > 1 ? out.strides()[1] : n;

@@ -76,12 +76,7 @@ std::string Describe(const cublasLtMatmulAlgo_t& algo) {
 // The descriptors of the column-major GEMM outᵀ = w · xᵀ (matmul.cu's header).
 absl::Status CreateDescriptors(Plan& plan, const PlanKey& key, DType w_dtype, DType out_dtype) {
   const cudaDataType_t ab = CudaType(w_dtype), cd = CudaType(out_dtype);
-  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  SEAM_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  SEAM_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  SEAM_RETURN_IF_ERROR(CreateMatmulDesc(&plan.desc));
   const uint64_t m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n), k = static_cast<uint64_t>(key.k);
   SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan.a, ab, k, n, static_cast<int64_t>(k)));
   SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan.b, ab, k, m, static_cast<int64_t>(k)));
@@ -392,6 +387,16 @@ absl::StatusOr<const Plan*> PlanFor(LtState& state, const PlanKey& key, const Te
   state.plans.emplace(key, std::move(plan));
   state.order.push_back(raw);
   return raw;
+}
+
+absl::Status CreateMatmulDesc(cublasLtMatmulDesc_t* desc) {
+  SEAM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  SEAM_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  SEAM_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> HeuristicResults(

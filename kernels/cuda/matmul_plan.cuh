@@ -93,6 +93,10 @@ LtState& StateFor(int device);
 // from the process's decision, which the first thread to meet the problem
 // makes (matmul.cu's header) and may time candidates for on `stream`
 // (synchronising with it) unless the stream is being captured.
+// The descriptor of the column-major GEMM outᵀ = w · xᵀ every seam matmul
+// runs (fp32 compute and scale, A = w transposed, B = x as is).
+absl::Status CreateMatmulDesc(cublasLtMatmulDesc_t* desc);
+
 // Up to `count` heuristic results for a matmul of these descriptors (C is
 // D) within kMatmulWorkspaceBytes and the operands' alignments in bytes (A,
 // B, C, D); empty when cuBLASLt has no algorithm for them.
