@@ -85,6 +85,8 @@ for name in ("decode_1024", "decode_32k", "decode_128"):
         print(name, "missing", e); continue
     for r in j["results"]:
         print(name, "batch", r["batch"], "graph_ms", round(r.get("graph_ms_per_step", -1), 3),
+              "fed_ms", round(r.get("graph_fed_ms_per_step", -1), 3), "fed_x_floor",
+              round(r.get("graph_fed_floor_ratio", -1), 3), "fed_equal", r.get("graph_fed_tokens_equal_eager"),
               "weights_floor_ms", round(r["floor_ms"], 3), "copy_gbps", round(j["copy_gbps"], 1),
               "equal", r.get("graph_tokens_equal_eager"))
 EOF
