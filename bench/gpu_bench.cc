@@ -2,8 +2,10 @@
 // measured in the same run (bench/gpu/README.md says how they are reported).
 //
 //   norm     fused add+RMSNorm vs a device-to-device copy of the same traffic
-//   decode   decode steps at several batch sizes, CUDA graph and eager, vs the
-//            weights + KV bytes / copy-bandwidth floor (runtime's StepFloor)
+//   decode   decode steps at several batch sizes, eager, CUDA graph (each
+//            step's tokens through the host) and graph fed on the device (the
+//            server's multi-step decode), vs the weights + KV bytes /
+//            copy-bandwidth floor (runtime's StepFloor)
 //   prefill  prefill throughput and its matmul rate vs the bf16 matmul peak
 //            measured here
 //   profile  each op of a decode step (or a prefill) alone at the model's

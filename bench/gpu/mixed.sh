@@ -14,7 +14,9 @@
 #           (the unloaded ITL), then open loop at 96 / 128 / 160 req/s;
 #           each point with mixed steps eager (--mixed-graph-rows=) and as
 #           graphs (the default), plus the latency target variants where
-#           the coordinator has --itl-target-ms; JSON and SVG per run
+#           the coordinator has --itl-target-ms; JSON and SVG per run.
+#           LOAD_TRANSPORT (grpc, http or grpc,http), LOAD_RATES and
+#           LOAD_VARIANTS (the --variant flags, space separated) override
 #   latent  seam-bench-gpu latent-attention, batch 1 / 32 / 128 at 1k, 4k
 #           and 32k (tight tables, and tables sized for 128k)
 # Usage from the repo root with the bundle of scripts/gpu-bundle.sh:
@@ -55,20 +57,21 @@ if want load; then
   [ -f "$M/config.json" ] || $R seam model init --layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 \
     --intermediate 12288 --vocab 32000 --dtype bf16 --seed 5 --out "$M" > "$OUT_DIR/model_init.log" 2>&1
   variants=(--variant 'mixed_eager:stage:--mixed-graph-rows=off' --variant 'mixed_graphs')
-  if $R seam-coordinator --help 2>&1 | grep -q -- '--itl-target-ms'; then
+  [ -n "${LOAD_VARIANTS:-}" ] && read -r -a variants <<< "$LOAD_VARIANTS"
+  if [ -z "${LOAD_VARIANTS:-}" ] && $R seam-coordinator --help 2>&1 | grep -q -- '--itl-target-ms'; then
     variants+=(--variant "itl${ITL_MS:-6}:coordinator:--itl-target-ms=${ITL_MS:-6}")
   fi
   load() {  # name, then the load's flags
     local name=$1; shift
     timeout 560 $R seam bench load --model "$M" --device cuda --dtype bf16 --prompt-len uniform:64:1024 \
-      --output-len 128 --transport grpc --timeout 300 "${variants[@]}" "$@" \
+      --output-len 128 --transport "${LOAD_TRANSPORT:-grpc}" --timeout 300 "${variants[@]}" "$@" \
       --json "$OUT_DIR/$name.json" --svg "$OUT_DIR/$name.svg" > "$OUT_DIR/$name.log" 2>&1
     echo "bench load $name rc=$?" >> "$SUMMARY"
     sed -n '/^variant  *transport  *load  *requests/,$p' "$OUT_DIR/$name.log" >> "$SUMMARY"
   }
   load closed --sessions 256 --concurrency 256
   load unloaded --sessions 24 --concurrency 1
-  load open --sessions 384 --rates 96,128,160
+  load open --sessions 384 --rates "${LOAD_RATES:-96,128,160}"
 fi
 
 if want latent; then
