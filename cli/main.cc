@@ -273,7 +273,12 @@ Command AddRunCommand(CLI::App& parent) {
   run_cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str();
   run_cmd->add_option("--attn-dp", o->attn_dp, "attention data-parallel groups")->capture_default_str();
   run_cmd->add_option("--max-new-tokens", o->max_new_tokens, "greedy tokens per prompt")->capture_default_str();
-  run_cmd->add_option("--prompts", o->prompts, "fixed prompts to send")->capture_default_str();
+  run_cmd->add_option("--prompts", o->prompts, "prompts to send, all in one request")->capture_default_str();
+  run_cmd->add_option("--prompt-len", o->prompt_len,
+                      "fixed (the fixed short prompts), or random token-id prompts of a length N, uniform:A:B "
+                      "or longtail:MEDIAN:MAX")
+      ->capture_default_str();
+  run_cmd->add_option("--seed", o->seed, "seed of the random prompts")->capture_default_str();
   run_cmd->add_option("--shared-prefix", o->shared_prefix,
                       "prefix caching check: every prompt starts with these many shared tokens, then a second "
                       "round sends each prompt + its answer + one token (a next turn, mapping the cached blocks)")

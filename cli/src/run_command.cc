@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "command_status.h"
 #include "grpc_client.h"
+#include "load_workload.h"
 #include "local_pipeline.h"
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
@@ -37,6 +38,26 @@ std::vector<std::vector<int32_t>> FixedPrompts(int count, int64_t vocab, int sha
     for (int32_t& t : p) t = static_cast<int32_t>(t % vocab);
     out.push_back(p);
   }
+  return out;
+}
+
+// The prompts --prompt-len asks for: the fixed ones, or random token ids
+// of the lengths it draws (load_workload.h, a plain workload).
+absl::StatusOr<std::vector<std::vector<int32_t>>> Prompts(const RunCommandOptions& o, int64_t vocab) {
+  if (o.prompt_len == "fixed") return FixedPrompts(o.prompts, vocab, o.shared_prefix);
+  absl::StatusOr<LengthDistribution> length = ParseLengthDistribution(o.prompt_len);
+  if (!length.ok()) return absl::InvalidArgumentError(absl::StrCat("--prompt-len: ", length.status().message()));
+  if (o.shared_prefix > 0) return absl::InvalidArgumentError("--shared-prefix takes the fixed prompts (--prompt-len fixed)");
+  WorkloadOptions w;
+  w.sessions = o.prompts;
+  w.prompt = *length;
+  w.output = LengthDistribution{LengthDistribution::Kind::kFixed, o.max_new_tokens, o.max_new_tokens};
+  w.vocab = vocab;
+  w.seed = o.seed;
+  absl::StatusOr<Workload> workload = GenerateWorkload(w);
+  if (!workload.ok()) return absl::InvalidArgumentError(absl::StrCat("--prompt-len: ", workload.status().message()));
+  std::vector<std::vector<int32_t>> out;
+  for (const Session& s : workload->sessions) out.push_back(s.turns.at(0).user);
   return out;
 }
 
@@ -82,6 +103,12 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> StartPipeline(const RunCommandOpt
   return pipeline;
 }
 
+// A prompt as printed: whole up to 16 tokens, else its first 8 and its length.
+std::string Shown(const std::vector<int32_t>& prompt) {
+  if (prompt.size() <= 16) return absl::StrJoin(prompt, " ");
+  return absl::StrCat(absl::StrJoin(prompt.begin(), prompt.begin() + 8, " "), " ... (", prompt.size(), " tokens)");
+}
+
 // The served tokens of `prompts`: one GenerateAll, greedy; prints them and the throughput.
 absl::StatusOr<std::vector<std::vector<int32_t>>> ServedTokens(LocalPipeline& pipeline, const RunCommandOptions& o,
                                                                const std::vector<std::vector<int32_t>>& prompts,
@@ -93,7 +120,12 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ServedTokens(LocalPipeline& pi
   request.mutable_sampling()->set_temperature(0);
   request.mutable_sampling()->set_max_new_tokens(o.max_new_tokens);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  // A minute, and more for long loads (a CPU pipeline makes tokens slowly).
+  size_t prompt_tokens = 0;
+  for (const auto& p : prompts) prompt_tokens += p.size();
+  const auto budget = std::chrono::seconds(60) +
+                      std::chrono::milliseconds(prompt_tokens + 20 * prompts.size() * o.max_new_tokens);
+  context.set_deadline(std::chrono::system_clock::now() + budget);
   v1::GenerateResult result;
   const auto start = std::chrono::steady_clock::now();
   const grpc::Status s = stub->GenerateAll(&context, request, &result);
@@ -108,8 +140,7 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ServedTokens(LocalPipeline& pi
   for (size_t i = 0; i < prompts.size(); ++i) {
     got.emplace_back(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
     generated += got[i].size();
-    out << "prompt " << i << " [" << absl::StrJoin(prompts[i], " ") << "] -> [" << absl::StrJoin(got[i], " ")
-        << "]\n";
+    out << "prompt " << i << " [" << Shown(prompts[i]) << "] -> [" << absl::StrJoin(got[i], " ") << "]\n";
   }
   out << "throughput: " << generated << " generated tokens in " << absl::StrFormat("%.3f", seconds) << " s ("
       << absl::StrFormat("%.1f", seconds > 0 ? generated / seconds : 0.0)
@@ -162,7 +193,7 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
   const std::string model_dir = *model;
   absl::StatusOr<weights::ModelConfig> config = weights::LoadModelConfig(model_dir);
   if (!config.ok()) return absl::InvalidArgumentError(config.status().ToString());  // --model
-  const std::vector<std::vector<int32_t>> prompts = FixedPrompts(o.prompts, config->vocab_size, o.shared_prefix);
+  SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> prompts, Prompts(o, config->vocab_size));
   SEAM_ASSIGN_OR_RETURN(std::unique_ptr<LocalPipeline> pipeline, StartPipeline(o, model_dir, work, out));
   // With a shared prefix, a second round: each prompt followed by its
   // answer and one more token (a conversation's next turn), which maps the
@@ -186,16 +217,28 @@ absl::Status RunRunCommand(const RunCommandOptions& o, std::ostream& out) {
     out << "coordinator: " << line.substr(line.find("prefix cache: ")) << "\n";
   }
   bool match = true;
+  // Agreement (for bf16, where batch shapes change the arithmetic): prompts
+  // whose tokens all equal, and tokens before each prompt's first difference.
+  size_t equal_prompts = 0, agreed = 0, total = 0;
   for (size_t r = 0; r < rounds.size(); ++r) {
     SEAM_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> want, ReferenceTokens(o, model_dir, asked[r]));
     const std::vector<std::vector<int32_t>>& got = rounds[r];
     for (size_t i = 0; i < prompts.size(); ++i) {
-      if (want[i] != got[i]) {
-        match = false;
-        out << "prompt " << i << " single-process: [" << absl::StrJoin(want[i], " ") << "]\n";
+      size_t same = 0;
+      while (same < want[i].size() && same < got[i].size() && want[i][same] == got[i][same]) ++same;
+      agreed += same;
+      total += want[i].size();
+      if (want[i] == got[i]) {
+        ++equal_prompts;
+        continue;
       }
+      match = false;
+      out << "prompt " << i << " single-process: [" << absl::StrJoin(want[i], " ") << "] (first difference at token "
+          << same << ")\n";
     }
   }
+  out << "agreement: " << equal_prompts << " of " << rounds.size() * prompts.size() << " prompts equal; " << agreed
+      << " of " << total << " tokens before each prompt's first difference\n";
   out << (match ? "tokens match the single-process run" : "MISMATCH: tokens differ from the single-process run")
       << "\n";
   if (!match) {

@@ -18,7 +18,13 @@ struct RunCommandOptions {
   int tp = 2;                    // TP ranks per stage
   int attn_dp = 1;               // attention-DP groups per stage
   int max_new_tokens = 8;
-  int prompts = 3;               // how many of the fixed prompts to send
+  int prompts = 3;               // how many prompts to send
+  // "fixed": the fixed short prompts; otherwise a length distribution of
+  // load_workload.h ("N", "uniform:A:B", "longtail:MEDIAN:MAX"): that many
+  // prompts of token ids drawn from `seed` (a load of long prompts, all in
+  // flight at once, checked token for token).
+  std::string prompt_len = "fixed";
+  uint64_t seed = 1;
   // > 0: every prompt starts with this many shared tokens, and a second
   // round follows (each prompt, its answer and one more token); both
   // rounds are checked against the single-process run.
