@@ -30,9 +30,10 @@ absl::StatusOr<StageCounters> StageCountersOf(const std::vector<PrometheusSample
   for (const PrometheusSample& s : samples) {
     const bool is_sum = s.name == kStepSum, is_count = s.name == kStepCount;
     if (is_sum || is_count) {
-      double StageCounters::Steps::*field = is_sum ? &StageCounters::Steps::seconds : &StageCounters::Steps::count;
-      c.all.*field += s.value;
-      if (const std::string kind = s.Label("kind"); !kind.empty()) c.by_kind[kind].*field += s.value;
+      const std::string kind = s.Label("kind");
+      for (StageCounters::Steps* steps : {&c.all, kind.empty() ? nullptr : &c.by_kind[kind]}) {
+        if (steps != nullptr) (is_sum ? steps->seconds : steps->count) += s.value;
+      }
       (is_sum ? sum : count) = true;
     } else if (s.name == kStepsTotal) {
       const std::string mode = s.Label("mode");
