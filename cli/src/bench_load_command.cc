@@ -24,6 +24,7 @@
 #include "local_pipeline.h"
 #include "seam/core/status.h"
 #include "seam/core/temp_dir.h"
+#include "stage_busy.h"
 
 namespace seam::cli {
 namespace {
@@ -52,6 +53,7 @@ absl::StatusOr<Target> StartTarget(const BenchLoadOptions& o, const LoadVariant&
   lp.insecure = o.insecure;
   lp.stage_timeout = "60s";
   lp.http_listen = "127.0.0.1:0";
+  lp.metrics_port = 0;  // every stage's /metrics, read around each load point (stage_busy.h)
   lp.extra_stage_args = {"--dtype", o.dtype};
   for (const auto* args : {&o.stage_args, &v.stage_args}) {
     lp.extra_stage_args.insert(lp.extra_stage_args.end(), args->begin(), args->end());
@@ -100,6 +102,17 @@ absl::Status Warmup(LoadTransport& transport, const BenchLoadOptions& o, int64_t
   return absl::Status(AfterFlags(records.status().code()), absl::StrCat("warm-up: ", records.status().message()));
 }
 
+// Every stage's counters now; none for --addr (its stages are not ours to reach).
+std::vector<absl::StatusOr<StageCounters>> ScrapeStages(const Target& t) {
+  std::vector<absl::StatusOr<StageCounters>> out;
+  if (!t.pipeline) return out;
+  for (int k = 0;; ++k) {
+    const std::string address = t.pipeline->stage_metrics_address(k);
+    if (address.empty()) return out;
+    out.push_back(ScrapeStageCounters(address, t.pipeline->client_security()));
+  }
+}
+
 struct Context {
   const BenchLoadOptions& options;
   const Workload& workload;
@@ -119,22 +132,31 @@ absl::Status MeasureTarget(const Context& c, const LoadVariant& v, Target& targe
       run.id_prefix = absl::StrCat("load-", v.label, "-", name, "-p", p);
       run.progress_every_s = c.options.progress_s;
       run.progress = &std::cerr;
+      const std::vector<absl::StatusOr<StageCounters>> before = ScrapeStages(target);
       absl::StatusOr<std::vector<RequestRecord>> records = RunLoadPoint(*transport, c.workload, point, run);
+      const std::vector<absl::StatusOr<StageCounters>> after = ScrapeStages(target);
       if (!records.ok()) {
         const std::string tails = target.pipeline ? "\n" + target.pipeline->LogTails(10) : "";
         return absl::Status(AfterFlags(records.status().code()),
                             absl::StrCat("variant ", v.label, ", ", name, ", ", point.Label(), ": ",
                                          records.status().message(), tails));
       }
-      LoadRow row{v.label, name, point, SummarizeLoad(*records, c.setup.target), std::nullopt};
+      LoadRow row{v.label, name, point, SummarizeLoad(*records, c.setup.target), std::nullopt, {}};
       row.ideal = c.setup.Ideal(c.workload, point, c.options.seed);
+      for (size_t k = 0; k < before.size() && k < after.size(); ++k) {
+        row.stages.push_back(StageBusyBetween(static_cast<int>(k), before[k], after[k], row.figures.duration_s));
+      }
       c.out << absl::StrFormat("  %s %s: %d requests in %.4g s, %.1f output tok/s%s\n", name, point.Label(),
                                row.figures.requests, row.figures.duration_s, row.figures.output_tok_per_s,
                                row.ideal ? absl::StrFormat(", %.2fx the ideal %.4g s",
                                                            row.figures.duration_s / row.ideal->seconds,
                                                            row.ideal->seconds)
-                                         : "")
-            << std::flush;
+                                         : "");
+      for (const StageBusy& stage : row.stages) {
+        c.out << "    stage " << stage.stage << ": " << StageBusyCell(stage)
+              << (stage.error.empty() ? "" : " (" + stage.error + ")") << "\n";
+      }
+      c.out << std::flush;
       rows->push_back(std::move(row));
     }
   }

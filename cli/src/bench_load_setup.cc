@@ -278,7 +278,10 @@ std::string LoadSetup::Notes() const {
          "seen: token (gRPC stamps every token), chunk (HTTP stamps text chunks,\nwhich may hold several tokens) "
          "or none (the model has no tokenizer.json: the HTTP stream holds no text before its end, so TTFT\nand "
          "ITL cannot be seen there); TPOT: a request's (last token - first token) / (tokens - 1); goodput: "
-         "requests within the\nlatency target (--slo-ttft-ms, --slo-tpot-ms) per second of wall time\n";
+         "requests within the\nlatency target (--slo-ttft-ms, --slo-tpot-ms) per second of wall time; busy: a "
+         "stage's compute (seam:stage_step_seconds,\nread from its /metrics around the point) over wall s, the rest "
+         "spent waiting (descriptors, handoffs, the scheduler); graph: steps\nreplayed from a CUDA graph; n/a: the "
+         "stage's /metrics could not be read (the JSON has the error)\n";
 }
 
 }  // namespace seam::cli

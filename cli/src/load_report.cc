@@ -1,6 +1,8 @@
 // load_report.h: the tables and the JSON of the rows.
 #include "load_report.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace seam::cli {
@@ -50,6 +52,20 @@ Json VersusJson(const std::vector<LoadRow>& rows, const LoadRow& r) {
   return out;
 }
 
+// One line per row and stage: its share of the row's wall time spent
+// computing, its steps (CUDA graph replays among them) and the mean step.
+void PrintStageTable(const std::vector<LoadRow>& rows, std::ostream& out) {
+  if (std::none_of(rows.begin(), rows.end(), [](const LoadRow& r) { return !r.stages.empty(); })) return;
+  const char* const kStages = "%-14s %-9s %-16s %-5s %s\n";
+  out << "\n" << absl::StrFormat(kStages, "variant", "transport", "load", "stage", "busy share of wall s (steps)");
+  for (const LoadRow& r : rows) {
+    for (const StageBusy& s : r.stages) {
+      out << absl::StrFormat(kStages, r.variant, r.transport, r.point.Label(), std::to_string(s.stage),
+                             StageBusyCell(s));
+    }
+  }
+}
+
 }  // namespace
 
 const LoadRow* BaselineOf(const std::vector<LoadRow>& rows, const LoadRow& row) {
@@ -90,6 +106,7 @@ void PrintLoadTables(const std::vector<LoadRow>& rows, std::ostream& out) {
     out << absl::StrFormat(kLatency, r.variant, r.transport, r.point.Label(), f.timing, three(f.ttft_ms),
                            three(f.itl_ms), tpot, three(f.e2e_ms));
   }
+  PrintStageTable(rows, out);
 }
 
 Json LoadRowJson(const std::vector<LoadRow>& rows, const LoadRow& r) {
@@ -100,6 +117,8 @@ Json LoadRowJson(const std::vector<LoadRow>& rows, const LoadRow& r) {
                {"request_per_s", f.goodput_request_per_s},
                {"output_tok_per_s", f.goodput_tok_per_s}};
   }
+  Json stages = Json::array();
+  for (const StageBusy& s : r.stages) stages.push_back(StageBusyJson(s));
   return {{"variant", r.variant},
           {"transport", r.transport},
           {"load", PointJson(r.point)},
@@ -116,7 +135,8 @@ Json LoadRowJson(const std::vector<LoadRow>& rows, const LoadRow& r) {
           {"e2e_ms", PercentilesJson(f.e2e_ms)},
           {"goodput", goodput},
           {"ideal", IdealJson(r)},
-          {"vs_first", VersusJson(rows, r)}};
+          {"vs_first", VersusJson(rows, r)},
+          {"stages", stages}};
 }
 
 }  // namespace seam::cli

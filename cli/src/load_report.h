@@ -14,6 +14,7 @@
 #include "load_ideal.h"
 #include "load_runner.h"
 #include "load_stats.h"
+#include "stage_busy.h"
 
 namespace seam::cli {
 
@@ -23,6 +24,7 @@ struct LoadRow {
   LoadPoint point;
   LoadFigures figures;
   std::optional<IdealLoad> ideal;  // absent when the peaks could not be measured
+  std::vector<StageBusy> stages;   // each stage's busy time (none with --addr)
 };
 
 // The row of the first variant with the same transport and point, or null
@@ -30,10 +32,11 @@ struct LoadRow {
 const LoadRow* BaselineOf(const std::vector<LoadRow>& rows, const LoadRow& row);
 
 // Two tables: throughput against the ideal and the first variant, then the
-// latency percentiles.
+// latency percentiles; a third of the stages' busy time where rows have it.
 void PrintLoadTables(const std::vector<LoadRow>& rows, std::ostream& out);
 
-// One row as JSON: its figures (null where not observable), ideal and ratios.
+// One row as JSON: its figures (null where not observable), ideal, ratios
+// and `stages` (StageBusyJson of each).
 nlohmann::json LoadRowJson(const std::vector<LoadRow>& rows, const LoadRow& row);
 
 // The SVG chart: output tokens/s (y) against p99 ITL in ms (x), one line per

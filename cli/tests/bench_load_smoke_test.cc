@@ -71,7 +71,26 @@ TEST(BenchLoadSmoke, BothTransportsClosedAndOpenLoopReportEveryRequest) {
     EXPECT_GT(r["ideal"]["seconds"].get<double>(), 0) << what;
     EXPECT_EQ(r["ideal"]["decode_steps"].get<int>() > 0, true) << what;
     EXPECT_TRUE(r["vs_first"].is_object()) << what;
+    // The stage's /metrics read around the point: it computed every step of it.
+    ASSERT_EQ(r["stages"].size(), 1u) << what;
+    const Json& stage = r["stages"][0];
+    EXPECT_TRUE(stage["error"].is_null()) << what << " " << stage.dump();
+    EXPECT_EQ(stage["stage"], 0) << what;
+    EXPECT_GT(stage["busy_s"].get<double>(), 0) << what;
+    EXPECT_GT(stage["busy_fraction"].get<double>(), 0) << what;
+    EXPECT_GE(stage["steps"].get<int>(), 4) << what;  // at least one step per output token of a request
+    EXPECT_EQ(stage["graph_steps"].get<int>() + stage["eager_steps"].get<int>(), stage["steps"].get<int>()) << what;
+    // Split by what the steps held (seam:stage_step_seconds{kind}): every prompt
+    // was prefilled (alone or beside decode rows), and decode steps followed.
+    const Json& kinds = stage["by_kind"];
+    ASSERT_TRUE(kinds.is_object()) << what << " " << stage.dump();
+    int steps = 0;
+    for (const char* kind : {"decode", "prefill", "mixed"}) steps += kinds[kind]["steps"].get<int>();
+    EXPECT_EQ(steps, stage["steps"].get<int>()) << what;
+    EXPECT_GT(kinds["decode"]["steps"].get<int>(), 0) << what;
+    EXPECT_GT(kinds["prefill"]["steps"].get<int>() + kinds["mixed"]["steps"].get<int>(), 0) << what;
   }
+  EXPECT_NE(run.output.find("busy share of wall s"), std::string::npos) << run.output;
   std::ifstream svg(dir.File("load.svg"));
   std::string first_line;
   std::getline(svg, first_line);

@@ -12,7 +12,8 @@ through `seam generate`, one after another, and the test checks:
   TTFT and e2e histogram counts +3, inter-token count +21, running and
   waiting back to 0, KV usage 0 again (the coordinator frees at the end);
 - each stage (pp_rank label): step count +24 (one prefill and 7 decode steps
-  per request, run alone), eager steps +24 (CPU: no graphs), collective wait
+  per request, run alone: kind="prefill" +3, kind="decode" +21, kind="mixed"
+  +0), eager steps +24 (CPU: no graphs), collective wait
   count +24 on its one TP rank, in flight 0, KV usage under 1% (the last
   sequence's block goes with the next descriptor), no handoff drops; stage 0 sent
   24 handoffs and stage 1 received 24, with equal byte counts;
@@ -174,7 +175,10 @@ def main():
             before, after = s0[k], s1[k]
             ds = lambda name, **l: value(after, name, **l) - before.get((name, tuple(sorted((a, str(v)) for a, v in l.items()))), 0)
             check(f"stage {k} family seam:stage_step_seconds type", stypes[k].get("seam:stage_step_seconds"), "histogram")
-            check(f"stage {k} seam:stage_step_seconds_count delta", ds("seam:stage_step_seconds_count", pp_rank=k), steps)
+            # By what each step held: a request alone is one prefill step, then decode steps; none mixed.
+            for kind, want in [("prefill", REQUESTS), ("decode", steps - REQUESTS), ("mixed", 0)]:
+                check(f"stage {k} seam:stage_step_seconds_count{{{kind}}} delta",
+                      ds("seam:stage_step_seconds_count", pp_rank=k, kind=kind), want)
             check(f"stage {k} seam:stage_steps_total{{eager}} delta",
                   ds("seam:stage_steps_total", pp_rank=k, mode="eager"), steps)
             check(f"stage {k} seam:stage_steps_total{{graph}} delta",

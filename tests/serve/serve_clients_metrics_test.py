@@ -216,7 +216,8 @@ def main():
               - sum(v for k, v in c0.items() if k[0] == "seam:request_failure_total"), 0)
         check("seam:num_requests_running", c1[("seam:num_requests_running", ())], 0)
         for k, (before, after) in enumerate(zip(s0, s1)):
-            steps = delta(before, after, "seam:stage_step_seconds_count", pp_rank=k)
+            steps = sum(delta(before, after, "seam:stage_step_seconds_count", pp_rank=k, kind=kind)
+                        for kind in ["decode", "prefill", "mixed"])
             check(f"stage {k} seam:stage_step_seconds_count moved (at least one step per token)",
                   steps >= generated, True)
         check("seam serve exit status", serve.stop(), 0)

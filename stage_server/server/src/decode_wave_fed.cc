@@ -8,6 +8,12 @@
 // RunWave's step-by-step path. A wave of one member also runs the step
 // after its last one ahead (MicrobatchRunner::set_run_ahead), which the next
 // wave takes as its step 0 when it continues the same sequences.
+// Steps overlap on the device (one is enqueued before the previous one's
+// tokens are read) and a step run ahead is enqueued before its wave comes:
+// seam:stage_step_seconds times each step from its enqueue, the wave's start
+// or the previous answer, whichever is last, so that the steps' times add up
+// to the stage's busy time.
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <utility>
@@ -64,6 +70,8 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
   std::vector<Member> members(wave.size());
   std::deque<Enqueued> enqueued;
   std::vector<int32_t> last_tokens;  // of the newest step answered
+  const absl::Time started = absl::Now();
+  absl::Time busy_from = started;  // a step's time starts here at the earliest (see the top)
   // Waits for the oldest enqueued step's tokens and answers it.
   const auto answer_oldest = [&] {
     const Enqueued e = enqueued.front();
@@ -76,7 +84,7 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
       member.failed = true;
       return AnswerError(d, tokens.status(), answer);
     }
-    RecordStep(e.at);
+    RecordStep(std::max(e.at, std::exchange(busy_from, absl::Now())), StepKind::kDecode);
     last_tokens = *tokens;
     v1::MicrobatchResult result;
     result.set_microbatch_id(d.microbatch_id());
@@ -85,7 +93,6 @@ void MicrobatchRunner::RunWaveFed(const std::vector<v1::MicrobatchDescriptor>& w
     result.set_more(e.step + 1 < steps);
     answer(std::move(result));
   };
-  const absl::Time started = absl::Now();
   // Run() kept the step run ahead only for the member that continues it.
   std::optional<Ahead> ahead = std::move(ahead_);
   ahead_.reset();

@@ -211,7 +211,7 @@ absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32
   const absl::Time step_start = absl::Now();
   SEAM_ASSIGN_OR_RETURN(runtime::PieceOutput out,
                         group_->StepPiece(steps, all_logits, in, choose ? &choices : nullptr));
-  RecordStep(step_start);
+  RecordStep(step_start, StepKindOf(d));
   if (!group_->is_last_piece()) {
     // A handoff past the budget is not sent: the next stage has given up on it.
     SEAM_RETURN_IF_ERROR(CheckBudget(d, "while this stage computed it"));
@@ -274,9 +274,9 @@ absl::StatusOr<std::vector<boundary::PipelineTensors>> MicrobatchRunner::Receive
   }
 }
 
-void MicrobatchRunner::RecordStep(absl::Time started) {
+void MicrobatchRunner::RecordStep(absl::Time started, StepKind kind) {
   if (!metrics_) return;
-  metrics_->step.Observe(SecondsSince(started));
+  metrics_->step[static_cast<size_t>(kind)]->Observe(SecondsSince(started));
   const std::vector<double> waits = group_->LastSynchronizeSeconds();
   for (size_t r = 0; r < waits.size() && r < metrics_->collective.size(); ++r) metrics_->collective[r]->Observe(waits[r]);
   const runtime::GraphDecodeStats stats = group_->GraphStats();

@@ -154,8 +154,8 @@ class MicrobatchRunner {
   // Answers for whole-microbatch failures and the last stage's step results.
   void AnswerError(const v1::MicrobatchDescriptor& d, const absl::Status& why, const Answer& answer) const;
   // After a step begun at `started` (nothing without metrics): its time, each
-  // rank's Synchronize wait, graph or eager.
-  void RecordStep(absl::Time started);
+  // rank's Synchronize wait, graph or eager; its time under `kind`.
+  void RecordStep(absl::Time started, StepKind kind);
 
   v1::StageConfig config_;
   std::unique_ptr<runtime::StageGroup> group_;

@@ -8,10 +8,31 @@
 
 namespace seam::server {
 
+StepKind StepKindOf(const v1::MicrobatchDescriptor& d) {
+  bool prefill = false, decode = false;
+  for (const v1::SequenceEntry& s : d.sequences()) (s.is_prefill() ? prefill : decode) = true;
+  if (prefill && decode) return StepKind::kMixed;
+  return prefill ? StepKind::kPrefill : StepKind::kDecode;
+}
+
+const char* StepKindName(StepKind kind) {
+  switch (kind) {
+    case StepKind::kPrefill:
+      return "prefill";
+    case StepKind::kMixed:
+      return "mixed";
+    case StepKind::kDecode:
+      break;
+  }
+  return "decode";
+}
+
 StageMetrics::StageMetrics(metrics::MetricsEndpoint& endpoint)
     : step_(prometheus::BuildHistogram()
                 .Name("seam:stage_step_seconds")
-                .Help("Compute of one microbatch on this stage (StageGroup::StepPiece, every TP rank)")
+                .Help("Compute of one microbatch step on this stage (StageGroup::StepPiece, every TP rank; a "
+                      "fed decode step from when the step before it was answered), by what the step held: "
+                      "kind=\"decode\" (decode rows only), \"prefill\" (prefill chunks only) or \"mixed\"")
                 .Register(endpoint.registry())),
       handoff_seconds_(prometheus::BuildHistogram()
                            .Name("seam:stage_handoff_seconds")
@@ -42,7 +63,10 @@ void StageMetrics::SetStatusSource(std::function<v1::StageStatus()> status) {
 
 StageMetrics::Rank StageMetrics::ForRank(int pp_rank, int tp_size) {
   const std::string pp = std::to_string(pp_rank);
-  Rank r{step_.Add({{"pp_rank", pp}}, metrics::StepTimeBuckets()),
+  const auto step = [&](StepKind kind) {
+    return &step_.Add({{"pp_rank", pp}, {"kind", StepKindName(kind)}}, metrics::StepTimeBuckets());
+  };
+  Rank r{{step(StepKind::kDecode), step(StepKind::kPrefill), step(StepKind::kMixed)},
          handoff_seconds_.Add({{"pp_rank", pp}, {"direction", "send"}}, metrics::StepTimeBuckets()),
          handoff_seconds_.Add({{"pp_rank", pp}, {"direction", "receive"}}, metrics::StepTimeBuckets()),
          handoff_bytes_.Add({{"pp_rank", pp}, {"direction", "send"}}),

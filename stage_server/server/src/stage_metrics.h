@@ -3,8 +3,11 @@
 // byte counts are recorded by the MicrobatchRunner as it runs; the state a
 // StageStatus already holds (microbatches in flight, handoff drops, KV
 // usage) is read from the actor's status at each scrape. Thread-safe.
+// Steps are timed by what they hold (StepKind, the `kind` label), so that a
+// reader can split the stage's compute between prefill and decode.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -18,6 +21,12 @@
 
 namespace seam::server {
 
+// What one step of a microbatch holds: decode rows only, prefill chunks
+// only, or both (a mixed step). The `kind` label of seam:stage_step_seconds.
+enum class StepKind { kDecode = 0, kPrefill = 1, kMixed = 2 };
+StepKind StepKindOf(const v1::MicrobatchDescriptor& d);  // by its entries' is_prefill
+const char* StepKindName(StepKind kind);                 // "decode", "prefill", "mixed"
+
 class StageMetrics {
  public:
   explicit StageMetrics(metrics::MetricsEndpoint& endpoint);
@@ -26,7 +35,7 @@ class StageMetrics {
 
   // The instruments of one pipeline rank (references stay valid).
   struct Rank {
-    prometheus::Histogram& step;              // StepPiece: the stage's compute of one microbatch
+    std::array<prometheus::Histogram*, 3> step;  // by StepKind: the stage's compute of one microbatch step
     prometheus::Histogram& handoff_send;      // until the next stage has every tensor
     prometheus::Histogram& handoff_receive;   // waiting for and verifying the previous stage's handoff
     prometheus::Counter& handoff_bytes_sent;
