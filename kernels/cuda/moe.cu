@@ -131,7 +131,7 @@ __global__ void ScatterAddRowsKernel(D* __restrict__ dst, const S* __restrict__ 
   }
 }
 
-
+// MoeRoute (bias null, scaling 1) and MoeRouteBiased (never renormalised).
 absl::Status LaunchRoute(const Tensor& logits, const float* bias, int64_t top_k, bool renormalize, float scaling,
                          const Tensor& weights, const Tensor& ids) {
   const int64_t rows = logits.dim(0), experts = logits.dim(1);

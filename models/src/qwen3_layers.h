@@ -70,7 +70,7 @@ class DenseMlp {
 
 // Router (replicated) + experts (each sharded over TP, stacked [E, ...]),
 // routed and grouped by expert on the device, then run fused, grouped or one
-// by one (ModelOptions::moe_experts; qwen3_moe_block.cc).
+// by one (ModelOptions::moe_experts; RoutedExperts: routed_experts.h).
 class MoeBlock {
  public:
   static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);

@@ -15,7 +15,7 @@
 //   tensor-core grouped GEMM (one launch over every expert's tiles of
 //   kExpertTileRows pairs), chosen by ExpertKernel;
 // - ExpertMatmul, one projection at a time (the earlier GEMV; a MoE block
-//   still runs it when asked: models/src/qwen3_moe_block.cc).
+//   still runs it when asked: models/src/routed_experts.cc).
 //
 // The experts' weights are one stacked tensor [E, N, K] (expert e's matrix
 // [N, K] is w[e]). Pair p of a routing ids [M, G] is (row p / G, slot
