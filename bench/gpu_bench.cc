@@ -229,7 +229,7 @@ int Decode(const Flags& flags) {
     } else {
       row["floor_ratio"] = ms[0] / batch_floor_ms;
       row["eager_only"] = m.model->graph_max_rows() < 1
-                              ? "the model records no CUDA graph (its MoE routing reads the host): eager steps"
+                              ? "the model records no CUDA graph (its MoE layers run their experts one by one): eager steps"
                               : "batch above the rows the model records: eager steps";
     }
     results.push_back(row);

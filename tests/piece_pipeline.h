@@ -18,9 +18,12 @@ namespace seam::testing {
 
 class PiecePipeline {
  public:
-  absl::Status Open(const std::string& dir, int tp, int attn_dp, const std::vector<int>& cuts) {
+  // `moe_experts`: how the MoE layers run their experts (ModelOptions).
+  absl::Status Open(const std::string& dir, int tp, int attn_dp, const std::vector<int>& cuts,
+                    models::MoeExperts moe_experts = models::MoeExperts::kAuto) {
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
       runtime::StageGroupOptions options;
+      options.model.moe_experts = moe_experts;
       options.model.first_layer = cuts[i];
       options.model.end_layer = cuts[i + 1];
       auto group = runtime::StageGroup::Create(dir, tp, attn_dp, boundary::ReductionPolicy::kAuto, options);

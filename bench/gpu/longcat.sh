@@ -14,8 +14,9 @@
 #            against the floor of the weights a step reads (dense parts and
 #            the routed experts its tokens touch under uniform routing, zero
 #            experts reading nothing) plus the latent KV bytes
-#            (runtime/step_floor.h). The model records no CUDA graph (its
-#            routing reads the host): every step runs eagerly.
+#            (runtime/step_floor.h). Each batch runs eagerly, then replayed
+#            from a CUDA graph (the MoE routes and runs its experts on the
+#            device); the ratio is the graph's.
 #   serve    seam bench serve (batch 1 and 32, 1,024-token prompts, 32 new
 #            tokens) and a short seam bench load (32 requests of 128-1,024
 #            tokens, concurrency 1 and 16) on the same checkpoint through

@@ -7,13 +7,16 @@
 
 namespace seam::boundary {
 
+bool IsSumRankZero(const StageBoundary& stage, const ForwardBatch& batch) {
+  const Topology& t = batch.rows.topology();
+  const SumGroup sum = stage.declaration().owed_sum();
+  return sum == SumGroup::kAttnTp ? t.attn_tp_rank() == 0 : sum == SumGroup::kNone || t.tp_rank == 0;
+}
+
 absl::StatusOr<Tensor> AddReplicatedOnSumRankZero(const Tensor& partial, const Tensor& replicated,
                                                   const StageBoundary& stage, const ForwardBatch& batch) {
   SEAM_RETURN_IF_ERROR(ExpectSameShape(partial, replicated, "stage output", "replicated component"));
-  const Topology& t = batch.rows.topology();
-  const SumGroup sum = stage.declaration().owed_sum();
-  const bool rank_zero = sum == SumGroup::kAttnTp ? t.attn_tp_rank() == 0 : sum == SumGroup::kNone || t.tp_rank == 0;
-  if (!rank_zero) return partial;
+  if (!IsSumRankZero(stage, batch)) return partial;
   Tensor out = partial.Clone();
   SEAM_RETURN_IF_ERROR(kernels::AddInPlace(out, replicated));
   return out;

@@ -126,14 +126,14 @@ class GraphDecode : public InProcessDecode {
 
   std::string Describe() const override {
     if (model_->graph_max_rows() < 1) {
-      return "eager decode on GPU 0, TP 1 (the model records no CUDA graph: its routing reads the host)";
+      return "eager decode on GPU 0, TP 1 (the model records no CUDA graph: its MoE layers run their experts one by one)";
     }
     return "CUDA-graph decode (runtime::DecodeGraph) on GPU 0, TP 1 (eager above " +
            std::to_string(model_->graph_max_rows()) + " rows)";
   }
 
   absl::StatusOr<InProcessFigures> Measure(int batch) override {
-    // A batch the model cannot record (LongCat-Flash: any) decodes eagerly.
+    // A batch the model cannot record (above graph_max_rows) decodes eagerly.
     if (graphs_.count(batch) == 0 && batch <= model_->graph_max_rows()) {
       SEAM_ASSIGN_OR_RETURN(graphs_[batch], runtime::DecodeGraph::Capture(*model_, *cache_, batch,
                                                                           o_.prompt_len + o_.new_tokens + 1));

@@ -1,7 +1,8 @@
-// seam bench serve's in-process baseline on a model that records no CUDA
-// graph (LongCat-Flash: its routing reads the host): on GPU 0 at TP 1 it
-// decodes eagerly instead of failing to capture, and says so. Skipped
-// without a GPU; on the host the StageGroup driver runs it.
+// seam bench serve's in-process baseline on LongCat-Flash (MLA over a latent
+// cache, a MoE with zero experts routed on the device): on GPU 0 at TP 1 it
+// replays CUDA-graph decode steps, and says so; a model whose experts run
+// one by one records no graph and decodes eagerly instead of failing to
+// capture. Skipped without a GPU; on the host the StageGroup driver runs it.
 #include "in_process_decode.h"
 
 #include <gtest/gtest.h>
@@ -35,11 +36,11 @@ TEST(InProcessDecode, LongcatFlashDecodesOnTheHost) {
   }
 }
 
-TEST(InProcessDecode, LongcatFlashDecodesEagerlyOnTheGpu) {
+TEST(InProcessDecode, LongcatFlashDecodesFromGraphsOnTheGpu) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device";
   auto d = InProcessDecode::Create(Options(Device::Kind::kCUDA));
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_NE((*d)->Describe().find("eager decode"), std::string::npos) << (*d)->Describe();
+  EXPECT_NE((*d)->Describe().find("CUDA-graph decode"), std::string::npos) << (*d)->Describe();
   for (int batch : {1, 3}) {
     auto f = (*d)->Measure(batch);
     ASSERT_TRUE(f.ok()) << f.status();

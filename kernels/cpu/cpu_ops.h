@@ -50,6 +50,8 @@ absl::Status EditLogits(const Tensor& logits, const Tensor& at, const Tensor& by
 absl::Status TokenLogProbs(const Tensor& logits, const Tensor& tokens, const Tensor& out);
 absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
                       const Tensor& ids);
+absl::Status MoeRouteBiased(const Tensor& logits, const Tensor& bias, int64_t top_k, float scaling,
+                            const Tensor& weights, const Tensor& ids);
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);
 absl::Status ScatterAddRows(const Tensor& dst, const Tensor& src, const Tensor& rows, const Tensor& weights);
 absl::Status SortRoutesByExpert(const Tensor& weights, const Tensor& ids);  // moe_experts
@@ -58,6 +60,8 @@ absl::Status ExpertMatmul(const Tensor& x, const Tensor& w, const ExpertGroups& 
 absl::Status ExpertGateUpSilu(const Tensor& x, const Tensor& w, const ExpertGroups& groups, const Tensor& act);
 absl::Status ExpertDown(const Tensor& act, const Tensor& w, const ExpertGroups& groups, const Tensor& out);
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out);
+absl::Status IdentityExpertPairs(const Tensor& x, const Tensor& ids, int64_t first, bool copy_input,
+                                 const Tensor& out);
 absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tensor& out);
 absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out);
 absl::Status ReluSquared(const Tensor& x, const Tensor& out);                                      // activation

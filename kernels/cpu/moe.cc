@@ -1,5 +1,6 @@
 // Mixture-of-experts routing and row movement on the CPU: the router's
-// softmax + top-k (+ renormalisation), gathering the rows routed to an
+// softmax + top-k (+ renormalisation, or a choice bias and a scaling),
+// gathering the rows routed to an
 // expert and adding its weighted output back (the expert finalize).
 #include <algorithm>
 #include <cstring>
@@ -13,10 +14,15 @@
 
 namespace seam::kernels::cpu {
 
-absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
-                      const Tensor& ids) {
+namespace {
+
+// MoeRoute and MoeRouteBiased: p = softmax(row); the top_k experts by
+// p + bias (bias null: p alone; ties to the lower index); each weight p / the
+// kept sum (renormalize) or p · scaling.
+void Route(const Tensor& logits, const float* bias, int64_t top_k, bool renormalize, float scaling,
+           const Tensor& weights, const Tensor& ids) {
   const int64_t rows = logits.dim(0), n = logits.dim(1);
-  std::vector<float> p(n);
+  std::vector<float> p(n), choice(n);
   std::vector<int32_t> order(n);
   for (int64_t r = 0; r < rows; ++r) {
     LoadFloats(logits.raw_data(), logits.dtype(), r * n, n, p.data());
@@ -24,16 +30,31 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
     float sum = 0.0f;
     for (float& v : p) sum += (v = std::exp(v - mx));
     for (float& v : p) v /= sum;
+    for (int64_t e = 0; e < n; ++e) choice[e] = bias == nullptr ? p[e] : p[e] + bias[e];
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
-                      [&p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&choice](int32_t a, int32_t b) {
+      return choice[a] > choice[b] || (choice[a] == choice[b] && a < b);
+    });
     float kept = 0.0f;
     for (int64_t j = 0; j < top_k; ++j) kept += p[order[j]];
     for (int64_t j = 0; j < top_k; ++j) {
-      weights.data<float>()[r * top_k + j] = renormalize ? p[order[j]] / kept : p[order[j]];
+      weights.data<float>()[r * top_k + j] = renormalize ? p[order[j]] / kept : p[order[j]] * scaling;
       ids.data<int32_t>()[r * top_k + j] = order[j];
     }
   }
+}
+
+}  // namespace
+
+absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
+                      const Tensor& ids) {
+  Route(logits, nullptr, top_k, renormalize, 1.0f, weights, ids);
+  return absl::OkStatus();
+}
+
+absl::Status MoeRouteBiased(const Tensor& logits, const Tensor& bias, int64_t top_k, float scaling,
+                            const Tensor& weights, const Tensor& ids) {
+  Route(logits, bias.data<float>(), top_k, false, scaling, weights, ids);
   return absl::OkStatus();
 }
 

@@ -185,6 +185,23 @@ absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const T
   return absl::OkStatus();
 }
 
+absl::Status IdentityExpertPairs(const Tensor& x, const Tensor& ids, int64_t first, bool copy_input,
+                                 const Tensor& out) {
+  const int64_t per_row = ids.dim(1), pairs = ids.numel();
+  const size_t row_bytes = static_cast<size_t>(x.dim(1)) * DTypeSize(x.dtype());
+  const int32_t* e = ids.data<int32_t>();
+  for (int64_t p = 0; p < pairs; ++p) {
+    if (e[p] < first) continue;
+    char* row = static_cast<char*>(out.raw_data()) + p * row_bytes;
+    if (copy_input) {
+      std::memcpy(row, static_cast<const char*>(x.raw_data()) + (p / per_row) * row_bytes, row_bytes);
+    } else {
+      std::memset(row, 0, row_bytes);  // +0.0 in every floating dtype
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out) {
   const int64_t rows = expert_out.dim(0), g = expert_out.dim(1), h = expert_out.dim(2);
   const float* s = scales.data<float>();

@@ -8,6 +8,9 @@
 // top-k is a rank sort: every expert counts the experts that beat it (higher
 // probability, or equal and lower index), which is exact, deterministic and
 // O(E²/threads) — cheap for routers (E ≤ a few hundred; at most kMaxExperts).
+// MoeRouteBiased is the same kernel ranking by probability + bias (one fp32
+// add per expert, as the CPU) and weighing by probability × scaling; neither
+// op synchronises with the host.
 //
 // GatherRows / ScatterAddRows: grid-stride copies. The rows are not checked on
 // the host (that would need a synchronisation): a row index outside the table
@@ -30,10 +33,11 @@ __device__ __forceinline__ float ExactExp(float v) { return static_cast<float>(e
 
 template <typename T>
 __global__ void __launch_bounds__(kRouteThreads)
-    MoeRouteKernel(const T* __restrict__ logits, int experts, int top_k, bool renormalize,
-                   float* __restrict__ weights, int32_t* __restrict__ ids) {
-  extern __shared__ float p[];                       // [experts]
-  int* order = reinterpret_cast<int*>(p + experts);  // [top_k]: expert of each rank
+    MoeRouteKernel(const T* __restrict__ logits, const float* __restrict__ bias, int experts, int top_k,
+                   bool renormalize, float scaling, float* __restrict__ weights, int32_t* __restrict__ ids) {
+  extern __shared__ float p[];                           // [experts]
+  float* choice = p + experts;                           // [experts]: p + bias (p without a bias)
+  int* order = reinterpret_cast<int*>(choice + experts);  // [top_k]: expert of each rank
   __shared__ float shared_max, shared_sum;
   const int64_t row = blockIdx.x;
   const T* in = logits + row * experts;
@@ -55,13 +59,16 @@ __global__ void __launch_bounds__(kRouteThreads)
   }
   __syncthreads();
   const float sum = shared_sum;
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) p[e] = __fdiv_rn(p[e], sum);
-  __syncthreads();
-  // Rank of each expert in (probability descending, index ascending) order.
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-    const float v = p[e];
+    p[e] = __fdiv_rn(p[e], sum);
+    choice[e] = bias == nullptr ? p[e] : __fadd_rn(p[e], bias[e]);
+  }
+  __syncthreads();
+  // Rank of each expert in (choice descending, index ascending) order.
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    const float v = choice[e];
     int rank = 0;
-    for (int j = 0; j < experts; ++j) rank += (p[j] > v || (p[j] == v && j < e)) ? 1 : 0;
+    for (int j = 0; j < experts; ++j) rank += (choice[j] > v || (choice[j] == v && j < e)) ? 1 : 0;
     if (rank < top_k) order[rank] = e;
   }
   __syncthreads();
@@ -74,7 +81,7 @@ __global__ void __launch_bounds__(kRouteThreads)
   const float kept = shared_sum;
   for (int j = threadIdx.x; j < top_k; j += blockDim.x) {
     const float v = p[order[j]];
-    weights[row * top_k + j] = renormalize ? __fdiv_rn(v, kept) : v;
+    weights[row * top_k + j] = renormalize ? __fdiv_rn(v, kept) : __fmul_rn(v, scaling);
     ids[row * top_k + j] = order[j];
   }
 }
@@ -124,10 +131,9 @@ __global__ void ScatterAddRowsKernel(D* __restrict__ dst, const S* __restrict__ 
   }
 }
 
-}  // namespace
-
-absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
-                      const Tensor& ids) {
+// MoeRoute (bias null, scaling 1) and MoeRouteBiased (never renormalised).
+absl::Status LaunchRoute(const Tensor& logits, const float* bias, int64_t top_k, bool renormalize, float scaling,
+                         const Tensor& weights, const Tensor& ids) {
   const int64_t rows = logits.dim(0), experts = logits.dim(1);
   if (rows == 0) return absl::OkStatus();
   if (experts > kMaxExperts) {
@@ -136,16 +142,28 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
   }
   if (rows > 0x7fffffff) return absl::UnimplementedError("MoeRoute: too many rows");
   SEAM_RETURN_IF_ERROR(CheckCurrentDevice(logits, "MoeRoute"));
-  const size_t shared = static_cast<size_t>(experts) * sizeof(float) + static_cast<size_t>(top_k) * sizeof(int);
+  const size_t shared = 2 * static_cast<size_t>(experts) * sizeof(float) + static_cast<size_t>(top_k) * sizeof(int);
   const cudaStream_t stream = Stream();
   return DispatchFloat(logits.dtype(), "logits", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     MoeRouteKernel<T><<<static_cast<unsigned int>(rows), kRouteThreads, shared, stream>>>(
-        static_cast<const T*>(logits.raw_data()), static_cast<int>(experts), static_cast<int>(top_k), renormalize,
-        weights.data<float>(), ids.data<int32_t>());
+        static_cast<const T*>(logits.raw_data()), bias, static_cast<int>(experts), static_cast<int>(top_k),
+        renormalize, scaling, weights.data<float>(), ids.data<int32_t>());
     SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
+}
+
+}  // namespace
+
+absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
+                      const Tensor& ids) {
+  return LaunchRoute(logits, nullptr, top_k, renormalize, 1.0f, weights, ids);
+}
+
+absl::Status MoeRouteBiased(const Tensor& logits, const Tensor& bias, int64_t top_k, float scaling,
+                            const Tensor& weights, const Tensor& ids) {
+  return LaunchRoute(logits, bias.data<float>(), top_k, false, scaling, weights, ids);
 }
 
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {

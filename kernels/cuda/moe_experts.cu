@@ -23,6 +23,8 @@
 // - GatherPairs / ScatterPairs: grid-stride row copies in 16-byte units
 //   where rows and addresses allow, up to the grouped count read on the
 //   device.
+// - IdentityExpertPairs: grid-stride row copies (or zero fills) of the
+//   pairs whose id marks an identity expert, in the same units.
 // - MoeFinalize: grid-stride over [T, H], one fmaf per expert in g order.
 #include <algorithm>
 
@@ -298,6 +300,21 @@ absl::Status LaunchPairRows(const Tensor& in, const ExpertGroups& groups, const 
   }
 }
 
+// ---- IdentityExpertPairs -------------------------------------------------------
+
+// out[p] = x[p / G] (or zeros) for the pairs p whose expert id is ≥ first, in units of U.
+template <typename U>
+__global__ void IdentityPairsKernel(const U* __restrict__ x, const int32_t* __restrict__ ids, U* __restrict__ out,
+                                    int64_t first, bool copy_input, int per_row, int64_t units, int64_t pairs) {
+  const int64_t total = pairs * units;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = i / units, c = i - p * units;
+    if (ids[p] < first) continue;
+    out[i] = copy_input ? x[(p / per_row) * units + c] : U{};
+  }
+}
+
 // ---- MoeFinalize ---------------------------------------------------------------
 
 template <typename T, typename O>
@@ -367,6 +384,32 @@ absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tens
 
 absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out) {
   return LaunchPairRows<false>(src, groups, out, 1);
+}
+
+absl::Status IdentityExpertPairs(const Tensor& x, const Tensor& ids, int64_t first, bool copy_input,
+                                 const Tensor& out) {
+  const int64_t row_bytes = x.dim(1) * static_cast<int64_t>(DTypeSize(x.dtype()));
+  const int64_t pairs = ids.numel();
+  if (pairs == 0 || row_bytes == 0) return absl::OkStatus();
+  if (ids.dim(1) > 0x7fffffff) return absl::UnimplementedError("IdentityExpertPairs: too many routes per row");
+  SEAM_RETURN_IF_ERROR(CheckCurrentDevice(out, "IdentityExpertPairs"));
+  const cudaStream_t stream = Stream();
+  auto launch = [&](auto unit) -> absl::Status {
+    using U = decltype(unit);
+    const int64_t units = row_bytes / static_cast<int64_t>(sizeof(U));
+    constexpr int kThreads = 256;
+    IdentityPairsKernel<U><<<GridFor(pairs * units, kThreads), kThreads, 0, stream>>>(
+        static_cast<const U*>(x.raw_data()), ids.data<int32_t>(), static_cast<U*>(out.raw_data()), first,
+        copy_input, static_cast<int>(ids.dim(1)), units, pairs);
+    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  };
+  switch (RowCopyUnit(row_bytes, x.raw_data(), out.raw_data())) {
+    case 16: return launch(uint4{});
+    case 8: return launch(uint2{});
+    case 4: return launch(uint32_t{});
+    default: return launch(uint16_t{});  // every floating dtype's rows are whole 2-byte units
+  }
 }
 
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out) {

@@ -227,6 +227,25 @@ absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const T
   SEAM_KERNELS_DISPATCH(device, ScatterPairs, src, groups, out);
 }
 
+absl::Status IdentityExpertPairs(const Tensor& x, const Tensor& ids, int64_t first, bool copy_input,
+                                 const Tensor& out) {
+  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(x, "x"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(x, 2, "x"));
+  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(ids, "ids"));
+  SEAM_RETURN_IF_ERROR(ExpectRank(ids, 2, "ids"));
+  if (ids.dim(0) != x.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("ids: expected the ", x.dim(0), " rows of x, got ", ids.dim(0)));
+  }
+  if (first < 0) return absl::InvalidArgumentError(absl::StrCat("first: expected ≥ 0, got ", first));
+  SEAM_RETURN_IF_ERROR(ExpectShape(out, {ids.numel(), x.dim(1)}, "out"));
+  if (out.dtype() != x.dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("out: expected the dtype of x (", DTypeName(x.dtype()), "), got ",
+                                                   DTypeName(out.dtype())));
+  }
+  SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&x, "x"}, {&ids, "ids"}, {&out, "out"}}));
+  SEAM_KERNELS_DISPATCH(device, IdentityExpertPairs, x, ids, first, copy_input, out);
+}
+
 bool ExpertMatmulTakes(DType dtype, int64_t k) {
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) return false;
   return k > 0 && (k * static_cast<int64_t>(DTypeSize(dtype))) % 16 == 0;

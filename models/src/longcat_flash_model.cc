@@ -69,6 +69,12 @@ LongcatFlashModel::LongcatFlashModel(const weights::ModelConfig& config, const M
 LongcatFlashModel::~LongcatFlashModel() = default;
 int64_t LongcatFlashModel::layers() const { return static_cast<int64_t>(impl_->layers.size()); }
 
+int64_t LongcatFlashModel::graph_max_rows() const {
+  int64_t most = kUnboundedGraphRows;
+  for (const auto& layer : impl_->layers) most = std::min(most, layer->moe->grouped_max_rows());
+  return most;
+}
+
 absl::StatusOr<std::unique_ptr<LongcatFlashModel>> LongcatFlashModel::Load(const weights::Checkpoint& checkpoint,
                                                                            const ModelOptions& options) {
   const weights::ModelConfig& c = checkpoint.config();

@@ -1,8 +1,7 @@
 // The compute modules of one LongCat-Flash layer on one rank: multi-head
 // latent attention over the latent cache (absorbed form), and the shortcut
-// MoE with zero-computation experts, with the host routing it uses (exposed
-// for tests). Each returns an unreduced partial output. Private to the
-// models library.
+// MoE with zero-computation experts. Each returns an unreduced partial
+// output. Private to the models library.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +18,7 @@
 #include "seam/models/kv_cache.h"
 #include "src/load_context.h"
 #include "src/qwen3_layers.h"
+#include "src/routed_experts.h"
 
 namespace seam::models::internal {
 
@@ -51,20 +51,9 @@ class MlaAttention {
   float theta_ = 1e7f, scale_ = 1.0f;
 };
 
-// One row's routes: expert ids (ascending choice order of top-k) and weights.
-struct RowRoutes {
-  std::vector<int32_t> experts;
-  std::vector<float> weights;
-};
-// transformers' LongcatFlashTopkRouter on the host: per row of logits
-// [rows, experts] (routed then zero experts), scores = softmax in fp32; the
-// top_k experts by scores + bias (ties to the lower index); each weight its
-// unbiased score times `scaling`.
-std::vector<RowRoutes> RouteWithZeroExperts(const std::vector<float>& logits, int64_t rows, int64_t experts,
-                                            const std::vector<float>& bias, int64_t top_k, float scaling);
-
-// The shortcut MoE: router (fp32, replicated), routed experts sharded over TP
-// (their intermediate), zero experts (identity, added on rank 0 of the sum).
+// The shortcut MoE: router (fp32, replicated; MoeRouteBiased on the device),
+// routed experts sharded over TP (their intermediate) and run as Qwen3-MoE's
+// (RoutedExperts), zero experts (identity, counted on rank 0 of the sum).
 class LongcatMoe {
  public:
   // Routed experts one module each ("mlp.experts.<e>.gate_proj.weight", ...)
@@ -72,13 +61,16 @@ class LongcatMoe {
   // "mlp.experts.down_proj" [E, H, I]).
   static absl::StatusOr<LongcatMoe> Load(const LoadContext& ctx, const std::string& prefix);
   // x [N, H] (the FFN's rows; N may be 0) → partial [N, H] of `stage`'s sum.
+  // No host round trip for N ≤ grouped_max_rows().
   absl::StatusOr<Tensor> Forward(const Tensor& x, const boundary::StageBoundary& stage,
                                  const boundary::ForwardBatch& batch) const;
+  // The most rows a batch may have to run on the device only (0: never).
+  int64_t grouped_max_rows() const { return experts_.grouped_max_rows(); }
 
  private:
-  Tensor router_;             // f32 [E + Z, H]
-  std::vector<float> bias_;   // e_score_correction_bias [E + Z]
-  std::vector<std::pair<Tensor, Tensor>> experts_;  // [gate | up] rows [2·I/tp, H], down [H, I/tp]
+  Tensor router_;           // f32 [E + Z, H]
+  Tensor bias_;             // f32 e_score_correction_bias [E + Z]
+  RoutedExperts experts_;   // the E routed experts, stacked
   int64_t top_k_ = 0;
   float scaling_ = 1.0f;
 };

@@ -1,46 +1,36 @@
-// LongCat-Flash's shortcut MoE on one TP rank: the router on the host over
-// routed and zero-computation experts (the score-correction bias chooses,
-// the unbiased scores weigh, times routed_scaling_factor), each routed
-// expert's rows through its gate/up/down slices (ScatterAddRows adds them
-// weighted, by ascending expert id as transformers does), and the zero
-// experts' weighted inputs added once, on rank 0 of the FFN's sum.
+// LongCat-Flash's shortcut MoE on one TP rank, on the tensors' device with
+// no host round trip (a decode step holding it can be a CUDA graph):
+// - the router (fp32, replicated) over routed and zero-computation experts,
+//   MoeRouteBiased: softmax over all of them, the choice by score +
+//   e_score_correction_bias, each weight its unbiased score ×
+//   routed_scaling_factor;
+// - the routed experts' pairs through RoutedExperts (routed_experts.h, as
+//   Qwen3-MoE's: sorted by expert id, grouped over the routed experts only,
+//   fused, grouped or one by one); a zero expert's id is ≥ the routed
+//   count, so it is in no group;
+// - a zero expert's slot holds its input row on rank 0 of the FFN's sum and
+//   zeros on the sum's other ranks (IdentityExpertPairs), so the sum counts
+//   it once;
+// - MoeFinalize: each row's slots, sorted by expert id (the routed experts
+//   ascending, then the zero experts ascending), weighted and summed in
+//   fp32, rounded once to the compute dtype.
+// Summation order: transformers adds each chosen expert's weighted output,
+// routed or zero, into the output by ascending expert id, which is the
+// order here; in bf16 it rounds after each addition, seam once. (seam
+// before summed the zero experts apart and added them after the routed
+// ones, rounding after each expert.)
 #include <algorithm>
-#include <cmath>
-#include <numeric>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "seam/boundary/replicated_component.h"
 #include "seam/core/status.h"
+#include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
 #include "src/longcat_layers.h"
 
 namespace seam::models::internal {
-
-std::vector<RowRoutes> RouteWithZeroExperts(const std::vector<float>& logits, int64_t rows, int64_t experts,
-                                            const std::vector<float>& bias, int64_t top_k, float scaling) {
-  std::vector<RowRoutes> out(rows);
-  std::vector<float> scores(experts), choice(experts);
-  std::vector<int32_t> order(experts);
-  for (int64_t t = 0; t < rows; ++t) {
-    const float* l = logits.data() + t * experts;
-    const float most = *std::max_element(l, l + experts);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += (scores[e] = std::exp(l[e] - most));
-    for (int64_t e = 0; e < experts; ++e) {
-      scores[e] /= sum;
-      choice[e] = scores[e] + bias[e];
-    }
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
-      return choice[a] > choice[b] || (choice[a] == choice[b] && a < b);
-    });
-    for (int64_t k = 0; k < top_k; ++k) {
-      out[t].experts.push_back(order[k]);
-      out[t].weights.push_back(scores[order[k]] * scaling);
-    }
-  }
-  return out;
-}
 
 namespace {
 
@@ -82,15 +72,12 @@ absl::StatusOr<LongcatMoe> LongcatMoe::Load(const LoadContext& ctx, const std::s
   SEAM_ASSIGN_OR_RETURN(Tensor router, ck.Load(p + "router.classifier.weight", {all, h}, DType::kF32));
   SEAM_ASSIGN_OR_RETURN(moe.router_, ctx.Place(router));
   SEAM_ASSIGN_OR_RETURN(Tensor bias, ck.Load(p + "router.e_score_correction_bias", {all}, DType::kF32));
-  moe.bias_ = bias.ToFloats();
+  SEAM_ASSIGN_OR_RETURN(moe.bias_, ctx.Place(bias));
   const std::string stacked = p + "experts.gate_up_proj";
   if (!ck.Has(stacked)) {
-    for (int64_t e = 0; e < routed; ++e) {
-      SEAM_ASSIGN_OR_RETURN(auto host, DenseMlp::LoadHost(ctx, absl::StrCat(p, "experts.", e), inter));
-      SEAM_ASSIGN_OR_RETURN(Tensor gate_up, ctx.Place(host.first));
-      SEAM_ASSIGN_OR_RETURN(Tensor down, ctx.Place(host.second));
-      moe.experts_.emplace_back(std::move(gate_up), std::move(down));
-    }
+    SEAM_ASSIGN_OR_RETURN(moe.experts_, RoutedExperts::Load(ctx, routed, moe.top_k_, [&](int64_t e) {
+      return DenseMlp::LoadHost(ctx, absl::StrCat(p, "experts.", e), inter);
+    }));
     return moe;
   }
   absl::StatusOr<Tensor> gate_up = ck.Load(stacked, {all, 2 * inter, h}, DType::kF32);
@@ -98,57 +85,31 @@ absl::StatusOr<LongcatMoe> LongcatMoe::Load(const LoadContext& ctx, const std::s
   SEAM_RETURN_IF_ERROR(gate_up.status());
   SEAM_ASSIGN_OR_RETURN(Tensor down, ck.Load(p + "experts.down_proj", {routed, h, inter}, DType::kF32));
   const std::vector<float> gu = gate_up->ToFloats(), dn = down.ToFloats();
-  for (int64_t e = 0; e < routed; ++e) {
-    auto host = StackedExpert(gu, dn, e, inter, h, r, tp, ctx.options.dtype);
-    SEAM_ASSIGN_OR_RETURN(Tensor g, ctx.Place(host.first));
-    SEAM_ASSIGN_OR_RETURN(Tensor d, ctx.Place(host.second));
-    moe.experts_.emplace_back(std::move(g), std::move(d));
-  }
+  const DType dtype = ctx.options.dtype;
+  SEAM_ASSIGN_OR_RETURN(moe.experts_, RoutedExperts::Load(ctx, routed, moe.top_k_, [&](int64_t e) {
+    return absl::StatusOr<std::pair<Tensor, Tensor>>(StackedExpert(gu, dn, e, inter, h, r, tp, dtype));
+  }));
   return moe;
 }
 
 absl::StatusOr<Tensor> LongcatMoe::Forward(const Tensor& x, const boundary::StageBoundary& stage,
                                            const boundary::ForwardBatch& batch) const {
-  const int64_t n = x.rows(), h = x.dim(1), all = router_.dim(0), routed = static_cast<int64_t>(experts_.size());
+  const int64_t n = x.rows(), h = x.dim(1), k = top_k_;
   const Device dev = x.device();
-  Tensor out = Tensor::Zeros({n, h}, x.dtype(), dev);
-  Tensor zero_part = Tensor::Zeros({n, h}, x.dtype(), dev);
+  Tensor scales = Tensor::Empty({n, k}, DType::kF32, dev), ids = Tensor::Empty({n, k}, DType::kI32, dev);
   if (n != 0) {
-    Tensor logits = Tensor::Empty({n, all}, DType::kF32, dev);
+    Tensor logits = Tensor::Empty({n, router_.dim(0)}, DType::kF32, dev);
     SEAM_RETURN_IF_ERROR(kernels::Matmul(x, router_, logits));
-    SEAM_ASSIGN_OR_RETURN(Tensor host, logits.On(Device::CPU()));
-    const std::vector<RowRoutes> routes = RouteWithZeroExperts(host.ToFloats(), n, all, bias_, top_k_, scaling_);
-    std::vector<std::vector<int32_t>> rows(all);
-    std::vector<std::vector<float>> weights(all);
-    for (int64_t t = 0; t < n; ++t) {
-      for (size_t k = 0; k < routes[t].experts.size(); ++k) {
-        rows[routes[t].experts[k]].push_back(static_cast<int32_t>(t));
-        weights[routes[t].experts[k]].push_back(routes[t].weights[k]);
-      }
-    }
-    for (int64_t e = 0; e < all; ++e) {
-      const int64_t m = static_cast<int64_t>(rows[e].size());
-      if (m == 0) continue;
-      SEAM_ASSIGN_OR_RETURN(Tensor at, Tensor::FromInts(rows[e], {m}).On(dev));
-      SEAM_ASSIGN_OR_RETURN(Tensor w, Tensor::FromFloats(weights[e], {m}).On(dev));
-      Tensor picked = Tensor::Empty({m, h}, x.dtype(), dev);
-      SEAM_RETURN_IF_ERROR(kernels::GatherRows(x, at, picked));
-      if (e >= routed) {  // a zero expert: its input, weighted
-        SEAM_RETURN_IF_ERROR(kernels::ScatterAddRows(zero_part, picked, at, w));
-        continue;
-      }
-      const auto& [gate_up, down] = experts_[e];
-      const int64_t inner = down.dim(1);
-      Tensor gu = Tensor::Empty({m, 2 * inner}, x.dtype(), dev), act = Tensor::Empty({m, inner}, x.dtype(), dev);
-      Tensor y = Tensor::Empty({m, h}, x.dtype(), dev);
-      SEAM_RETURN_IF_ERROR(kernels::Matmul(picked, gate_up, gu));
-      SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gu, act));
-      SEAM_RETURN_IF_ERROR(kernels::Matmul(act, down, y));
-      SEAM_RETURN_IF_ERROR(kernels::ScatterAddRows(out, y, at, w));
-    }
+    SEAM_RETURN_IF_ERROR(kernels::MoeRouteBiased(logits, bias_, k, scaling_, scales, ids));
   }
-  // The zero experts' part is whole on every rank: the sum counts it once.
-  return boundary::AddReplicatedOnSumRankZero(out, zero_part, stage, batch);
+  SEAM_ASSIGN_OR_RETURN(ExpertSlots s, experts_.Run(x, scales, ids));  // ids now sorted by expert
+  SEAM_ASSIGN_OR_RETURN(Tensor pairs, s.expert_out.Reshape({n * k, h}));
+  // The zero experts' input, counted once: on rank 0 of the sum only.
+  SEAM_RETURN_IF_ERROR(
+      kernels::IdentityExpertPairs(x, ids, experts_.experts(), boundary::IsSumRankZero(stage, batch), pairs));
+  Tensor out = Tensor::Empty({n, h}, x.dtype(), dev);
+  SEAM_RETURN_IF_ERROR(kernels::MoeFinalize(s.expert_out, s.scales, out));
+  return out;  // partial over TP: the boundary completes the sum
 }
 
 }  // namespace seam::models::internal

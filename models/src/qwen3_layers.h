@@ -20,6 +20,7 @@
 #include "seam/models/qwen3_model.h"
 #include "src/cp_attention.h"
 #include "src/load_context.h"
+#include "src/routed_experts.h"
 #include "seam/weights/checkpoint.h"
 
 namespace seam::models::internal {
@@ -69,7 +70,7 @@ class DenseMlp {
 
 // Router (replicated) + experts (each sharded over TP, stacked [E, ...]),
 // routed and grouped by expert on the device, then run fused, grouped or one
-// by one (ModelOptions::moe_experts; qwen3_moe_block.cc).
+// by one (ModelOptions::moe_experts; RoutedExperts: routed_experts.h).
 class MoeBlock {
  public:
   static absl::StatusOr<MoeBlock> Load(const LoadContext& ctx, int64_t layer);
@@ -84,20 +85,13 @@ class MoeBlock {
   int64_t grouped_max_rows() const;
 
  private:
-  // Expert outputs [N, K, H] by ascending expert id and their routing weights [N, K].
-  struct Slots {
-    Tensor expert_out, scales;
-  };
-  absl::StatusOr<Slots> Run(const Tensor& x) const;
-  bool Grouped(const Tensor& x) const { return x.rows() <= grouped_max_rows(); }
+  // The routes' expert outputs by ascending expert id and their weights.
+  absl::StatusOr<ExpertSlots> Run(const Tensor& x) const;
 
-  Tensor router_;          // [E, H]
-  Tensor gate_up_, down_;  // stacked: [E, 2·I/tp, H], [E, H, I/tp]
+  Tensor router_;  // [E, H]
+  RoutedExperts experts_;
   int64_t top_k_ = 0;
   bool norm_topk_prob_ = true;
-  int64_t grouped_pairs_ = 0;  // batches of at most this many routes run grouped (0: none)
-  bool fused_ = false;         // grouped batches run the fused expert kernels (else ExpertMatmul)
-  kernels::ExpertKernel kernel_ = kernels::ExpertKernel::kAuto;  // theirs
 };
 
 struct DecoderLayer {

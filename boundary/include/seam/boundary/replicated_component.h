@@ -15,6 +15,11 @@
 
 namespace seam::boundary {
 
+// Whether this rank is rank 0 of the group completing `stage`'s sum (every
+// rank where the stage owes none): the one rank that counts a component
+// every rank of the group computes in full. Known without a collective.
+bool IsSumRankZero(const StageBoundary& stage, const ForwardBatch& batch);
+
 // partial (this rank's share of `stage`'s output) + replicated on rank 0 of
 // the group completing the stage's sum; partial unchanged elsewhere (and
 // everywhere when the sum is over one rank... then rank 0 is this rank).

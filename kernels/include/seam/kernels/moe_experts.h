@@ -15,7 +15,7 @@
 //   tensor-core grouped GEMM (one launch over every expert's tiles of
 //   kExpertTileRows pairs), chosen by ExpertKernel;
 // - ExpertMatmul, one projection at a time (the earlier GEMV; a MoE block
-//   still runs it when asked: models/src/qwen3_moe_block.cc).
+//   still runs it when asked: models/src/routed_experts.cc).
 //
 // The experts' weights are one stacked tensor [E, N, K] (expert e's matrix
 // [N, K] is w[e]). Pair p of a routing ids [M, G] is (row p / G, slot
@@ -131,6 +131,15 @@ absl::Status GatherPairs(const Tensor& x, const ExpertGroups& groups, const Tens
 // GatherPairs's inverse for the experts' outputs: out[order[i]] = src[i] for
 // i < offsets[E]. src, out: [P, H] of one dtype.
 absl::Status ScatterPairs(const Tensor& src, const ExpertGroups& groups, const Tensor& out);
+
+// The slots of identity (zero-computation) experts, whose ids are ≥ `first`
+// (the grouped experts' count: GroupByExpert leaves them in no group): for
+// each pair p = (row t, slot g) of ids [M, G] with ids[p] ≥ first, out[p] =
+// x[t] when `copy_input`, zeros otherwise (a rank of a sum that must count
+// the input once only: not its rank 0). Other rows of out are left as they
+// are. x [M, H]; out [M·G, H] of x's dtype. No host synchronisation.
+absl::Status IdentityExpertPairs(const Tensor& x, const Tensor& ids, int64_t first, bool copy_input,
+                                 const Tensor& out);
 
 // out[t] = Σ_g scales[t, g] · expert_out[t, g] in fp32, g ascending, rounded
 // once to out's dtype: the finalize MoeFinalizeAddRmsNorm fuses, alone, in

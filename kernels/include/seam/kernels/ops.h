@@ -150,6 +150,15 @@ absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor
 absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
                       const Tensor& ids);
 
+// A router with a choice bias (LongCat-Flash's, whose zero-computation
+// experts share the softmax): p = softmax of each row of logits [T, E] in
+// fp32 (MoeRoute's arithmetic); the top_k experts by p[e] + bias[e] (an fp32
+// add; ties to the lower index), in that order; each weight p · scaling (an
+// fp32 multiply, no renormalisation). bias: f32 [E]; weights: f32 [T, top_k];
+// ids: i32 [T, top_k]. No host synchronisation (a CUDA graph may hold it).
+absl::Status MoeRouteBiased(const Tensor& logits, const Tensor& bias, int64_t top_k, float scaling,
+                            const Tensor& weights, const Tensor& ids);
+
 // out[i] = x[rows[i]] for i in [0, M). x: [N, H]; rows: i32 [M] inside [0, N);
 // out: [M, H], same dtype as x.
 absl::Status GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out);

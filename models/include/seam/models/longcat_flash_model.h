@@ -10,12 +10,14 @@
 // collective. The MLA attentions keep a latent cache (KvCache::CreateLatent,
 // two cache layers per logical layer) and attend in the absorbed form
 // (kernels/latent_attention.h) for prefill and decode alike. The MoE routes
-// over routed and zero-computation experts on the host (softmax, the
-// score-correction bias for the choice, routed_scaling_factor): a real
-// expert's rows go through its gate/up/down, a zero expert's add its input
-// times its weight on rank 0 of the FFN's sum. So decode steps are not CUDA
-// graphs (graph_max_rows 0). A rank may build any range of logical layers
-// (a pipeline piece). One model per rank thread; the forwards are not reentrant.
+// over routed and zero-computation experts on the device (softmax, the
+// score-correction bias for the choice, routed_scaling_factor): the real
+// experts run as Qwen3-MoE's (grouped by expert, fused kernels), a zero
+// expert's slot holds its input on rank 0 of the FFN's sum. Nothing in a
+// step reads the host, so decode steps may be CUDA graphs up to the
+// experts' grouped limit (graph_max_rows). A rank may build any range of
+// logical layers (a pipeline piece). One model per rank thread; the
+// forwards are not reentrant.
 #pragma once
 
 #include <memory>
@@ -35,7 +37,9 @@ class LongcatFlashModel final : public DecoderModel {
   ~LongcatFlashModel() override;
 
   int64_t layers() const override;
-  int64_t graph_max_rows() const override { return 0; }  // the MoE routes on the host
+  // The fewest rows any layer's experts run on the device only (0 when they
+  // run one by one: ModelOptions::moe_experts per-expert, or on the CPU).
+  int64_t graph_max_rows() const override;
   // A latent cache of two layers per logical layer, rows of kv_lora_rank + qk_rope_head_dim.
   absl::StatusOr<std::unique_ptr<KvCache>> MakeCache(KvCacheOptions options) const override;
   const boundary::StageBoundary* entry_boundary() const override;
