@@ -121,6 +121,7 @@ struct Context {
 };
 
 absl::Status MeasureTarget(const Context& c, const LoadVariant& v, Target& target, std::vector<LoadRow>* rows) {
+  int64_t served = 0;  // points this target ran before: each shifts its prompts' tokens past theirs
   for (const std::string& name : c.setup.transports) {
     SEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoadTransport> transport, MakeTransport(name, target));
     SEAM_RETURN_IF_ERROR(Warmup(*transport, c.options, c.workload.options.vocab, v.label));
@@ -132,6 +133,7 @@ absl::Status MeasureTarget(const Context& c, const LoadVariant& v, Target& targe
       run.id_prefix = absl::StrCat("load-", v.label, "-", name, "-p", p);
       run.progress_every_s = c.options.progress_s;
       run.progress = &std::cerr;
+      run.token_shift = served++;
       const std::vector<absl::StatusOr<StageCounters>> before = ScrapeStages(target);
       absl::StatusOr<std::vector<RequestRecord>> records = RunLoadPoint(*transport, c.workload, point, run);
       const std::vector<absl::StatusOr<StageCounters>> after = ScrapeStages(target);

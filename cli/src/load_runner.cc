@@ -49,7 +49,12 @@ class PointRun {
       LoadRequest request;
       request.id = absl::StrCat(options_.id_prefix, "-s", s, "-t", t);
       request.prompt = history;
-      request.prompt.insert(request.prompt.end(), turn.user.begin(), turn.user.end());
+      const int64_t span = workload_.options.vocab - 2;
+      for (int32_t token : turn.user) {
+        request.prompt.push_back(options_.token_shift == 0 || span < 1
+                                     ? token
+                                     : static_cast<int32_t>(2 + (token - 2 + options_.token_shift) % span));
+      }
       request.max_tokens = turn.max_tokens;
       request.timeout_s = options_.request_timeout_s;
       RequestRecord& record = records_[first_record_[s] + t];

@@ -40,6 +40,11 @@ struct LoadRunOptions {
   std::string id_prefix = "load";    // request ids: PREFIX-s<session>-t<turn>
   double progress_every_s = 10;      // a line on `progress` this often (0: never)
   std::ostream* progress = nullptr;  // e.g. &std::cerr
+  // Every prompt token t becomes 2 + (t - 2 + token_shift) mod (vocab - 2):
+  // a point served after others by the same target (another transport or
+  // load point) then finds none of their prompts in its prefix cache, while
+  // its lengths and its own shared prefixes stay the workload's.
+  int64_t token_shift = 0;
 };
 
 // Every request of `workload` in (session, turn) order. The error of the

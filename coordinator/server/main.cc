@@ -41,6 +41,12 @@ void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptio
                  "later arrivals join early)")
       ->check(CLI::Range(0, seam::coordinator::kMaxDecodeSteps))
       ->capture_default_str();
+  app.add_option("--max-inflight-microbatches", o.max_inflight_microbatches,
+                 "microbatches the stages hold at once: with more than the stages, one waits on a stage while "
+                 "another runs, so the coordinator's round trip hides behind compute, and decode rows split "
+                 "over them (0: one per stage)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   app.add_option("--stage-timeout", f.stage_timeout,
                  "longest a stage may take to answer a microbatch: the floor, to which "
                  "--stage-timeout-per-token adds per token owed")

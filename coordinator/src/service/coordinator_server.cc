@@ -265,6 +265,7 @@ PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
   d.scheduler.dp_groups = o_.attn_dp;
   d.scheduler.max_queue = o_.max_queue;
   d.scheduler.max_decode_steps = o_.decode_steps;
+  d.scheduler.max_inflight_microbatches = o_.max_inflight_microbatches;
   d.scheduler.first_decode_steps = o_.decode_ramp_start > 0 ? o_.decode_ramp_start : o_.decode_steps;
   d.scheduler.first_epoch = epoch;
   const auto narrow = [](int64_t v) { return static_cast<int>(std::min<int64_t>(v, std::numeric_limits<int>::max())); };

@@ -53,6 +53,9 @@ struct CoordinatorServerOptions {
   // (SchedulerOptions::first_decode_steps); 0: at decode_steps (no ramp),
   // 1: the ramp 1, 2, 4, ... that lets a burst's later arrivals join early.
   int decode_ramp_start = 0;
+  // Microbatches the stages hold at once (SchedulerOptions::
+  // max_inflight_microbatches); 0: one per pipeline stage.
+  int max_inflight_microbatches = 0;
   // Chunked prefill (SchedulerOptions::chunked_prefill; the same switch as
   // caps.chunked_prefill): prompts are prefilled in chunks of at most
   // prefill_chunk_tokens, in microbatches beside the running decode rows.
