@@ -24,39 +24,6 @@ namespace {
 
 constexpr int64_t kVocab = 151936;
 
-// Rows of distinct values: a random permutation of (j + 0.5) * scale / n - scale / 2.
-Tensor DistinctRows(int64_t rows, int64_t n, DType dtype, uint32_t seed, float scale = 20.0f) {
-  std::mt19937 gen(seed);
-  std::vector<float> values(static_cast<size_t>(rows * n));
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  for (int64_t r = 0; r < rows; ++r) {
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), gen);
-    for (int64_t j = 0; j < n; ++j) {
-      values[r * n + j] = (static_cast<float>(perm[j]) + 0.5f) * scale / static_cast<float>(n) - scale / 2;
-    }
-  }
-  return Tensor::FromFloats(values, {rows, n}, dtype);
-}
-
-std::vector<int32_t> ToInts(const Tensor& t) {
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  absl::StatusOr<Tensor> host = t.To(Device::CPU());
-  EXPECT_TRUE(host.ok()) << host.status();
-  if (!host.ok()) return {};
-  return std::vector<int32_t>(host->data<int32_t>(), host->data<int32_t>() + host->numel());
-}
-
-std::vector<int32_t> HostInts(const Tensor& t) {
-  return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel());
-}
-
-Tensor PoisonedIndexGpu(const Shape& shape) {
-  Tensor t = Tensor::Empty(shape, DType::kI32, Gpu());
-  EXPECT_EQ(cudaMemset(t.raw_data(), 0xFF, t.nbytes()), cudaSuccess);
-  return t;
-}
-
 // ---- softmax, argmax, top-k --------------------------------------------------------------
 
 using RowParam = std::tuple<DType, int64_t, int64_t>;  // dtype, rows, n

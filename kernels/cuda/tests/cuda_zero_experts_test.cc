@@ -20,47 +20,13 @@
 namespace seam::kernels::cuda_test {
 namespace {
 
-// Logits of distinct values per row: a random permutation of an even grid
-// over [-scale / 2, scale / 2].
-Tensor GridLogits(int64_t rows, int64_t n, DType dtype, uint32_t seed, float scale) {
-  std::mt19937 gen(seed);
-  std::vector<float> values(static_cast<size_t>(rows * n));
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  for (int64_t r = 0; r < rows; ++r) {
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), gen);
-    for (int64_t j = 0; j < n; ++j) {
-      values[r * n + j] = (static_cast<float>(perm[j]) + 0.5f) * scale / static_cast<float>(n) - scale / 2;
-    }
-  }
-  return Tensor::FromFloats(values, {rows, n}, dtype);
-}
-
-std::vector<int32_t> DeviceInts(const Tensor& t) {
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  absl::StatusOr<Tensor> host = t.To(Device::CPU());
-  EXPECT_TRUE(host.ok()) << host.status();
-  if (!host.ok()) return {};
-  return std::vector<int32_t>(host->data<int32_t>(), host->data<int32_t>() + host->numel());
-}
-
-std::vector<int32_t> Ints(const Tensor& t) {
-  return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel());
-}
-
-Tensor PoisonedIds(const Shape& shape) {
-  Tensor t = Tensor::Empty(shape, DType::kI32, Gpu());
-  EXPECT_EQ(cudaMemset(t.raw_data(), 0xFF, t.nbytes()), cudaSuccess);
-  return t;
-}
-
 // (logits dtype, rows, experts: routed + zero)
 using RouteParam = std::tuple<DType, int64_t, int64_t>;
 class CudaMoeRouteBiasedTest : public CudaKernelsTest, public ::testing::WithParamInterface<RouteParam> {};
 
 TEST_P(CudaMoeRouteBiasedTest, MatchesCpu) {
   const auto& [dtype, rows, experts] = GetParam();
-  const Tensor logits = GridLogits(rows, experts, dtype, static_cast<uint32_t>(rows + experts), 8.0f);
+  const Tensor logits = DistinctRows(rows, experts, dtype, static_cast<uint32_t>(rows + experts), 8.0f);
   // A bias of the probabilities' size, so that it changes choices.
   const Tensor bias = Random({experts}, DType::kF32, 3, -0.05f, 0.05f);
   for (int64_t top_k : {int64_t{1}, int64_t{2}, int64_t{12}}) {
@@ -69,11 +35,11 @@ TEST_P(CudaMoeRouteBiasedTest, MatchesCpu) {
     const Tensor ids = Tensor::Empty({rows, top_k}, DType::kI32, Device::CPU());
     ASSERT_TRUE(MoeRouteBiased(logits, bias, top_k, 6.0f, weights, ids).ok());
     const Tensor gweights = PoisonedGpu({rows, top_k}, DType::kF32);
-    const Tensor gids = PoisonedIds({rows, top_k});
+    const Tensor gids = PoisonedIndexGpu({rows, top_k});
     const absl::Status s = MoeRouteBiased(OnGpu(logits), OnGpu(bias), top_k, 6.0f, gweights, gids);
     ASSERT_TRUE(s.ok()) << s;
     const std::string what = "top_k " + std::to_string(top_k);
-    EXPECT_EQ(DeviceInts(gids), Ints(ids)) << what;
+    EXPECT_EQ(ToInts(gids), HostInts(ids)) << what;
     ExpectClose(gweights, weights, ToleranceFor(DType::kF32), what);
   }
 }
@@ -93,14 +59,14 @@ TEST_F(CudaKernelsTest, MoeRouteBiasedTiesGoToTheLowerIndex) {
   const Tensor logits = Tensor::FromFloats(std::vector<float>(8, 1.0f), {1, 8}, DType::kF32);
   const Tensor bias = Tensor::FromFloats({0.f, 0.f, 0.25f, 0.f, 0.f, 0.5f, 0.25f, 0.f}, {8}, DType::kF32);
   const Tensor gweights = PoisonedGpu({1, 4}, DType::kF32);
-  const Tensor gids = PoisonedIds({1, 4});
+  const Tensor gids = PoisonedIndexGpu({1, 4});
   ASSERT_TRUE(MoeRouteBiased(OnGpu(logits), OnGpu(bias), 4, 2.0f, gweights, gids).ok());
-  EXPECT_EQ(DeviceInts(gids), (std::vector<int32_t>{5, 2, 6, 0}));
+  EXPECT_EQ(ToInts(gids), (std::vector<int32_t>{5, 2, 6, 0}));
   ExpectClose(gweights, Tensor::FromFloats({0.25f, 0.25f, 0.25f, 0.25f}, {1, 4}), kExact, "weights 1/8 · 2");
 }
 
 TEST_F(CudaKernelsTest, MoeRouteBiasedReplaysFromACudaGraph) {
-  const Tensor logits = OnGpu(GridLogits(32, 96, DType::kF32, 4, 8.0f));
+  const Tensor logits = OnGpu(DistinctRows(32, 96, DType::kF32, 4, 8.0f));
   const Tensor bias = OnGpu(Random({96}, DType::kF32, 5, -0.05f, 0.05f));
   const Tensor weights = PoisonedHost({32, 12}, DType::kF32);
   const Tensor ids = Tensor::Empty({32, 12}, DType::kI32, Device::CPU());
@@ -108,10 +74,10 @@ TEST_F(CudaKernelsTest, MoeRouteBiasedReplaysFromACudaGraph) {
   ASSERT_TRUE(host_logits.ok() && host_bias.ok());
   ASSERT_TRUE(MoeRouteBiased(*host_logits, *host_bias, 12, 6.0f, weights, ids).ok());
   const Tensor gweights = PoisonedGpu({32, 12}, DType::kF32);
-  const Tensor gids = PoisonedIds({32, 12});
+  const Tensor gids = PoisonedIndexGpu({32, 12});
   ExpectEagerAndGraphReplaysMatch([&] { return MoeRouteBiased(logits, bias, 12, 6.0f, gweights, gids); }, gweights,
                                   weights, ToleranceFor(DType::kF32));
-  EXPECT_EQ(DeviceInts(gids), Ints(ids));
+  EXPECT_EQ(ToInts(gids), HostInts(ids));
 }
 
 TEST_F(CudaKernelsTest, IdentityExpertPairsMatchesCpu) {
