@@ -155,6 +155,25 @@ std::vector<int32_t> FedSteps(runtime::DecodeGraph& graph, uint64_t first, int64
   return std::vector<int32_t>(host.data<int32_t>(), host.data<int32_t>() + host.numel());
 }
 
+// The same steps with each step's tokens read on the host before the next
+// step is built: eager (graph null) or replayed from `graph`.
+std::vector<int32_t> HostSteps(Model& m, runtime::DecodeGraph* graph, uint64_t first, int64_t b, int64_t prompt,
+                               int64_t steps, std::vector<int32_t> last) {
+  std::vector<int32_t> generated;
+  for (int64_t s = 0; s < steps; ++s) {
+    StepInput step{{}, false};
+    for (int64_t i = 0; i < b; ++i) step.sequences.push_back(SequenceStep{first + i, {last[i]}, prompt + s});
+    if (graph != nullptr) {
+      kernels::ScopedStream on(graph->stream().handle());
+      last = ArgmaxToHost(Value(graph->Step(step), "graph step"));
+    } else {
+      last = ArgmaxToHost(Value(Forward(m, step), "eager step"));
+    }
+    generated.insert(generated.end(), last.begin(), last.end());
+  }
+  return generated;
+}
+
 int Decode(const Flags& flags) {
   const int64_t prompt = flags.Int("prompt-len", 128), steps = flags.Int("steps", 64);
   Model m = LoadModel(flags, flags.Int("cache-mib", 6144) << 20);
@@ -189,23 +208,8 @@ int Decode(const Flags& flags) {
         graph = Value(runtime::DecodeGraph::Capture(*m.model, *m.cache, b, prompt + steps + 1), "capture");
       }
       auto start = std::chrono::steady_clock::now();
-      if (graphed == 2) {
-        generated[2] = FedSteps(*graph, first, b, prompt, steps, last);
-        ms[2] = 1e3 * Seconds(start) / steps;
-        for (int64_t i = 0; i < b; ++i) Check(m.cache->Free(first + i), "free");
-        continue;
-      }
-      for (int64_t s = 0; s < steps; ++s) {
-        StepInput step{{}, false};
-        for (int64_t i = 0; i < b; ++i) step.sequences.push_back(SequenceStep{first + i, {last[i]}, prompt + s});
-        if (graphed) {
-          kernels::ScopedStream on(graph->stream().handle());
-          last = ArgmaxToHost(Value(graph->Step(step), "graph step"));
-        } else {
-          last = ArgmaxToHost(Value(Forward(m, step), "eager step"));
-        }
-        generated[graphed].insert(generated[graphed].end(), last.begin(), last.end());
-      }
+      generated[graphed] = graphed == 2 ? FedSteps(*graph, first, b, prompt, steps, last)
+                                        : HostSteps(m, graph.get(), first, b, prompt, steps, last);
       ms[graphed] = 1e3 * Seconds(start) / steps;
       for (int64_t i = 0; i < b; ++i) Check(m.cache->Free(first + i), "free");
     }

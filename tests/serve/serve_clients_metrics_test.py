@@ -92,7 +92,8 @@ class Serve:
     def _read(self):
         for line in self.proc.stdout:
             self.lines.append(line)
-            if line.startswith("metrics:"):
+            # The last line of the banner (after the metrics and the HTTP API lines).
+            if line.startswith("try: curl"):
                 self._ready.set()
         self._ready.set()
 
