@@ -199,6 +199,8 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ReferenceTokens(const RunComma
   runtime::StageGroupOptions reference;
   reference.device = o.device == "cuda" ? Device::Kind::kCUDA : Device::Kind::kCPU;
   reference.model.dtype = reference.cache.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  // The pipeline has stopped: on a GPU the reference's cache takes the memory a stage's would.
+  reference.kv.from_gpu_memory = reference.device == Device::Kind::kCUDA;
   reference.allreduce_fusion.mode = *boundary::ParseAllReduceFusionMode(o.allreduce_fusion);
   reference.variants = *boundary::ParseVariantChoice("ordinary");
   auto group = runtime::StageGroup::Create(model_dir, o.tp, o.attn_dp, boundary::ReductionPolicy::kAuto, reference);

@@ -1,4 +1,5 @@
-// The generation loop: batched prefill, then batched decode of the sequences
+// The generation loop: batched prefill (in steps of whole prompts within
+// the group's step-token limit), then batched decode of the sequences
 // still running; token choice through kernels::Sample, each prompt with its own seed.
 #include "seam/runtime/generator.h"
 
@@ -39,6 +40,25 @@ absl::StatusOr<std::vector<int32_t>> Choose(const std::vector<Tensor>& rows, con
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<Tensor>> Generator::PrefillInSteps(const std::vector<models::SequenceStep>& batch) {
+  const int64_t most = group_->Limits().max_step_tokens;
+  std::vector<Tensor> logits;
+  for (size_t first = 0; first < batch.size();) {
+    // Whole prompts, in order, while they fit the step (a longer prompt alone: the group refuses it).
+    size_t end = first;
+    int64_t rows = 0;
+    while (end < batch.size() &&
+           (end == first || most <= 0 || rows + static_cast<int64_t>(batch[end].tokens.size()) <= most)) {
+      rows += static_cast<int64_t>(batch[end++].tokens.size());
+    }
+    const std::vector<models::SequenceStep> part(batch.begin() + first, batch.begin() + end);
+    SEAM_ASSIGN_OR_RETURN(std::vector<Tensor> got, group_->Step(part, false));
+    for (Tensor& t : got) logits.push_back(std::move(t));
+    first = end;
+  }
+  return logits;
+}
 
 absl::StatusOr<std::vector<Tensor>> Generator::StepInGroups(const std::vector<models::SequenceStep>& batch,
                                                             int groups) {
@@ -87,7 +107,8 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<std::vect
         batch.push_back(models::SequenceStep{r.sequence, {r.last}, r.length - 1, r.dp_group});
       }
     }
-    absl::StatusOr<std::vector<Tensor>> logits = StepInGroups(batch, step == 0 ? 1 : options.decode_groups);
+    absl::StatusOr<std::vector<Tensor>> logits =
+        step == 0 ? PrefillInSteps(batch) : StepInGroups(batch, options.decode_groups);
     if (!logits.ok()) {
       // A refused step (cache full) leaves earlier sequences on the group.
       free_all();

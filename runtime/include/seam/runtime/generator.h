@@ -49,6 +49,9 @@ class Generator {
                                             const GenerationOptions& options);
 
  private:
+  // The prompts' prefill in consecutive steps of whole prompts, each within
+  // the group's max_step_tokens (a longer prompt alone); logits in order.
+  absl::StatusOr<std::vector<Tensor>> PrefillInSteps(const std::vector<models::SequenceStep>& batch);
   // One step of `batch`, run as `groups` consecutive parts (decode_groups).
   absl::StatusOr<std::vector<Tensor>> StepInGroups(const std::vector<models::SequenceStep>& batch, int groups);
 
