@@ -26,6 +26,7 @@
 # within about 9 minutes; the checkpoint in WORK is reused while it lasts):
 #     bash bench/gpu/longcat.sh OUT_DIR compare
 #     bash bench/gpu/longcat.sh OUT_DIR decode
+# (LONGCAT_DECODE_FLAGS: more seam-bench-gpu decode flags, e.g. --moe-experts grouped)
 #     bash bench/gpu/longcat.sh OUT_DIR serve
 # Everything goes under OUT_DIR: each part's log and JSON, compare/ (the
 # comparison's summary.txt and results.json) and summary.txt.
@@ -66,7 +67,7 @@ fi
 if want decode; then
   if model; then
     timeout 420 $R seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches 1,32 --prompt-len 1024 \
-      --steps 32 --json "$OUT_DIR/decode.json" > "$OUT_DIR/decode.log" 2>&1
+      --steps 32 ${LONGCAT_DECODE_FLAGS:-} --json "$OUT_DIR/decode.json" > "$OUT_DIR/decode.log" 2>&1
     echo "seam-bench-gpu decode rc=$? $(grep -m1 -iE 'error|failed|no CUDA' "$OUT_DIR/decode.log")" >> "$SUMMARY"
     [ -s "$OUT_DIR/decode.json" ] && python3 - "$OUT_DIR/decode.json" >> "$SUMMARY" 2>&1 <<'PY'
 import json, sys
