@@ -162,6 +162,19 @@ inline int RowCopyUnit(int64_t row_bytes, const void* a, const void* b) {
   return 1;
 }
 
+// launch(U{}) with U the unsigned type of RowCopyUnit's width for rows of
+// `row_bytes` between `a` and `b` (uint4, uint2, uint32_t, uint16_t; rows
+// of whole 2-byte units at least, as every floating dtype's are).
+template <typename Launch>
+absl::Status LaunchByRowCopyUnit(int64_t row_bytes, const void* a, const void* b, Launch&& launch) {
+  switch (RowCopyUnit(row_bytes, a, b)) {
+    case 16: return launch(uint4{});
+    case 8: return launch(uint2{});
+    case 4: return launch(uint32_t{});
+    default: return launch(uint16_t{});
+  }
+}
+
 // ---- launch context -------------------------------------------------------------
 
 inline cudaStream_t Stream() { return static_cast<cudaStream_t>(CurrentStream()); }

@@ -292,12 +292,7 @@ absl::Status LaunchPairRows(const Tensor& in, const ExpertGroups& groups, const 
     SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   };
-  switch (RowCopyUnit(row_bytes, in.raw_data(), out.raw_data())) {
-    case 16: return launch(uint4{});
-    case 8: return launch(uint2{});
-    case 4: return launch(uint32_t{});
-    default: return launch(uint16_t{});  // every floating dtype's rows are whole 2-byte units
-  }
+  return LaunchByRowCopyUnit(row_bytes, in.raw_data(), out.raw_data(), launch);
 }
 
 // ---- IdentityExpertPairs -------------------------------------------------------
@@ -404,12 +399,7 @@ absl::Status IdentityExpertPairs(const Tensor& x, const Tensor& ids, int64_t fir
     SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   };
-  switch (RowCopyUnit(row_bytes, x.raw_data(), out.raw_data())) {
-    case 16: return launch(uint4{});
-    case 8: return launch(uint2{});
-    case 4: return launch(uint32_t{});
-    default: return launch(uint16_t{});  // every floating dtype's rows are whole 2-byte units
-  }
+  return LaunchByRowCopyUnit(row_bytes, x.raw_data(), out.raw_data(), launch);
 }
 
 absl::Status MoeFinalize(const Tensor& expert_out, const Tensor& scales, const Tensor& out) {
