@@ -1,7 +1,5 @@
 // The mixture-of-experts ops of seam/kernels/ops.h: argument validation, then
 // dispatch by device (dispatch.h).
-#include <utility>
-
 #include "absl/strings/str_cat.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
@@ -14,8 +12,11 @@ using internal::ExpectDimSize;
 using internal::ExpectFloatTensor;
 using internal::ExpectIndexTensor;
 
-absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
-                      const Tensor& ids) {
+namespace {
+
+// A router's logits [T, E] (floating), top_k in [1, E], and its outputs:
+// weights f32 [T, top_k], ids i32 [T, top_k].
+absl::Status CheckRoute(const Tensor& logits, int64_t top_k, const Tensor& weights, const Tensor& ids) {
   SEAM_RETURN_IF_ERROR(ExpectFloatTensor(logits, "logits"));
   SEAM_RETURN_IF_ERROR(ExpectRank(logits, 2, "logits"));
   if (top_k < 1 || top_k > logits.dim(1)) {
@@ -27,7 +28,14 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
   }
   SEAM_RETURN_IF_ERROR(ExpectShape(weights, {logits.dim(0), top_k}, "weights"));
   SEAM_RETURN_IF_ERROR(ExpectIndexTensor(ids, "ids"));
-  SEAM_RETURN_IF_ERROR(ExpectShape(ids, {logits.dim(0), top_k}, "ids"));
+  return ExpectShape(ids, {logits.dim(0), top_k}, "ids");
+}
+
+}  // namespace
+
+absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, const Tensor& weights,
+                      const Tensor& ids) {
+  SEAM_RETURN_IF_ERROR(CheckRoute(logits, top_k, weights, ids));
   SEAM_ASSIGN_OR_RETURN(Device device,
                         CommonDevice({{&logits, "logits"}, {&weights, "weights"}, {&ids, "ids"}}));
   SEAM_KERNELS_DISPATCH(device, MoeRoute, logits, top_k, renormalize, weights, ids);
@@ -35,21 +43,11 @@ absl::Status MoeRoute(const Tensor& logits, int64_t top_k, bool renormalize, con
 
 absl::Status MoeRouteBiased(const Tensor& logits, const Tensor& bias, int64_t top_k, float scaling,
                             const Tensor& weights, const Tensor& ids) {
-  SEAM_RETURN_IF_ERROR(ExpectFloatTensor(logits, "logits"));
-  SEAM_RETURN_IF_ERROR(ExpectRank(logits, 2, "logits"));
-  if (top_k < 1 || top_k > logits.dim(1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("top_k: expected a value in [1, ", logits.dim(1), "] (the experts), got ", top_k));
-  }
-  for (const auto& [t, name] : {std::pair{&bias, "bias"}, std::pair{&weights, "weights"}}) {
-    if (t->dtype() != DType::kF32) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": expected f32, got ", DTypeName(t->dtype())));
-    }
+  SEAM_RETURN_IF_ERROR(CheckRoute(logits, top_k, weights, ids));
+  if (bias.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat("bias: expected f32, got ", DTypeName(bias.dtype())));
   }
   SEAM_RETURN_IF_ERROR(ExpectShape(bias, {logits.dim(1)}, "bias"));
-  SEAM_RETURN_IF_ERROR(ExpectShape(weights, {logits.dim(0), top_k}, "weights"));
-  SEAM_RETURN_IF_ERROR(ExpectIndexTensor(ids, "ids"));
-  SEAM_RETURN_IF_ERROR(ExpectShape(ids, {logits.dim(0), top_k}, "ids"));
   SEAM_ASSIGN_OR_RETURN(Device device, CommonDevice({{&logits, "logits"}, {&bias, "bias"}, {&weights, "weights"},
                                                      {&ids, "ids"}}));
   SEAM_KERNELS_DISPATCH(device, MoeRouteBiased, logits, bias, top_k, scaling, weights, ids);

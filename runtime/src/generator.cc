@@ -52,12 +52,18 @@ absl::StatusOr<std::vector<Tensor>> Generator::PrefillInSteps(const std::vector<
            (end == first || most <= 0 || rows + static_cast<int64_t>(batch[end].tokens.size()) <= most)) {
       rows += static_cast<int64_t>(batch[end++].tokens.size());
     }
-    const std::vector<models::SequenceStep> part(batch.begin() + first, batch.begin() + end);
-    SEAM_ASSIGN_OR_RETURN(std::vector<Tensor> got, group_->Step(part, false));
-    for (Tensor& t : got) logits.push_back(std::move(t));
+    SEAM_RETURN_IF_ERROR(StepPart(batch, first, end, logits));
     first = end;
   }
   return logits;
+}
+
+absl::Status Generator::StepPart(const std::vector<models::SequenceStep>& batch, size_t first, size_t end,
+                                 std::vector<Tensor>& logits) {
+  const std::vector<models::SequenceStep> part(batch.begin() + first, batch.begin() + end);
+  SEAM_ASSIGN_OR_RETURN(std::vector<Tensor> got, group_->Step(part, false));
+  for (Tensor& t : got) logits.push_back(std::move(t));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Tensor>> Generator::StepInGroups(const std::vector<models::SequenceStep>& batch,
@@ -66,9 +72,7 @@ absl::StatusOr<std::vector<Tensor>> Generator::StepInGroups(const std::vector<mo
   if (groups <= 1 || share >= n) return group_->Step(batch, false);
   std::vector<Tensor> logits;
   for (size_t first = 0; first < n; first += share) {
-    const std::vector<models::SequenceStep> part(batch.begin() + first, batch.begin() + std::min(n, first + share));
-    SEAM_ASSIGN_OR_RETURN(std::vector<Tensor> got, group_->Step(part, false));
-    for (Tensor& t : got) logits.push_back(std::move(t));
+    SEAM_RETURN_IF_ERROR(StepPart(batch, first, std::min(n, first + share), logits));
   }
   return logits;
 }

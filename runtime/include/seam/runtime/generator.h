@@ -52,6 +52,9 @@ class Generator {
   // The prompts' prefill in consecutive steps of whole prompts, each within
   // the group's max_step_tokens (a longer prompt alone); logits in order.
   absl::StatusOr<std::vector<Tensor>> PrefillInSteps(const std::vector<models::SequenceStep>& batch);
+  // One step of batch[first, end), its logits appended to `logits`.
+  absl::Status StepPart(const std::vector<models::SequenceStep>& batch, size_t first, size_t end,
+                        std::vector<Tensor>& logits);
   // One step of `batch`, run as `groups` consecutive parts (decode_groups).
   absl::StatusOr<std::vector<Tensor>> StepInGroups(const std::vector<models::SequenceStep>& batch, int groups);
 
