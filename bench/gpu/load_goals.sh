@@ -22,21 +22,26 @@ init() {  # dir dtype
     --intermediate 12288 --vocab 32000 --dtype "$2" --seed 5 --out "$1" >> "$OUT_DIR/model_init.log" 2>&1
 }
 init "$M" bf16
-# LOAD_VARIANTS: --variant flags of seam bench load, space separated (default: one, the defaults)
+# LOAD_VARIANTS: --variant flags of seam bench load, space separated (default: one, the defaults);
+# LOAD_TRANSPORT: grpc,http (default) or one of them; LOAD_LOGS=1 keeps the
+# pipelines' logs under OUT_DIR/logs-PART (with a variant of
+# stage:--log-level=debug, each microbatch's time in the stage and between)
 read -r -a variants <<< "${LOAD_VARIANTS:-}"
+T="${LOAD_TRANSPORT:-grpc,http}"
 load() {  # name, then the load's flags
   local name=$1; shift
   timeout 280 $R seam bench load --model "$M" --device cuda --dtype bf16 --prompt-len uniform:64:1024 \
-    --output-len 128 --timeout 200 ${variants[@]+"${variants[@]}"} "$@" --json "$OUT_DIR/$name.json" --svg "$OUT_DIR/$name.svg" \
+    --output-len 128 --timeout 200 ${variants[@]+"${variants[@]}"} ${LOAD_LOGS:+--logs-dir "$OUT_DIR/logs-$name"} \
+    "$@" --json "$OUT_DIR/$name.json" --svg "$OUT_DIR/$name.svg" \
     > "$OUT_DIR/$name.log" 2>&1
   echo "bench load $name rc=$?" >> "$SUMMARY"
   sed -n '/^variant  *transport  *load  *requests/,$p' "$OUT_DIR/$name.log" >> "$SUMMARY"
 }
-want closed && load closed --transport grpc,http --sessions 256 --concurrency 256
+want closed && load closed --transport "$T" --sessions 256 --concurrency 256
 want unloaded && load unloaded --transport grpc --sessions 24 --concurrency 1
 # The open loop after a closed-loop point on the same pipeline: a fresh
 # pipeline's first point pays warm-up costs the two warm-up requests miss.
-want open && load open --transport grpc,http --sessions 256 --concurrency 256 --rates "${LOAD_RATES:-152}"
+want open && load open --transport "$T" --sessions 256 --concurrency 256 --rates "${LOAD_RATES:-152}"
 if want tokens; then
   for dtype in f32 bf16; do
     init "$WORK/qwen3-8l-4096-$dtype" "$dtype"

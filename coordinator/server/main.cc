@@ -47,6 +47,12 @@ void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptio
                  "over them (0: one per stage)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  app.add_option("--delivery-threads", o.delivery_threads,
+                 "threads that hand tokens and answers to the clients' streams, so that the thread scheduling "
+                 "the stages never waits on them (0: that thread itself, between microbatches; -1: one per "
+                 "four cores, 1 to 4)")
+      ->check(CLI::Range(-1, 64))
+      ->capture_default_str();
   app.add_option("--stage-timeout", f.stage_timeout,
                  "longest a stage may take to answer a microbatch: the floor, to which "
                  "--stage-timeout-per-token adds per token owed")

@@ -100,7 +100,10 @@ PipelineDriver::PipelineDriver(const PipelineDriverOptions& options, std::unique
   std::vector<StageLink*> raw;
   for (auto& l : links_) raw.push_back(l.get());
   epoch_ = scheduler->Epoch();
-  state_ = std::make_unique<State>(options_, std::move(scheduler), std::move(raw), [this](int stage) {
+  delivery_ = std::make_unique<CallDelivery>(options_.delivery_threads >= 0
+                                                 ? options_.delivery_threads
+                                                 : CallDelivery::DefaultLanes(std::thread::hardware_concurrency()));
+  state_ = std::make_unique<State>(options_, std::move(scheduler), std::move(raw), delivery_.get(), [this](int stage) {
     std::lock_guard<std::mutex> lock(mu_);
     stages_up_[stage] = false;
   });
@@ -139,7 +142,9 @@ void PipelineDriver::Loop() {
     for (auto& m : messages) m();
     if (stop) break;
     state_->CheckTimes(State::Clock::now());
+    delivery_->Flush();  // the answers' tokens go out while the next microbatch is built
     state_->Pump();
+    delivery_->Flush();
     MaybeRecover();
     if (state_->Down() != reported_down_) {
       reported_down_ = state_->Down();
@@ -151,6 +156,7 @@ void PipelineDriver::Loop() {
     load_ = load;
   }
   state_->GoDown(absl::UnavailableError("the coordinator is shutting down"));
+  delivery_->Drain();  // every call's OnDone has run
   const PrefixCacheStats prefix = state_->CurrentLoad().prefix;
   if (prefix.queries > 0) {
     SEAM_LOG_INFO("prefix cache: {} prompts looked up, {} of {} prompt tokens hit, {} blocks evicted, {} waited for "

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "call_delivery.h"
 #include "seam/coordinator/scheduler.h"
 #include "request_identity.h"
 #include "seam/v1/sampling.pb.h"
@@ -37,9 +38,11 @@ struct TokenOutput {
   const v1::ChosenTokenLogprobs* logprobs = nullptr;
 };
 
-// Receives the outcome of one call. Every method runs on the driver thread;
-// OnDone comes exactly once and last, after which the driver forgets the
-// observer (it must stay valid until then).
+// Receives the outcome of one call. Its methods run on one of the driver's
+// delivery threads (CallDelivery), every method of one call on the same
+// thread in order, never on the driver thread: Cancelled alone is polled by
+// the driver thread. OnDone comes exactly once and last, after which the
+// driver forgets the observer (it must stay valid until then).
 class CallObserver {
  public:
   virtual ~CallObserver() = default;
@@ -50,7 +53,7 @@ class CallObserver {
   virtual void OnScore(int sequence_index, std::vector<float> token_logprobs) = 0;
   // OK once every sequence finished; otherwise why the call failed.
   virtual void OnDone(const absl::Status& status) = 0;
-  // True when the client went away; polled by the driver.
+  // True when the client went away; polled by the driver thread (thread-safe).
   virtual bool Cancelled() const { return false; }
   // Sequence `sequence_index` went to the stages for the first time (its
   // first prefill chunk was sent): the end of its wait for admission.
@@ -117,6 +120,9 @@ struct PipelineDriverOptions {
   // stage failed) and with true once reconnect brought it back; not for the
   // shutdown. The coordinator's health status follows it.
   std::function<void(bool up)> on_pipeline_up;
+  // Threads that run the observers' callbacks (CallDelivery); 0: the
+  // driver thread itself, between its rounds; < 0: one per four cores, 1 to 4.
+  int delivery_threads = -1;
 };
 
 class PipelineDriver {
@@ -165,6 +171,7 @@ class PipelineDriver {
 
   const PipelineDriverOptions options_;
   std::vector<std::unique_ptr<StageLink>> links_;
+  std::unique_ptr<CallDelivery> delivery_;  // before state_, which queues on it
   std::unique_ptr<State> state_;  // touched only by the driver thread
 
   mutable std::mutex mu_;

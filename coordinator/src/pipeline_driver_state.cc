@@ -20,15 +20,22 @@ absl::Status FromStageError(const v1::StageError& e, const std::string& where) {
 }  // namespace
 
 PipelineDriver::State::State(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
-                             std::vector<StageLink*> links, std::function<void(int)> on_stage_down)
-    : options(options), scheduler(std::move(scheduler)), links(std::move(links)),
+                             std::vector<StageLink*> links, CallDelivery* delivery,
+                             std::function<void(int)> on_stage_down)
+    : options(options), scheduler(std::move(scheduler)), links(std::move(links)), delivery(delivery),
       on_stage_down(std::move(on_stage_down)) {}
+
+void PipelineDriver::State::Notify(const Call& call, std::function<void(CallObserver&)> callback) {
+  CallObserver* observer = call.call.observer;
+  if (observer == nullptr) return;
+  delivery->Queue(&call, [observer, callback = std::move(callback)] { callback(*observer); });
+}
 
 void PipelineDriver::State::Admit(DriverCall call) {
   auto c = std::make_shared<Call>();
   c->call = std::move(call);
   if (down) {
-    c->call.observer->OnDone(down_status);
+    Notify(*c, [status = down_status](CallObserver& o) { o.OnDone(status); });
     return;
   }
   const RequestIdentity& identity = c->call.identity;
@@ -59,8 +66,8 @@ void PipelineDriver::State::Admit(DriverCall call) {
         (void)scheduler->Cancel(id);  // queued only: ends at once, nothing reached a stage
         sequences.erase(id);
       }
-      c->call.observer->OnDone(absl::Status(
-          st.code(), absl::StrCat("request '", identity.server_id, "' prompt ", i, ": ", st.message())));
+      Notify(*c, [status = absl::Status(st.code(), absl::StrCat("request '", identity.server_id, "' prompt ", i, ": ",
+                                                                 st.message()))](CallObserver& o) { o.OnDone(status); });
       return;
     }
     Sequence& s = sequences[r.id];
@@ -268,7 +275,7 @@ void PipelineDriver::State::NoteSent(const Microbatch& mb) {
       if (it == sequences.end() || it->second.scheduled) continue;
       it->second.scheduled = true;
       const Call& call = *it->second.call;
-      if (!call.done && call.call.observer != nullptr) call.call.observer->OnScheduled(it->second.index);
+      if (!call.done) Notify(call, [index = it->second.index](CallObserver& o) { o.OnScheduled(index); });
     }
   }
   if (microbatch_sent) microbatch_sent(static_cast<int64_t>(mb.num_tokens) * mb.decode_steps);
@@ -310,7 +317,11 @@ void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& 
 bool PipelineDriver::State::Deliver(Sequence& s, int32_t token, const v1::ChosenTokenLogprobs* logprobs) {
   if (s.call->done || s.call->call.score || s.output == nullptr || s.output->stopped()) return false;
   SequenceOutput::Piece piece = s.output->Push(token);
-  s.call->call.observer->OnToken(s.index, TokenOutput{token, std::move(piece.text), logprobs});
+  std::optional<v1::ChosenTokenLogprobs> owned;
+  if (logprobs != nullptr) owned = *logprobs;
+  Notify(*s.call, [index = s.index, token, text = std::move(piece.text), owned = std::move(owned)](CallObserver& o) {
+    o.OnToken(index, TokenOutput{token, text, owned ? &*owned : nullptr});
+  });
   return piece.stopped;
 }
 
@@ -446,7 +457,6 @@ void PipelineDriver::State::Handle(const std::vector<SchedulerEvent>& events) {
     if (it == sequences.end()) continue;
     Sequence& s = it->second;
     std::shared_ptr<Call> call = s.call;
-    CallObserver* obs = call->call.observer;
     if (ev.kind == SchedulerEvent::Kind::kToken) {
       s.tokens.push_back(ev.token);
       if (s.streamed > 0) {
@@ -477,9 +487,12 @@ void PipelineDriver::State::Handle(const std::vector<SchedulerEvent>& events) {
       continue;
     }
     if (call->call.score) {
-      obs->OnScore(index, std::move(logprobs));
+      Notify(*call, [index, logprobs = std::move(logprobs)](CallObserver& o) mutable {
+        o.OnScore(index, std::move(logprobs));
+      });
     } else {
-      obs->OnSequenceFinished(index, stop_string ? FinishReason::kStopString : ev.reason, last_text);
+      Notify(*call, [index, reason = stop_string ? FinishReason::kStopString : ev.reason,
+                     text = last_text](CallObserver& o) { o.OnSequenceFinished(index, reason, text); });
     }
     if (call->remaining == 0) EndCall(call, absl::OkStatus());
   }
@@ -494,7 +507,7 @@ void PipelineDriver::State::EndCall(std::shared_ptr<Call> call, const absl::Stat
     if (events.ok()) Handle(*events);  // in flight: it ends when its microbatch does
   }
   calls.erase(std::remove(calls.begin(), calls.end(), call), calls.end());
-  call->call.observer->OnDone(status);
+  Notify(*call, [status](CallObserver& o) { o.OnDone(status); });
 }
 
 void PipelineDriver::State::StageDown(int stage, const absl::Status& status) {

@@ -64,8 +64,9 @@ struct PipelineDriver::State {
     std::map<uint64_t, absl::Status> step_errors;
   };
 
+  // `delivery` runs the observers' callbacks (it outlives the state).
   State(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
-        std::vector<StageLink*> links, std::function<void(int)> on_stage_down);
+        std::vector<StageLink*> links, CallDelivery* delivery, std::function<void(int)> on_stage_down);
 
   void Admit(DriverCall call);
   // Sends every microbatch the scheduler offers, while the pipeline is up.
@@ -87,6 +88,8 @@ struct PipelineDriver::State {
 
  private:
   void Finalize(uint64_t microbatch_id);
+  // Queues `callback(observer)` on the call's delivery lane.
+  void Notify(const Call& call, std::function<void(CallObserver&)> callback);
   // Gives `token` of `s` to its observer (text, stop strings, log-probs);
   // true when a stop string ended the sequence with it.
   bool Deliver(Sequence& s, int32_t token, const v1::ChosenTokenLogprobs* logprobs);
@@ -116,6 +119,7 @@ struct PipelineDriver::State {
   PipelineDriverOptions options;
   std::unique_ptr<Scheduler> scheduler;
   std::vector<StageLink*> links;
+  CallDelivery* delivery;
   std::function<void(int)> on_stage_down;
   bool down = false;
   absl::Status down_status;

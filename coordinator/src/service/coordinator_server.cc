@@ -266,6 +266,7 @@ PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
   d.scheduler.max_queue = o_.max_queue;
   d.scheduler.max_decode_steps = o_.decode_steps;
   d.scheduler.max_inflight_microbatches = o_.max_inflight_microbatches;
+  d.delivery_threads = o_.delivery_threads;
   d.scheduler.first_decode_steps = o_.decode_ramp_start > 0 ? o_.decode_ramp_start : o_.decode_steps;
   d.scheduler.first_epoch = epoch;
   const auto narrow = [](int64_t v) { return static_cast<int>(std::min<int64_t>(v, std::numeric_limits<int>::max())); };

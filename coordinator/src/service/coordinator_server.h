@@ -56,6 +56,9 @@ struct CoordinatorServerOptions {
   // Microbatches the stages hold at once (SchedulerOptions::
   // max_inflight_microbatches); 0: one per pipeline stage.
   int max_inflight_microbatches = 0;
+  // PipelineDriverOptions::delivery_threads (< 0: one per four cores, 1-4;
+  // 0: the driver thread).
+  int delivery_threads = -1;
   // Chunked prefill (SchedulerOptions::chunked_prefill; the same switch as
   // caps.chunked_prefill): prompts are prefilled in chunks of at most
   // prefill_chunk_tokens, in microbatches beside the running decode rows.
