@@ -1,7 +1,10 @@
 // CallDelivery's lanes: a queue and a thread each.
 #include "call_delivery.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <string>
 
 namespace seam::coordinator {
 
@@ -9,7 +12,10 @@ CallDelivery::CallDelivery(int lanes) : pending_(std::max(1, lanes)) {
   for (int i = 0; i < lanes; ++i) {
     lanes_.push_back(std::make_unique<Lane>());
     Lane* lane = lanes_.back().get();
-    lane->thread = std::thread([this, lane] { Run(*lane); });
+    lane->thread = std::thread([this, lane, i] {
+      pthread_setname_np(pthread_self(), ("deliver-" + std::to_string(i)).c_str());  // in top -H, perf
+      Run(*lane);
+    });
   }
 }
 

@@ -25,10 +25,11 @@ PipelineDriver::State::State(const PipelineDriverOptions& options, std::unique_p
     : options(options), scheduler(std::move(scheduler)), links(std::move(links)), delivery(delivery),
       on_stage_down(std::move(on_stage_down)) {}
 
-void PipelineDriver::State::Notify(const Call& call, std::function<void(CallObserver&)> callback) {
+template <typename F>
+void PipelineDriver::State::Notify(const Call& call, F&& callback) {
   CallObserver* observer = call.call.observer;
   if (observer == nullptr) return;
-  delivery->Queue(&call, [observer, callback = std::move(callback)] { callback(*observer); });
+  delivery->Queue(&call, [observer, callback = std::forward<F>(callback)]() mutable { callback(*observer); });
 }
 
 void PipelineDriver::State::Admit(DriverCall call) {
@@ -282,10 +283,12 @@ void PipelineDriver::State::NoteSent(const Microbatch& mb) {
 }
 
 void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& result) {
-  std::map<uint64_t, std::string> names;  // the microbatch's sequences by their stage id
-  for (const auto& group : f.microbatch.entries_by_group) {
-    for (const MicrobatchEntry& e : group) {
-      if (auto it = sequences.find(e.request_id); it != sequences.end()) names[it->second.sequence_id] = e.request_id;
+  std::unordered_map<uint64_t, std::string>& names = f.step_names;
+  if (names.empty()) {
+    for (const auto& group : f.microbatch.entries_by_group) {
+      for (const MicrobatchEntry& e : group) {
+        if (auto it = sequences.find(e.request_id); it != sequences.end()) names[it->second.sequence_id] = e.request_id;
+      }
     }
   }
   for (const v1::SequenceResult& r : result.sequences()) {
@@ -387,18 +390,21 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
       Sequence& s = sequences.at(e.request_id);
       SequenceResult r;
       r.request_id = e.request_id;
-      const std::string where = absl::StrCat("stage ", last, " microbatch ", microbatch_id, " request '",
-                                             s.call->call.identity.server_id, "' sequence ", s.sequence_id);
+      // Only a failure names it (a string per sequence and microbatch costs).
+      const auto where = [&] {
+        return absl::StrCat("stage ", last, " microbatch ", microbatch_id, " request '",
+                            s.call->call.identity.server_id, "' sequence ", s.sequence_id);
+      };
       auto it = by_id.find(s.sequence_id);
       if (it == by_id.end()) {
-        if (e.is_last_chunk) r.status = absl::InternalError(absl::StrCat(where, ": no result from the last stage"));
+        if (e.is_last_chunk) r.status = absl::InternalError(absl::StrCat(where(), ": no result from the last stage"));
       } else if (it->second->has_error()) {
-        r.status = FromStageError(it->second->error(), where);
+        r.status = FromStageError(it->second->error(), where());
       } else if (f.microbatch.decode_steps > 1) {
         if (auto err = f.step_errors.find(s.sequence_id); err != f.step_errors.end()) {
-          r.status = absl::Status(err->second.code(), absl::StrCat(where, ": ", err->second.message()));
+          r.status = absl::Status(err->second.code(), absl::StrCat(where(), ": ", err->second.message()));
         } else {
-          r.tokens = f.step_tokens[s.sequence_id];
+          r.tokens = std::move(f.step_tokens[s.sequence_id]);
         }
       } else {
         r.token = it->second->sampled_token();
@@ -407,7 +413,7 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
           const auto& lp = it->second->token_logprobs();
           if (lp.size() + 1 != static_cast<int>(s.tokens.size())) {
             r.status = absl::UnimplementedError(absl::StrCat(
-                where, ": scoring needs ", s.tokens.size() - 1, " token log-probs, the last stage returned ",
+                where(), ": scoring needs ", s.tokens.size() - 1, " token log-probs, the last stage returned ",
                 lp.size(), " (the stages do not implement return_token_logprobs)"));
           } else {
             s.logprobs.assign(lp.begin(), lp.end());
@@ -550,11 +556,16 @@ void PipelineDriver::State::CheckTimes(Clock::time_point now) {
                                 options.stage_timeout_per_token.count(), " ms per token owed) and ",
                                 AnswerGrace(options.stage_timeout).count(), " ms of grace")));
   }
-  for (const std::shared_ptr<Call>& c : std::vector<std::shared_ptr<Call>>(calls)) {
+  // Runs after every message: no copy of the live calls unless one ends.
+  std::vector<std::shared_ptr<Call>> ending;
+  for (const std::shared_ptr<Call>& c : calls) {
+    if (!c->done && (now > c->call.deadline || c->call.observer->Cancelled())) ending.push_back(c);
+  }
+  for (const std::shared_ptr<Call>& c : ending) {
     if (c->done) continue;
     if (c->call.observer->Cancelled()) {
       EndCall(c, absl::CancelledError(absl::StrCat("request '", c->call.identity.server_id, "' was cancelled by the client")));
-    } else if (now > c->call.deadline) {
+    } else {
       EndCall(c, absl::DeadlineExceededError(absl::StrCat("request '", c->call.identity.server_id, "' passed its deadline with ",
                                                           c->remaining, " of ", c->sequence_ids.size(),
                                                           " sequences unfinished")));

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pipeline_driver.h"
@@ -60,8 +61,11 @@ struct PipelineDriver::State {
     v1::MicrobatchResult last;   // the last stage's result
     // Multi-step decode: each sequence's tokens of the steps answered so
     // far, and the first error a step gave it, by stage sequence id.
-    std::map<uint64_t, std::vector<int32_t>> step_tokens;
+    std::unordered_map<uint64_t, std::vector<int32_t>> step_tokens;
     std::map<uint64_t, absl::Status> step_errors;
+    // The microbatch's sequences (scheduler request ids) by stage sequence
+    // id, made at its first step's answer.
+    std::unordered_map<uint64_t, std::string> step_names;
   };
 
   // `delivery` runs the observers' callbacks (it outlives the state).
@@ -89,7 +93,8 @@ struct PipelineDriver::State {
  private:
   void Finalize(uint64_t microbatch_id);
   // Queues `callback(observer)` on the call's delivery lane.
-  void Notify(const Call& call, std::function<void(CallObserver&)> callback);
+  template <typename F>
+  void Notify(const Call& call, F&& callback);
   // Gives `token` of `s` to its observer (text, stop strings, log-probs);
   // true when a stop string ended the sequence with it.
   bool Deliver(Sequence& s, int32_t token, const v1::ChosenTokenLogprobs* logprobs);
