@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <thread>
 #include <algorithm>
 
 #include <grpcpp/grpcpp.h>
@@ -16,6 +15,7 @@
 #include "grpc_client.h"
 #include "load_workload.h"
 #include "local_pipeline.h"
+#include "prompt_requests.h"
 #include "seam/boundary/ipc_fusion.h"
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/variant_choice.h"
@@ -111,64 +111,29 @@ std::string Shown(const std::vector<int32_t>& prompt) {
   return absl::StrCat(absl::StrJoin(prompt.begin(), prompt.begin() + 8, " "), " ... (", prompt.size(), " tokens)");
 }
 
-// Prompts per GenerateAll: the coordinator's default limit (RequestLimits::max_prompts).
-constexpr size_t kPromptsPerRequest = 64;
-
-// One GenerateAll of prompts [first, first + count), greedy, its tokens into `got`.
-grpc::Status GenerateSome(v1::Coordinator::Stub& stub, const RunCommandOptions& o,
-                          const std::vector<std::vector<int32_t>>& prompts, size_t first, size_t count,
-                          std::vector<std::vector<int32_t>>& got) {
-  v1::GenerateRequest request;
-  request.set_request_id(absl::StrCat("seam-run-", first));
-  size_t prompt_tokens = 0;
-  for (size_t i = first; i < first + count; ++i) {
-    request.add_prompts()->mutable_token_ids()->Add(prompts[i].begin(), prompts[i].end());
-    prompt_tokens += prompts[i].size();
-  }
-  request.mutable_sampling()->set_temperature(0);
-  request.mutable_sampling()->set_max_new_tokens(o.max_new_tokens);
-  grpc::ClientContext context;
-  // A minute, and more for long loads (a CPU pipeline makes tokens slowly).
-  const auto budget = std::chrono::seconds(60) +
-                      std::chrono::milliseconds(prompt_tokens + 20 * prompts.size() * o.max_new_tokens);
-  context.set_deadline(std::chrono::system_clock::now() + budget);
-  v1::GenerateResult result;
-  const grpc::Status s = stub.GenerateAll(&context, request, &result);
-  if (!s.ok()) return s;
-  for (size_t i = 0; i < count; ++i) {
-    got[first + i].assign(result.completions(i).token_ids().begin(), result.completions(i).token_ids().end());
-  }
-  return s;
-}
-
-// The served tokens of `prompts`, greedy: every prompt in flight at once,
-// in GenerateAll requests of at most kPromptsPerRequest sent together;
-// prints them and the throughput.
+// The served tokens of `prompts`, greedy: every prompt in flight at once, in
+// GenerateAll requests within the prompt count the coordinator states
+// (prompt_requests.h); prints them and the throughput.
 absl::StatusOr<std::vector<std::vector<int32_t>>> ServedTokens(LocalPipeline& pipeline, const RunCommandOptions& o,
                                                                const std::vector<std::vector<int32_t>>& prompts,
                                                                std::ostream& out) {
   auto stub = v1::Coordinator::NewStub(pipeline.ClientChannel());
-  std::vector<std::vector<int32_t>> got(prompts.size());
-  std::vector<grpc::Status> statuses((prompts.size() + kPromptsPerRequest - 1) / kPromptsPerRequest);
+  v1::SamplingParams sampling;
+  sampling.set_temperature(0);
+  sampling.set_max_new_tokens(o.max_new_tokens);
+  size_t prompt_tokens = 0;
+  for (const std::vector<int32_t>& p : prompts) prompt_tokens += p.size();
+  // A minute, and more for long loads (a CPU pipeline makes tokens slowly).
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(60) +
+                        std::chrono::milliseconds(prompt_tokens + 20 * prompts.size() * o.max_new_tokens);
   const auto start = std::chrono::steady_clock::now();
-  {
-    std::vector<std::thread> senders;
-    for (size_t r = 0; r < statuses.size(); ++r) {
-      senders.emplace_back([&, r] {
-        const size_t first = r * kPromptsPerRequest;
-        statuses[r] = GenerateSome(*stub, o, prompts, first, std::min(kPromptsPerRequest, prompts.size() - first), got);
-      });
-    }
-    for (std::thread& t : senders) t.join();
-  }
+  absl::StatusOr<PromptRequestsResult> served = GenerateAllInRequests(*stub, prompts, sampling, "seam-run", deadline);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const grpc::Status& s : statuses) {
-    if (!s.ok()) {
-      return CallFailed(absl::StrCat("GenerateAll failed (grpc code ", static_cast<int>(s.error_code()),
-                                     "): ", s.error_message(), "\n", pipeline.LogTails(15)),
-                        s);
-    }
+  if (!served.ok()) {
+    return absl::Status(served.status().code(),
+                        absl::StrCat(served.status().message(), "\n", pipeline.LogTails(15)));
   }
+  const std::vector<std::vector<int32_t>>& got = served->tokens;
   size_t generated = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     generated += got[i].size();
@@ -176,8 +141,9 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ServedTokens(LocalPipeline& pi
   }
   out << "throughput: " << generated << " generated tokens in " << absl::StrFormat("%.3f", seconds) << " s ("
       << absl::StrFormat("%.1f", seconds > 0 ? generated / seconds : 0.0) << " tokens/s; wall time of "
-      << statuses.size() << " GenerateAll requests sent together, " << prompts.size() << " prompts in all)\n";
-  return got;
+      << served->requests << " GenerateAll requests sent together, " << prompts.size() << " prompts in all, at most "
+      << served->prompts_per_request << " per request as the coordinator states)\n";
+  return std::move(served->tokens);
 }
 
 // What the stages logged about their choices: each batch variant the first

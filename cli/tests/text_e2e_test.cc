@@ -266,6 +266,16 @@ TEST_F(TextOverGrpc, MetadataStatesTheLimitsTheServerEnforces) {
   v1::GenerateResult result;
   const grpc::Status refused = stub_->GenerateAll(Context().get(), over, &result);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << refused.error_message();
+  // The prompts of one request: the stated count is the one enforced.
+  EXPECT_EQ(metadata.limits().max_prompts(), 64u);
+  EXPECT_EQ(metadata.limits().max_request_id_bytes(), 128u);
+  EXPECT_EQ(metadata.limits().max_top_logprobs(), 20u);
+  v1::GenerateRequest many = Greedy(1);
+  for (uint32_t i = 0; i <= metadata.limits().max_prompts(); ++i) many.add_prompts()->add_token_ids(5);
+  const grpc::Status too_many = stub_->GenerateAll(Context().get(), many, &result);
+  EXPECT_EQ(too_many.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(too_many.error_message().find("has 65 prompts, more than the 64 allowed"), std::string::npos)
+      << too_many.error_message();
 }
 
 TEST_F(TextOverGrpc, SeamGeneratePrintsTheText) {

@@ -169,10 +169,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Score(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* CoordinatorService::GetMetadata(grpc::CallbackServerContext* context,
                                                           const v1::GetMetadataRequest*, v1::Metadata* response) {
   *response = metadata_;
-  const ServingLimits limits = ServingLimitsOf(limits_);
-  response->mutable_limits()->set_max_model_len(static_cast<uint32_t>(limits.max_model_len));
-  response->mutable_limits()->set_max_prompt_tokens(static_cast<uint32_t>(limits.max_prompt_tokens));
-  response->mutable_limits()->set_default_max_tokens(static_cast<uint32_t>(limits.default_max_tokens));
+  *response->mutable_limits() = ServingLimitsMessage(limits_);
   const std::vector<bool> up = driver_->StagesUp();
   response->mutable_topology()->set_epoch(driver_->Epoch());
   for (int k = 0; k < response->topology().stages_size() && k < static_cast<int>(up.size()); ++k) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -140,6 +141,24 @@ ServingLimits ServingLimitsOf(const RequestLimits& limits) {
       limits.max_context > 0 ? std::min(limits.max_positions, limits.max_context) : limits.max_positions;
   return ServingLimits{max_model_len, std::min(limits.max_prompt_tokens, max_model_len),
                        limits.default_max_new_tokens};
+}
+
+v1::ServingLimits ServingLimitsMessage(const RequestLimits& limits) {
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, UINT32_MAX)); };
+  const ServingLimits sequence = ServingLimitsOf(limits);
+  v1::ServingLimits m;
+  m.set_max_model_len(u32(sequence.max_model_len));
+  m.set_max_prompt_tokens(u32(sequence.max_prompt_tokens));
+  m.set_default_max_tokens(u32(sequence.default_max_tokens));
+  m.set_max_prompts(u32(limits.max_prompts));
+  m.set_max_request_id_bytes(u32(limits.max_request_id_bytes));
+  m.set_max_stop_token_ids(u32(limits.max_stop_tokens));
+  m.set_max_stop_strings(u32(limits.max_stop_strings));
+  m.set_max_stop_string_bytes(u32(limits.max_stop_string_bytes));
+  m.set_max_logit_bias(u32(limits.max_logit_bias));
+  m.set_max_top_logprobs(u32(limits.max_top_logprobs));
+  m.set_max_cache_salt_bytes(u32(static_cast<int64_t>(kMaxCacheSaltBytes)));
+  return m;
 }
 
 uint64_t DescriptorBound(const RequestLimits& limits, int max_sequences, int max_tokens) {

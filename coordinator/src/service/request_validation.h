@@ -50,6 +50,13 @@ struct ServingLimits {
 };
 ServingLimits ServingLimitsOf(const RequestLimits& limits);
 
+// What GetMetadata answers as Metadata.limits: the sequence's limits
+// (ServingLimitsOf) and every per-request limit ValidateGenerateRequest and
+// ValidateScoreRequest enforce (prompts, request_id, stop tokens and
+// strings, logit biases, top log-probs, cache salt), so that a client shapes
+// its requests by what this server refuses.
+v1::ServingLimits ServingLimitsMessage(const RequestLimits& limits);
+
 // The largest serialized MicrobatchDescriptor the coordinator can build under
 // `limits` with at most `max_sequences` sequences and `max_tokens` tokens
 // (and as many finished sequence ids as sequences): request ids, tokens,
