@@ -20,13 +20,17 @@
 // written and read, the outputs written) at the copy bandwidth and its
 // matmul FLOPs at the bf16 peak, both measured here. Every expert has the
 // same random weights (one expert's, copied), so the ways' outputs can be
-// compared: max_rel_diff_vs_classic.
+// compared: max_rel_diff_vs_classic. Last, the table --moe-experts auto
+// would keep from this run's uniform-routing times (models'
+// ExpertPathTable: fused, the ExpertKernel::kAuto way of the batch, against
+// grouped, the classic way; printed and in the JSON as "choice").
 #include <set>
 
 #include "gpu_bench_util.h"
 #include "seam/core/cuda_graph.h"
 #include "seam/core/device_memory.h"
 #include "seam/kernels/moe_experts.h"
+#include "src/expert_path_choice.h"
 
 namespace seam::bench {
 namespace {
@@ -192,16 +196,34 @@ int MoeKernelsBench(const Flags& flags) {
                 StackedWeights(s.experts, s.hidden, s.inter, s.dtype, 2)};
   const CudaStream stream = Value(CudaStream::Create(kGpu), "stream");
   json cases = json::array();
+  std::vector<models::internal::ExpertPathTiming> uniform;
   for (int64_t rows : flags.Ints("batches", "1,8,32,128,512,2048")) {
     for (absl::string_view routing : absl::StrSplit(flags.Get("routings", "uniform,skewed,hot"), ',')) {
       json c = Case(s, w, rows, std::string(routing), copy_gbps, peak, stream);
       std::cerr << "moe-kernels: " << rows << " rows, " << routing << ": " << c["ways"].dump() << "\n";
+      const json& ways = c["ways"];
+      const std::string fused_way = c["auto_kernel"];
+      if (routing == "uniform" && ways.contains(fused_way)) {
+        uniform.push_back({rows, ways[fused_way]["us"].get<double>(), ways["classic"]["us"].get<double>()});
+      }
       cases.push_back(std::move(c));
     }
+  }
+  const models::internal::ExpertPathTable table =
+      Value(models::internal::ExpertPathTable::FromTimings(uniform), "choice table");
+  std::cerr << "moe-kernels: --moe-experts auto's choice from these uniform-routing times (fused = the auto "
+               "kernel, grouped = classic; grouped kept when faster by more than "
+            << 100 * models::internal::ExpertPathTable::kDefaultTieMargin << " %):\n"
+            << table.ToString() << "\n";
+  json choice = json::array();
+  for (const auto& e : table.entries()) {
+    choice.push_back({{"rows", e.timing.rows}, {"fused_us", e.timing.fused_us}, {"grouped_us", e.timing.grouped_us},
+                      {"choice", models::internal::ExpertPathName(e.path)}});
   }
   WriteJson(flags, {{"hidden", s.hidden}, {"moe_intermediate", s.inter}, {"experts", s.experts},
                     {"top_k", s.top_k}, {"dtype", DTypeName(s.dtype)}, {"copy_gbps", copy_gbps},
                     {"bf16_peak_tflops", peak}, {"tensor_core_pairs", kernels::kTensorCorePairs}, {"cases", cases},
+                    {"choice", choice},
                     {"note", "floor_us = max(bytes / copy_gbps, flops / bf16 peak); grouped ways graph-replayed, "
                              "per_expert eager without its host read of the offsets"}});
   return 0;

@@ -26,7 +26,11 @@
 # within about 9 minutes; the checkpoint in WORK is reused while it lasts):
 #     bash bench/gpu/longcat.sh OUT_DIR compare
 #     bash bench/gpu/longcat.sh OUT_DIR decode
-# (LONGCAT_DECODE_FLAGS: more seam-bench-gpu decode flags, e.g. --moe-experts grouped)
+# (LONGCAT_DECODE_FLAGS: more seam-bench-gpu decode flags, e.g. --moe-experts grouped; under the
+# default auto the summary holds the fused-or-grouped table the experts timed at load. auto, fused
+# and grouped in one command, each in a folder of its own:
+#     for m in auto fused grouped; do mkdir -p OUT_DIR/$m
+#       LONGCAT_DECODE_FLAGS="--moe-experts $m" bash bench/gpu/longcat.sh OUT_DIR/$m decode; done)
 #     bash bench/gpu/longcat.sh OUT_DIR serve
 # Everything goes under OUT_DIR: each part's log and JSON, compare/ (the
 # comparison's summary.txt and results.json) and summary.txt.
@@ -69,6 +73,9 @@ if want decode; then
     timeout 420 $R seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches 1,32 --prompt-len 1024 \
       --steps 32 ${LONGCAT_DECODE_FLAGS:-} --json "$OUT_DIR/decode.json" > "$OUT_DIR/decode.log" 2>&1
     echo "seam-bench-gpu decode rc=$? $(grep -m1 -iE 'error|failed|no CUDA' "$OUT_DIR/decode.log")" >> "$SUMMARY"
+    # --moe-experts auto: the routed experts' fused-or-grouped table timed at load (once per shape)
+    sed -n '/fused or grouped per batch rows, timed at load/,/^\[/{/^rows /p;/timed at load/p}' "$OUT_DIR/decode.log" \
+      >> "$SUMMARY"
     [ -s "$OUT_DIR/decode.json" ] && python3 - "$OUT_DIR/decode.json" >> "$SUMMARY" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

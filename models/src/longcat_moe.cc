@@ -77,7 +77,7 @@ absl::StatusOr<LongcatMoe> LongcatMoe::Load(const LoadContext& ctx, const std::s
   if (!ck.Has(stacked)) {
     SEAM_ASSIGN_OR_RETURN(moe.experts_, RoutedExperts::Load(ctx, routed, moe.top_k_, [&](int64_t e) {
       return DenseMlp::LoadHost(ctx, absl::StrCat(p, "experts.", e), inter);
-    }));
+    }, all));
     return moe;
   }
   absl::StatusOr<Tensor> gate_up = ck.Load(stacked, {all, 2 * inter, h}, DType::kF32);
@@ -88,7 +88,7 @@ absl::StatusOr<LongcatMoe> LongcatMoe::Load(const LoadContext& ctx, const std::s
   const DType dtype = ctx.options.dtype;
   SEAM_ASSIGN_OR_RETURN(moe.experts_, RoutedExperts::Load(ctx, routed, moe.top_k_, [&](int64_t e) {
     return absl::StatusOr<std::pair<Tensor, Tensor>>(StackedExpert(gu, dn, e, inter, h, r, tp, dtype));
-  }));
+  }, all));
   return moe;
 }
 

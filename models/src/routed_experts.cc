@@ -6,7 +6,8 @@
 //   batch's routes choose; nothing comes to the host, so a step holding the
 //   block can be a CUDA graph at any batch size;
 // - grouped: the earlier GEMV per projection (ExpertMatmul) and a separate
-//   SiLU-mul, also without the host; or
+//   SiLU-mul, also without the host (under kAuto on CUDA, fused or grouped
+//   per batch row count, as both timed at load: expert_path_choice.h); or
 // - one by one: the group offsets read on the host, the pairs' rows
 //   gathered in group order and each expert's slice of them run through its
 //   own matmuls (cuBLASLt's kernels use an expert's weight for all its rows
@@ -14,6 +15,7 @@
 #include "src/routed_experts.h"
 
 #include "absl/strings/str_cat.h"
+#include "seam/core/logging.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 
@@ -38,6 +40,7 @@ struct ExpertPlan {
   int64_t grouped_pairs = 0;
   bool fused = false;
   kernels::ExpertKernel kernel = kernels::ExpertKernel::kAuto;  // the fused ops' choice
+  bool timed = false;  // fused or grouped per batch rows, both timed at load
 };
 
 ExpertPlan PlanExperts(MoeExperts choice, const Device& device, DType dtype, int64_t hidden, int64_t inter,
@@ -52,7 +55,7 @@ ExpertPlan PlanExperts(MoeExperts choice, const Device& device, DType dtype, int
   switch (choice) {
     case MoeExperts::kAuto:
       if (!device.is_cuda()) return {};
-      return {tensor_cores ? kernels::kMaxExpertPairs : kAutoGroupedPairs, true, fused_kernel};
+      return {tensor_cores ? kernels::kMaxExpertPairs : kAutoGroupedPairs, true, fused_kernel, true};
     case MoeExperts::kFused:
       return {kernels::kMaxExpertPairs, true, fused_kernel};
     case MoeExperts::kGrouped:
@@ -73,10 +76,11 @@ absl::StatusOr<Tensor> ExpertSlice(const Tensor& stacked, int64_t e) {
 }  // namespace
 
 absl::StatusOr<RoutedExperts> RoutedExperts::Load(const LoadContext& ctx, int64_t experts, int64_t top_k,
-                                                  const HostExpert& expert) {
-  if (experts <= 0 || top_k <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("routed experts: expected experts and top-k ≥ 1, got ", experts,
-                                                   " and ", top_k));
+                                                  const HostExpert& expert, int64_t route_ids) {
+  if (route_ids == 0) route_ids = experts;
+  if (experts <= 0 || top_k <= 0 || route_ids < experts || route_ids < top_k) {
+    return absl::InvalidArgumentError(absl::StrCat("routed experts: expected experts and top-k ≥ 1 and route ids ≥ "
+                                                   "both, got ", experts, ", ", top_k, " and ", route_ids));
   }
   RoutedExperts out;
   out.top_k_ = top_k;
@@ -102,7 +106,38 @@ absl::StatusOr<RoutedExperts> RoutedExperts::Load(const LoadContext& ctx, int64_
   out.grouped_pairs_ = plan.grouped_pairs;
   out.fused_ = plan.fused;
   out.kernel_ = plan.kernel;
+  if (plan.timed && out.grouped_max_rows() > 0) {
+    const ExpertShapeKey key{DTypeName(ctx.options.dtype), experts,   out.gate_up_.dim(2), out.down_.dim(2),
+                             top_k,                        route_ids, out.grouped_max_rows()};
+    SEAM_ASSIGN_OR_RETURN(out.table_, CachedExpertPathTable(key, [&]() -> absl::StatusOr<ExpertPathTable> {
+      absl::StatusOr<ExpertPathTable> table = out.TimePaths(route_ids);
+      if (!table.ok()) {  // the load's default stays: fused for every batch
+        SEAM_LOG_WARN("routed experts ({}): timing fused against grouped failed, every batch runs fused: {}",
+                      key.ToString(), table.status().ToString());
+        return ExpertPathTable();
+      }
+      SEAM_LOG_INFO("routed experts ({}): fused or grouped per batch rows, timed at load:\n{}", key.ToString(),
+                    table->ToString());
+      return table;
+    }));
+  }
   return out;
+}
+
+ExpertPath RoutedExperts::PathFor(int64_t rows) const {
+  if (!table_.empty()) return table_.For(rows);
+  return fused_ ? ExpertPath::kFused : ExpertPath::kGrouped;
+}
+
+absl::Status RoutedExperts::RunGroupedOn(const Tensor& x, const kernels::ExpertGroups& groups, ExpertPath path,
+                                         const Tensor& gate_up, const Tensor& act, const Tensor& out) const {
+  if (path == ExpertPath::kFused) {  // act in group order, the outputs back in pair order
+    SEAM_RETURN_IF_ERROR(kernels::ExpertGateUpSilu(x, gate_up_, groups, act, kernel_));
+    return kernels::ExpertDown(act, down_, groups, out, kernel_);
+  }
+  SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(x, gate_up_, groups, gate_up));
+  SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
+  return kernels::ExpertMatmul(act, down_, groups, out);
 }
 
 absl::StatusOr<ExpertSlots> RoutedExperts::Run(const Tensor& x, const Tensor& weights, const Tensor& ids) const {
@@ -118,17 +153,11 @@ absl::StatusOr<ExpertSlots> RoutedExperts::Run(const Tensor& x, const Tensor& we
   SEAM_ASSIGN_OR_RETURN(kernels::ExpertGroups groups, kernels::ExpertGroups::Empty(experts, pairs, dev));
   SEAM_RETURN_IF_ERROR(kernels::GroupByExpert(ids, groups));
   Tensor act = Tensor::Empty({pairs, inner}, x.dtype(), dev);
-  if (Grouped(x) && fused_) {  // act in group order, the outputs back in pair order
-    SEAM_RETURN_IF_ERROR(kernels::ExpertGateUpSilu(x, gate_up_, groups, act, kernel_));
-    SEAM_RETURN_IF_ERROR(kernels::ExpertDown(act, down_, groups, s.expert_out, kernel_));
-    SEAM_ASSIGN_OR_RETURN(s.expert_out, s.expert_out.Reshape({n, k, h}));
-    return s;
-  }
-  Tensor gate_up = Tensor::Empty({pairs, 2 * inner}, x.dtype(), dev);
+  const ExpertPath path = PathFor(n);
+  Tensor gate_up;  // the grouped and one-by-one paths' scratch
+  if (!Grouped(x) || path == ExpertPath::kGrouped) gate_up = Tensor::Empty({pairs, 2 * inner}, x.dtype(), dev);
   if (Grouped(x)) {
-    SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(x, gate_up_, groups, gate_up));
-    SEAM_RETURN_IF_ERROR(kernels::SiluAndMul(gate_up, act));
-    SEAM_RETURN_IF_ERROR(kernels::ExpertMatmul(act, down_, groups, s.expert_out));
+    SEAM_RETURN_IF_ERROR(RunGroupedOn(x, groups, path, gate_up, act, s.expert_out));
   } else {
     // One by one: the pairs' rows in group order, each expert's slice of
     // them through its own matmuls (the offsets read on the host), back in

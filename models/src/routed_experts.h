@@ -2,7 +2,10 @@
 // (each expert's gate rows then its up rows [E, 2·I/tp, H]; its down
 // projection [E, H, I/tp]), and how a batch's routes run through them:
 // sorted by expert, grouped by expert on the device, then fused, grouped or
-// one by one as ModelOptions::moe_experts and the batch's size choose.
+// one by one as ModelOptions::moe_experts and the batch's size choose. Under
+// MoeExperts::kAuto on CUDA, fused or grouped is chosen per batch row count
+// from both paths timed at load on this layer's weights (expert_path_choice.h:
+// once per shape in the process, the table logged at info).
 // Qwen3-MoE's block and LongCat-Flash's MoE share it; their routers differ.
 // Private to the models library.
 #pragma once
@@ -14,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "seam/core/tensor.h"
 #include "seam/kernels/moe_experts.h"
+#include "src/expert_path_choice.h"
 #include "src/load_context.h"
 
 namespace seam::models::internal {
@@ -32,9 +36,10 @@ class RoutedExperts {
 
   RoutedExperts() = default;
   // Stacks `experts` experts read by `expert` on the model's device and
-  // plans how batches run (up to `top_k` routes per row).
+  // plans how batches run (up to `top_k` routes per row, drawn by the router
+  // from `route_ids` ids, those ≥ experts in no group; 0: experts).
   static absl::StatusOr<RoutedExperts> Load(const LoadContext& ctx, int64_t experts, int64_t top_k,
-                                            const HostExpert& expert);
+                                            const HostExpert& expert, int64_t route_ids = 0);
 
   int64_t experts() const { return gate_up_.dim(0); }
   // The most rows a batch may have to run on the device with no host round
@@ -49,14 +54,30 @@ class RoutedExperts {
   // grouped_max_rows() rows.
   absl::StatusOr<ExpertSlots> Run(const Tensor& x, const Tensor& weights, const Tensor& ids) const;
 
+  // How a batch of `rows` rows at most grouped_max_rows() runs: fused or
+  // grouped (the timed table under kAuto on CUDA, else the load's choice).
+  ExpertPath PathFor(int64_t rows) const;
+  // The timed choices (empty unless kAuto on CUDA timed them).
+  const ExpertPathTable& path_table() const { return table_; }
+
  private:
   bool Grouped(const Tensor& x) const { return x.rows() <= grouped_max_rows(); }
+  // One grouped batch through `path` into buffers of its pairs (gate_up
+  // [P, 2·I/tp] is scratch for the grouped path only; act [P, I/tp]; out
+  // [P, H] in pair order): no allocation, no host round trip.
+  absl::Status RunGroupedOn(const Tensor& x, const kernels::ExpertGroups& groups, ExpertPath path,
+                            const Tensor& gate_up, const Tensor& act, const Tensor& out) const;
+  // Both paths timed on this layer's weights at TimedRowBuckets(grouped_max_rows())
+  // rows with random routes of top_k distinct ids out of `route_ids`, each
+  // replayed from a CUDA graph of its own stream (routed_experts_timing.cc).
+  absl::StatusOr<ExpertPathTable> TimePaths(int64_t route_ids) const;
 
   Tensor gate_up_, down_;      // stacked: [E, 2·I/tp, H], [E, H, I/tp]
   int64_t top_k_ = 1;
   int64_t grouped_pairs_ = 0;  // batches of at most this many routes run grouped (0: none)
   bool fused_ = false;         // grouped batches run the fused expert kernels (else ExpertMatmul)
   kernels::ExpertKernel kernel_ = kernels::ExpertKernel::kAuto;  // theirs
+  ExpertPathTable table_;      // when not empty, it chooses per batch instead of fused_
 };
 
 }  // namespace seam::models::internal

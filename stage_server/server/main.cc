@@ -139,8 +139,9 @@ void AddComputeFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOpti
       ->check(CLI::IsMember({"off", "auto", "always"}))
       ->capture_default_str();
   app.add_option("--moe-experts", f.moe_experts,
-                 "MoE models: auto (on GPUs the fused expert kernels at every batch size, grouped on the device "
-                 "so every step can replay a CUDA graph: a GEMV for decode-sized batches, tensor-core tiles above; "
+                 "MoE models: auto (on GPUs grouped on the device at every batch size, so every step can replay "
+                 "a CUDA graph: per batch size the faster of the fused kernels and the earlier grouped GEMV as "
+                 "timed at load, once per expert shape; "
                  "on the host each expert's rows through its own matmuls), fused (the fused kernels on every "
                  "device), grouped (the earlier grouped GEMV on every device, where a batch fits), per-expert "
                  "(always one by one) or classic (the earlier default: grouped up to 1024 routes on GPUs, else "

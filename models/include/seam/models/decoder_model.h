@@ -33,11 +33,14 @@ namespace seam::models {
 // How a Qwen3-MoE block runs its experts, once its routes are grouped by
 // expert on the device (kernels/moe_experts.h).
 enum class MoeExperts {
-  // On CUDA the fused expert kernels at every batch size, nothing on the
-  // host, so every step can be a CUDA graph: the decode GEMV up to
-  // kernels::kTensorCorePairs routes, the tensor-core grouped GEMM above
-  // (bf16 / f16; f32 and shapes the tensor-core kernel does not take: the
-  // GEMV up to 1024 routes, one by one above). On the host: one by one.
+  // On CUDA grouped on the device at every batch size, nothing on the
+  // host, so every step can be a CUDA graph: per batch row count the faster
+  // of kFused and kGrouped as both were timed at load on the layer's
+  // weights (once per expert shape in the process); the fused pair runs the
+  // decode GEMV up to kernels::kTensorCorePairs routes, the tensor-core
+  // grouped GEMM above (bf16 / f16; f32 and shapes the tensor-core kernel
+  // does not take: the GEMV up to 1024 routes, one by one above). On the
+  // host: one by one.
   kAuto,
   // The fused kernels whenever the batch fits (kernels::kMaxExpertPairs
   // routes), on any device (the host runs their CPU reference).
