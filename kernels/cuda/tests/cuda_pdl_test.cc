@@ -224,7 +224,9 @@ TEST_P(ProgrammaticLaunchTest, GraphReplaysOfADecodeStepAreBitIdenticalWithAndWi
   // kernel, whose own launches this switch does not govern).
   if (on.programmatic_edges >= 0) {
     EXPECT_GT(on.programmatic_edges, off.programmatic_edges);
-    if (contexts.size() == 1) EXPECT_EQ(off.programmatic_edges, 0);
+    if (contexts.size() == 1) {
+      EXPECT_EQ(off.programmatic_edges, 0);
+    }
   }
   const char* names[] = {"residual", "k_cache", "v_cache", "x",    "h",    "qkv",  "q",      "attn",
                          "o",        "h2",      "gate_up", "act",  "down", "hf",   "logits", "next_ids"};
