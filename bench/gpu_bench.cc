@@ -179,6 +179,25 @@ std::vector<int32_t> HostSteps(Model& m, runtime::DecodeGraph* graph, uint64_t f
   return generated;
 }
 
+// A decode row's graph figures: variants 1 (graph) and 2 (fed) of Decode,
+// and with `pdl_both` 3 and 4, the same with programmatic dependent launch off.
+void AddGraphResults(json& row, int64_t b, const double* ms, const std::vector<std::vector<int32_t>>& generated,
+                     double batch_floor_ms, bool pdl_both) {
+  row["graph_ms_per_step"] = ms[1];
+  row["graph_tokens_per_s"] = b * 1e3 / ms[1];
+  row["floor_ratio"] = ms[1] / batch_floor_ms;
+  row["graph_tokens_equal_eager"] = generated[0] == generated[1];
+  row["graph_fed_ms_per_step"] = ms[2];
+  row["graph_fed_floor_ratio"] = ms[2] / batch_floor_ms;
+  row["graph_fed_tokens_equal_eager"] = generated[0] == generated[2];
+  if (!pdl_both) return;
+  row["pdl_off_graph_ms_per_step"] = ms[3];
+  row["pdl_off_graph_fed_ms_per_step"] = ms[4];
+  row["pdl_off_graph_fed_floor_ratio"] = ms[4] / batch_floor_ms;
+  row["pdl_fed_speedup"] = ms[4] / ms[2];  // off / on: above 1 where PDL helps
+  row["pdl_off_tokens_equal_pdl_on"] = generated[3] == generated[1] && generated[4] == generated[2];
+}
+
 int Decode(const Flags& flags) {
   const int64_t prompt = flags.Int("prompt-len", 128), steps = flags.Int("steps", 64);
   Model m = LoadModel(flags, flags.Int("cache-mib", 6144) << 20);
@@ -233,20 +252,7 @@ int Decode(const Flags& flags) {
       row["floor_expert_bytes"] = bytes.experts;
     }
     if (can_graph) {
-      row["graph_ms_per_step"] = ms[1];
-      row["graph_tokens_per_s"] = b * 1e3 / ms[1];
-      row["floor_ratio"] = ms[1] / batch_floor_ms;
-      row["graph_tokens_equal_eager"] = generated[0] == generated[1];
-      row["graph_fed_ms_per_step"] = ms[2];
-      row["graph_fed_floor_ratio"] = ms[2] / batch_floor_ms;
-      row["graph_fed_tokens_equal_eager"] = generated[0] == generated[2];
-      if (pdl_both) {
-        row["pdl_off_graph_ms_per_step"] = ms[3];
-        row["pdl_off_graph_fed_ms_per_step"] = ms[4];
-        row["pdl_off_graph_fed_floor_ratio"] = ms[4] / batch_floor_ms;
-        row["pdl_fed_speedup"] = ms[4] / ms[2];  // off / on: above 1 where PDL helps
-        row["pdl_off_tokens_equal_pdl_on"] = generated[3] == generated[1] && generated[4] == generated[2];
-      }
+      AddGraphResults(row, b, ms, generated, batch_floor_ms, pdl_both);
     } else {
       row["floor_ratio"] = ms[0] / batch_floor_ms;
       row["eager_only"] = m.model->graph_max_rows() < 1

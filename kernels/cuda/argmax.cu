@@ -146,7 +146,9 @@ int ArgmaxSplits(int64_t rows, int64_t n, int vec, int sms, int threads) {
 template <typename T, int kThreads>
 absl::Status LaunchArgmax(const T* x, int32_t* o, int64_t rows, int64_t n, int splits, cudaStream_t stream) {
   const unsigned int blocks = static_cast<unsigned int>(rows * splits);
-  if (splits == 1) return LaunchEnrolled({dim3(blocks), dim3(kThreads), 0, stream}, ArgmaxKernel<T, false, kThreads>, x, o, n, 1);
+  if (splits == 1) {
+    return LaunchEnrolled({dim3(blocks), dim3(kThreads), 0, stream}, ArgmaxKernel<T, false, kThreads>, x, o, n, 1);
+  }
   return LaunchEnrolled({dim3(blocks), dim3(kThreads), 0, stream, dim3(static_cast<unsigned int>(splits), 1, 1)},
                         ArgmaxKernel<T, true, kThreads>, x, o, n, splits);
 }
