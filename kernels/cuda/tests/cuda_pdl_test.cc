@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -222,6 +223,8 @@ TEST_P(ProgrammaticLaunchTest, GraphReplaysOfADecodeStepAreBitIdenticalWithAndWi
   // The switch is what changes the graph: more programmatic edges with it;
   // none without it where every matmul is the GEMV (batch 1: no cuBLASLt
   // kernel, whose own launches this switch does not govern).
+  std::cout << "programmatic edges of the step's graph: PDL off " << off.programmatic_edges << ", on "
+            << on.programmatic_edges << "\n";
   if (on.programmatic_edges >= 0) {
     EXPECT_GT(on.programmatic_edges, off.programmatic_edges);
     if (contexts.size() == 1) {
