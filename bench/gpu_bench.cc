@@ -37,7 +37,11 @@
 //   argmax   greedy argmax over batch x vocabulary logits vs its bytes
 //
 // Every mode takes --matmul-candidates N (1: cuBLASLt's first pick, untimed)
-// and --matmul-max-tuned-rows M (seam/kernels/matmul_tuning.h).
+// and --matmul-max-tuned-rows M (seam/kernels/matmul_tuning.h), and --pdl
+// on|off (programmatic dependent launch of the decode kernels,
+// seam/kernels/programmatic_launch.h; default on). decode also takes
+// --pdl both: the graph and fed steps run with it on, then again with it off
+// (captured again), and each row reports the fed steps' off / on ratio.
 //
 // Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|attention|
 //                        latent-attention|matmul|argmax> [--flag value]...
@@ -70,6 +74,7 @@
 #include "seam/kernels/matmul_tuning.h"
 #include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
+#include "seam/kernels/programmatic_launch.h"
 #include "seam/kernels/stream.h"
 #include "seam/runtime/decode_graph.h"
 #include "seam/runtime/measured_peaks.h"
@@ -174,6 +179,25 @@ std::vector<int32_t> HostSteps(Model& m, runtime::DecodeGraph* graph, uint64_t f
   return generated;
 }
 
+// A decode row's graph figures: variants 1 (graph) and 2 (fed) of Decode,
+// and with `pdl_both` 3 and 4, the same with programmatic dependent launch off.
+void AddGraphResults(json& row, int64_t b, const double* ms, const std::vector<std::vector<int32_t>>& generated,
+                     double batch_floor_ms, bool pdl_both) {
+  row["graph_ms_per_step"] = ms[1];
+  row["graph_tokens_per_s"] = b * 1e3 / ms[1];
+  row["floor_ratio"] = ms[1] / batch_floor_ms;
+  row["graph_tokens_equal_eager"] = generated[0] == generated[1];
+  row["graph_fed_ms_per_step"] = ms[2];
+  row["graph_fed_floor_ratio"] = ms[2] / batch_floor_ms;
+  row["graph_fed_tokens_equal_eager"] = generated[0] == generated[2];
+  if (!pdl_both) return;
+  row["pdl_off_graph_ms_per_step"] = ms[3];
+  row["pdl_off_graph_fed_ms_per_step"] = ms[4];
+  row["pdl_off_graph_fed_floor_ratio"] = ms[4] / batch_floor_ms;
+  row["pdl_fed_speedup"] = ms[4] / ms[2];  // off / on: above 1 where PDL helps
+  row["pdl_off_tokens_equal_pdl_on"] = generated[3] == generated[1] && generated[4] == generated[2];
+}
+
 int Decode(const Flags& flags) {
   const int64_t prompt = flags.Int("prompt-len", 128), steps = flags.Int("steps", 64);
   Model m = LoadModel(flags, flags.Int("cache-mib", 6144) << 20);
@@ -188,15 +212,20 @@ int Decode(const Flags& flags) {
   const int64_t context = prompt + (steps + 1) / 2;
   json results = json::array();
   uint64_t next_id = 0;
+  const bool pdl_both = flags.Get("pdl", "on") == "both";
   for (int64_t b : flags.Ints("batches", "1,8,64")) {
-    std::vector<std::vector<int32_t>> generated(3);
-    double ms[3] = {0, 0, 0};
+    std::vector<std::vector<int32_t>> generated(5);
+    double ms[5] = {0, 0, 0, 0, 0};
     // A step the model cannot record (MoE experts run one by one) runs eagerly only.
     const bool can_graph = b <= m.model->graph_max_rows();
     // 0 eager, 1 graph (each step's tokens through the host), 2 graph fed on
     // the device (the server's multi-step decode: the next step is enqueued
-    // before this one's tokens are read).
-    for (int graphed = 0; graphed < (can_graph ? 3 : 1); ++graphed) {
+    // before this one's tokens are read); with --pdl both, 3 and 4 are 1 and
+    // 2 captured with programmatic dependent launch off.
+    const int variants = can_graph ? (pdl_both ? 5 : 3) : 1;
+    for (int variant = 0; variant < variants; ++variant) {
+      const int graphed = variant > 2 ? variant - 2 : variant;
+      if (pdl_both) kernels::SetProgrammaticLaunch(variant <= 2);
       StepInput prefill{{}, false};
       const uint64_t first = next_id;
       for (int64_t i = 0; i < b; ++i) {
@@ -208,9 +237,9 @@ int Decode(const Flags& flags) {
         graph = Value(runtime::DecodeGraph::Capture(*m.model, *m.cache, b, prompt + steps + 1), "capture");
       }
       auto start = std::chrono::steady_clock::now();
-      generated[graphed] = graphed == 2 ? FedSteps(*graph, first, b, prompt, steps, last)
+      generated[variant] = graphed == 2 ? FedSteps(*graph, first, b, prompt, steps, last)
                                         : HostSteps(m, graph.get(), first, b, prompt, steps, last);
-      ms[graphed] = 1e3 * Seconds(start) / steps;
+      ms[variant] = 1e3 * Seconds(start) / steps;
       for (int64_t i = 0; i < b; ++i) Check(m.cache->Free(first + i), "free");
     }
     const runtime::DecodeStepBytes bytes = floor.DecodeStep(b, b * context);
@@ -223,13 +252,7 @@ int Decode(const Flags& flags) {
       row["floor_expert_bytes"] = bytes.experts;
     }
     if (can_graph) {
-      row["graph_ms_per_step"] = ms[1];
-      row["graph_tokens_per_s"] = b * 1e3 / ms[1];
-      row["floor_ratio"] = ms[1] / batch_floor_ms;
-      row["graph_tokens_equal_eager"] = generated[0] == generated[1];
-      row["graph_fed_ms_per_step"] = ms[2];
-      row["graph_fed_floor_ratio"] = ms[2] / batch_floor_ms;
-      row["graph_fed_tokens_equal_eager"] = generated[0] == generated[2];
+      AddGraphResults(row, b, ms, generated, batch_floor_ms, pdl_both);
     } else {
       row["floor_ratio"] = ms[0] / batch_floor_ms;
       row["eager_only"] = m.model->graph_max_rows() < 1
@@ -238,8 +261,10 @@ int Decode(const Flags& flags) {
     }
     results.push_back(row);
   }
+  if (pdl_both) kernels::SetProgrammaticLaunch(true);
   WriteJson(flags, {{"copy_gbps", copy_gbps}, {"weight_bytes", weight_bytes}, {"floor_ms", floor_ms},
                     {"kv_bytes_per_token", floor.kv_bytes_per_token()}, {"prompt_len", prompt}, {"steps", steps},
+                    {"pdl", flags.Get("pdl", "on")},
                     {"architecture", c.architecture}, {"graph_max_rows", m.model->graph_max_rows()},
                     {"note", "floor_ms of a row: weights (the routed experts a batch touches under uniform routing "
                              "over the routed and zero experts; zero experts read nothing) + every sequence's KV "
@@ -541,6 +566,13 @@ int main(int argc, char** argv) {
   tuning.candidates = static_cast<int>(flags.Int("matmul-candidates", tuning.candidates));
   tuning.max_tuned_rows = flags.Int("matmul-max-tuned-rows", tuning.max_tuned_rows);
   seam::bench::Check(seam::kernels::SetMatmulTuning(tuning), "--matmul-candidates / --matmul-max-tuned-rows");
+  // Every mode: programmatic dependent launch (seam/kernels/programmatic_launch.h); decode alone runs both.
+  const std::string pdl = flags.Get("pdl", "on");
+  if (pdl != "on" && pdl != "off" && !(pdl == "both" && cmd == "decode")) {
+    std::cerr << "--pdl: takes on or off (decode also both), got " << pdl << "\n";
+    return 2;
+  }
+  seam::kernels::SetProgrammaticLaunch(pdl != "off");
   if (cmd == "norm") return seam::bench::Norm(flags);
   if (cmd == "decode") return seam::bench::Decode(flags);
   if (cmd == "prefill") return seam::bench::Prefill(flags);

@@ -14,6 +14,10 @@
 #            argmax alone) and, when BASE names a baseline seam-bench-gpu, it
 #   profile  seam-bench-gpu profile of one decode step at batch 256 x 1088 and
 #            64 x 1088 with each op's floor, the same binaries
+#   pdl      programmatic dependent launch: cuda_kernels_test's
+#            ProgrammaticLaunch tests, then seam-bench-gpu decode --pdl both
+#            (graph and fed steps with it on, then captured again with it
+#            off) at the decode part's shapes: ms per step and off / on
 # Usage from the repo root, the bundle of scripts/gpu-bundle.sh in bundle/
 # (BUNDLE_DIR for another): bash bench/gpu/decode_kernels.sh OUT_DIR [PART]
 set -uo pipefail
@@ -65,7 +69,7 @@ PY
 fi
 
 M="$WORK/qwen3-8l-4096"
-if want decode || want profile; then
+if want decode || want profile || want pdl; then
   [ -f "$M/config.json" ] || $R seam model init --layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 \
     --intermediate 12288 --vocab 32000 --dtype bf16 --seed 3 --out "$M" > "$OUT_DIR/model_init.log" 2>&1
 fi
@@ -113,5 +117,28 @@ print("sum_graph_ms", round(j["sum_graph_ms"], 3))
 PY
     done
   done
+fi
+if want pdl; then
+  $R cuda_kernels_test --gtest_filter='*ProgrammaticLaunch*' > "$OUT_DIR/cuda_pdl_test.log" 2>&1
+  echo "cuda_pdl_test rc=$? $(grep -E '^\[  (PASSED|FAILED) |programmatic edges' "$OUT_DIR/cuda_pdl_test.log" | tr '\n' ' ')" >> "$SUMMARY"
+  $R seam-bench-gpu decode --checkpoint "$M" --prompt-len 1024 --batches 64,128,256 --steps 32 --cache-mib 10240 \
+    --pdl both --json "$OUT_DIR/pdl_1024.json" > "$OUT_DIR/pdl_1024.log" 2>&1
+  $R seam-bench-gpu decode --checkpoint "$M" --prompt-len 128 --batches 1,8,32 --steps 64 \
+    --pdl both --json "$OUT_DIR/pdl_128.json" > "$OUT_DIR/pdl_128.log" 2>&1
+  echo "== pdl: fed ms per step on / off" >> "$SUMMARY"
+  python3 - "$OUT_DIR" >> "$SUMMARY" <<'PY'
+import json, sys
+for name in ("pdl_1024", "pdl_128"):
+    try:
+        j = json.load(open(f"{sys.argv[1]}/{name}.json"))
+    except Exception as e:
+        print(name, "missing", e); continue
+    for r in j["results"]:
+        print(name, "batch", r["batch"], "fed_on", round(r.get("graph_fed_ms_per_step", -1), 3),
+              "fed_off", round(r.get("pdl_off_graph_fed_ms_per_step", -1), 3),
+              "off/on", round(r.get("pdl_fed_speedup", -1), 3), "x_floor_on", round(r.get("graph_fed_floor_ratio", -1), 3),
+              "graph_on", round(r.get("graph_ms_per_step", -1), 3), "graph_off", round(r.get("pdl_off_graph_ms_per_step", -1), 3),
+              "tokens_equal", r.get("pdl_off_tokens_equal_pdl_on"), r.get("graph_fed_tokens_equal_eager"))
+PY
 fi
 cat "$SUMMARY"

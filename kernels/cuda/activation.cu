@@ -4,6 +4,7 @@
 // intermediate size and pointers allow. ReluSquared: one element per thread.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -19,6 +20,8 @@ struct SiluAndMulParams {
 
 template <typename T, int VEC>
 __global__ void SiluAndMulKernel(const T* input, T* out, int64_t rows, int64_t inter) {
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int64_t nvec = inter / VEC;
   const int64_t total = rows * nvec;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -40,10 +43,8 @@ __global__ void SiluAndMulKernel(const T* input, T* out, int64_t rows, int64_t i
 template <typename T, int VEC>
 absl::Status Launch(const SiluAndMulParams& p, cudaStream_t stream) {
   const int64_t work = p.rows * (p.inter / VEC);
-  SiluAndMulKernel<T, VEC><<<GridFor(work, kThreads), kThreads, 0, stream>>>(
-      static_cast<const T*>(p.input), static_cast<T*>(p.out), p.rows, p.inter);
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchEnrolled({dim3(GridFor(work, kThreads)), dim3(kThreads), 0, stream}, SiluAndMulKernel<T, VEC>,
+                        static_cast<const T*>(p.input), static_cast<T*>(p.out), p.rows, p.inter);
 }
 
 }  // namespace
@@ -77,6 +78,8 @@ namespace {
 // out = max(x, 0)² elementwise; out may alias x.
 template <typename T>
 __global__ void ReluSquaredKernel(const T* x, T* out, int64_t n) {
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float r = fmaxf(ToFloat(x[i]), 0.0f);
@@ -96,10 +99,8 @@ absl::Status ReluSquared(const Tensor& x, const Tensor& out) {
   const cudaStream_t stream = Stream();
   return DispatchFloat(x.dtype(), "x", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
-    ReluSquaredKernel<T><<<GridFor(x.numel(), kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<T*>(out.raw_data()), x.numel());
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchEnrolled({dim3(GridFor(x.numel(), kThreads)), dim3(kThreads), 0, stream}, ReluSquaredKernel<T>,
+                          static_cast<const T*>(x.raw_data()), static_cast<T*>(out.raw_data()), x.numel());
   });
 }
 

@@ -32,6 +32,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -71,6 +72,8 @@ __global__ void __launch_bounds__(kThreads)
     ArgmaxKernel(const T* __restrict__ x, int32_t* __restrict__ out, int64_t n, int splits) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   using VecT = Vec<T, V>;
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int64_t row = blockIdx.x / splits;
   const int rank = static_cast<int>(blockIdx.x % splits);
   const T* in = x + row * n;
@@ -144,23 +147,10 @@ template <typename T, int kThreads>
 absl::Status LaunchArgmax(const T* x, int32_t* o, int64_t rows, int64_t n, int splits, cudaStream_t stream) {
   const unsigned int blocks = static_cast<unsigned int>(rows * splits);
   if (splits == 1) {
-    ArgmaxKernel<T, false, kThreads><<<blocks, kThreads, 0, stream>>>(x, o, n, 1);
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchEnrolled({dim3(blocks), dim3(kThreads), 0, stream}, ArgmaxKernel<T, false, kThreads>, x, o, n, 1);
   }
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned int>(splits);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  SEAM_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, ArgmaxKernel<T, true, kThreads>, x, o, n, splits));
-  return absl::OkStatus();
+  return LaunchEnrolled({dim3(blocks), dim3(kThreads), 0, stream, dim3(static_cast<unsigned int>(splits), 1, 1)},
+                        ArgmaxKernel<T, true, kThreads>, x, o, n, splits);
 }
 
 absl::StatusOr<int> SmCount() {

@@ -15,6 +15,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -33,6 +34,8 @@ __global__ void QkvNormRopeCacheKernel(const T* __restrict__ qkv, const T* __res
                                        T* __restrict__ v_cache, T* __restrict__ q_out, int hq, int hk, int d,
                                        InvFreq inv_freq) {
   __shared__ float row[kWarps][kMaxDim];
+  PdlWait();  // qkv, positions and slots come from the kernels before; every block waits (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t = blockIdx.x;
   const int head = blockIdx.y * kWarps + warp;
@@ -110,12 +113,10 @@ absl::Status QkvNormRopeCache(const Tensor& qkv, const Tensor& q_norm, const Ten
   const dim3 grid(static_cast<unsigned int>(t), static_cast<unsigned int>((hq + 2 * hk + kWarps - 1) / kWarps));
   return DispatchFloat(qkv.dtype(), "qkv", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
-    QkvNormRopeCacheKernel<T><<<grid, kWarps * 32, 0, Stream()>>>(
-        qkv.data<T>(), q_norm.data<T>(), k_norm.data<T>(), eps, positions.data<int32_t>(),
-        slot_mapping.data<int32_t>(), cache_slots, k_cache.data<T>(), v_cache.data<T>(), q_out.data<T>(), hq, hk, d,
-        inv_freq);
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchEnrolled({grid, dim3(kWarps * 32), 0, Stream()}, QkvNormRopeCacheKernel<T>, qkv.data<T>(),
+                          q_norm.data<T>(), k_norm.data<T>(), eps, positions.data<int32_t>(),
+                          slot_mapping.data<int32_t>(), cache_slots, k_cache.data<T>(), v_cache.data<T>(),
+                          q_out.data<T>(), hq, hk, d, inv_freq);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "attention_common.cuh"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda::attn {
 namespace {
@@ -35,6 +36,8 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnParams p) {
   __shared__ float alpha_s[kDecodeHeads];
   __shared__ float red_s[kDecodeThreads * VEC];  // partial outputs of the token lanes
   __shared__ float part_s[kSplit ? kDecodeHeads : 1][kSplit ? kMaxHeadDim : 1];  // this split's output
+  PdlWait();  // q, the caches and the sequences' tables come from before; every block waits (pdl_launch.cuh)
+  PdlLaunchDependents();
 
   const int split = blockIdx.x, splits = gridDim.x;
   const int b = blockIdx.y;
@@ -220,25 +223,9 @@ absl::Status LaunchDecodeWith(const AttnParams& p, int splits, cudaStream_t stre
   const int chunks = (p.group + kDecodeHeads - 1) / kDecodeHeads;
   const dim3 grid(static_cast<unsigned int>(splits), static_cast<unsigned int>(p.num_seqs),
                   static_cast<unsigned int>(p.hk * chunks));
-  if (splits == 1) {
-    DecodeKernel<T, VEC, false><<<grid, kDecodeThreads, 0, stream>>>(p);
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
-  }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(kDecodeThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned int>(splits);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  SEAM_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, DecodeKernel<T, VEC, true>, p));
-  return absl::OkStatus();
+  if (splits == 1) return LaunchEnrolled({grid, dim3(kDecodeThreads), 0, stream}, DecodeKernel<T, VEC, false>, p);
+  return LaunchEnrolled({grid, dim3(kDecodeThreads), 0, stream, dim3(static_cast<unsigned int>(splits), 1, 1)},
+                        DecodeKernel<T, VEC, true>, p);
 }
 
 }  // namespace

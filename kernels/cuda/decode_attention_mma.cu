@@ -28,6 +28,7 @@
 
 #include "attention_common.cuh"
 #include "mma_fragments.cuh"
+#include "pdl_launch.cuh"
 #include "split_workspace.cuh"
 
 namespace seam::kernels::cuda::attn {
@@ -343,6 +344,11 @@ __global__ void __launch_bounds__(kWarps * 32, (kD <= 128 ? 12 : 4) / kWarps) De
   T* q_s = reinterpret_cast<T*>(mma_smem);
   T* stream_s = reinterpret_cast<T*>(mma_smem + L::kQBytes);
   float* merge_s = reinterpret_cast<float*>(mma_smem + L::kQBytes);  // over the stages, once they are done
+  // q, the caches, the sequences' tables and the split workspace's counters
+  // are written before this kernel; every block waits, even one that exits
+  // at once (pdl_launch.cuh).
+  PdlWait();
+  PdlLaunchDependents();
 
   const int split = static_cast<int>(blockIdx.x);
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -405,9 +411,7 @@ absl::Status LaunchDecodeMmaWith(const AttnParams& p, int sms, cudaStream_t stre
   const SplitArgs sa = SplitArgsFor(stream, &splits);
   const dim3 grid(static_cast<unsigned int>(splits), static_cast<unsigned int>(p.num_seqs),
                   static_cast<unsigned int>(p.hk * head_chunks));
-  kernel<<<grid, kWarps * 32, L::kBytes, stream>>>(p, sa);
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchEnrolled({grid, dim3(kWarps * 32), L::kBytes, stream}, kernel, p, sa);
 }
 
 // Head size 128 (the common one, measured on an H200 at 32 query / 8 kv

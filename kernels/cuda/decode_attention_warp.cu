@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "attention_common.cuh"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda::attn {
 namespace {
@@ -32,6 +33,8 @@ inline size_t FastDecodeSharedFloats(int warps, int heads, int d) {
 template <typename T, int VEC, int kHeads, int U, bool kSplit>
 __global__ void __launch_bounds__(kFastDecodeThreads, kHeads <= 2 ? 2 : 1) DecodeWarpKernel(AttnParams p) {
   extern __shared__ __align__(16) float dec_smem[];
+  PdlWait();  // q, the caches and the sequences' tables come from before; every block waits (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int warps = static_cast<int>(blockDim.x) / 32;
   const int split = blockIdx.x, splits = gridDim.x;
   const int b = blockIdx.y;
@@ -297,29 +300,16 @@ absl::Status LaunchDecodeWarpWith(const AttnParams& p, int sms, cudaStream_t str
       SEAM_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      static_cast<int>(shared_bytes)));
     }
-    kernel<<<grid, warps * 32, shared_bytes, stream>>>(p);
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchEnrolled({grid, dim3(static_cast<unsigned int>(warps * 32)), shared_bytes, stream}, kernel, p);
   }
   auto kernel = DecodeWarpKernel<T, VEC, kHeads, U, true>;
   if (shared_bytes > 48 * 1024) {
     SEAM_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(shared_bytes)));
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned int>(splits);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  SEAM_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, p));
-  return absl::OkStatus();
+  return LaunchEnrolled({grid, dim3(static_cast<unsigned int>(warps * 32)), shared_bytes, stream,
+                         dim3(static_cast<unsigned int>(splits), 1, 1)},
+                        kernel, p);
 }
 
 // Groups of up to two query heads take chunks of 8 keys per sub-warp (twice

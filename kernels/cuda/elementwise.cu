@@ -3,6 +3,7 @@
 // f32 partial sum added into a bf16 activation).
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -18,6 +19,8 @@ struct AddParams {
 // Vectors cover the first n / VEC * VEC elements; scalars the rest.
 template <typename D, typename S, int VEC>
 __global__ void AddInPlaceKernel(D* dst, const S* src, int64_t n) {
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int64_t nvec = n / VEC;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -37,10 +40,8 @@ __global__ void AddInPlaceKernel(D* dst, const S* src, int64_t n) {
 
 template <typename D, typename S, int VEC>
 absl::Status Launch(const AddParams& p, cudaStream_t stream) {
-  AddInPlaceKernel<D, S, VEC><<<GridFor(p.n / VEC + 1, kThreads), kThreads, 0, stream>>>(
-      static_cast<D*>(p.dst), static_cast<const S*>(p.src), p.n);
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchEnrolled({dim3(GridFor(p.n / VEC + 1, kThreads)), dim3(kThreads), 0, stream},
+                        AddInPlaceKernel<D, S, VEC>, static_cast<D*>(p.dst), static_cast<const S*>(p.src), p.n);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // shard. One block per token, 16-byte vectors along the row when aligned.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -22,6 +23,8 @@ struct EmbeddingParams {
 template <typename S, typename O, int VEC>
 __global__ void EmbeddingKernel(const int32_t* ids, const S* table, O* out, int64_t tokens, int64_t vocab,
                                 int64_t hidden, int64_t vocab_start) {
+  PdlWait();  // the ids may come from the step before (fed decode); every block waits (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int64_t nvec = hidden / VEC;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const int64_t local = static_cast<int64_t>(ids[t]) - vocab_start;
@@ -44,11 +47,9 @@ __global__ void EmbeddingKernel(const int32_t* ids, const S* table, O* out, int6
 template <typename S, typename O, int VEC>
 absl::Status Launch(const EmbeddingParams& p, cudaStream_t stream) {
   const unsigned int blocks = static_cast<unsigned int>(p.tokens < 65535 * 16 ? p.tokens : 65535 * 16);
-  EmbeddingKernel<S, O, VEC><<<blocks, kThreads, 0, stream>>>(p.ids, static_cast<const S*>(p.table),
-                                                              static_cast<O*>(p.out), p.tokens, p.vocab, p.hidden,
-                                                              p.vocab_start);
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchEnrolled({dim3(blocks), dim3(kThreads), 0, stream}, EmbeddingKernel<S, O, VEC>, p.ids,
+                        static_cast<const S*>(p.table), static_cast<O*>(p.out), p.tokens, p.vocab, p.hidden,
+                        p.vocab_start);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // the cache are skipped on the device, so nothing is checked on the host.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -13,6 +14,8 @@ namespace {
 template <typename TS, typename TD, int VEC>
 __global__ void WriteCacheKernel(const TS* __restrict__ src, const int32_t* __restrict__ slots, TD* __restrict__ cache,
                                  int64_t num_slots, int row_elems) {
+  PdlWait();  // before any read or write, in every block (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int64_t t = blockIdx.x;
   const int32_t slot = slots[t];
   if (slot < 0 || slot >= num_slots) return;
@@ -40,13 +43,9 @@ absl::Status LaunchWriteCache(const Tensor& src, const Tensor& slots, const Tens
   auto* d = static_cast<TD*>(cache.raw_data());
   const int32_t* sl = slots.data<int32_t>();
   const auto grid = static_cast<unsigned int>(rows);
-  if (vectorized) {
-    WriteCacheKernel<TS, TD, kVec><<<grid, threads, 0, stream>>>(s, sl, d, num_slots, row_elems);
-  } else {
-    WriteCacheKernel<TS, TD, 1><<<grid, threads, 0, stream>>>(s, sl, d, num_slots, row_elems);
-  }
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  const LaunchShape shape{dim3(grid), dim3(threads), 0, stream};
+  if (vectorized) return LaunchEnrolled(shape, WriteCacheKernel<TS, TD, kVec>, s, sl, d, num_slots, row_elems);
+  return LaunchEnrolled(shape, WriteCacheKernel<TS, TD, 1>, s, sl, d, num_slots, row_elems);
 }
 
 absl::Status WriteOne(const Tensor& src, const Tensor& slots, const Tensor& cache, cudaStream_t stream,

@@ -13,6 +13,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -22,6 +23,8 @@ constexpr int kRowThreads = 256;
 
 __global__ void EditLogitsKernel(float* __restrict__ x, int64_t rows, int64_t n, const int32_t* __restrict__ at,
                                  const float* __restrict__ by, int64_t edits) {
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= edits) return;
   const int64_t row = at[2 * e], token = at[2 * e + 1];
@@ -57,6 +60,8 @@ __global__ void __launch_bounds__(kRowThreads)
     TokenLogProbsKernel(const T* __restrict__ x, int64_t n, const int32_t* __restrict__ tokens, int64_t k,
                         float* __restrict__ out) {
   __shared__ float scratch[kRowThreads / 32];
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   const T* in = x + static_cast<int64_t>(blockIdx.x) * n;
   float mx = -INFINITY;
   for (int64_t i = threadIdx.x; i < n; i += kRowThreads) mx = fmaxf(mx, ToFloat(in[i]));
@@ -78,10 +83,8 @@ absl::Status EditLogits(const Tensor& logits, const Tensor& at, const Tensor& by
   if (edits == 0) return absl::OkStatus();
   SEAM_RETURN_IF_ERROR(CheckCurrentDevice(logits, "EditLogits"));
   const unsigned int blocks = static_cast<unsigned int>((edits + kEditThreads - 1) / kEditThreads);
-  EditLogitsKernel<<<blocks, kEditThreads, 0, Stream()>>>(logits.data<float>(), logits.dim(0), logits.dim(1),
-                                                          at.data<int32_t>(), by.data<float>(), edits);
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchEnrolled({dim3(blocks), dim3(kEditThreads), 0, Stream()}, EditLogitsKernel, logits.data<float>(),
+                        logits.dim(0), logits.dim(1), at.data<int32_t>(), by.data<float>(), edits);
 }
 
 absl::Status TokenLogProbs(const Tensor& logits, const Tensor& tokens, const Tensor& out) {
@@ -95,10 +98,9 @@ absl::Status TokenLogProbs(const Tensor& logits, const Tensor& tokens, const Ten
   const cudaStream_t stream = Stream();
   return DispatchFloat(logits.dtype(), "logits", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
-    TokenLogProbsKernel<T><<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(
-        static_cast<const T*>(logits.raw_data()), n, tokens.data<int32_t>(), k, out.data<float>());
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchEnrolled({dim3(static_cast<unsigned int>(rows)), dim3(kRowThreads), 0, stream},
+                          TokenLogProbsKernel<T>, static_cast<const T*>(logits.raw_data()), n,
+                          tokens.data<int32_t>(), k, out.data<float>());
   });
 }
 

@@ -26,6 +26,7 @@
 
 #include "cuda_common.cuh"
 #include "matmul_gemv.cuh"
+#include "pdl_launch.cuh"
 #include "warp_sum_store.cuh"
 
 namespace seam::kernels::cuda {
@@ -81,7 +82,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32) * R;
-  if (first >= n) return;  // warp-uniform; no block-wide synchronisation follows
+  if (first >= n) {  // warp-uniform; no block-wide synchronisation follows
+    PdlWait();  // every warp waits before it exits (pdl_launch.cuh)
+    return;
+  }
   const int64_t kv = k / V;
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   const uint4* wrow[R];
@@ -104,12 +108,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     // at M = 2 it measured slower, so more rows keep the plain loop.
     uint4 wv[U][R];
     if (32 * U <= kv) LoadChunk<U, R>(wv, wrow, 0, lane);
+    // The weights are no kernel's output: their first chunk streams in while
+    // the kernel before (which wrote x) drains (pdl_launch.cuh).
+    PdlWait();
+    PdlLaunchDependents();
     for (; base + 32 * U <= kv; base += 32 * U) {
       if (base > 0) LoadChunk<U, R>(wv, wrow, base, lane);
 #pragma unroll
       for (int u = 0; u < U; ++u) GemvStep<T, M, R>(wv[u], xv, kv, base + 32 * u + lane, acc);
     }
   } else {
+    PdlWait();  // x comes from the kernel before (pdl_launch.cuh)
+    PdlLaunchDependents();
     for (; base + 32 * U <= kv; base += 32 * U) {
       uint4 wv[U][R];
       LoadChunk<U, R>(wv, wrow, base, lane);
@@ -148,10 +158,10 @@ bool GemvByRule(const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t 
 namespace {
 
 template <typename T, typename O, int M>
-void LaunchGemvRows(const T* x, const T* w, O* out, int64_t n, int64_t k, cudaStream_t stream) {
+absl::Status LaunchGemvRows(const T* x, const T* w, O* out, int64_t n, int64_t k, cudaStream_t stream) {
   constexpr int64_t kPerBlock = int64_t{kGemvWarps} * kGemvRowsPerWarp;
   const unsigned int blocks = static_cast<unsigned int>((n + kPerBlock - 1) / kPerBlock);
-  GemvKernel<T, O, M><<<blocks, kGemvWarps * 32, 0, stream>>>(x, w, out, n, k);
+  return LaunchEnrolled({dim3(blocks), dim3(kGemvWarps * 32), 0, stream}, GemvKernel<T, O, M>, x, w, out, n, k);
 }
 
 }  // namespace
@@ -166,19 +176,17 @@ absl::Status LaunchGemv(const Tensor& x, const Tensor& w, const Tensor& out, cud
       const T* wp = static_cast<const T*>(w.raw_data());
       O* op = static_cast<O*>(out.raw_data());
       switch (m) {
-        case 1: LaunchGemvRows<T, O, 1>(xp, wp, op, n, k, stream); break;
-        case 2: LaunchGemvRows<T, O, 2>(xp, wp, op, n, k, stream); break;
-        case 3: LaunchGemvRows<T, O, 3>(xp, wp, op, n, k, stream); break;
-        case 4: LaunchGemvRows<T, O, 4>(xp, wp, op, n, k, stream); break;
-        case 5: LaunchGemvRows<T, O, 5>(xp, wp, op, n, k, stream); break;
-        case 6: LaunchGemvRows<T, O, 6>(xp, wp, op, n, k, stream); break;
-        case 7: LaunchGemvRows<T, O, 7>(xp, wp, op, n, k, stream); break;
-        case 8: LaunchGemvRows<T, O, 8>(xp, wp, op, n, k, stream); break;
+        case 1: return LaunchGemvRows<T, O, 1>(xp, wp, op, n, k, stream);
+        case 2: return LaunchGemvRows<T, O, 2>(xp, wp, op, n, k, stream);
+        case 3: return LaunchGemvRows<T, O, 3>(xp, wp, op, n, k, stream);
+        case 4: return LaunchGemvRows<T, O, 4>(xp, wp, op, n, k, stream);
+        case 5: return LaunchGemvRows<T, O, 5>(xp, wp, op, n, k, stream);
+        case 6: return LaunchGemvRows<T, O, 6>(xp, wp, op, n, k, stream);
+        case 7: return LaunchGemvRows<T, O, 7>(xp, wp, op, n, k, stream);
+        case 8: return LaunchGemvRows<T, O, 8>(xp, wp, op, n, k, stream);
         default:
           return absl::InternalError(absl::StrCat("Matmul: GEMV launched for M=", m));
       }
-      SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      return absl::OkStatus();
     });
   });
 }

@@ -5,6 +5,7 @@
 // arithmetic is rms_norm_row.cuh's, shared with allreduce_norm.cu.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 #include "rms_norm_row.cuh"
 
 namespace seam::kernels::cuda {
@@ -43,6 +44,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   const int nvec = hidden / VEC;
   // Vector-major layout (see StageVector).
   float* s_row = staged_rows + static_cast<int64_t>(ty) * hidden;
+  PdlWait();  // x and residual come from the kernels before; every block waits (pdl_launch.cuh)
+  PdlLaunchDependents();
 
   auto load_sum = [&](int v, float (&s)[VEC]) {
     LoadFloats<T, VEC>(x + base + static_cast<int64_t>(v) * VEC, s);
@@ -107,11 +110,9 @@ absl::Status LaunchWithWidth(const NormParams& p, cudaStream_t stream) {
       shared_bytes = 0;
     }
   }
-  kernel<<<static_cast<unsigned int>(blocks), block, shared_bytes, stream>>>(
-      static_cast<const T*>(p.x), static_cast<R*>(p.residual), static_cast<const W*>(p.weight),
-      static_cast<T*>(p.out), p.rows, p.hidden, p.eps, staged);
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchEnrolled({dim3(static_cast<unsigned int>(blocks)), block, shared_bytes, stream}, kernel,
+                        static_cast<const T*>(p.x), static_cast<R*>(p.residual), static_cast<const W*>(p.weight),
+                        static_cast<T*>(p.out), p.rows, p.hidden, p.eps, staged);
 }
 
 // 16-byte vectors when the row length and every pointer allow; scalars otherwise.

@@ -35,6 +35,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pdl_launch.cuh"
 
 namespace seam::kernels::cuda {
 namespace {
@@ -70,6 +71,8 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
 template <typename T, typename O>
 __global__ void __launch_bounds__(kThreads) SoftmaxKernel(const T* __restrict__ x, O* __restrict__ out, int64_t n) {
   __shared__ float scratch[kWarps];
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   const T* in = x + blockIdx.x * n;
   O* o = out + blockIdx.x * n;
   float mx = -INFINITY;
@@ -215,6 +218,8 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     TopKKernel(const T* __restrict__ x, int64_t n, int64_t k, float* __restrict__ values, int32_t* __restrict__ indices) {
   extern __shared__ uint64_t buf[];
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
   const T* in = x + blockIdx.x * n;
   float* vals = values + blockIdx.x * k;
   int32_t* ids = indices + blockIdx.x * k;
@@ -259,6 +264,9 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const T* __restrict__ x
   extern __shared__ uint64_t buf[];
   __shared__ float scratch[kWarps];
   __shared__ float s_sum;
+  PdlWait();  // every block waits before its first read or write (pdl_launch.cuh)
+  PdlLaunchDependents();
+
   __shared__ int32_t s_token;
   const int64_t row = blockIdx.x;
   const T* in = x + row * n;
@@ -375,10 +383,8 @@ absl::Status Softmax(const Tensor& x, const Tensor& out) {
     using T = typename decltype(xt)::type;
     return DispatchFloat(out.dtype(), "out", [&](auto ot) -> absl::Status {
       using O = typename decltype(ot)::type;
-      SoftmaxKernel<T, O><<<static_cast<unsigned int>(rows), kThreads, 0, stream>>>(
-          static_cast<const T*>(x.raw_data()), static_cast<O*>(out.raw_data()), n);
-      SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      return absl::OkStatus();
+      return LaunchEnrolled({dim3(static_cast<unsigned int>(rows)), dim3(kThreads), 0, stream}, SoftmaxKernel<T, O>,
+                            static_cast<const T*>(x.raw_data()), static_cast<O*>(out.raw_data()), n);
     });
   });
 }
@@ -395,10 +401,9 @@ absl::Status Sample(const Tensor& logits, const SamplingParams& params, const Te
   return DispatchFloat(logits.dtype(), "logits", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     SEAM_RETURN_IF_ERROR(AllowSharedMemory(SampleKernel<T>, shared));
-    SampleKernel<T><<<static_cast<unsigned int>(rows), kThreads, shared, stream>>>(
-        static_cast<const T*>(logits.raw_data()), n, args, steps.data<int32_t>(), out.data<int32_t>());
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchEnrolled({dim3(static_cast<unsigned int>(rows)), dim3(kThreads), shared, stream}, SampleKernel<T>,
+                          static_cast<const T*>(logits.raw_data()), n, args, steps.data<int32_t>(),
+                          out.data<int32_t>());
   });
 }
 
@@ -411,10 +416,8 @@ absl::Status TopK(const Tensor& x, int64_t k, const Tensor& values, const Tensor
   return DispatchFloat(x.dtype(), "x", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     SEAM_RETURN_IF_ERROR(AllowSharedMemory(TopKKernel<T>, shared));
-    TopKKernel<T><<<static_cast<unsigned int>(rows), kThreads, shared, stream>>>(
-        static_cast<const T*>(x.raw_data()), n, k, values.data<float>(), indices.data<int32_t>());
-    SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchEnrolled({dim3(static_cast<unsigned int>(rows)), dim3(kThreads), shared, stream}, TopKKernel<T>,
+                          static_cast<const T*>(x.raw_data()), n, k, values.data<float>(), indices.data<int32_t>());
   });
 }
 

@@ -18,7 +18,8 @@ add_executable(cuda_kernels_test
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_mamba_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_moe_experts_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_fused_experts_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_zero_experts_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_zero_experts_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_pdl_test.cc)
 target_link_libraries(cuda_kernels_test PRIVATE seam_kernels CUDA::cudart GTest::gtest_main)
 execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE _seam_smi OUTPUT_VARIABLE _seam_gpus ERROR_QUIET)
 if(_seam_smi EQUAL 0 AND _seam_gpus MATCHES "GPU ")

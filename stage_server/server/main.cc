@@ -27,6 +27,7 @@
 #include "seam/boundary/reduction_policy.h"
 #include "seam/boundary/variant_choice.h"
 #include "seam/core/status.h"
+#include "seam/kernels/programmatic_launch.h"
 #include "seam/server/stage_server.h"
 
 namespace {
@@ -72,7 +73,7 @@ struct StageFlags {
   int64_t kv_cache_bytes = 0;
   std::string graph_buckets = "1,2,4,8,16,32,64,128,256";
   std::string mixed_graph_rows = "64,128,192,256,384,512,768,1024,1536,2048,3072,4096,6144,8192";
-  std::string moe_experts = "auto", mamba_scan = "auto", handoff_transport = "host", run_ahead = "on";
+  std::string moe_experts = "auto", mamba_scan = "auto", handoff_transport = "host", run_ahead = "on", pdl = "on";
   seam::security::ServerSecurityOptions security;
 };
 
@@ -152,6 +153,11 @@ void AddComputeFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOpti
                  "Nemotron-H: auto (on GPUs prefills run the Mamba2 scan as the chunked SSD on tensor cores, "
                  "decode as the sequential recurrence) or sequential (the sequential kernel for every step)")
       ->check(CLI::IsMember({"auto", "sequential"}))
+      ->capture_default_str();
+  app.add_option("--pdl", f.pdl,
+                 "CUDA, compute capability 9.0 and later: programmatic dependent launch of the decode step's "
+                 "kernels (each may start while the one before drains; outputs are the same): on or off")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--graph-buckets", f.graph_buckets,
                  "CUDA: decode steps replay CUDA graphs captured at start-up for these sequence counts per "
@@ -250,6 +256,7 @@ absl::Status OptionsFrom(const StageFlags& f, seam::server::StageServerOptions& 
   o.handoff_timeout = absl::Seconds(f.handoff_timeout_s);
   o.drain_timeout = absl::Seconds(f.drain_timeout_s);
   o.run_ahead = f.run_ahead == "on";
+  seam::kernels::SetProgrammaticLaunch(f.pdl == "on");
   const bool cuda = f.device == "cuda" || (f.device == "auto" && seam::CudaAvailable());
   if (cuda && !seam::CudaAvailable()) {
     return absl::FailedPreconditionError("--device cuda: no GPU is visible (or this build has no CUDA path)");

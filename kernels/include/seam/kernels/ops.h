@@ -20,7 +20,9 @@
 namespace seam::kernels {
 
 // out[M, N] = x[M, K] · w[N, K]ᵀ. x and w may be f32/bf16/f16 (converted to fp32
-// on CPU); out any floating dtype. M may be 0.
+// on CPU); out any floating dtype. M may be 0. w is a weight: on CUDA the
+// decode GEMV may start reading it before the kernel just before it on the
+// stream has finished (programmatic_launch.h), so no kernel of the step may write it.
 absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out);
 
 // out[T, H] = table[ids[t] - vocab_start] for ids inside [vocab_start, vocab_start + V),
