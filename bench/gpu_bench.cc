@@ -39,7 +39,7 @@
 // Every mode takes --matmul-candidates N (1: cuBLASLt's first pick, untimed)
 // and --matmul-max-tuned-rows M (seam/kernels/matmul_tuning.h), and --pdl
 // on|off (programmatic dependent launch of the decode kernels,
-// seam/kernels/programmatic_launch.h; default on). decode also takes
+// seam/kernels/programmatic_launch.h; default off). decode also takes
 // --pdl both: the graph and fed steps run with it on, then again with it off
 // (captured again), and each row reports the fed steps' off / on ratio.
 //
@@ -212,7 +212,7 @@ int Decode(const Flags& flags) {
   const int64_t context = prompt + (steps + 1) / 2;
   json results = json::array();
   uint64_t next_id = 0;
-  const bool pdl_both = flags.Get("pdl", "on") == "both";
+  const bool pdl_both = flags.Get("pdl", "off") == "both";
   for (int64_t b : flags.Ints("batches", "1,8,64")) {
     std::vector<std::vector<int32_t>> generated(5);
     double ms[5] = {0, 0, 0, 0, 0};
@@ -264,7 +264,7 @@ int Decode(const Flags& flags) {
   if (pdl_both) kernels::SetProgrammaticLaunch(true);
   WriteJson(flags, {{"copy_gbps", copy_gbps}, {"weight_bytes", weight_bytes}, {"floor_ms", floor_ms},
                     {"kv_bytes_per_token", floor.kv_bytes_per_token()}, {"prompt_len", prompt}, {"steps", steps},
-                    {"pdl", flags.Get("pdl", "on")},
+                    {"pdl", flags.Get("pdl", "off")},
                     {"architecture", c.architecture}, {"graph_max_rows", m.model->graph_max_rows()},
                     {"note", "floor_ms of a row: weights (the routed experts a batch touches under uniform routing "
                              "over the routed and zero experts; zero experts read nothing) + every sequence's KV "
@@ -567,7 +567,7 @@ int main(int argc, char** argv) {
   tuning.max_tuned_rows = flags.Int("matmul-max-tuned-rows", tuning.max_tuned_rows);
   seam::bench::Check(seam::kernels::SetMatmulTuning(tuning), "--matmul-candidates / --matmul-max-tuned-rows");
   // Every mode: programmatic dependent launch (seam/kernels/programmatic_launch.h); decode alone runs both.
-  const std::string pdl = flags.Get("pdl", "on");
+  const std::string pdl = flags.Get("pdl", "off");
   if (pdl != "on" && pdl != "off" && !(pdl == "both" && cmd == "decode")) {
     std::cerr << "--pdl: takes on or off (decode also both), got " << pdl << "\n";
     return 2;

@@ -8,7 +8,7 @@ namespace seam::kernels {
 namespace {
 
 std::atomic<bool>& Switch() {
-  static std::atomic<bool> on{true};
+  static std::atomic<bool> on{false};  // see the header's contract
   return on;
 }
 

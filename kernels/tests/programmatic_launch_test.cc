@@ -1,4 +1,4 @@
-// The process-wide switch of seam/kernels/programmatic_launch.h: on by
+// The process-wide switch of seam/kernels/programmatic_launch.h: off by
 // default, and what was set is what is read (the CUDA launchers read it at
 // each launch; cuda_pdl_test checks what it changes on a GPU).
 #include "seam/kernels/programmatic_launch.h"
@@ -8,12 +8,12 @@
 namespace seam::kernels {
 namespace {
 
-TEST(ProgrammaticLaunchSwitch, IsOnByDefaultAndReadsBackWhatWasSet) {
-  EXPECT_TRUE(ProgrammaticLaunch());
-  SetProgrammaticLaunch(false);
+TEST(ProgrammaticLaunchSwitch, IsOffByDefaultAndReadsBackWhatWasSet) {
   EXPECT_FALSE(ProgrammaticLaunch());
   SetProgrammaticLaunch(true);
   EXPECT_TRUE(ProgrammaticLaunch());
+  SetProgrammaticLaunch(false);
+  EXPECT_FALSE(ProgrammaticLaunch());
 }
 
 }  // namespace

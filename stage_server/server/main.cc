@@ -73,7 +73,7 @@ struct StageFlags {
   int64_t kv_cache_bytes = 0;
   std::string graph_buckets = "1,2,4,8,16,32,64,128,256";
   std::string mixed_graph_rows = "64,128,192,256,384,512,768,1024,1536,2048,3072,4096,6144,8192";
-  std::string moe_experts = "auto", mamba_scan = "auto", handoff_transport = "host", run_ahead = "on", pdl = "on";
+  std::string moe_experts = "auto", mamba_scan = "auto", handoff_transport = "host", run_ahead = "on", pdl = "off";
   seam::security::ServerSecurityOptions security;
 };
 
@@ -156,7 +156,8 @@ void AddComputeFlags(CLI::App& app, StageFlags& f, seam::runtime::StageGroupOpti
       ->capture_default_str();
   app.add_option("--pdl", f.pdl,
                  "CUDA, compute capability 9.0 and later: programmatic dependent launch of the decode step's "
-                 "kernels (each may start while the one before drains; outputs are the same): on or off")
+                 "kernels (each may start while the one before drains; outputs are the same): on or off (off by "
+                 "default: one test of a batch-64 step's graph did not finish with it)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--graph-buckets", f.graph_buckets,
