@@ -42,7 +42,7 @@ std::vector<int64_t> TimedRowBuckets(int64_t max_rows);
 // choice. With no timings every batch runs fused.
 class ExpertPathTable {
  public:
-  static constexpr double kDefaultTieMargin = 0.05;
+  static constexpr double kDefaultTieMargin = 0.10;
   struct Entry {
     ExpertPathTiming timing;
     ExpertPath path = ExpertPath::kFused;
