@@ -89,11 +89,13 @@ enum class ExpertKernel : uint8_t {
   // expert's pairs in one launch (bf16 / f16): prefill-sized batches.
   kTensorCore,
 };
-// kAuto's crossover in pairs (rows × top-k). A placeholder between the
-// decode buckets (at top-8: 1, 8, 32 rows → 8, 64, 256 pairs: GEMV) and
-// prefills; bench/gpu/moe_mamba.sh measures both kernels at batch 1 to 128
-// for the value to put here.
-inline constexpr int64_t kTensorCorePairs = 512;
+// kAuto's crossover in pairs (rows × top-k), measured on an H200
+// (seam-bench-gpu moe-kernels, top-8, uniform routing, bf16): at 256 pairs
+// the GEMV and the tensor-core kernel are within 5 % of each other
+// (Qwen3-30B-A3B's shape 416 vs 437 us, LongCat-Flash's 1977 vs 1890 us);
+// at 512 the tensor-core kernel is 1.6x faster at both (468 vs 755 us,
+// 1909 vs 3070 us).
+inline constexpr int64_t kTensorCorePairs = 256;
 // The kernel kAuto picks for `pairs` pairs of `dtype`.
 ExpertKernel ChooseExpertKernel(ExpertKernel kernel, DType dtype, int64_t pairs);
 
