@@ -112,8 +112,8 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
 // holding them all while the other stages idle.
 // A run of several steps also holds the position after its last: a stage
 // may run the next step ahead there (stage_server's set_run_ahead) before
-// it knows whether the sequence goes on. Within the request's budget: a run
-// takes at most the tokens left, and prompt + max_new_tokens fit a group.
+// it knows whether the sequence goes on. A sequence that runs past its last
+// token (DecodeSteps) holds those positions too, from the free blocks.
 int SchedulerImpl::RunKvTokens(const RequestState& state, int steps) {
   return state.DecodeKvTokens(steps > 1 ? steps + 1 : steps);
 }
@@ -126,41 +126,56 @@ int SchedulerImpl::DecodeShare() const {
 }
 
 // Several steps only when nothing else waits for the stages (no request
-// queued or prefilling) and every decoding sequence not in flight has that
-// many tokens left, has made as many, and has the KV blocks for them;
-// otherwise one. A wave is formed while nothing else is in flight and grows
-// until a microbatch ends. While microbatches are in flight, a run of
+// queued or prefilling) and every decoding sequence not in flight has made
+// that many tokens (past first_decode_steps) and has the KV blocks for them;
+// otherwise one. A run takes at most the most tokens any of them has left:
+// with max_context known, the others run past their last token (their later
+// tokens are dropped) where their positions stay within it; without, at most
+// the fewest left. A wave is formed while nothing else is in flight and
+// grows until a microbatch ends. While microbatches are in flight, a run of
 // several steps is not started apart from them (0: wait), so that the next
 // wave takes every sequence; single steps go on meanwhile.
 int SchedulerImpl::DecodeSteps() const {
   if (options_.max_decode_steps == 1 || !queue_.empty()) return 1;
   int steps = wave_steps_ > 1 ? wave_steps_ : options_.max_decode_steps;
+  int fewest_left = steps, most_left = 1, furthest = 0;  // furthest: the latest KV position a sequence holds
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
     if (state.in_flight) continue;
-    // No more steps than tokens left, nor (past first_decode_steps) than
-    // tokens made so far: with first_decode_steps 1 runs start short after
-    // an admission (1, 2, 4, 8, ...), so requests of a burst that arrive a
-    // few steps apart still join at once.
-    steps = std::min({steps, state.TokensLeft(), std::max(options_.first_decode_steps, state.generated)});
+    // No more steps than (past first_decode_steps) tokens made so far: with
+    // first_decode_steps 1 runs start short after an admission (1, 2, 4, 8,
+    // ...), so requests of a burst that arrive a few steps apart still join
+    // at once.
+    steps = std::min(steps, std::max(options_.first_decode_steps, state.generated));
+    fewest_left = std::min(fewest_left, state.TokensLeft());
+    most_left = std::max(most_left, state.TokensLeft());
+    furthest = std::max(furthest, state.kv_tokens);
   }
-  if (steps <= 1) return 1;
+  // Whether every group has the KV blocks for a run of `k` steps.
+  const auto fits = [&](int k) {
+    std::vector<int> need(options_.dp_groups, 0);
+    for (const auto& [order, id] : running_) {
+      const RequestState& state = requests_.at(id);
+      if (state.in_flight) continue;
+      need[state.dp_group] += std::max(0, kv_.BlocksFor(RunKvTokens(state, k)) - state.TableBlocks());
+    }
+    for (int g = 0; g < options_.dp_groups; ++g) {
+      if (need[g] > Available(g)) return false;
+    }
+    return true;
+  };
+  // Past the last token only within the positions the stages hold (RunKvTokens: the steps and one ahead).
+  const bool run_past = options_.max_context > 0 && furthest + steps + 1 <= options_.max_context;
+  int run = std::min(steps, run_past ? most_left : fewest_left);
+  if (run > fewest_left && !fits(run)) run = std::min(steps, fewest_left);  // no blocks to run past: as before
+  if (run <= 1) return 1;
   if (wave_steps_ > 1) {
-    if (steps != wave_steps_) return 1;  // not in the wave being formed
+    if (run != wave_steps_) return 1;  // not in the wave being formed
   } else if (!in_flight_.empty()) {
     return 0;
   }
-  std::vector<int> need(options_.dp_groups, 0);
-  for (const auto& [order, id] : running_) {
-    const RequestState& state = requests_.at(id);
-    if (state.in_flight) continue;
-    need[state.dp_group] += std::max(0, kv_.BlocksFor(RunKvTokens(state, steps)) - state.TableBlocks());
-  }
-  for (int g = 0; g < options_.dp_groups; ++g) {
-    if (need[g] > Available(g)) return 1;
-  }
-  return steps;
+  return fits(run) ? run : 1;
 }
 
 void SchedulerImpl::AddDecodeSteps(Draft& draft) {

@@ -35,6 +35,7 @@ absl::Status CheckOptions(const SchedulerOptions& o) {
                                                    kMaxDecodeSteps, " are allowed"));
   }
   SEAM_RETURN_IF_ERROR(CheckAtLeast("first_decode_steps", o.first_decode_steps, 1));
+  SEAM_RETURN_IF_ERROR(CheckAtLeast("max_context", o.max_context, 0));
   if (o.chunked_prefill) {
     SEAM_RETURN_IF_ERROR(CheckAtLeast("prefill_chunk_tokens", o.prefill_chunk_tokens, 1));
   }

@@ -76,6 +76,49 @@ TEST(SchedulerMultiStep, RunsStartAtFirstDecodeSteps) {
   EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
 }
 
+// Two sequences with 19 and 2 tokens left after their prefill.
+SchedulerDriver TwoLengths(int max_context) {
+  SchedulerOptions o = MultiStep();
+  o.first_decode_steps = 8;
+  o.max_context = max_context;
+  SchedulerDriver d(o);
+  d.sampler = [](const MicrobatchEntry& e) { return 100 + e.start_position; };
+  d.Submit("a", 4, 20);
+  d.Submit("b", 4, 3);
+  d.Complete(d.MustNext());  // both prefill: one token each
+  return d;
+}
+
+TEST(SchedulerMultiStep, WithTheContextKnownARunTakesTheMostTokensLeftAndTheShorterRunPastTheirLast) {
+  SchedulerDriver d = TwoLengths(/*max_context=*/64);
+  Microbatch run = d.MustNext();
+  EXPECT_EQ(run.decode_steps, 8) << "b has 2 tokens left and runs past them";
+  EXPECT_EQ(run.num_sequences, 2);
+  d.Complete(run);
+  // b ends at its third token; the tokens of its later steps are dropped.
+  EXPECT_THAT(d.TokensOf("b"), ElementsAre(100, 104, 105));
+  ASSERT_EQ(d.TerminalOf("b").size(), 1u);
+  EXPECT_EQ(d.TerminalOf("b")[0].reason, FinishReason::kMaxTokens);
+  std::vector<int> steps;
+  while (std::optional<Microbatch> next = d.scheduler->Next()) {
+    steps.push_back(next->decode_steps);
+    d.Complete(*next);
+  }
+  EXPECT_THAT(steps, ElementsAre(8, 3));
+  std::vector<int32_t> expected = {100};
+  for (int p = 4; p < 23; ++p) expected.push_back(100 + p);
+  EXPECT_EQ(d.TokensOf("a"), expected);
+  EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
+}
+
+TEST(SchedulerMultiStep, WithoutTheContextOrPastItARunTakesTheFewestTokensLeft) {
+  SchedulerDriver unknown = TwoLengths(/*max_context=*/0);
+  EXPECT_EQ(unknown.MustNext().decode_steps, 2);
+  // Positions 4..11 and the one ahead: 13 > 12.
+  SchedulerDriver short_context = TwoLengths(/*max_context=*/12);
+  EXPECT_EQ(short_context.MustNext().decode_steps, 2);
+}
+
 TEST(SchedulerMultiStep, AStopTokenEndsTheRequestAndDropsTheLaterSteps) {
   SchedulerDriver d(MultiStep());
   d.sampler = [](const MicrobatchEntry& e) { return e.start_position == 7 ? 2 : 50; };
@@ -170,6 +213,9 @@ TEST(SchedulerMultiStep, OptionIsChecked) {
   EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = MultiStep();
   o.first_decode_steps = 0;
+  EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = MultiStep();
+  o.max_context = -1;
   EXPECT_EQ(Scheduler::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -77,6 +77,14 @@ struct SchedulerOptions {
   // one while any request waits for admission or is prefilling, so that a
   // new request's first token is never held back by a long run. 1: off.
   int max_decode_steps = 1;
+  // Positions a sequence may reach on the stages (the model's positions and
+  // the stages' context, the least). With it, a run of several steps may
+  // take more steps than some of its sequences have tokens left: those run
+  // past their last token (its later tokens dropped, its KV positions within
+  // this bound and the KV budget), so that sequences which started decoding
+  // a few steps apart do not end as a tail of single steps. 0: unknown, a
+  // run takes at most the fewest tokens any of its sequences has left.
+  int max_context = 0;
   // Where runs of several steps start after an admission: no more steps
   // than max(first_decode_steps, tokens the sequence has made), so runs
   // ramp 1, 2, 4, 8, ... with 1 (a burst's later arrivals join early) and
