@@ -19,6 +19,7 @@ using seam::coordinator::CoordinatorServerOptions;
 struct CoordinatorFlags {
   std::string stages, stage_timeout = "10s", stage_timeout_per_token = "100ms", startup_timeout = "120s";
   std::string log_level = "info", log_format = "text", chunked_prefill = "on", prefix_caching = "on";
+  std::string decode_run_past = "on";
   int64_t max_num_seqs = 0;
 };
 
@@ -34,6 +35,12 @@ void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptio
                  "feeding the token the last chose (1: one step per microbatch); runs only while no request "
                  "waits for admission or prefill")
       ->check(CLI::Range(1, seam::coordinator::kMaxDecodeSteps))
+      ->capture_default_str();
+  app.add_option("--decode-run-past", f.decode_run_past,
+                 "on: a multi-step run takes as many steps as the sequence with the most tokens left, the "
+                 "others running past their last token (those tokens dropped; within the context and free KV); "
+                 "off: as many as the sequence with the fewest left")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--decode-ramp-start", o.decode_ramp_start,
                  "most steps of a sequence's first multi-step run after its admission; later runs take at most "
@@ -159,6 +166,7 @@ void AddSecurityFlags(CLI::App& app, CoordinatorServerOptions& o) {
 bool ParseFlags(const CoordinatorFlags& f, CoordinatorServerOptions& o) {
   o.stages = absl::StrSplit(f.stages, ',', absl::SkipEmpty());
   o.caps.chunked_prefill = f.chunked_prefill == "on";
+  o.decode_run_past = f.decode_run_past == "on";
   // Spread over the groups: each holds its share, rounded up.
   if (f.max_num_seqs > 0) o.caps.max_sequences_per_dp_group = (f.max_num_seqs + o.attn_dp - 1) / std::max(1, o.attn_dp);
   o.prefix_caching = f.prefix_caching == "on";
