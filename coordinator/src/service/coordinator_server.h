@@ -61,7 +61,7 @@ struct CoordinatorServerOptions {
   int delivery_threads = -1;
   // Multi-step runs may take sequences past their last token
   // (SchedulerOptions::max_context set from the pipeline's limits; off: 0).
-  bool decode_run_past = true;
+  bool decode_run_past = false;
   // Chunked prefill (SchedulerOptions::chunked_prefill; the same switch as
   // caps.chunked_prefill): prompts are prefilled in chunks of at most
   // prefill_chunk_tokens, in microbatches beside the running decode rows.
