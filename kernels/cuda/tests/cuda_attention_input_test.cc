@@ -62,7 +62,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInputTest,
                                            std::make_tuple(DType::kF32, 37, 4, 4, 64),
                                            std::make_tuple(DType::kBF16, 130, 8, 1, 64),
                                            std::make_tuple(DType::kF16, 9, 6, 2, 36),
-                                           std::make_tuple(DType::kBF16, 5, 2, 1, 256)));
+                                           std::make_tuple(DType::kBF16, 5, 2, 1, 256),
+                                           // Many tokens of Qwen3's heads (3 blocks of 16 heads a token),
+                                           // head counts that leave a block part empty, f32 rows of two
+                                           // vector loads a lane, and 32 features (one a lane).
+                                           std::make_tuple(DType::kBF16, 700, 32, 8, 128),
+                                           std::make_tuple(DType::kF32, 33, 4, 2, 256),
+                                           std::make_tuple(DType::kF16, 17, 5, 3, 64),
+                                           std::make_tuple(DType::kBF16, 21, 3, 1, 32)));
 
 }  // namespace
 }  // namespace seam::kernels::cuda_test
