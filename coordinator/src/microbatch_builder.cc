@@ -138,7 +138,7 @@ int SchedulerImpl::DecodeShare() const {
 int SchedulerImpl::DecodeSteps() const {
   if (options_.max_decode_steps == 1 || !queue_.empty()) return 1;
   int steps = wave_steps_ > 1 ? wave_steps_ : options_.max_decode_steps;
-  int fewest_left = steps, most_left = 1, furthest = 0;  // furthest: the latest KV position a sequence holds
+  int fewest_left = steps, most_left = 0, furthest = 0;  // furthest: the latest KV position a sequence holds
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
@@ -166,7 +166,7 @@ int SchedulerImpl::DecodeSteps() const {
     return true;
   };
   // Past the last token only within the positions the stages hold (RunKvTokens: the steps and one ahead).
-  const bool run_past = options_.max_context > 0 && furthest + steps + 1 <= options_.max_context;
+  const bool run_past = options_.max_context > 0 && most_left > 0 && furthest + steps + 1 <= options_.max_context;
   int run = std::min(steps, run_past ? most_left : fewest_left);
   if (run > fewest_left && !fits(run)) run = std::min(steps, fewest_left);  // no blocks to run past: as before
   if (run <= 1) return 1;
