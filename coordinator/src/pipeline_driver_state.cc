@@ -298,7 +298,9 @@ void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& 
       continue;
     }
     if (f.step_errors.count(r.sequence_id()) != 0) continue;
-    f.step_tokens[r.sequence_id()].push_back(r.sampled_token());
+    std::vector<int32_t>& tokens = f.step_tokens[r.sequence_id()];
+    if (tokens.empty()) tokens.reserve(static_cast<size_t>(f.microbatch.decode_steps));
+    tokens.push_back(r.sampled_token());
     auto id = names.find(r.sequence_id());
     if (id == names.end()) continue;
     auto it = sequences.find(id->second);
@@ -561,7 +563,10 @@ void PipelineDriver::State::CheckTimes(Clock::time_point now) {
                                 options.stage_timeout_per_token.count(), " ms per token owed) and ",
                                 AnswerGrace(options.stage_timeout).count(), " ms of grace")));
   }
-  // Runs after every message: no copy of the live calls unless one ends.
+  // Runs after every message (each step's answer): the live calls are swept
+  // at most once a millisecond, and copied only when one ends.
+  if (now - last_call_sweep < std::chrono::milliseconds(1)) return;
+  last_call_sweep = now;
   std::vector<std::shared_ptr<Call>> ending;
   for (const std::shared_ptr<Call>& c : calls) {
     if (!c->done && (now > c->call.deadline || c->call.observer->Cancelled())) ending.push_back(c);

@@ -146,8 +146,10 @@ struct PipelineDriver::State {
   // Tells the scheduler how long the stages took for `f` (ObserveStepTime).
   void ObserveStepTime(const InFlight& f);
   uint64_t last_ended = 0;
+  Clock::time_point last_call_sweep{};  // CheckTimes' last look at the live calls
   uint64_t next_sequence_id = 1;
-  std::map<std::string, Sequence> sequences;        // by SequenceName, the scheduler's request id
+  // By SequenceName, the scheduler's request id (hashed: looked up for every row of every answer).
+  std::unordered_map<std::string, Sequence> sequences;
   std::vector<std::shared_ptr<Call>> calls;         // live calls
   std::map<uint64_t, InFlight> in_flight;           // by microbatch id
   std::vector<uint64_t> to_free;                    // finished_sequence_ids of the next descriptor
