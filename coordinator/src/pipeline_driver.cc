@@ -191,6 +191,24 @@ void PipelineDriver::ObserveMicrobatches(std::function<void(int64_t tokens)> sen
   Post([this, sent = std::move(sent)] { state_->microbatch_sent = sent; });
 }
 
+// The scheduler's load, for metrics (driver thread).
+PipelineDriver::Load PipelineDriver::State::CurrentLoad() const {
+  PipelineDriver::Load load;
+  load.running = scheduler->RunningCount();
+  load.waiting = scheduler->QueueDepth();
+  load.preemptions = scheduler->PreemptionCount();
+  const SchedulerOptions& o = scheduler->options();
+  int64_t total = 0, free = 0;
+  for (int dp = 0; dp < o.dp_groups; ++dp) {
+    total += o.kv_blocks_per_dp_group;
+    free += scheduler->FreeBlocks(dp) + scheduler->EvictableBlocks(dp);  // cached blocks no one maps are free to take
+  }
+  load.kv_usage = total > 0 ? static_cast<double>(total - free) / static_cast<double>(total) : 0.0;
+  load.prefix = scheduler->PrefixStats();
+  load.step_budget = scheduler->StepBudget();
+  return load;
+}
+
 PipelineDriver::Load PipelineDriver::CurrentLoad() const {
   std::lock_guard<std::mutex> lock(mu_);
   return load_;

@@ -298,9 +298,7 @@ void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& 
       continue;
     }
     if (f.step_errors.count(r.sequence_id()) != 0) continue;
-    std::vector<int32_t>& tokens = f.step_tokens[r.sequence_id()];
-    if (tokens.empty()) tokens.reserve(static_cast<size_t>(f.microbatch.decode_steps));
-    tokens.push_back(r.sampled_token());
+    f.step_tokens[r.sequence_id()].push_back(r.sampled_token());
     auto id = names.find(r.sequence_id());
     if (id == names.end()) continue;
     auto it = sequences.find(id->second);
@@ -581,23 +579,6 @@ void PipelineDriver::State::CheckTimes(Clock::time_point now) {
                                                           " sequences unfinished")));
     }
   }
-}
-
-PipelineDriver::Load PipelineDriver::State::CurrentLoad() const {
-  PipelineDriver::Load load;
-  load.running = scheduler->RunningCount();
-  load.waiting = scheduler->QueueDepth();
-  load.preemptions = scheduler->PreemptionCount();
-  const SchedulerOptions& o = scheduler->options();
-  int64_t total = 0, free = 0;
-  for (int dp = 0; dp < o.dp_groups; ++dp) {
-    total += o.kv_blocks_per_dp_group;
-    free += scheduler->FreeBlocks(dp) + scheduler->EvictableBlocks(dp);  // cached blocks no one maps are free to take
-  }
-  load.kv_usage = total > 0 ? static_cast<double>(total - free) / static_cast<double>(total) : 0.0;
-  load.prefix = scheduler->PrefixStats();
-  load.step_budget = scheduler->StepBudget();
-  return load;
 }
 
 }  // namespace seam::coordinator
