@@ -65,9 +65,7 @@ absl::StatusOr<PromptRequestsResult> GenerateAllInRequests(v1::Coordinator::Stub
   for (std::thread& t : senders) t.join();
   for (const grpc::Status& s : statuses) {
     if (!s.ok()) {
-      return CallFailed(absl::StrCat("GenerateAll failed (grpc code ", static_cast<int>(s.error_code()),
-                                     "): ", s.error_message()),
-                        s);
+      return CallFailed(absl::StrCat("GenerateAll failed: ", DescribeStatus(s)), s);
     }
   }
   return out;

@@ -1,6 +1,7 @@
 // Next(): continuous batching of decode steps, prefill chunks and new
 // admissions into one microbatch; the deadlock breaker that preempts.
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "scheduler_impl.h"
@@ -168,14 +169,22 @@ int SchedulerImpl::DecodeSteps() const {
   // Past the last token only within the positions the stages hold (RunKvTokens: the steps and one ahead).
   const bool run_past = options_.max_context > 0 && most_left > 0 && furthest + steps + 1 <= options_.max_context;
   int run = std::min(steps, run_past ? most_left : fewest_left);
-  if (run > fewest_left && !fits(run)) run = std::min(steps, fewest_left);  // no blocks to run past: as before
+  std::optional<bool> fitted;  // fits(run), once asked
+  if (run > fewest_left) {
+    fitted = fits(run);
+    if (!*fitted) {  // no blocks to run past: as before
+      run = std::min(steps, fewest_left);
+      fitted.reset();
+    }
+  }
   if (run <= 1) return 1;
   if (wave_steps_ > 1) {
     if (run != wave_steps_) return 1;  // not in the wave being formed
   } else if (!in_flight_.empty()) {
     return 0;
   }
-  return fits(run) ? run : 1;
+  if (!fitted) fitted = fits(run);
+  return *fitted ? run : 1;
 }
 
 void SchedulerImpl::AddDecodeSteps(Draft& draft) {

@@ -306,15 +306,16 @@ void PipelineDriver::State::RecordStep(InFlight& f, const v1::MicrobatchResult& 
     Sequence& s = it->second;
     if (s.stream_stopped || s.call->done || s.call->call.score) continue;
     const v1::SamplingParams& sampling = s.call->call.sampling;
-    if (static_cast<int64_t>(s.tokens.size() - s.call->call.prompts[s.index].size()) + s.streamed >=
-        static_cast<int64_t>(sampling.max_new_tokens())) {
+    // Tokens made before this one: those the scheduler recorded and those streamed ahead of it.
+    const int made = static_cast<int>(s.tokens.size() - s.call->call.prompts[s.index].size()) + s.streamed;
+    if (made >= static_cast<int>(sampling.max_new_tokens())) {
       s.stream_stopped = true;  // it ran past its last token (the scheduler drops these steps' tokens)
       continue;
     }
     const bool stop_string = Deliver(s, r.sampled_token(), r.has_sampled_logprobs() ? &r.sampled_logprobs() : nullptr);
     ++s.streamed;
     const auto& stops = sampling.stop_token_ids();
-    const int generated = static_cast<int>(s.tokens.size() - s.call->call.prompts[s.index].size()) + s.streamed;
+    const int generated = made + 1;
     s.stream_stopped = stop_string || (generated >= static_cast<int>(sampling.min_tokens()) &&
                                        std::find(stops.begin(), stops.end(), r.sampled_token()) != stops.end());
     // In flight: it ends when its microbatch completes; the tokens its later steps chose are dropped.

@@ -29,6 +29,7 @@
 #include "service/coordinator_service.h"
 #include "service/grpc_stage_link.h"
 #include "service/pipeline_limits.h"
+#include "service/request_validation.h"
 #include "service/request_metrics.h"
 #include "service/stage_setup.h"
 
@@ -271,10 +272,7 @@ PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
   d.scheduler.first_epoch = epoch;
   const auto narrow = [](int64_t v) { return static_cast<int>(std::min<int64_t>(v, std::numeric_limits<int>::max())); };
   d.scheduler.max_tokens_per_microbatch = narrow(limits_.max_step_tokens);
-  if (o_.decode_run_past) {
-    d.scheduler.max_context = narrow(limits_.max_context > 0 ? std::min(limits_.max_context, request_limits_.max_positions)
-                                                             : request_limits_.max_positions);
-  }
+  if (o_.decode_run_past) d.scheduler.max_context = narrow(ServingLimitsOf(request_limits_).max_model_len);
   d.scheduler.kv_blocks_per_dp_group = narrow(limits_.kv_blocks_per_dp_group);
   d.scheduler.block_size = narrow(limits_.kv_block_size);
   d.scheduler.max_sequences_per_dp_group = narrow(limits_.max_sequences_per_dp_group);
