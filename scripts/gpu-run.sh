@@ -14,7 +14,9 @@ if [ $# -eq 0 ]; then
 fi
 
 BUNDLE="$(cd "${BUNDLE_DIR:-bundle}" && pwd)"
-if [ ! -d "$BUNDLE/bin" ] && [ -f "$BUNDLE/bundle.tar.gz" ]; then
+if [ ! -d "$BUNDLE/bin" ] && [ -f "$BUNDLE/bundle.tar.xz" ]; then
+  xz -dc "$BUNDLE/bundle.tar.xz" | tar -C "$BUNDLE" -xf -
+elif [ ! -d "$BUNDLE/bin" ] && [ -f "$BUNDLE/bundle.tar.gz" ]; then
   tar -C "$BUNDLE" -xzf "$BUNDLE/bundle.tar.gz"
 fi
 

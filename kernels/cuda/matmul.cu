@@ -32,8 +32,13 @@
 //   * Inside a capture, with candidates = 1 or above max_tuned_rows: the
 //     measured static rule (GemvByRule) for the GEMV, else the heuristic's
 //     first pick. DecodeGraph's warm-up meets every shape before capturing.
-//   * Dtype pairs cuBLASLt has no kernel for (mixed x/w dtypes, f32 inputs
-//     with a 16-bit out, bf16 inputs with f16 out, ...): the tiled fp32
+//   * x and w of different dtypes (LongCat-Flash's fp32 router times a
+//     16-bit activation) up to kMixedMaxRows rows: matmul_mixed.cu, K split
+//     over a block's warps (on an H200 the tiled kernel below took ~260 us
+//     for the 1 x 6144 x 96 router of a batch-1 decode step, a quarter of
+//     the step; bench/results/2026-12-03-h200-longcat-kernels).
+//   * Other pairings cuBLASLt has no kernel for (f32 inputs with a 16-bit
+//     out, bf16 inputs with f16 out, larger mixed M): the tiled fp32
 //     fallback kernel below, correct for every pairing, not tuned for speed.
 //   Different algorithms sum in different orders: a bf16 or f16 result may
 //   differ by a rounding (one storage ulp) between processes that chose
@@ -54,6 +59,7 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "matmul_gemv.cuh"
+#include "matmul_mixed.cuh"
 #include "matmul_plan.cuh"
 
 namespace seam::kernels::cuda {
@@ -159,6 +165,8 @@ absl::Status Matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   switch (plan->kernel) {
     case MatmulKernel::kGemv:
       return LaunchGemv(x, w, out, stream);
+    case MatmulKernel::kMixed:
+      return LaunchMixed(x, w, out, stream);
     case MatmulKernel::kFallback:
       return LaunchFallback(x, w, out, stream);
     case MatmulKernel::kCublasLt:

@@ -10,6 +10,7 @@
 
 #include "cuda_common.cuh"
 #include "matmul_gemv.cuh"
+#include "matmul_mixed.cuh"
 
 namespace seam::kernels::cuda {
 
@@ -190,7 +191,10 @@ absl::Status Choose(LtState& state, Plan& plan, const std::vector<Candidate>& ca
 
 void SetKernel(Plan& plan, MatmulKernel kernel) {
   plan.kernel = kernel;
-  plan.choice.kernel = kernel == MatmulKernel::kGemv ? "gemv" : kernel == MatmulKernel::kFallback ? "fallback" : "cublaslt";
+  plan.choice.kernel = kernel == MatmulKernel::kGemv       ? "gemv"
+                       : kernel == MatmulKernel::kMixed    ? "mixed"
+                       : kernel == MatmulKernel::kFallback ? "fallback"
+                                                           : "cublaslt";
   if (kernel == MatmulKernel::kCublasLt) plan.choice.algorithm = Describe(plan.algo);
 }
 
@@ -208,9 +212,10 @@ absl::Status MakePlan(LtState& state, Plan& plan, const PlanKey& key, const Matm
     SetKernel(plan, MatmulKernel::kGemv);
     return absl::OkStatus();
   }
-  // cuBLASLt multiplies two operands of one dtype; other pairings use the fallback.
+  // cuBLASLt multiplies two operands of one dtype; other pairings use the
+  // mixed kernel at decode-sized M, else the fallback.
   if (x.dtype() != w.dtype()) {
-    SetKernel(plan, MatmulKernel::kFallback);
+    SetKernel(plan, MixedEligible(x, w, m, k) ? MatmulKernel::kMixed : MatmulKernel::kFallback);
     return absl::OkStatus();
   }
   SEAM_RETURN_IF_ERROR(state.EnsureLt());

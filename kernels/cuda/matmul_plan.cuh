@@ -51,7 +51,7 @@ struct PlanKeyHash {
 // The key of Matmul(x, w, out).
 PlanKey KeyOf(const Tensor& x, const Tensor& w, const Tensor& out);
 
-enum class MatmulKernel : uint8_t { kCublasLt, kGemv, kFallback };
+enum class MatmulKernel : uint8_t { kCublasLt, kGemv, kMixed, kFallback };
 
 struct Plan {
   MatmulKernel kernel = MatmulKernel::kCublasLt;

