@@ -53,16 +53,21 @@ std::vector<int32_t> HostInts(const Tensor& t) {
   return std::vector<int32_t>(h->data<int32_t>(), h->data<int32_t>() + h->numel());
 }
 
+// Rows sorted in registers (up to 16 routes) and in place (17, 40), some
+// with two pairs of no expert (-1, equal ids keep their order).
 TEST_F(CudaKernelsTest, SortRoutesByExpertMatchesCpu) {
-  constexpr int64_t kRows = 37, kG = 8;
-  const std::vector<int32_t> ids = RandomRoutes(kRows, kG, 128, false, 5);
-  const Tensor weights = Random({kRows, kG}, DType::kF32, 6, 0.0f, 1.0f);
-  const Tensor host_ids = Tensor::FromInts(ids, {kRows, kG});
-  const Tensor gpu_ids = OnGpu(host_ids), gpu_weights = OnGpu(weights);
-  ASSERT_TRUE(SortRoutesByExpert(weights, host_ids).ok());
-  ASSERT_TRUE(SortRoutesByExpert(gpu_weights, gpu_ids).ok());
-  EXPECT_EQ(HostInts(gpu_ids), HostInts(host_ids));
-  ExpectClose(gpu_weights, weights, kExact, "sorted weights");
+  constexpr int64_t kRows = 37;
+  for (int64_t g : {2, 8, 12, 16, 17, 40}) {
+    std::vector<int32_t> ids = RandomRoutes(kRows, g, 128, false, static_cast<uint32_t>(5 + g));
+    for (int64_t r = 0; r < kRows; r += 3) ids[r * g] = ids[r * g + g - 1] = -1;
+    const Tensor weights = Random({kRows, g}, DType::kF32, 6, 0.0f, 1.0f);
+    const Tensor host_ids = Tensor::FromInts(ids, {kRows, g});
+    const Tensor gpu_ids = OnGpu(host_ids), gpu_weights = OnGpu(weights);
+    ASSERT_TRUE(SortRoutesByExpert(weights, host_ids).ok());
+    ASSERT_TRUE(SortRoutesByExpert(gpu_weights, gpu_ids).ok());
+    EXPECT_EQ(HostInts(gpu_ids), HostInts(host_ids)) << "g=" << g;
+    ExpectClose(gpu_weights, weights, kExact, "sorted weights, g=" + std::to_string(g));
+  }
 }
 
 // (experts, rows, routes per row)
