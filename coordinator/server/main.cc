@@ -49,6 +49,12 @@ void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptio
                  "later arrivals join early)")
       ->check(CLI::Range(0, seam::coordinator::kMaxDecodeSteps))
       ->capture_default_str();
+  app.add_option("--overlap-steps", o.overlap_steps,
+                 "on: with one pipeline stage, the next microbatch is built and sent while one runs (decode rows "
+                 "fed on the stage the token the running step chooses), so the stage never waits for the round "
+                 "trip through the coordinator; auto: on with one stage (on refuses more stages)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
   app.add_option("--max-inflight-microbatches", o.max_inflight_microbatches,
                  "microbatches the stages hold at once: with more than the stages, one waits on a stage while "
                  "another runs, so the coordinator's round trip hides behind compute, and decode rows split "

@@ -9,8 +9,20 @@
 
 namespace seam::coordinator {
 
+// overlap_steps: one more microbatch in flight while those in flight are
+// single steps (a wave's sequences come back together).
+bool SchedulerImpl::MayOverlap() const {
+  if (!options_.overlap_steps) return false;
+  for (const auto& [id, mb] : in_flight_) {
+    if (mb.decode_steps > 1) return false;
+  }
+  return true;
+}
+
 std::optional<Microbatch> SchedulerImpl::Next() {
-  if (InFlightCount() >= options_.max_inflight_microbatches) return std::nullopt;
+  const bool overlap = MayOverlap();
+  if (InFlightCount() >= options_.max_inflight_microbatches + (overlap ? 1 : 0)) return std::nullopt;
+  building_ahead_ = overlap && InFlightCount() > 0;
   BreakDeadlocks();
   Draft draft;
   draft.mb.entries_by_group.resize(options_.dp_groups);
@@ -47,7 +59,7 @@ bool SchedulerImpl::GroupDeadlocked(int group) const {
     const RequestState& state = requests_.at(id);
     if (state.dp_group != group) continue;
     any = true;
-    if (state.in_flight || state.phase != Phase::kDecoding) return false;
+    if (state.in_flight > 0 || state.phase != Phase::kDecoding) return false;
     const int need = kv_.BlocksFor(state.DecodeKvTokens()) - state.TableBlocks();
     if (need <= Available(group)) return false;
   }
@@ -70,7 +82,7 @@ void SchedulerImpl::BreakDeadlocks() {
 
 void SchedulerImpl::Preempt(std::string request_id) {
   RequestState& state = requests_.at(request_id);
-  SEAM_CHECK(!state.in_flight && state.phase != Phase::kQueued);
+  SEAM_CHECK(state.in_flight == 0 && state.phase != Phase::kQueued);
   kv_.Release(state.dp_group, state.blocks);
   ReleaseCached(state);
   sequences_on_group_[state.dp_group] -= 1;
@@ -87,7 +99,7 @@ bool SchedulerImpl::HasRoomForSequence(const Draft& draft) const {
 }
 
 void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int tokens,
-                             bool is_prefill, bool is_last_chunk) {
+                             bool is_prefill, bool is_last_chunk, bool feeds_previous) {
   auto& group = draft.mb.entries_by_group[state.dp_group];
   MicrobatchEntry entry;
   entry.request_id = state.request.id;
@@ -97,14 +109,33 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
   entry.row_offset = group.empty() ? 0 : group.back().row_offset + group.back().num_tokens;
   entry.is_prefill = is_prefill;
   entry.is_last_chunk = is_last_chunk;
-  entry.input_token = is_prefill ? -1 : state.last_token;
+  entry.input_token = is_prefill || feeds_previous ? -1 : state.last_token;
+  entry.feeds_previous = feeds_previous;
   SEAM_CHECK(draft.mb.decode_steps == 1 || !is_prefill);
   group.push_back(std::move(entry));
   draft.mb.num_tokens += tokens;
   draft.mb.num_sequences += 1;
   (is_prefill ? draft.prefill_tokens : draft.decode_rows) += tokens;
   draft.context_tokens += start + tokens;
-  state.in_flight = true;
+  state.in_flight += 1;
+  state.ahead_tokens += tokens;
+  state.ahead_samples += is_last_chunk ? 1 : 0;
+  state.feedable = is_last_chunk && draft.mb.decode_steps == 1;
+}
+
+// overlap_steps, while a microbatch runs: the sequence's one entry in flight
+// samples, so the step after it can be fed that token on the stage; none
+// past max_new_tokens.
+bool SchedulerImpl::FedNext(const RequestState& state) const {
+  return building_ahead_ && state.in_flight == 1 && state.feedable && !state.cancelled &&
+         state.TokensLeft() - state.ahead_samples >= 1;
+}
+
+// overlap_steps, while a microbatch runs: the prompt's chunk in flight is
+// not its last, so its next chunk can follow it.
+bool SchedulerImpl::NextChunkAhead(const RequestState& state) const {
+  return building_ahead_ && state.in_flight == 1 && !state.feedable && !state.cancelled &&
+         state.phase == Phase::kPrefilling && state.NextPosition() < state.prefill_target;
 }
 
 // Decode steps are spread over the microbatches in flight: with P stages and
@@ -121,7 +152,11 @@ int SchedulerImpl::RunKvTokens(const RequestState& state, int steps) {
 
 int SchedulerImpl::DecodeShare() const {
   int decoding = 0;
-  for (const auto& [order, id] : running_) decoding += requests_.at(id).phase == Phase::kDecoding ? 1 : 0;
+  for (const auto& [order, id] : running_) {
+    const RequestState& state = requests_.at(id);
+    // FedNext of a prefilling sequence: its prompt's last chunk runs, its first decode step follows.
+    decoding += state.phase == Phase::kDecoding || FedNext(state) ? 1 : 0;
+  }
   const int slots = std::max(1, options_.max_inflight_microbatches);
   return std::max(1, (decoding + slots - 1) / slots);
 }
@@ -143,7 +178,7 @@ int SchedulerImpl::DecodeSteps() const {
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
-    if (state.in_flight) continue;
+    if (state.in_flight > 0) continue;
     // No more steps than (past first_decode_steps) tokens made so far: with
     // first_decode_steps 1 runs start short after an admission (1, 2, 4, 8,
     // ...), so requests of a burst that arrive a few steps apart still join
@@ -158,7 +193,7 @@ int SchedulerImpl::DecodeSteps() const {
     std::vector<int> need(options_.dp_groups, 0);
     for (const auto& [order, id] : running_) {
       const RequestState& state = requests_.at(id);
-      if (state.in_flight) continue;
+      if (state.in_flight > 0) continue;
       need[state.dp_group] += std::max(0, kv_.BlocksFor(RunKvTokens(state, k)) - state.TableBlocks());
     }
     for (int g = 0; g < options_.dp_groups; ++g) {
@@ -193,7 +228,8 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
   for (const auto& [order, id] : running_) {
     if (!HasRoomForSequence(draft) || taken == share) return;
     RequestState& state = requests_.at(id);
-    if (state.in_flight || state.phase != Phase::kDecoding) continue;
+    const bool fed = FedNext(state);
+    if (!fed && (state.in_flight > 0 || state.phase != Phase::kDecoding)) continue;
     const int need = kv_.BlocksFor(RunKvTokens(state, draft.mb.decode_steps)) - state.TableBlocks();
     if (need > 0) {
       if (!TakeBlocks(state.dp_group, need)) {
@@ -202,7 +238,7 @@ void SchedulerImpl::AddDecodeSteps(Draft& draft) {
       }
       state.blocks += need;
     }
-    AddEntry(draft, state, state.kv_tokens, 1, /*is_prefill=*/false, /*is_last_chunk=*/true);
+    AddEntry(draft, state, state.NextPosition(), 1, /*is_prefill=*/false, /*is_last_chunk=*/true, fed);
     ++taken;
   }
 }
@@ -226,11 +262,11 @@ void SchedulerImpl::AddPrefillChunks(Draft& draft) {
   for (const auto& [order, id] : running_) {
     if (!HasRoomForSequence(draft)) return;
     RequestState& state = requests_.at(id);
-    if (state.in_flight || state.phase != Phase::kPrefilling) continue;
-    const int chunk = ChunkFor(state, draft);
+    if (!NextChunkAhead(state) && (state.in_flight > 0 || state.phase != Phase::kPrefilling)) continue;
+    const int start = state.NextPosition(), remaining = state.prefill_target - start;
+    const int chunk = ChunkOf(remaining, start, draft);
     if (chunk == 0) return;  // oldest first: a younger prefill does not overtake
-    AddEntry(draft, state, state.prefilled, chunk, /*is_prefill=*/true,
-             chunk == state.PrefillRemaining());
+    AddEntry(draft, state, start, chunk, /*is_prefill=*/true, chunk == remaining);
   }
 }
 

@@ -131,6 +131,8 @@ PipelineDriver::State::Described PipelineDriver::State::Describe(const Microbatc
       if (e.is_prefill) {
         entry->mutable_token_ids()->Add(s.tokens.begin() + e.start_position,
                                         s.tokens.begin() + e.start_position + e.num_tokens);
+      } else if (e.feeds_previous) {
+        entry->set_feed_previous_token(true);
       } else {
         entry->add_token_ids(e.input_token);
       }
@@ -393,7 +395,10 @@ void PipelineDriver::State::Finalize(uint64_t microbatch_id) {
   std::vector<SequenceResult> results;
   for (const auto& group : f.microbatch.entries_by_group) {
     for (const MicrobatchEntry& e : group) {
-      Sequence& s = sequences.at(e.request_id);
+      auto found = sequences.find(e.request_id);
+      // Ended while this microbatch ran (overlap_steps): its result is dropped.
+      if (found == sequences.end() || found->second.ended) continue;
+      Sequence& s = found->second;
       SequenceResult r;
       r.request_id = e.request_id;
       // Only a failure names it (a string per sequence and microbatch costs).

@@ -34,15 +34,27 @@ struct RequestState {
   int kv_tokens = 0;          // positions whose KV every stage has written
   int generated = 0;          // tokens sampled so far
   int32_t last_token = -1;    // the latest sampled token (fed by the next decode step)
-  bool in_flight = false;     // in a microbatch not yet completed or failed
+  // Microbatches in flight that hold it (not yet completed or failed): one,
+  // or two with SchedulerOptions::overlap_steps (a step built while the one
+  // before it runs).
+  int in_flight = 0;
+  int ahead_tokens = 0;       // positions its in-flight entries compute (past kv_tokens)
+  int ahead_samples = 0;      // tokens its in-flight entries sample
+  // Its latest in-flight entry is a one-step entry that samples (a decode
+  // step or a prompt's last chunk): the step after it may be built before it
+  // ends, fed on the stage the token it chooses.
+  bool feedable = false;
   bool cancelled = false;     // Cancel arrived while in flight
   bool waited = false;        // held at admission for blocks another sequence computed
 
   // Blocks of the sequence's table on the stages: its own and the cached ones it maps.
   int TableBlocks() const { return blocks + static_cast<int>(cached_blocks.size()); }
+  // The position its next entry starts at: past the KV written and the
+  // positions its in-flight entries compute.
+  int NextPosition() const { return kv_tokens + ahead_tokens; }
   // Positions of KV the next `steps` decode steps need (the first writes
-  // position kv_tokens).
-  int DecodeKvTokens(int steps = 1) const { return kv_tokens + steps; }
+  // position NextPosition()).
+  int DecodeKvTokens(int steps = 1) const { return NextPosition() + steps; }
   // Tokens this request may still generate.
   int TokensLeft() const { return request.max_new_tokens - generated; }
   // Positions of KV reserved at admission: the prefill plus the first decode step.

@@ -43,6 +43,11 @@ absl::Status CheckOptions(const SchedulerOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("SchedulerOptions.itl_target_ms = ", o.itl_target_ms, ": must be finite and at least 0"));
   }
+  if (o.overlap_steps && o.pipeline_stages != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SchedulerOptions.overlap_steps needs one pipeline stage (the stage that chooses a token feeds it to the "
+        "next step), got pipeline_stages = ", o.pipeline_stages));
+  }
   if (o.itl_target_ms > 0 && !o.chunked_prefill) {
     return absl::InvalidArgumentError(absl::StrCat("SchedulerOptions.itl_target_ms = ", o.itl_target_ms,
                                                    " needs chunked_prefill: a whole prompt cannot be cut to it"));

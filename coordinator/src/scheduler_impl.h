@@ -77,7 +77,13 @@ class SchedulerImpl final : public Scheduler {
   int ChunkOf(int remaining, int start, const Draft& draft) const;
   bool HasRoomForSequence(const Draft& draft) const;
   void AddEntry(Draft& draft, RequestState& state, int start, int tokens, bool is_prefill,
-                bool is_last_chunk);
+                bool is_last_chunk, bool feeds_previous = false);
+  // SchedulerOptions::overlap_steps (microbatch_builder.cc): whether one more
+  // microbatch may go out now; whether a sequence in flight takes the fed
+  // decode step after its running entry, or its prompt's next chunk.
+  bool MayOverlap() const;
+  bool FedNext(const RequestState& state) const;
+  bool NextChunkAhead(const RequestState& state) const;
 
   // scheduler_step_budget.cc: SchedulerOptions::itl_target_ms.
   // What the step time model counts of a draft (or a built microbatch).
@@ -125,6 +131,9 @@ class SchedulerImpl final : public Scheduler {
   // Every cached block forgotten, with the changes the stages were yet to get.
   void DropPrefixCache();
 
+  // scheduler_results.cc: an in-flight entry of the request has ended.
+  static void Landed(RequestState& state, const MicrobatchEntry& entry);
+
   // scheduler.cc: ends a live request (not in flight), releasing its blocks,
   // and appends its terminal event.
   void End(const std::string& request_id, SchedulerEvent event,
@@ -155,6 +164,8 @@ class SchedulerImpl final : public Scheduler {
   // Steps of the wave being formed (the last microbatch built was
   // multi-step and none has ended since); 0 when none is.
   int wave_steps_ = 0;
+  // The microbatch Next() builds goes out while another runs (overlap_steps).
+  bool building_ahead_ = false;
 };
 
 }  // namespace seam::coordinator

@@ -10,23 +10,40 @@
 namespace seam::coordinator {
 namespace {
 
+bool InMicrobatch(const Microbatch& mb, const std::string& request_id) {
+  for (const auto& group : mb.entries_by_group) {
+    for (const auto& entry : group) {
+      if (entry.request_id == request_id) return true;
+    }
+  }
+  return false;
+}
+
 absl::Status NotInFlight(uint64_t microbatch_id) {
   return absl::NotFoundError(
       absl::StrCat("microbatch ", microbatch_id, " is not in flight"));
 }
 
 // Checks that `results` holds exactly one well-formed result per entry of
-// `mb`; returns request id -> index into results.
+// `mb` whose request is live (an entry whose request ended while `mb` ran,
+// with overlap_steps, may have one or none); returns request id -> index
+// into results.
 absl::StatusOr<std::unordered_map<std::string, size_t>> MatchResults(
-    const Microbatch& mb, const std::vector<SequenceResult>& results) {
+    const Microbatch& mb, const std::vector<SequenceResult>& results,
+    const std::unordered_map<std::string, RequestState>& live) {
   std::unordered_map<std::string, const MicrobatchEntry*> entries;
   for (const auto& group : mb.entries_by_group) {
-    for (const auto& entry : group) entries.emplace(entry.request_id, &entry);
+    for (const auto& entry : group) {
+      if (live.count(entry.request_id) != 0) entries.emplace(entry.request_id, &entry);
+    }
   }
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < results.size(); ++i) {
     const SequenceResult& r = results[i];
     auto entry = entries.find(r.request_id);
+    if (entry == entries.end() && live.count(r.request_id) == 0 && InMicrobatch(mb, r.request_id)) {
+      continue;  // ended while this microbatch ran: its result is dropped
+    }
     if (entry == entries.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "microbatch ", mb.id, ": result for request '", r.request_id,
@@ -68,11 +85,18 @@ absl::StatusOr<std::unordered_map<std::string, size_t>> MatchResults(
 
 }  // namespace
 
+void SchedulerImpl::Landed(RequestState& state, const MicrobatchEntry& entry) {
+  state.in_flight -= 1;
+  state.ahead_tokens -= entry.num_tokens;
+  state.ahead_samples -= entry.is_last_chunk ? 1 : 0;
+  if (state.in_flight == 0) state.feedable = false;
+}
+
 absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
     uint64_t microbatch_id, const std::vector<SequenceResult>& results) {
   auto mb_it = in_flight_.find(microbatch_id);
   if (mb_it == in_flight_.end()) return NotInFlight(microbatch_id);
-  SEAM_ASSIGN_OR_RETURN(auto index, MatchResults(mb_it->second, results));
+  SEAM_ASSIGN_OR_RETURN(auto index, MatchResults(mb_it->second, results, requests_));
   const Microbatch mb = std::move(mb_it->second);
   in_flight_.erase(mb_it);
   wave_steps_ = 0;
@@ -80,9 +104,11 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Complete(
   std::vector<SchedulerEvent> events;
   for (const auto& group : mb.entries_by_group) {
     for (const auto& entry : group) {
+      auto live = requests_.find(entry.request_id);
+      if (live == requests_.end()) continue;  // ended while this microbatch ran: its token is dropped
       const SequenceResult& result = results[index.at(entry.request_id)];
-      RequestState& state = requests_.at(entry.request_id);
-      state.in_flight = false;
+      RequestState& state = live->second;
+      Landed(state, entry);
       if (state.cancelled) {
         End(entry.request_id, Finished(entry.request_id, FinishReason::kCancelled), events);
         continue;
@@ -145,8 +171,10 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::Fail(uint64_t microba
   std::vector<SchedulerEvent> events;
   for (const auto& group : mb.entries_by_group) {
     for (const auto& entry : group) {
-      RequestState& state = requests_.at(entry.request_id);
-      state.in_flight = false;
+      auto live = requests_.find(entry.request_id);
+      if (live == requests_.end()) continue;  // ended while this microbatch ran
+      RequestState& state = live->second;
+      Landed(state, entry);
       End(entry.request_id,
           state.cancelled ? Finished(entry.request_id, FinishReason::kCancelled)
                           : Failed(entry.request_id, status),
@@ -164,7 +192,7 @@ absl::StatusOr<std::vector<SchedulerEvent>> SchedulerImpl::FailAll(const absl::S
   std::vector<SchedulerEvent> events;
   for (const std::string& id : order) {
     RequestState& state = requests_.at(id);
-    state.in_flight = false;
+    state.in_flight = 0;
     End(id, state.cancelled ? Finished(id, FinishReason::kCancelled) : Failed(id, status),
         events);
   }

@@ -267,6 +267,7 @@ PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
   d.scheduler.max_queue = o_.max_queue;
   d.scheduler.max_decode_steps = o_.decode_steps;
   d.scheduler.max_inflight_microbatches = o_.max_inflight_microbatches;
+  d.scheduler.overlap_steps = o_.overlap_steps == "on" || (o_.overlap_steps == "auto" && o_.stages.size() == 1);
   d.delivery_threads = o_.delivery_threads;
   d.scheduler.first_decode_steps = o_.decode_ramp_start > 0 ? o_.decode_ramp_start : o_.decode_steps;
   d.scheduler.first_epoch = epoch;

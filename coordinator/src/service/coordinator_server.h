@@ -62,6 +62,9 @@ struct CoordinatorServerOptions {
   // Multi-step runs may take sequences past their last token
   // (SchedulerOptions::max_context set from the pipeline's limits; off: 0).
   bool decode_run_past = false;
+  // SchedulerOptions::overlap_steps: "on", "off", or "auto" (on with one
+  // pipeline stage, the only layout it applies to).
+  std::string overlap_steps = "auto";
   // Chunked prefill (SchedulerOptions::chunked_prefill; the same switch as
   // caps.chunked_prefill): prompts are prefilled in chunks of at most
   // prefill_chunk_tokens, in microbatches beside the running decode rows.

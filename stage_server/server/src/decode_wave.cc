@@ -71,7 +71,7 @@ void MicrobatchRunner::TakeIntoWave(const v1::MicrobatchDescriptor& d, absl::Tim
     wave_budget_end_ = budget_end_;
     wave_budget_ms_ = budget_ms_;
   }
-  absl::Status taken = Take(d);
+  absl::Status taken = Take(d).status();
   if (taken.ok()) taken = CheckWaveMember(d);
   if (!taken.ok()) {
     // The wave cannot become whole: its members taken so far fail with it.

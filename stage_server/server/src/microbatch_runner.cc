@@ -150,13 +150,25 @@ v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, ab
   result.set_microbatch_id(d.microbatch_id());
   StartBudget(d, arrived);
   const absl::Time started = absl::Now();
-  absl::Status status = Take(d);
-  if (status.ok()) status = Compute(d, 0, result);
+  fed_dropped_.clear();
+  absl::StatusOr<const v1::MicrobatchDescriptor*> taken = Take(d);
+  absl::Status status = taken.status();
+  if (status.ok() && (*taken)->sequences_size() > 0) status = Compute(**taken, 0, result);
+  if (status.ok()) {
+    if (group_->is_first_piece() && group_->is_last_piece()) fed_.Record(result);
+    for (v1::SequenceResult& r : fed_dropped_) {
+      r.mutable_error()->set_pipeline_rank(config_.pipeline_rank());
+      *result.add_sequences() = std::move(r);
+    }
+  }
   // Where a step's time goes: in this stage, or between its answer and the
   // next descriptor (the coordinator's round trip and the other stages).
   const absl::Time done = absl::Now();
-  SEAM_LOG_DEBUG("microbatch {}: {} sequences, {} us in the stage, {} us since the previous answer",
-                 d.microbatch_id(), d.sequences_size(), absl::ToInt64Microseconds(done - started),
+  int fed = 0;
+  for (const v1::SequenceEntry& e : d.sequences()) fed += e.feed_previous_token() ? 1 : 0;
+  SEAM_LOG_DEBUG("microbatch {}: {} sequences ({} fed the token chosen before), {} us in the stage, {} us since the "
+                 "previous answer",
+                 d.microbatch_id(), d.sequences_size(), fed, absl::ToInt64Microseconds(done - started),
                  last_answer_ == absl::InfinitePast() ? -1 : absl::ToInt64Microseconds(started - last_answer_));
   last_answer_ = done;
   if (!status.ok()) {
@@ -166,7 +178,7 @@ v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, ab
   return result;
 }
 
-absl::Status MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
+absl::StatusOr<const v1::MicrobatchDescriptor*> MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
   // Out of order (another epoch, a replay, a jump ahead): refused with the
   // counter where it is, so the next real descriptor still runs.
   SEAM_RETURN_IF_ERROR(CheckDescriptorOrder(d, config_.epoch(), last_sequence_number_));
@@ -176,14 +188,19 @@ absl::Status MicrobatchRunner::Take(const v1::MicrobatchDescriptor& d) {
   SEAM_RETURN_IF_ERROR(ApplyCachedBlockChanges(d, *group_));
   for (uint64_t id : d.finished_sequence_ids()) {
     sampler_.Forget(id);
+    fed_.Forget(id);
     absl::Status freed = group_->Free(id);
     if (!freed.ok() && !absl::IsNotFound(freed)) {
       return Annotate(freed, absl::StrCat("finished_sequence_ids: freeing sequence ", id));
     }
   }
-  SEAM_RETURN_IF_ERROR(CheckDescriptorContents(d, group_->config().vocab_size));
-  SEAM_RETURN_IF_ERROR(MapSharedBlocks(d, *group_));
-  return group_->is_last_piece() ? sampler_.Take(d) : absl::OkStatus();
+  SEAM_ASSIGN_OR_RETURN(const v1::MicrobatchDescriptor* run,
+                        fed_.Fill(d, group_->is_first_piece() && group_->is_last_piece(), fed_storage_, fed_dropped_));
+  if (run->sequences_size() == 0 && !fed_dropped_.empty()) return run;  // every entry left out
+  SEAM_RETURN_IF_ERROR(CheckDescriptorContents(*run, group_->config().vocab_size));
+  SEAM_RETURN_IF_ERROR(MapSharedBlocks(*run, *group_));
+  if (group_->is_last_piece()) SEAM_RETURN_IF_ERROR(sampler_.Take(*run));
+  return run;
 }
 
 absl::Status MicrobatchRunner::Compute(const v1::MicrobatchDescriptor& d, uint32_t step,

@@ -23,6 +23,7 @@
 #include "seam/handoff/ucx_worker.h"
 #include "seam/runtime/stage_group.h"
 #include "device_handoff_link.h"
+#include "fed_tokens.h"
 #include "seam/v1/stage_service.pb.h"
 #include "sequence_sampler.h"
 #include "stage_metrics.h"
@@ -104,8 +105,11 @@ class MicrobatchRunner {
 
  private:
   // Takes `d` as the next descriptor of the stream: its order, the frees it
-  // carries, its contents. Counts as run from here on.
-  absl::Status Take(const v1::MicrobatchDescriptor& d);
+  // carries, its contents. Counts as run from here on. Returns what runs:
+  // `d`, or with fed tokens filled in (fed_tokens.h) a copy, from which
+  // entries with no token to feed are left out (their results wait in
+  // fed_dropped_; the copy may hold no sequence then).
+  absl::StatusOr<const v1::MicrobatchDescriptor*> Take(const v1::MicrobatchDescriptor& d);
   // One step of `d` (already taken): handoff in, compute, handoff out or
   // the sequences' results. `step`: the decode step of a multi-step
   // descriptor (its tokens and positions already set for the step).
@@ -182,6 +186,10 @@ class MicrobatchRunner {
   bool run_ahead_ = true;
   std::optional<Ahead> ahead_;
   SequenceSampler sampler_;
+  // One pipeline stage: the tokens it chose last, for the fed steps of the next microbatch.
+  FedTokens fed_;
+  v1::MicrobatchDescriptor fed_storage_;
+  std::vector<v1::SequenceResult> fed_dropped_;
   uint64_t last_sequence_number_ = 0;
   absl::Time last_answer_ = absl::InfinitePast();  // when the previous microbatch ended (debug timing)
   // Set when a handoff wait ran out of time: the previous stage may still

@@ -44,6 +44,16 @@ struct SchedulerOptions {
   // Microbatches handed out by Next() and not yet completed or failed.
   // 0 means pipeline_stages, so that all stages work at once.
   int max_inflight_microbatches = 0;
+  // One pipeline stage only: while a microbatch of single steps runs, the
+  // next is built and sent, so that the stage starts it as soon as it ends
+  // instead of waiting for the round trip through the coordinator. A
+  // sequence whose running entry samples (a decode step, a prompt's last
+  // chunk) takes the step after it, fed on the stage the token that entry
+  // chooses (SequenceEntry.feed_previous_token); a prompt takes its next
+  // chunk. A sequence that ends with the running step's token (a stop token
+  // or string, a cancel) has the next step's token dropped. No sequence is
+  // built past max_new_tokens. Multi-step runs (waves) do not overlap.
+  bool overlap_steps = false;
   // Requests waiting for admission; Submit beyond it is RESOURCE_EXHAUSTED.
   int max_queue = 1024;
   // Chunked prefill: a prompt is prefilled in pieces of at most
@@ -144,8 +154,12 @@ struct MicrobatchEntry {
   // a prefill. Non-last chunks only write KV.
   bool is_last_chunk = true;
   // For a decode step: the token fed at start_position (the last one
-  // sampled). -1 for prefill entries.
+  // sampled). -1 for prefill entries and fed steps.
   int32_t input_token = -1;
+  // A decode step built while the sequence's previous step runs
+  // (SchedulerOptions::overlap_steps): the stage feeds it the token that
+  // step chooses.
+  bool feeds_previous = false;
   // The sequence's first entry only, with a prefix-cache hit: the cached
   // blocks that are its first blocks (start_position is the tokens they hold).
   std::vector<uint64_t> shared_blocks;
