@@ -1,11 +1,12 @@
 // The chaos suite (ctest -L chaos): real seam-stage and seam-coordinator
 // processes on loopback under a load of streaming calls, hit by kill -9 and
 // SIGSTOP of each process, forged control calls and forged UCX messages.
-// Each scenario prints one "CHAOS" line of figures (docs/RELIABILITY.md) and
-// requires: calls in flight end (UNAVAILABLE) within 10 s and none hangs;
-// service is back within 10 s of the repair; no completed call loses or
-// duplicates a token against the single-process run; forged messages are
-// refused or dropped and counted.
+// Each scenario prints one "CHAOS" line of figures (docs/RELIABILITY.md), a
+// stage's scenario also its recovery's timeline when that took over 2 s
+// (chaos_timeline.h), and requires: calls in flight end (UNAVAILABLE) within
+// 10 s and none hangs; service is back within 10 s of the repair; no
+// completed call loses or duplicates a token against the single-process
+// run; forged messages are refused or dropped and counted.
 #include <signal.h>
 
 #include <chrono>
