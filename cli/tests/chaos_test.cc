@@ -1,11 +1,12 @@
 // The chaos suite (ctest -L chaos): real seam-stage and seam-coordinator
 // processes on loopback under a load of streaming calls, hit by kill -9 and
 // SIGSTOP of each process, forged control calls and forged UCX messages.
-// Each scenario prints one "CHAOS" line of figures (docs/RELIABILITY.md) and
-// requires: calls in flight end (UNAVAILABLE) within 10 s and none hangs;
-// service is back within 10 s of the repair; no completed call loses or
-// duplicates a token against the single-process run; forged messages are
-// refused or dropped and counted.
+// Each scenario prints one "CHAOS" line of figures (docs/RELIABILITY.md), a
+// stage's scenario also its recovery's timeline when that took over 2 s
+// (chaos_timeline.h), and requires: calls in flight end (UNAVAILABLE) within
+// 10 s and none hangs; service is back within 10 s of the repair; no
+// completed call loses or duplicates a token against the single-process
+// run; forged messages are refused or dropped and counted.
 #include <signal.h>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chaos_support.h"
+#include "chaos_timeline.h"
 #include "seam/handoff/handoff_tag.h"
 #include "seam/handoff/ucx_worker.h"
 #include "seam/v1/coordinator_service.grpc.pb.h"
@@ -49,6 +51,10 @@ void Expect(const Figures& f, bool in_flight_fail = true) {
   EXPECT_EQ(f.bad_prefix, 0) << f.scenario;
 }
 
+// A recovery slower than this prints its timeline (chaos_timeline.h): the
+// suite measures 0.1-0.3 s after a kill and after SIGCONT.
+constexpr double kSlowRecoveryS = 2.0;
+
 // Hits stage k with `signal` under load, repairs it (a new process on the
 // same port after SIGKILL, SIGCONT after SIGSTOP) once the calls in flight
 // ended, and judges. `stage` is the process now serving rank k.
@@ -57,25 +63,36 @@ Figures StageFault(LocalPipeline& p, int k, int signal, pid_t* stage_pid,
   Load load(p, 3);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const std::vector<std::string> cmdline = CommandLine(*stage_pid);
+  const std::string what = absl::StrCat(signal == SIGKILL ? "kill -9" : "SIGSTOP", " stage ", k);
   const auto fault = Clock::now();
+  Timeline timeline;
   EXPECT_EQ(kill(*stage_pid, signal), 0);
   const bool ended = load.InFlightEndedAfter(fault, std::chrono::seconds(15));
   EXPECT_TRUE(ended) << "calls in flight still open 15 s after the fault\n" << p.LogTails(20);
+  timeline.Mark(ended ? "every call in flight at the fault has ended" : "calls in flight still open");
   if (signal == SIGKILL) {
     auto child = Respawn(p, cmdline, p.stage_address(k), absl::StrCat("stage", k, "-restart", respawned->size()));
     EXPECT_TRUE(child.ok()) << child.status();
     if (child.ok()) {
       *stage_pid = (*child)->pid();
       respawned->push_back(std::move(*child));
+      timeline.Mark(absl::StrCat("stage ", k, " restarted: its new process wrote its port file"));
     }
   } else {
     EXPECT_EQ(kill(*stage_pid, SIGCONT), 0);
+    timeline.Mark(absl::StrCat("SIGCONT to stage ", k));
   }
   absl::StatusOr<double> back = ServedAgainWithin(p, p.coordinator_address(), std::chrono::seconds(15));
   EXPECT_TRUE(back.ok()) << back.status() << "\n" << p.LogTails(20);
+  timeline.Mark(back.ok() ? "served again (recovery_s ends)" : "not served again");
+  if (!back.ok() || *back > kSlowRecoveryS) {
+    std::printf("CHAOS %s: slow recovery; timeline, in seconds after the fault:\n%s", what.c_str(),
+                timeline.Render(p.work_dir()).c_str());
+    std::fflush(stdout);
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the load runs on the repaired pipeline
   load.Stop();
-  Figures f = Judge(absl::StrCat(signal == SIGKILL ? "kill -9" : "SIGSTOP", " stage ", k), load.Records(), fault);
+  Figures f = Judge(what, load.Records(), fault);
   f.recovery_s = back.ok() ? *back : -1;
   return f;
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "pipeline_driver_state.h"
 #include "seam/core/logging.h"
 
@@ -67,6 +68,8 @@ void PipelineDriver::MaybeRecover() {
   }
   if (recovery_.joinable()) recovery_.join();  // the previous attempt already posted its outcome
   recovering_ = true;
+  ++recovery_attempts_;
+  attempt_started_ = std::chrono::steady_clock::now();
   const uint64_t epoch = state_->Epoch();
   recovery_ = std::thread([this, epoch] {
     auto links =
@@ -77,12 +80,19 @@ void PipelineDriver::MaybeRecover() {
 
 void PipelineDriver::InstallLinks(absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> links) {
   recovering_ = false;
-  next_recovery_ = std::chrono::steady_clock::now() + options_.reconnect_interval;
+  const auto now = std::chrono::steady_clock::now();
+  next_recovery_ = now + options_.reconnect_interval;
+  const auto seconds = [](std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  // When the pipeline went down and what this attempt took: where a slow
+  // recovery spent its time.
+  const std::string timing = absl::StrFormat("%.3f s after it went down; attempt %d took %.3f s",
+                                             seconds(now - down_since_), recovery_attempts_,
+                                             seconds(now - attempt_started_));
   if (links.ok() && links->size() != links_.size()) {
     links = absl::InternalError(absl::StrCat("reconnect gave ", links->size(), " links for ", links_.size(), " stages"));
   }
   if (!links.ok()) {
-    SEAM_LOG_WARN("pipeline still down (epoch {}): {}", state_->Epoch(), links.status().ToString());
+    SEAM_LOG_WARN("pipeline still down (epoch {}, {}): {}", state_->Epoch(), timing, links.status().ToString());
     return;
   }
   for (auto& l : links_) l->Close();
@@ -96,7 +106,8 @@ void PipelineDriver::InstallLinks(absl::StatusOr<std::vector<std::unique_ptr<Sta
     std::lock_guard<std::mutex> lock(mu_);
     stages_up_.assign(links_.size(), true);
   }
-  SEAM_LOG_INFO("pipeline back up: every stage reconfigured for epoch {}", state_->Epoch());
+  SEAM_LOG_INFO("pipeline back up: every stage reconfigured for epoch {} ({})", state_->Epoch(), timing);
+  recovery_attempts_ = 0;
 }
 
 PipelineDriver::PipelineDriver(const PipelineDriverOptions& options, std::unique_ptr<Scheduler> scheduler,
@@ -153,6 +164,10 @@ void PipelineDriver::Loop() {
     MaybeRecover();
     if (state_->Down() != reported_down_) {
       reported_down_ = state_->Down();
+      if (reported_down_) {
+        down_since_ = std::chrono::steady_clock::now();
+        SEAM_LOG_WARN("pipeline down (epoch {}): {}", state_->Epoch(), state_->DownStatus().ToString());
+      }
       if (options_.on_pipeline_up) options_.on_pipeline_up(!reported_down_);
     }
     const Load load = state_->CurrentLoad();

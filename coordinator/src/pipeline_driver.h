@@ -187,6 +187,11 @@ class PipelineDriver {
   bool recovering_ = false;
   bool reported_down_ = false;  // last value given to on_pipeline_up (inverted)
   std::chrono::steady_clock::time_point next_recovery_{};
+  // For the recovery's log lines: when the pipeline went down, the attempts
+  // since, and when the one under way began.
+  std::chrono::steady_clock::time_point down_since_{};
+  int recovery_attempts_ = 0;
+  std::chrono::steady_clock::time_point attempt_started_{};
   std::thread recovery_;
 };
 

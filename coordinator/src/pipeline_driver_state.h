@@ -87,6 +87,7 @@ struct PipelineDriver::State {
   PipelineDriver::Load CurrentLoad() const;
   std::function<void(int64_t tokens)> microbatch_sent;  // PipelineDriver::ObserveMicrobatches
   bool Down() const { return down; }
+  const absl::Status& DownStatus() const { return down_status; }  // why, while Down()
   // The pipeline is back: `new_links` reach stages configured for Epoch().
   void Recover(std::vector<StageLink*> new_links);
 

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "http/openai_server.h"
 #include "seam/core/logging.h"
 #include "seam/core/status.h"
@@ -294,11 +295,22 @@ PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
   // the attempt within a few seconds) and reload it for the new epoch.
   d.reconnect = [o = o_, layout = layout_, credentials = stage_credentials_](uint64_t next_epoch)
       -> absl::StatusOr<std::vector<std::unique_ptr<StageLink>>> {
+    // Each phase's time goes into the driver's log line of the attempt.
+    const auto start = std::chrono::steady_clock::now();
+    const auto since = [&start] {
+      return absl::StrFormat("%.3f s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    };
     auto stages = ConnectStages(o.stages, std::chrono::milliseconds(3000), credentials);
     if (!stages.ok()) return stages.status();
+    const std::string reached = since();
     PipelineLayout next = layout;
     next.epoch = next_epoch;
-    if (absl::Status s = ConfigureStages(*stages, next, o.startup_timeout); !s.ok()) return s;
+    if (absl::Status s = ConfigureStages(*stages, next, o.startup_timeout); !s.ok()) {
+      return Annotate(s, absl::StrCat("every stage answered GetStatus after ", reached, "; configuring failed after ",
+                                      since()));
+    }
+    SEAM_LOG_INFO("epoch {}: every stage answered GetStatus after {}, and was READY after {}", next_epoch, reached,
+                  since());
     std::vector<std::unique_ptr<StageLink>> links;
     for (StageEndpoint& e : *stages) links.push_back(MakeGrpcStageLink(e.stub, e.address, o.liveness));
     return links;

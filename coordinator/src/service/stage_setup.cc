@@ -60,6 +60,13 @@ absl::StatusOr<std::vector<std::pair<int, int>>> SplitLayers(int num_layers, int
   return out;
 }
 
+grpc::ChannelArguments StageChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kStageReconnectBackoffMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kStageMaxReconnectBackoffMs);
+  return args;
+}
+
 absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::string>& addresses,
                                                          std::chrono::milliseconds wait,
                                                          const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
@@ -68,7 +75,7 @@ absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::
   for (size_t k = 0; k < addresses.size(); ++k) {
     StageEndpoint e;
     e.address = addresses[k];
-    e.stub = v1::StageControl::NewStub(grpc::CreateChannel(e.address, credentials));
+    e.stub = v1::StageControl::NewStub(grpc::CreateCustomChannel(e.address, credentials, StageChannelArguments()));
     // In rounds of a few seconds, saying each time what is awaited.
     const auto started = Clock::now();
     grpc::Status s;

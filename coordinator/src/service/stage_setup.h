@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include "absl/status/statusor.h"
 #include "seam/v1/stage_service.grpc.pb.h"
@@ -28,9 +29,21 @@ struct StageEndpoint {
 // the bad range.
 absl::StatusOr<std::vector<std::pair<int, int>>> SplitLayers(int num_layers, int stages, const std::string& spec);
 
+// The arguments of every channel from the coordinator to a stage: gRPC's
+// reconnect backoff bounded to kStageReconnectBackoffMs first and
+// kStageMaxReconnectBackoffMs at most (gRPC's defaults: 1 s, growing x1.6
+// to 120 s). Channels to one address share one gRPC subchannel, and with it
+// its backoff, across the driver's reconnect attempts; unbounded, a stage
+// restarted 6 s into an outage was reached only at gRPC's next scheduled
+// connect, about 9.3 s in, and later ones waited longer still.
+inline constexpr int kStageReconnectBackoffMs = 100;
+inline constexpr int kStageMaxReconnectBackoffMs = 1000;
+grpc::ChannelArguments StageChannelArguments();
+
 // Waits (up to `wait`) for every stage's GetStatus to answer, over channels
 // made with `credentials` (TLS with the coordinator's client certificate, or
-// plaintext). UNAVAILABLE naming the stage that never answered.
+// plaintext) and StageChannelArguments(). UNAVAILABLE naming the stage that
+// never answered.
 absl::StatusOr<std::vector<StageEndpoint>> ConnectStages(const std::vector<std::string>& addresses,
                                                          std::chrono::milliseconds wait,
                                                          const std::shared_ptr<grpc::ChannelCredentials>& credentials);

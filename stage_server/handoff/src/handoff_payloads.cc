@@ -74,17 +74,35 @@ absl::Status CheckPayloadMacs(const v1::StreamState& header, const std::string& 
 
 }  // namespace
 
+absl::Status HandoffReceiver::AwaitPayload(uint64_t tag, absl::Time deadline,
+                                           const std::function<absl::Status()>& interrupted) {
+  if (!interrupted) return absl::OkStatus();
+  absl::Time poll = absl::Now() + options_.drain_interval;
+  while (!worker_.Arrived(tag, kTagMatchAll)) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline || (watch_ != nullptr && !watch_->health().ok())) return absl::OkStatus();
+    if (now < poll) continue;
+    SEAM_RETURN_IF_ERROR(interrupted());
+    MaybeDrainStrays();
+    poll = now + options_.drain_interval;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HandoffReceiver::ReceivePayload(const v1::StreamState& header, int index, void* data,
-                                             absl::Time deadline) {
+                                             absl::Time deadline, const std::function<absl::Status()>& interrupted) {
   const v1::TensorDesc& desc = header.tensors(index);
   const std::string what = absl::StrCat("tensor '", desc.name(), "' of microbatch ", header.microbatch_id());
+  const uint64_t tag = TensorTag(link_, static_cast<uint64_t>(index));
   const uint64_t dropped_before = drops_.total();
   for (;;) {
-    // One receive up to the deadline: the payloads follow their header
-    // closely, and a receive cut short could be cancelled mid-transfer.
     MaybeDrainStrays();
-    absl::StatusOr<size_t> got = worker_.Recv(TensorTag(link_, static_cast<uint64_t>(index)), kTagMatchAll, data,
-                                              desc.byte_size(), deadline, watch_);
+    // The payload usually follows its header at once; a sender that died or
+    // stopped between them must not hold a reload up to the deadline. Once
+    // it has begun to arrive, one receive up to the deadline takes it whole:
+    // a receive cut short could be cancelled mid-transfer.
+    if (absl::Status cut = AwaitPayload(tag, deadline, interrupted); !cut.ok()) return Annotate(cut, what);
+    absl::StatusOr<size_t> got = worker_.Recv(tag, kTagMatchAll, data, desc.byte_size(), deadline, watch_);
     absl::Status verdict;
     if (got.ok() && *got != desc.byte_size()) {
       verdict = absl::InvalidArgumentError(
@@ -164,7 +182,8 @@ absl::StatusOr<ReceivedHandoff> HandoffReceiver::ReceiveExpected(const HandoffEx
       return Annotate(tensor.status(), what);
     }
     void* data = desc.byte_size() > 0 ? tensor->raw_data() : nullptr;
-    if (absl::Status got = ReceivePayload(out.header, static_cast<int>(i), data, deadline); !got.ok()) {
+    if (absl::Status got = ReceivePayload(out.header, static_cast<int>(i), data, deadline, expected.interrupted);
+        !got.ok()) {
       if (!absl::IsDeadlineExceeded(got) && !absl::IsUnavailable(got)) {
         Drain(i + 1, count, absl::Now() + options_.drain_timeout);
       }

@@ -195,6 +195,12 @@ UcxWorker::Outcome UcxWorker::ReceiveProbed(void* message, void* data, size_t ca
   return Wait(request, /*is_recv=*/true, deadline, watch);
 }
 
+bool UcxWorker::Arrived(uint64_t tag, uint64_t tag_mask) {
+  ucp_worker_progress(handles_->worker);
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(handles_->worker, tag, tag_mask, /*remove=*/0, &info) != nullptr;
+}
+
 std::optional<UcxWorker::Unread> UcxWorker::TakeUnread(uint64_t tag, uint64_t tag_mask) {
   ucp_tag_recv_info_t info{};
   ucp_tag_message_h message = ucp_tag_probe_nb(handles_->worker, tag, tag_mask, /*remove=*/1, &info);

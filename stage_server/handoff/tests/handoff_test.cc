@@ -137,6 +137,47 @@ TEST_P(HandoffTest, SenderKilledMidStreamEndsTheReceiveWithinItsDeadline) {
               absl::FormatDuration(waited).c_str(), got.status().ToString().c_str());
 }
 
+// A sender that stops between a header and its payload (killed after its
+// header went out, or stopped) must not hold the receiver to its deadline
+// once the stage reloads: the interruption ends the wait for the payload as
+// it ends the wait for a header. The receiver watches no endpoint, as the
+// first stage's receiver of multi-step tokens does; before the payload wait
+// polled the interruption, this waited the whole 10 s.
+TEST_P(HandoffTest, AnInterruptionEndsTheWaitForAPayloadThatNeverComes) {
+  StartSender([](UcxWorker& worker, UcxEndpoint& endpoint, Channel& channel) {
+    HandoffSenderOptions stall;
+    stall.after_checksum = [&](size_t index, std::vector<char>&) {
+      if (index != 0) return;  // the header is out, no payload follows
+      (void)channel.Write("stalled");
+      for (;;) worker.Progress();
+    };
+    HandoffSender sender(worker, endpoint, stall);
+    return sender.Send(Header(7, 0, 1), MakeTensors(), absl::Now() + absl::Seconds(10));
+  });
+  ASSERT_TRUE(peer_->channel().Read(absl::Seconds(10), [&] { side_.worker->Progress(); }).ok());
+  HandoffReceiver receiver(*side_.worker, nullptr);
+  HandoffExpectation expected = Expect(7, 0, 1);
+  const absl::Time start = absl::Now();
+  const absl::Duration cut_after = absl::Milliseconds(300);
+  int polls = 0;
+  expected.interrupted = [&]() -> absl::Status {
+    ++polls;
+    if (absl::Now() - start < cut_after) return absl::OkStatus();
+    return absl::UnavailableError("the stage reloads for a new epoch");
+  };
+  auto got = receiver.Receive(expected, start + absl::Seconds(10));
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  EXPECT_THAT(got.status().message(), HasSubstr("tensor 'hidden' of microbatch 7"));
+  EXPECT_THAT(got.status().message(), HasSubstr("reloads for a new epoch"));
+  EXPECT_GE(waited, cut_after);
+  // Polled every drain_interval (20 ms): the cut comes one interval after
+  // cut_after, plus scheduling on a loaded machine.
+  EXPECT_LT(waited, cut_after + kSlack);
+  EXPECT_GE(polls, 2);
+  peer_->Kill();
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, HandoffTest, ::testing::Values(UcxErrorMode::kPeer, UcxErrorMode::kNone),
                          [](const auto& info) { return std::string(testing::ModeName(info.param)); });
 

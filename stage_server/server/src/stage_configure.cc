@@ -49,11 +49,15 @@ void StageActor::Configure(const v1::StageConfig& config, StatusCallback done) {
         // loaded stage (KV caches, neighbour endpoints) and load it afresh
         // after the microbatches already queued.
         const std::string previous_key = config_->handoff_key();
+        SEAM_LOG_INFO("configure for epoch {} (was {}): reloading once the {} microbatch(es) queued or running end",
+                      config.epoch(), config_->epoch(), in_flight_);
         config_ = config;
         state_ = v1::STAGE_STATE_LOADING;
         error_.clear();
         interrupt_ = true;  // a wait of the microbatch running ends now
-        mailbox_.push_back([this, config, done, previous_key] { Reload(config, done, previous_key); });
+        mailbox_.push_back([this, config, done, previous_key, asked = absl::Now()] {
+          Reload(config, done, previous_key, asked);
+        });
         changed_.notify_all();
         return;
       }
@@ -173,8 +177,11 @@ absl::StatusOr<std::unique_ptr<MicrobatchRunner>> StageActor::MakeRunner(const v
   return runner;
 }
 
-void StageActor::Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key) {
+void StageActor::Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key,
+                        absl::Time asked) {
   interrupt_ = false;
+  SEAM_LOG_INFO("reload for epoch {}: {:.3f} s after its Configure (the work ahead of it ended)", config.epoch(),
+                absl::ToDoubleSeconds(absl::Now() - asked));
   SetServing(false);
   AnswerUnanswered(absl::UnavailableError("the stage reloads for a new epoch"));
   // What the old epoch left on the data plane goes before the new one starts.

@@ -93,9 +93,13 @@ struct HandoffExpectation {
   // descriptors already checked for self-consistency); a non-OK result
   // rejects the handoff and is returned with the microbatch named.
   std::function<absl::Status(const v1::StreamState&)> validator;
-  // When set, polled about every 50 ms while no header has come: a non-OK
-  // result ends the wait with that status (the stage reloads or drains), so
-  // a wait on a stopped neighbour never holds a stage up to its deadline.
+  // When set, polled every drain_interval while the header, or a host
+  // payload after it, has not begun to arrive: a non-OK result ends the wait
+  // with that status (the stage reloads or drains), so a wait on a stopped
+  // neighbour, or on one that died between a header and its payload, never
+  // holds a stage up to its deadline. A payload that has begun to arrive is
+  // received whole (a receive cut mid-transfer could not release its buffer);
+  // CUDA_IPC payloads (PayloadSource::Take) are not polled.
   std::function<absl::Status()> interrupted;
 };
 
@@ -228,8 +232,15 @@ class HandoffReceiver {
   absl::StatusOr<v1::StreamState> NextSoundHeader(const HandoffExpectation& expected, absl::Time deadline,
                                                   uint64_t dropped_before);
   // Receives payload `index` of `header` into `data` (byte_size bytes),
-  // dropping candidates that do not verify, until `deadline`.
-  absl::Status ReceivePayload(const v1::StreamState& header, int index, void* data, absl::Time deadline);
+  // dropping candidates that do not verify, until `deadline` or until
+  // `interrupted` (if set) turns non-OK before the payload began to arrive.
+  absl::Status ReceivePayload(const v1::StreamState& header, int index, void* data, absl::Time deadline,
+                              const std::function<absl::Status()>& interrupted);
+  // Until payload `tag` begins to arrive: polls `interrupted` every
+  // drain_interval and returns its first non-OK status. OK once the payload
+  // is there, at `deadline`, or when the watched peer failed (the receive
+  // that follows reports those).
+  absl::Status AwaitPayload(uint64_t tag, absl::Time deadline, const std::function<absl::Status()>& interrupted);
   // Counts a dropped message under `counter` (a field of drops_) and
   // remembers why, for the error of a wait that ends without a header.
   void Drop(uint64_t& counter, absl::string_view why);

@@ -130,6 +130,11 @@ class UcxWorker {
   // never fetched. Never waits for a message: nullopt when none matches.
   std::optional<Unread> TakeUnread(uint64_t tag, uint64_t tag_mask);
 
+  // True when a message whose tag matches `tag` on the bits of `tag_mask`
+  // has begun to arrive; it stays where it is for a receive to take. One
+  // round of progress first; never waits.
+  bool Arrived(uint64_t tag, uint64_t tag_mask);
+
   // One round of ucp_worker_progress; true if it made progress.
   bool Progress();
   UcxErrorMode error_mode() const { return options_.error_mode; }

@@ -83,8 +83,9 @@ class StageActor {
   // `previous_key`: the handoff key of the epoch this load replaces ("" for the first).
   void Load(v1::StageConfig config, StatusCallback done, const std::string& previous_key = "");
   // A later epoch of the same layout: ends the running one (its waits, its
-  // data plane, its sequences), then loads `config`.
-  void Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key);
+  // data plane, its sequences), then loads `config`. `asked`: when its
+  // Configure came (the reload logs how long the work ahead of it held it).
+  void Reload(const v1::StageConfig& config, StatusCallback done, const std::string& previous_key, absl::Time asked);
   // Load's parts: the stage group of `config`'s layers, and the runner
   // around it with the neighbours' endpoints.
   absl::StatusOr<std::unique_ptr<runtime::StageGroup>> LoadGroup(const v1::StageConfig& config,
