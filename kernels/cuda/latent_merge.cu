@@ -16,13 +16,13 @@
 // rows as float4 columns, split by split, in rounds: a round's 16 coalesced
 // 16-byte copies per lane (cp.async into the warp's stage) are all in
 // flight before the lane waits for them. The rows are stored through
-// StorePair. A block of kMergeWarps
-// warps finds its pack once (grid (packs, head chunks, pack rows x parts /
-// kMergeWarps)); the statistics' loads are issued before that, so the chain
-// of dependent loads is query_start, the pack's context, then the partial
-// rows. Few rows (small batches) cut each row into 2 or 4 column parts so
-// the reads still spread over the GPU's multiprocessors. The order of every
-// sum is fixed by the shapes: the same bits on every run, eager or replayed.
+// StorePair. A block of kMergeWarps warps finds its pack once (grid
+// (packs, head chunks, pack rows x parts / kMergeWarps)); the statistics'
+// loads are issued before that, so the chain of dependent loads is
+// query_start, the pack's context, then the partial rows. Few rows (small
+// batches) cut each row into 2 or 4 column parts so the reads still spread
+// over the GPU's multiprocessors. The order of every sum is fixed by the
+// shapes: the same bits on every run, eager or replayed.
 #include <cmath>
 
 #include "latent_pack.cuh"
