@@ -24,13 +24,15 @@
 // Long contexts split over blocks (grid y) with the split count chosen from
 // shapes (split_workspace.cuh) so that even one sequence fills the GPU; each
 // split leaves unnormalised partials in the stream's split workspace and a
-// second small kernel (LatentMergeKernel, one block per pack row and column
-// half, in parallel) merges them. Packs are numbered over the batch (grid x,
-// a warp scan of query_start finds a block's sequence), heads over grid z.
+// second small kernel (latent_merge.cu, a warp per pack row) merges them.
+// Packs are numbered over the batch (grid x, a warp scan of query_start
+// finds a block's sequence), heads over grid z. What the two kernels share
+// (packs, shares, the partials' layout) is latent_pack.cuh.
 #include <algorithm>
 #include <cmath>
 
 #include "latent_attention.cuh"
+#include "latent_pack.cuh"
 #include "mma_sync.cuh"
 #include "split_workspace.cuh"
 
@@ -42,22 +44,13 @@ using attn::ChooseSplits;
 using attn::SplitArgs;
 using attn::SplitArgsFor;
 
-constexpr int kDc = 512, kDr = 64, kWidth = kDc + kDr;
 constexpr int kLd = kWidth + 8;  // row stride of q and key rows: conflict-free ldmatrix
-constexpr int kKeys = 32;        // keys per chunk
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kStages = 3;
 constexpr int kSLd = kKeys + 4;  // fp32 score row stride
 constexpr int kPLd = kKeys + 8;  // bf16 probability row stride
 constexpr int kColsPerWarp = kDc / kWarps;
-constexpr int kMinChunks = 2;    // a split streams at least this many chunks (64 keys)
-constexpr int kMaxSplits = 256;
-constexpr int kMergeThreads = 256;  // merge: 4 groups of splits x 64 threads of 4 columns
-constexpr int kMergeGroups = 4, kMergeCols = kDc / 2;
-static_assert(kMergeThreads / kMergeGroups * 4 == kMergeCols, "a merge block covers half an output row");
-static_assert(kMaxSplits <= kMergeThreads, "one merge thread per split weighs it");
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr unsigned kFullMask = 0xffffffffu;
 
 // How the 8 warps share S = Q K^T of a chunk: kMt m tiles x kGroups key
 // groups (32 / kGroups keys each) x kShares shares of the 576 columns, the
@@ -84,48 +77,6 @@ struct Layout {
   static constexpr size_t kBytes = kQBytes + kStages * kStageBytes + kScoreBytes + kPBytes + kStatBytes;
   static_assert(kBytes <= 227 * 1024, "fits the shared memory of one sm_90 block");
 };
-
-// What a block runs: its pack's rows and the positions they sit at.
-struct Pack {
-  int64_t row0;    // global query row of pack row 0
-  int rows;        // valid query rows (qn) of the pack
-  int nh;          // heads per query row in a pack
-  int heads;       // heads of this head chunk (<= nh)
-  int h0;
-  int first_pos;   // position of the pack's first query row
-  int limit;       // keys the last row sees
-};
-
-__device__ __forceinline__ bool RowValid(const Pack& k, int m) { return m / k.nh < k.rows && m % k.nh < k.heads; }
-__device__ __forceinline__ int PosOf(const Pack& k, int m) { return k.first_pos + min(m / k.nh, k.rows - 1); }
-
-// Finds the (sequence, pack) of pack number j, packs numbered sequence by
-// sequence with ceil(q_len / qpp) each, into *seq (-1 past the last pack)
-// and *pack (shared memory); warp-wide.
-__device__ void FindPack(const LatentParams& p, int qpp, int j, int* seq, int* pack) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  int base = 0;
-  if (lane == 0) *seq = -1;
-  __syncwarp();
-  for (int b0 = 0; b0 < p.num_seqs; b0 += 32) {
-    const int b = b0 + lane;
-    const int q_len = b < p.num_seqs ? p.query_start[b + 1] - p.query_start[b] : 0;
-    const int packs = q_len > 0 ? (q_len + qpp - 1) / qpp : 0;
-    int incl = packs;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const int up = __shfl_up_sync(kFullMask, incl, offset);
-      if (lane >= offset) incl += up;
-    }
-    const int excl = incl - packs;
-    if (packs > 0 && j >= base + excl && j < base + incl) {
-      *seq = b;
-      *pack = j - base - excl;
-    }
-    base += __shfl_sync(kFullMask, incl, 31);
-    if (base > j) break;
-  }
-}
 
 // Copies chunk c's 32 key rows into a stage (positions at or past the
 // pack's limit, and blocks outside the cache, become zero rows). Lane t of
@@ -273,13 +224,6 @@ __device__ __forceinline__ void AccumulatePv(float (&o)[kMt][kColsPerWarp / 8][4
   }
 }
 
-__device__ __forceinline__ void StorePair(const LatentParams& p, const Pack& k, int m, int col, float x, float y) {
-  if (!RowValid(k, m)) return;
-  const int64_t row = k.row0 + m / k.nh;
-  T* out = static_cast<T*>(p.out) + (row * p.hq + k.h0 + m % k.nh) * kDc + col;
-  *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
-}
-
 template <int kMt>
 struct Smem {
   T* q;        // [16 kMt][kLd]
@@ -300,49 +244,6 @@ __device__ __forceinline__ Smem<kMt> CarveSmem(unsigned char* base) {
   s.stat = reinterpret_cast<float*>(base + L::kQBytes + kStages * L::kStageBytes + L::kScoreBytes + L::kPBytes);
   return s;
 }
-
-// The pack of sequence b whose first query row is r0, for head chunk hc.
-__device__ __forceinline__ Pack PackOf(const LatentParams& p, int b, int r0, int nh, int qpp, int hc) {
-  const int q_begin = p.query_start[b], q_len = p.query_start[b + 1] - q_begin;
-  Pack k;
-  k.row0 = static_cast<int64_t>(q_begin) + r0;
-  k.rows = min(qpp, q_len - r0);
-  k.nh = nh;
-  k.h0 = hc * nh;
-  k.heads = min(nh, p.hq - k.h0);
-  k.first_pos = LatentContextOf(p, b) - q_len + r0;
-  k.limit = k.first_pos + k.rows;
-  return k;
-}
-
-// How the pack's visible keys divide over `splits` splits: an equal share of
-// whole chunks each (at least kMinChunks), `active` splits holding keys (1
-// when nothing is visible). The attention and merge kernels agree on it.
-struct Share {
-  int chunks, per, active;
-};
-__device__ __forceinline__ Share ShareOf(const Pack& k, int splits) {
-  Share s;
-  s.chunks = k.limit > 0 ? (k.limit + kKeys - 1) / kKeys : 0;
-  s.per = max((s.chunks + splits - 1) / splits, kMinChunks);
-  s.active = s.chunks > 0 ? (s.chunks + s.per - 1) / s.per : 1;
-  return s;
-}
-
-// Partials of split `split` of unit (pack, head chunk) `unit` among `slots`
-// = units x splits: [kR][kDc] unnormalised output rows, then after every
-// slot's rows, [kR][2] (max in the log2 domain, sum).
-template <int kMt>
-struct Partials {
-  float* o;
-  float* ml;
-  __device__ __forceinline__ Partials(float* base, size_t unit, int splits, int split, size_t slots) {
-    constexpr size_t kR = kMt * 16;
-    const size_t slot = unit * splits + split;
-    o = base + slot * kR * kDc;
-    ml = base + slots * kR * kDc + slot * kR * 2;
-  }
-};
 
 // Streams chunks c_begin .. c_begin + n - 1 of the pack's keys into the
 // output accumulators (the queries start copying first, landing with the
@@ -389,7 +290,7 @@ __device__ __forceinline__ void StreamChunks(const LatentParams& p, const int32_
 
 // The pack's output: normalised and stored when its context is not split;
 // else this split's unnormalised rows and (max, sum) go to its workspace
-// slot, for LatentMergeKernel.
+// slot, for the merge (latent_merge.cu).
 template <int kMt>
 __device__ __forceinline__ void FinishPack(const LatentParams& p, const SplitArgs& sa, const Pack& k,
                                            const float* stat, const float (&o)[kMt][kColsPerWarp / 8][4],
@@ -457,84 +358,6 @@ __global__ void __launch_bounds__(kThreads, 1) LatentMmaKernel(LatentParams p, i
   FinishPack<kMt>(p, sa, k, sm.stat, o, sh.active);
 }
 
-// Block-wide max or sum of one value per thread (kMergeThreads threads);
-// every thread gets the result. red_s: kMergeThreads / 32 floats.
-template <bool kMax>
-__device__ __forceinline__ float MergeReduce(float v, float* red_s) {
-  auto op = [](float a, float b) { return kMax ? fmaxf(a, b) : a + b; };
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(kFullMask, v, offset));
-  __syncthreads();  // red_s free from an earlier call
-  if (threadIdx.x % 32 == 0) red_s[threadIdx.x / 32] = v;
-  __syncthreads();
-  float r = red_s[0];
-#pragma unroll
-  for (int w = 1; w < kMergeThreads / 32; ++w) r = op(r, red_s[w]);
-  return r;
-}
-
-// Merges the split partials of one output row: grid (packs, head chunks,
-// 2 x 16 kMt), block z = (pack row m, column half); runs after
-// LatentMmaKernel in stream order, with the same grid x / y meaning and the
-// same shares, and leaves alone the packs that did not split (stored
-// already). out = sum_i o_i w_i / sum_i l_i w_i with w_i = 2^(m_i - M), M
-// the largest max; thread t < active weighs split t, then 4 groups of 64
-// threads sum every 4th split's float4 columns, read past L1 (other blocks
-// wrote them).
-template <int kMt>
-__global__ void __launch_bounds__(kMergeThreads) LatentMergeKernel(LatentParams p, int nh, int qpp, int splits,
-                                                                   const float* partials) {
-  __shared__ int seq_s, pack_s;
-  __shared__ float w_s[kMaxSplits];
-  __shared__ float red_s[kMergeThreads / 32];
-  __shared__ float4 acc_s[kMergeGroups - 1][kMergeThreads / kMergeGroups];
-  if (threadIdx.x < 32) FindPack(p, qpp, static_cast<int>(blockIdx.x), &seq_s, &pack_s);
-  __syncthreads();
-  if (seq_s < 0) return;
-  const Pack k = PackOf(p, seq_s, pack_s * qpp, nh, qpp, static_cast<int>(blockIdx.y));
-  const int m = static_cast<int>(blockIdx.z) / 2, half = static_cast<int>(blockIdx.z) % 2;
-  const int active = ShareOf(k, splits).active;
-  if (active == 1 || !RowValid(k, m)) return;  // block-uniform
-  const size_t unit = static_cast<size_t>(blockIdx.x) * gridDim.y + blockIdx.y;
-  const size_t slots = static_cast<size_t>(gridDim.x) * gridDim.y * splits;
-  const Partials<kMt> first(const_cast<float*>(partials), unit, splits, 0, slots);
-  constexpr size_t kR = kMt * 16;
-  const int tid = static_cast<int>(threadIdx.x);
-  const float mi = tid < active ? __ldcg(first.ml + tid * kR * 2 + m * 2) : -INFINITY;
-  const float m_max = MergeReduce<true>(mi, red_s);
-  const float m_use = m_max == -INFINITY ? 0.0f : m_max;
-  const float w = tid < active ? exp2f(mi - m_use) : 0.0f;
-  if (tid < active) w_s[tid] = w;
-  const float den = MergeReduce<false>(tid < active ? __ldcg(first.ml + tid * kR * 2 + m * 2 + 1) * w : 0.0f, red_s);
-  const float inv = den > 0.0f ? 1.0f / den : 0.0f;
-  const int g = tid / (kMergeThreads / kMergeGroups), t = tid % (kMergeThreads / kMergeGroups);
-  const int col = half * kMergeCols + t * 4;
-  const float* src = first.o + m * kDc + col;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-  for (int i = g; i < active; i += kMergeGroups) {
-    const float4 v = __ldcg(reinterpret_cast<const float4*>(src + static_cast<size_t>(i) * kR * kDc));
-    const float wi = w_s[i];
-    acc.x += v.x * wi;
-    acc.y += v.y * wi;
-    acc.z += v.z * wi;
-    acc.w += v.w * wi;
-  }
-  if (g > 0) acc_s[g - 1][t] = acc;
-  __syncthreads();
-  if (g > 0) return;
-#pragma unroll
-  for (int j = 0; j < kMergeGroups - 1; ++j) {
-    const float4 v = acc_s[j][t];
-    acc.x += v.x;
-    acc.y += v.y;
-    acc.z += v.z;
-    acc.w += v.w;
-  }
-  StorePair(p, k, m, col, acc.x * inv, acc.y * inv);
-  StorePair(p, k, m, col + 2, acc.z * inv, acc.w * inv);
-}
-
 template <int kMt>
 absl::Status LaunchWith(const LatentParams& p, int sms, cudaStream_t stream) {
   using L = Layout<kMt>;
@@ -569,11 +392,8 @@ absl::Status LaunchWith(const LatentParams& p, int sms, cudaStream_t stream) {
   kernel<<<grid, kThreads, L::kBytes, stream>>>(p, nh, qpp, sa);
   SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   if (splits <= 1) return absl::OkStatus();
-  const dim3 merge_grid(static_cast<unsigned int>(packs), static_cast<unsigned int>(head_chunks), kMt * 16 * 2);
-  LatentMergeKernel<kMt><<<merge_grid, kMergeThreads, 0, stream>>>(p, nh, qpp, static_cast<int>(splits),
-                                                                   sa.partials);
-  SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return LaunchLatentMerge(p, SplitGrid{kMt, nh, qpp, packs, head_chunks, static_cast<int>(splits), sa.partials, sms},
+                           stream);
 }
 
 }  // namespace

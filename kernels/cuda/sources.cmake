@@ -18,6 +18,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/latent_attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/latent_attention_mma.cu
   ${CMAKE_CURRENT_LIST_DIR}/latent_attention_simple.cu
+  ${CMAKE_CURRENT_LIST_DIR}/latent_merge.cu
   ${CMAKE_CURRENT_LIST_DIR}/logit_edits.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_chunk_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_conv.cu
@@ -44,6 +45,7 @@ set(SEAM_KERNELS_CUDA_SOURCES
 # profiler (per file, so the rest of the build keeps its cached objects).
 set_source_files_properties(
   ${CMAKE_CURRENT_LIST_DIR}/latent_attention_mma.cu
+  ${CMAKE_CURRENT_LIST_DIR}/latent_merge.cu
   ${CMAKE_CURRENT_LIST_DIR}/mamba_chunk_scan.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_expert_gemv.cu
   ${CMAKE_CURRENT_LIST_DIR}/moe_expert_mma.cu

@@ -5,7 +5,9 @@
 // boundary and up to 128k (context splits merged by the merge kernel, also
 // inside graph replays; one sequence alone splits over the whole GPU, and a
 // table far wider than the context splits on the device by the actual
-// context), ragged batches mixing decode, chunked prefill, prefill and idle
+// context; every split count from 2 to 132 for one, two and four m tiles,
+// batches whose merge keeps whole rows per warp or cuts them, and the same
+// bits on every run, eager or replayed), ragged batches mixing decode, chunked prefill, prefill and idle
 // sequences, block sizes 16 and 64, and small shapes and f32 through the
 // CUDA-core kernel.
 //
@@ -208,7 +210,7 @@ TEST_F(CudaKernelsTest, LatentSplitDecodeReplaysFromAGraph) {
 // four m tiles, two head chunks at 128 heads), merged by the merge kernel.
 TEST_F(CudaKernelsTest, LatentBatchOfOneMatchesCpuEagerAndReplayed) {
   uint32_t seed = 2000;
-  for (int64_t hq : {16, 64, 128}) {
+  for (int64_t hq : {16, 32, 64, 128}) {
     for (int32_t ctx : {1, 15, 16, 17, 1000, 4096, 32768}) {
       ExpectLatentReplaysMatchCpu(MakeLatent(Decode({ctx}), hq, 512, 64, DType::kBF16, ++seed),
                                   "batch 1, context " + std::to_string(ctx) + ", " + Tag(DType::kBF16, hq, 512, 64));
@@ -238,7 +240,7 @@ TEST_F(CudaKernelsTest, LatentBatchOfOneMatchesCpuAtEveryPageBoundary) {
 // into equal shares of the same grid; short ones do not split at all.
 TEST_F(CudaKernelsTest, LatentRaggedBatchesMatchCpuEagerAndReplayed) {
   uint32_t seed = 2200;
-  for (int64_t hq : {16, 64}) {
+  for (int64_t hq : {16, 32, 64}) {
     ExpectLatentReplaysMatchCpu(
         MakeLatent(Decode({32768, 1, 1000, 17, 4096, 16, 65536, 2}), hq, 512, 64, DType::kBF16, ++seed),
         "ragged to 64k, " + Tag(DType::kBF16, hq, 512, 64));
@@ -246,6 +248,91 @@ TEST_F(CudaKernelsTest, LatentRaggedBatchesMatchCpuEagerAndReplayed) {
   ExpectLatentReplaysMatchCpu(MakeLatent(Decode({5, 3000, 1, 129}), 64, 512, 64, DType::kBF16, ++seed, 8.0f,
                                          kBlockSize, 16),
                               "ragged in a wide table, " + Tag(DType::kBF16, 64, 512, 64));
+}
+
+// The merge at every split count a pack can have: at batch 1 a context of
+// 64 a - r positions (r < 32) has 2 a chunks in a table of 2 a + 1, so the
+// grid takes a + 1 splits (up to the GPU's 132 blocks) and the pack a active
+// ones of 2 chunks each: counts across the lanes' 32-split rounds of
+// weights and the merge's 4-, 8- and 16-split rounds of copies, for one,
+// two and four m tiles (a warp's row cut into 4 column parts).
+TEST_F(CudaKernelsTest, LatentSplitMergeMatchesCpuAtEverySplitCount) {
+  uint32_t seed = 2300;
+  for (int64_t hq : {16, 32, 64}) {
+    for (int32_t a : {2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 131, 132}) {
+      const int32_t ctx = 64 * a - a % 3;
+      ExpectLatentMatchesCpu(MakeLatent(Decode({ctx}), hq, 512, 64, DType::kBF16, ++seed),
+                             "batch 1, " + std::to_string(a) + " active splits, " + Tag(DType::kBF16, hq, 512, 64));
+    }
+  }
+}
+
+// Batches whose merge keeps whole rows per warp or cuts them in two (more
+// than 8 row warps per SM: 1056 on an H200), each with sequences too short
+// to split (left alone by the merge) among long ones.
+TEST_F(CudaKernelsTest, LatentSplitMergeOfLargerBatchesMatchesCpu) {
+  uint32_t seed = 2400;
+  struct Batch {
+    int64_t hq, seqs;
+  };
+  for (Batch b : {Batch{64, 12}, Batch{64, 32}, Batch{32, 20}, Batch{32, 40}, Batch{16, 40}, Batch{16, 80}}) {
+    std::vector<int32_t> contexts;
+    for (int64_t i = 0; i < b.seqs; ++i) {
+      contexts.push_back(static_cast<int32_t>(i % 4 == 0 ? 1 + i % 60 : 200 + (i * 977) % 4000));
+    }
+    ExpectLatentMatchesCpu(MakeLatent(Decode(contexts), b.hq, 512, 64, DType::kBF16, ++seed),
+                           "batch " + std::to_string(b.seqs) + ", " + Tag(DType::kBF16, b.hq, 512, 64));
+  }
+}
+
+std::vector<uint8_t> HostBytes(const Tensor& gpu) {
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  absl::StatusOr<Tensor> host = gpu.To(Device::CPU());
+  EXPECT_TRUE(host.ok()) << host.status();
+  if (!host.ok()) return {};
+  const auto* p = static_cast<const uint8_t*>(host->raw_data());
+  return std::vector<uint8_t>(p, p + host->nbytes());
+}
+
+// The merge's sums run in an order fixed by the shapes: two eager calls and
+// a graph replay give the same bits (a split of 128 active splits, and a
+// ragged batch where some packs split and some do not).
+TEST_F(CudaKernelsTest, LatentSplitMergeGivesTheSameBitsOnEveryRun) {
+  uint32_t seed = 2500;
+  for (const LatentCase& c : {MakeLatent(Decode({8192}), 64, 512, 64, DType::kBF16, ++seed),
+                              MakeLatent(Decode({32768, 1, 1000, 17, 4096}), 16, 512, 64, DType::kBF16, ++seed)}) {
+    const GpuLatent g(c);
+    std::vector<std::vector<uint8_t>> runs;
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_EQ(cudaMemset(g.out.raw_data(), 0xFF, g.out.nbytes()), cudaSuccess);
+      ASSERT_TRUE(g.Run().ok());
+      runs.push_back(HostBytes(g.out));
+    }
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    {
+      ScopedStream scoped(stream);
+      ASSERT_TRUE(g.Run().ok());  // the stream's workspace is allocated outside the capture
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      const absl::Status status = g.Run();
+      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+      ASSERT_TRUE(status.ok()) << status;
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(g.out.raw_data(), 0xFF, g.out.nbytes(), stream), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      runs.push_back(HostBytes(g.out));
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
+    cudaStreamDestroy(stream);
+    ASSERT_EQ(runs[0].size(), g.out.nbytes());
+    EXPECT_TRUE(runs[1] == runs[0]) << "a second eager call changed the bits";
+    EXPECT_TRUE(runs[2] == runs[0]) << "a graph replay changed the bits";
+    ExpectClose(g.out, CpuLatent(c), LatentTolerance(DType::kBF16), "same bits, against the CPU");
+  }
 }
 
 }  // namespace
