@@ -26,7 +26,13 @@ init "$M" bf16
 # LOAD_TRANSPORT: grpc,http (default) or one of them; LOAD_LOGS=1 keeps the
 # pipelines' logs under OUT_DIR/logs-PART (with a variant of
 # stage:--log-level=debug, each microbatch's time in the stage and between)
-read -r -a variants <<< "${LOAD_VARIANTS:-}"
+# (separated by ';' instead of spaces when a variant has several flags, e.g.
+# "--variant=a;--variant=b:coordinator:--itl-target-ms=5 coordinator:--overlap-steps=off")
+if [[ "${LOAD_VARIANTS:-}" == *";"* ]]; then
+  IFS=';' read -r -a variants <<< "$LOAD_VARIANTS"
+else
+  read -r -a variants <<< "${LOAD_VARIANTS:-}"
+fi
 T="${LOAD_TRANSPORT:-grpc,http}"
 load() {  # name, then the load's flags
   local name=$1; shift
