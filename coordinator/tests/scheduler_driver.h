@@ -14,6 +14,20 @@
 
 namespace seam::coordinator::testing {
 
+// The small setting the scheduler tests start from: one stage and DP group,
+// 64 KV blocks of 4 tokens, microbatches of at most 64 tokens and 8 sequences.
+inline SchedulerOptions SmallOptions() {
+  SchedulerOptions o;
+  o.pipeline_stages = 1;
+  o.dp_groups = 1;
+  o.kv_blocks_per_dp_group = 64;
+  o.block_size = 4;
+  o.max_tokens_per_microbatch = 64;
+  o.max_sequences_per_microbatch = 8;
+  o.max_queue = 64;
+  return o;
+}
+
 struct SchedulerDriver {
   explicit SchedulerDriver(const SchedulerOptions& options) {
     auto created = Scheduler::Create(options);

@@ -19,13 +19,9 @@ using testing::SchedulerDriver;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// With chunks of 4 prompt tokens, and overlap.
 SchedulerOptions Overlapped() {
-  SchedulerOptions o;
-  o.pipeline_stages = 1;
-  o.kv_blocks_per_dp_group = 64;
-  o.block_size = 4;
-  o.max_tokens_per_microbatch = 64;
-  o.max_sequences_per_microbatch = 8;
+  SchedulerOptions o = testing::SmallOptions();
   o.chunked_prefill = true;
   o.prefill_chunk_tokens = 4;
   o.overlap_steps = true;

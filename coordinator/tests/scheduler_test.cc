@@ -14,23 +14,12 @@ namespace {
 
 using testing::IdsOf;
 using testing::SchedulerDriver;
+using testing::SmallOptions;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-SchedulerOptions Small() {
-  SchedulerOptions o;
-  o.pipeline_stages = 1;
-  o.dp_groups = 1;
-  o.kv_blocks_per_dp_group = 64;
-  o.block_size = 4;
-  o.max_tokens_per_microbatch = 64;
-  o.max_sequences_per_microbatch = 8;
-  o.max_queue = 64;
-  return o;
-}
-
 TEST(SchedulerTest, KeepsEveryPipelineStageBusy) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.pipeline_stages = 4;
   o.max_sequences_per_microbatch = 2;
   SchedulerDriver d(o);
@@ -51,7 +40,7 @@ TEST(SchedulerTest, KeepsEveryPipelineStageBusy) {
 }
 
 TEST(SchedulerTest, SequenceIsInAtMostOneInFlightMicrobatch) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.pipeline_stages = 3;
   SchedulerDriver d(o);
   d.Submit("a", 4, 8);
@@ -66,7 +55,7 @@ TEST(SchedulerTest, SequenceIsInAtMostOneInFlightMicrobatch) {
 }
 
 TEST(SchedulerTest, DecodeStepsAreSpreadOverThePipelinesMicrobatches) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.pipeline_stages = 2;
   SchedulerDriver d(o);
   for (int i = 0; i < 8; ++i) d.Submit("s" + std::to_string(i), 3, 6);
@@ -86,7 +75,7 @@ TEST(SchedulerTest, DecodeStepsAreSpreadOverThePipelinesMicrobatches) {
 }
 
 TEST(SchedulerTest, MicrobatchesCarryIncreasingSequenceNumbersAndPackedRows) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.pipeline_stages = 2;
   o.max_sequences_per_microbatch = 2;
   SchedulerDriver d(o);
@@ -102,7 +91,7 @@ TEST(SchedulerTest, MicrobatchesCarryIncreasingSequenceNumbersAndPackedRows) {
 }
 
 TEST(SchedulerTest, AdmitsFifoAndAHeadThatDoesNotFitBlocksTheRest) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.pipeline_stages = 3;
   o.kv_blocks_per_dp_group = 4;
   o.max_sequences_per_microbatch = 1;
@@ -124,7 +113,7 @@ TEST(SchedulerTest, AdmitsFifoAndAHeadThatDoesNotFitBlocksTheRest) {
 }
 
 TEST(SchedulerTest, KvBudgetBoundsAdmissionAndEveryBlockComesBack) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.kv_blocks_per_dp_group = 4;
   SchedulerDriver d(o);
   for (const char* id : {"a", "b", "c"}) d.Submit(id, 7, 1);
@@ -144,7 +133,7 @@ TEST(SchedulerTest, KvBudgetBoundsAdmissionAndEveryBlockComesBack) {
 // Stages that keep Mamba state hold a slot per sequence of a DP group: a
 // request waits for a slot as it waits for blocks.
 TEST(SchedulerTest, StateSlotsBoundTheSequencesOfADpGroup) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.max_sequences_per_dp_group = 2;
   SchedulerDriver d(o);
   for (const char* id : {"a", "b", "c"}) d.Submit(id, 4, 1);
@@ -159,7 +148,7 @@ TEST(SchedulerTest, StateSlotsBoundTheSequencesOfADpGroup) {
 }
 
 TEST(SchedulerTest, DecodeStepsAndNewPrefillsShareAMicrobatch) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.max_tokens_per_microbatch = 8;
   o.chunked_prefill = true;
   o.prefill_chunk_tokens = 16;
@@ -177,7 +166,7 @@ TEST(SchedulerTest, DecodeStepsAndNewPrefillsShareAMicrobatch) {
 }
 
 TEST(SchedulerTest, AStepWithDecodeRowsTakesAtMostTheMixedPrefillTokens) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.max_tokens_per_microbatch = 64;
   o.chunked_prefill = true;
   o.prefill_chunk_tokens = 16;
@@ -197,7 +186,7 @@ TEST(SchedulerTest, AStepWithDecodeRowsTakesAtMostTheMixedPrefillTokens) {
 }
 
 TEST(SchedulerTest, ChunkedPrefillSplitsALongPromptIntoChunksInOrder) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.pipeline_stages = 2;
   o.chunked_prefill = true;
   o.prefill_chunk_tokens = 4;
@@ -219,7 +208,7 @@ TEST(SchedulerTest, ChunkedPrefillSplitsALongPromptIntoChunksInOrder) {
 }
 
 TEST(SchedulerTest, SpreadsSequencesOverDpGroupsLeastLoadedFirst) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.dp_groups = 3;
   SchedulerDriver d(o);
   for (const char* id : {"a", "b", "c", "d"}) d.Submit(id, 4, 2);
@@ -231,7 +220,7 @@ TEST(SchedulerTest, SpreadsSequencesOverDpGroupsLeastLoadedFirst) {
 }
 
 TEST(SchedulerTest, FewerSequencesThanDpGroupsWorks) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.dp_groups = 4;
   SchedulerDriver d(o);
   d.Submit("a", 4, 3);
@@ -246,7 +235,7 @@ TEST(SchedulerTest, FewerSequencesThanDpGroupsWorks) {
 }
 
 TEST(SchedulerTest, DecodeWaitsForABlockAndADeadlockedGroupPreemptsItsYoungest) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.kv_blocks_per_dp_group = 2;
   o.block_size = 2;
   SchedulerDriver d(o);
@@ -274,12 +263,12 @@ TEST(SchedulerTest, DecodeWaitsForABlockAndADeadlockedGroupPreemptsItsYoungest) 
 }
 
 TEST(SchedulerTest, CreateRefusesOptionsThatMakeNoSense) {
-  SchedulerOptions o = Small();
+  SchedulerOptions o = SmallOptions();
   o.pipeline_stages = 0;
   auto s = Scheduler::Create(o);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr("pipeline_stages = 0"));
-  o = Small();
+  o = SmallOptions();
   o.chunked_prefill = true;
   o.prefill_chunk_tokens = 0;
   EXPECT_THAT(Scheduler::Create(o).status().message(), HasSubstr("prefill_chunk_tokens = 0"));

@@ -44,6 +44,18 @@ absl::Status DispatchFloat(DType dtype, const char* what, Fn&& fn) {
   }
 }
 
+// Three floating dtypes at once (a matmul's x, w and out): calls
+// fn(TypeTag<X>{}, TypeTag<W>{}, TypeTag<O>{}).
+template <typename Fn>
+absl::Status DispatchFloat3(DType a, const char* a_what, DType b, const char* b_what, DType c, const char* c_what,
+                            Fn&& fn) {
+  return DispatchFloat(a, a_what, [&](auto at) {
+    return DispatchFloat(b, b_what, [&](auto bt) {
+      return DispatchFloat(c, c_what, [&](auto ct) { return fn(at, bt, ct); });
+    });
+  });
+}
+
 // The DType a device storage type stands for.
 template <typename T>
 constexpr DType DTypeOf();

@@ -102,20 +102,17 @@ absl::Status LaunchFallback(const Tensor& x, const Tensor& w, const Tensor& out,
   }
   const dim3 grid(static_cast<unsigned int>((n + kTile - 1) / kTile), static_cast<unsigned int>((m + kTile - 1) / kTile));
   const dim3 block(kTile, kTile);
-  return DispatchFloat(x.dtype(), "x", [&](auto xt) -> absl::Status {
-    using X = typename decltype(xt)::type;
-    return DispatchFloat(w.dtype(), "w", [&](auto wt) -> absl::Status {
-      using W = typename decltype(wt)::type;
-      return DispatchFloat(out.dtype(), "out", [&](auto ot) -> absl::Status {
-        using O = typename decltype(ot)::type;
-        FallbackMatmulKernel<X, W, O><<<grid, block, 0, stream>>>(static_cast<const X*>(x.raw_data()),
-                                                                  static_cast<const W*>(w.raw_data()),
-                                                                  static_cast<O*>(out.raw_data()), m, n, k);
-        SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-        return absl::OkStatus();
-      });
-    });
-  });
+  return DispatchFloat3(x.dtype(), "x", w.dtype(), "w", out.dtype(), "out",
+                        [&](auto xt, auto wt, auto ot) -> absl::Status {
+                          using X = typename decltype(xt)::type;
+                          using W = typename decltype(wt)::type;
+                          using O = typename decltype(ot)::type;
+                          FallbackMatmulKernel<X, W, O><<<grid, block, 0, stream>>>(
+                              static_cast<const X*>(x.raw_data()), static_cast<const W*>(w.raw_data()),
+                              static_cast<O*>(out.raw_data()), m, n, k);
+                          SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+                          return absl::OkStatus();
+                        });
 }
 
 }  // namespace

@@ -111,18 +111,15 @@ bool MixedEligible(const Tensor& x, const Tensor& w, int64_t m, int64_t k) {
 }
 
 absl::Status LaunchMixed(const Tensor& x, const Tensor& w, const Tensor& out, cudaStream_t stream) {
-  return DispatchFloat(x.dtype(), "x", [&](auto xt) -> absl::Status {
-    using X = typename decltype(xt)::type;
-    return DispatchFloat(w.dtype(), "w", [&](auto wt) -> absl::Status {
-      using W = typename decltype(wt)::type;
-      return DispatchFloat(out.dtype(), "out", [&](auto ot) -> absl::Status {
-        using O = typename decltype(ot)::type;
-        // One row: no partial sums of rows that do not exist, and more blocks.
-        return x.dim(0) == 1 ? LaunchRows<X, W, O, 2, 1>(x, w, out, stream)
-                             : LaunchRows<X, W, O, 4, 8>(x, w, out, stream);
-      });
-    });
-  });
+  return DispatchFloat3(x.dtype(), "x", w.dtype(), "w", out.dtype(), "out",
+                        [&](auto xt, auto wt, auto ot) -> absl::Status {
+                          using X = typename decltype(xt)::type;
+                          using W = typename decltype(wt)::type;
+                          using O = typename decltype(ot)::type;
+                          // One row: no partial sums of rows that do not exist, and more blocks.
+                          return x.dim(0) == 1 ? LaunchRows<X, W, O, 2, 1>(x, w, out, stream)
+                                               : LaunchRows<X, W, O, 4, 8>(x, w, out, stream);
+                        });
 }
 
 }  // namespace seam::kernels::cuda
