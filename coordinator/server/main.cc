@@ -52,7 +52,8 @@ void AddPipelineFlags(CLI::App& app, CoordinatorFlags& f, CoordinatorServerOptio
   app.add_option("--overlap-steps", o.overlap_steps,
                  "on: with one pipeline stage, the next microbatch is built and sent while one runs (decode rows "
                  "fed on the stage the token the running step chooses), so the stage never waits for the round "
-                 "trip through the coordinator; auto: on with one stage (on refuses more stages)")
+                 "trip through the coordinator; auto: on with one stage that says it feeds them "
+                 "(StageStatus.feeds_previous_token); on refuses more stages")
       ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   app.add_option("--max-inflight-microbatches", o.max_inflight_microbatches,

@@ -268,7 +268,11 @@ PipelineDriverOptions CoordinatorProcess::DriverOptions(uint64_t epoch) const {
   d.scheduler.max_queue = o_.max_queue;
   d.scheduler.max_decode_steps = o_.decode_steps;
   d.scheduler.max_inflight_microbatches = o_.max_inflight_microbatches;
-  d.scheduler.overlap_steps = o_.overlap_steps == "on" || (o_.overlap_steps == "auto" && o_.stages.size() == 1);
+  // auto: one stage that feeds the token it chose (an older stage would refuse fed entries).
+  bool stages_feed = true;
+  for (const StageEndpoint& e : stages_) stages_feed = stages_feed && e.status.feeds_previous_token();
+  d.scheduler.overlap_steps =
+      o_.overlap_steps == "on" || (o_.overlap_steps == "auto" && o_.stages.size() == 1 && stages_feed);
   d.delivery_threads = o_.delivery_threads;
   d.scheduler.first_decode_steps = o_.decode_ramp_start > 0 ? o_.decode_ramp_start : o_.decode_steps;
   d.scheduler.first_epoch = epoch;

@@ -146,6 +146,7 @@ v1::StageStatus StageActor::StatusLocked() const {
   s.set_handoff_in(handoff_in_);
   s.set_handoff_out(handoff_out_);
   s.set_max_descriptor_bytes(MaxDescriptorBytes(options_.group.kv.max_step_tokens));
+  s.set_feeds_previous_token(true);  // fed_tokens.h
   s.set_dtype(options_.group.model.dtype == DType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_F32);  // --dtype f32|bf16
   return s;
 }

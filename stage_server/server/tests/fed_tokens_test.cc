@@ -26,6 +26,7 @@ TEST(FedTokens, AFedStepTakesTheTokenTheStageChoseAndOneWithoutFailsAlone) {
   StageProcess stage;
   grpc::Status rpc;
   ASSERT_EQ(Configure(stage, SingleStage(), &rpc).state(), v1::STAGE_STATE_READY) << rpc.error_message();
+  EXPECT_TRUE(GetStatus(stage).feeds_previous_token()) << "a coordinator overlaps steps only where a stage says so";
   const std::vector<int32_t> a = {3, 14, 15, 92, 65}, b = {35, 89, 79};
   RunClient run(stage);
   v1::MicrobatchDescriptor prefill = Descriptor(1, 1);
