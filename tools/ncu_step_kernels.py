@@ -46,7 +46,11 @@ def main():
     ap.add_argument("--step-ms", type=float, default=0.0, help="the step's measured time (graph replay)")
     ap.add_argument("--json")
     a = ap.parse_args()
-    rows = kernels(a.log)
+    try:
+        rows = kernels(a.log)
+    except OSError as e:
+        print(f"no Nsight Compute log: {e}", file=sys.stderr)
+        return 1
     p = step_period([r[0] for r in rows])
     if p == 0:
         print(f"{len(rows)} kernels; no repeated step at the end", file=sys.stderr)

@@ -14,6 +14,10 @@
 #            argmax alone) and, when BASE names a baseline seam-bench-gpu, it
 #   profile  seam-bench-gpu profile of one decode step at batch 256 x 1088 and
 #            64 x 1088 with each op's floor, the same binaries
+#   ncu      each kernel of one decode step (graph fed on the device) at
+#            batch 256 and 64 x 1,024-token prompts under Nsight Compute,
+#            each timed alone (ncu_step in script_prelude.sh), against the
+#            decode part's step time when it ran first
 #   pdl      programmatic dependent launch: cuda_kernels_test's
 #            ProgrammaticLaunch tests, then seam-bench-gpu decode --pdl both
 #            (graph and fed steps with it on, then captured again with it
@@ -69,7 +73,7 @@ PY
 fi
 
 M="$WORK/qwen3-8l-4096"
-if want decode || want profile || want pdl; then
+if want decode || want profile || want pdl || want ncu; then
   [ -f "$M/config.json" ] || $R seam model init --layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 \
     --intermediate 12288 --vocab 32000 --dtype bf16 --seed 3 --out "$M" > "$OUT_DIR/model_init.log" 2>&1
 fi
@@ -140,5 +144,14 @@ for name in ("pdl_1024", "pdl_128"):
               "graph_on", round(r.get("graph_ms_per_step", -1), 3), "graph_off", round(r.get("pdl_off_graph_ms_per_step", -1), 3),
               "tokens_equal", r.get("pdl_off_tokens_equal_pdl_on"), r.get("graph_fed_tokens_equal_eager"))
 PY
+fi
+if want ncu; then
+  for b in ${NCU_BATCHES:-256 64}; do
+    step_ms=$(python3 -c "import json,sys; print(next((r.get('graph_fed_ms_per_step', 0) for r in
+      json.load(open(sys.argv[1]))['results'] if r['batch'] == int(sys.argv[2])), 0))" \
+      "$OUT_DIR/decode_1024_new.json" "$b" 2>/dev/null || echo 0)
+    ncu_step "kernels_b$b" "$step_ms" seam-bench-gpu decode --checkpoint "$M" --batches "$b" --prompt-len 1024 \
+      --steps 3 --json "$OUT_DIR/ncu_decode_b$b.json"
+  done
 fi
 cat "$SUMMARY"

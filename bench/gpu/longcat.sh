@@ -98,21 +98,13 @@ fi
 
 if want kernels; then
   if model; then
-    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -1)
     for b in ${LONGCAT_KERNEL_BATCHES:-1 32}; do
-      timeout 280 $R "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv --kernel-name-base function \
-        --log-file "$OUT_DIR/ncu_b$b.csv" seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches "$b" \
-        --prompt-len 1024 --steps 3 ${LONGCAT_DECODE_FLAGS:-} --json "$OUT_DIR/ncu_decode_b$b.json" \
-        > "$OUT_DIR/ncu_b$b.log" 2>&1
-      echo "ncu batch $b rc=$?" >> "$SUMMARY"
       # the fed graph's step time from the decode part (run it first), 0 if absent
       step_ms=$(python3 -c "import json,sys; print(next((r.get('graph_fed_ms_per_step', 0) for r in
         json.load(open(sys.argv[1]))['results'] if r['batch'] == int(sys.argv[2])), 0))" \
         "$OUT_DIR/decode.json" "$b" 2>/dev/null || echo 0)
-      python3 tools/ncu_step_kernels.py "$OUT_DIR/ncu_b$b.csv" --step-ms "$step_ms" --json "$OUT_DIR/kernels_b$b.json" \
-        > "$OUT_DIR/kernels_b$b.txt" 2>&1
-      head -40 "$OUT_DIR/kernels_b$b.txt" >> "$SUMMARY"
-      gzip -f "$OUT_DIR/ncu_b$b.csv"
+      ncu_step "kernels_b$b" "$step_ms" seam-bench-gpu decode --checkpoint "$M" --dtype bf16 --batches "$b" \
+        --prompt-len 1024 --steps 3 ${LONGCAT_DECODE_FLAGS:-} --json "$OUT_DIR/ncu_decode_b$b.json"
     done
   fi
 fi
