@@ -66,8 +66,8 @@ TEST(ConnectStages, AStageBackOnItsPortAfterALongOutageIsReachedWithinTheReconne
     // subchannel (and so its backoff) between the driver's attempts.
     grpc::ClientContext probe;
     probe.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
-    v1::StageStatus ignored;
-    EXPECT_FALSE(held->front().stub->GetStatus(&probe, v1::GetStatusRequest(), &ignored).ok());
+    v1::StageStatus answer;
+    EXPECT_FALSE(held->front().stub->GetStatus(&probe, v1::GetStatusRequest(), &answer).ok());
     absl::StatusOr<std::vector<StageEndpoint>> attempt = ConnectStages({address}, std::chrono::seconds(1), credentials);
     EXPECT_FALSE(attempt.ok()) << "nothing listens on " << address;
     ++attempts;

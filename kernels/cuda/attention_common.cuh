@@ -16,18 +16,6 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kMaxSplits = 8;  // the portable cluster size (decode splits)
 constexpr int kTileRows = 64;  // query rows per prefill block
 
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
-
 // ---- parameters and prologue ----------------------------------------------------------
 
 struct AttnParams {

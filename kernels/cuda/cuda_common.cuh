@@ -44,6 +44,20 @@ absl::Status DispatchFloat(DType dtype, const char* what, Fn&& fn) {
   }
 }
 
+// The sum and the maximum of v over the 32 lanes of a warp (every lane
+// gets it), in the butterfly order of __shfl_xor_sync.
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // Three floating dtypes at once (a matmul's x, w and out): calls
 // fn(TypeTag<X>{}, TypeTag<W>{}, TypeTag<O>{}).
 template <typename Fn>

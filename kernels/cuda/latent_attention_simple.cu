@@ -15,13 +15,6 @@ namespace seam::kernels::cuda::mla {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
 
 // The sequence whose query rows hold `row`: the last b with query_start[b] <= row.
 __device__ __forceinline__ int SequenceOfRow(const LatentParams& p, int64_t row) {

@@ -38,18 +38,6 @@ constexpr int kStatsPerLane = kMaxSplits / 32;
 constexpr int kMinWarpsPerSm = 8;             // below this many row warps per SM, rows split into parts
 static_assert(kMaxSplits % 32 == 0, "every lane weighs as many splits");
 
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-
 __device__ __forceinline__ float4 Fma4(float4 acc, float4 v, float w) {
   return make_float4(fmaf(v.x, w, acc.x), fmaf(v.y, w, acc.y), fmaf(v.z, w, acc.z), fmaf(v.w, w, acc.w));
 }

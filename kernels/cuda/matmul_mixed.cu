@@ -70,9 +70,7 @@ __global__ void __launch_bounds__(kMixedWarps * 32)
   for (int f = 0; f < F; ++f) {
 #pragma unroll
     for (int r = 0; r < M; ++r) {
-      float v = acc[f][r];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      const float v = WarpSum(acc[f][r]);
       if (lane == 0) partial[warp][f][r] = v;
     }
   }

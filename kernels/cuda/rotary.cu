@@ -98,9 +98,9 @@ absl::Status RotaryEmbedding(const Tensor& q, const Tensor& k, const Tensor& pos
       return absl::UnimplementedError(
           absl::StrCat("RotaryEmbedding: CUDA kernel takes at most ", 65535 * kHeadsPerBlock, " heads"));
     }
-    RotaryKernel<T><<<dim3(blocks, static_cast<unsigned int>(groups)), kThreads, 0, stream>>>(static_cast<T*>(p.q), static_cast<T*>(p.k), p.positions,
-                                                     p.tokens, p.q_heads, p.k_heads, p.head_dim, p.half,
-                                                     p.inv_freq);
+    RotaryKernel<T><<<dim3(blocks, static_cast<unsigned int>(groups)), kThreads, 0, stream>>>(
+        static_cast<T*>(p.q), static_cast<T*>(p.k), p.positions, p.tokens, p.q_heads, p.k_heads, p.head_dim, p.half,
+        p.inv_freq);
     SEAM_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });

@@ -8,24 +8,22 @@ namespace seam::server {
 absl::StatusOr<const v1::MicrobatchDescriptor*> FedTokens::Fill(const v1::MicrobatchDescriptor& d, bool feeds_here,
                                                                 v1::MicrobatchDescriptor& storage,
                                                                 std::vector<v1::SequenceResult>& dropped) {
-  bool any = false;
+  filled_ = 0;
   for (int i = 0; i < d.sequences_size(); ++i) {
     const v1::SequenceEntry& s = d.sequences(i);
     if (!s.feed_previous_token()) continue;
-    const std::string where = absl::StrCat("sequences[", i, "].feed_previous_token: sequence ", s.sequence_id(),
-                                           " (request '", s.server_request_id(), "')");
-    if (!feeds_here) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": only a stage that is the whole pipeline feeds the token it chose"));
+    const char* why = !feeds_here ? "only a stage that is the whole pipeline feeds the token it chose"
+                      : s.is_prefill() || s.token_ids_size() != 0 || d.decode_steps() > 1
+                          ? "a fed entry is a one-step decode entry without token_ids"
+                          : nullptr;
+    if (why != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("sequences[", i, "].feed_previous_token: sequence ",
+                                                     s.sequence_id(), " (request '", s.server_request_id(), "'): ", why));
     }
-    if (s.is_prefill() || s.token_ids_size() != 0 || d.decode_steps() > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": a fed entry is a one-step decode entry without token_ids"));
-    }
-    any = true;
+    ++filled_;
   }
   const v1::MicrobatchDescriptor* run = &d;
-  if (any) {
+  if (filled_ > 0) {
     storage = d;
     storage.clear_sequences();
     for (int i = 0; i < d.sequences_size(); ++i) {

@@ -31,8 +31,11 @@ class FedTokens {
   // The tokens `result` (a single-step microbatch's last-stage answer) chose.
   void Record(const v1::MicrobatchResult& result);
   void Forget(uint64_t sequence_id) { chosen_.erase(sequence_id); }
+  // The entries the last Fill found feeding.
+  int filled() const { return filled_; }
 
  private:
+  int filled_ = 0;
   absl::flat_hash_map<uint64_t, int32_t> chosen_;  // sequence id -> token chosen in the last microbatch
 };
 

@@ -155,7 +155,7 @@ v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, ab
   absl::Status status = taken.status();
   if (status.ok() && (*taken)->sequences_size() > 0) status = Compute(**taken, 0, result);
   if (status.ok()) {
-    if (group_->is_first_piece() && group_->is_last_piece()) fed_.Record(result);
+    if (WholePipeline()) fed_.Record(result);
     for (v1::SequenceResult& r : fed_dropped_) {
       r.mutable_error()->set_pipeline_rank(config_.pipeline_rank());
       *result.add_sequences() = std::move(r);
@@ -164,11 +164,9 @@ v1::MicrobatchResult MicrobatchRunner::Run(const v1::MicrobatchDescriptor& d, ab
   // Where a step's time goes: in this stage, or between its answer and the
   // next descriptor (the coordinator's round trip and the other stages).
   const absl::Time done = absl::Now();
-  int fed = 0;
-  for (const v1::SequenceEntry& e : d.sequences()) fed += e.feed_previous_token() ? 1 : 0;
   SEAM_LOG_DEBUG("microbatch {}: {} sequences ({} fed the token chosen before), {} us in the stage, {} us since the "
                  "previous answer",
-                 d.microbatch_id(), d.sequences_size(), fed, absl::ToInt64Microseconds(done - started),
+                 d.microbatch_id(), d.sequences_size(), fed_.filled(), absl::ToInt64Microseconds(done - started),
                  last_answer_ == absl::InfinitePast() ? -1 : absl::ToInt64Microseconds(started - last_answer_));
   last_answer_ = done;
   if (!status.ok()) {
@@ -195,7 +193,7 @@ absl::StatusOr<const v1::MicrobatchDescriptor*> MicrobatchRunner::Take(const v1:
     }
   }
   SEAM_ASSIGN_OR_RETURN(const v1::MicrobatchDescriptor* run,
-                        fed_.Fill(d, group_->is_first_piece() && group_->is_last_piece(), fed_storage_, fed_dropped_));
+                        fed_.Fill(d, WholePipeline(), fed_storage_, fed_dropped_));
   if (run->sequences_size() == 0 && !fed_dropped_.empty()) return run;  // every entry left out
   SEAM_RETURN_IF_ERROR(CheckDescriptorContents(*run, group_->config().vocab_size));
   SEAM_RETURN_IF_ERROR(MapSharedBlocks(*run, *group_));

@@ -187,6 +187,7 @@ class MicrobatchRunner {
   std::optional<Ahead> ahead_;
   SequenceSampler sampler_;
   // One pipeline stage: the tokens it chose last, for the fed steps of the next microbatch.
+  bool WholePipeline() const { return group_->is_first_piece() && group_->is_last_piece(); }
   FedTokens fed_;
   v1::MicrobatchDescriptor fed_storage_;
   std::vector<v1::SequenceResult> fed_dropped_;
