@@ -151,6 +151,7 @@ if want ncu; then
       json.load(open(sys.argv[1]))['results'] if r['batch'] == int(sys.argv[2])), 0))" \
       "$OUT_DIR/decode_1024_new.json" "$b" 2>/dev/null || echo 0)
     ncu_step "kernels_b$b" "$step_ms" seam-bench-gpu decode --checkpoint "$M" --batches "$b" --prompt-len 1024 \
+      --cache-mib 10240 \
       --steps 3 --json "$OUT_DIR/ncu_decode_b$b.json"
   done
 fi

@@ -207,13 +207,26 @@ void LoadSetup::MeasurePeaks(const BenchLoadOptions& o, const Workload& w, std::
   }
   rates_ = IdealRates{peak->flops_per_s, *copy, gpu ? 1 : tp};
   gemm_shape_ = peak->best;
+  std::vector<std::string> by_shape;
+  for (const auto& [shape, rate] : peak->rates) {
+    // On a GPU, each shape also on constant data: stated beside the peak, never used.
+    absl::StatusOr<double> constant = gpu ? runtime::MatmulFlopsPerSecond(device, dtype, shape,
+                                                                          runtime::MatmulData::kConstant)
+                                          : absl::StatusOr<double>(0.0);
+    shape_rates_.push_back({shape, rate, constant.ok() ? *constant : 0.0});
+    by_shape.push_back(absl::StrFormat("%s %.4g", shape.name, rate / 1e12) +
+                       (constant.ok() && *constant > 0 ? absl::StrFormat(" (%.4g)", *constant / 1e12) : ""));
+  }
   peaks_source_ = gpu ? absl::StrFormat("GPU 0: a device-to-device copy of %d MiB; %s matmuls", copy_bytes >> 20,
                                         o.dtype)
                       : absl::StrFormat("host: memcpy of %d MiB on %d threads; %s matmuls on the CPU math library's "
                                         "threads (shared by %d TP ranks)",
                                         copy_bytes >> 20, threads, o.dtype, tp);
-  out << absl::StrFormat("peaks: copy %.2f GB/s, matmul %.2f TFLOP/s (best at %d x %d x %d); %s\n", *copy / 1e9,
-                         peak->flops_per_s / 1e12, gemm_shape_.m, gemm_shape_.n, gemm_shape_.k, peaks_source_);
+  out << absl::StrFormat("peaks: copy %.2f GB/s, matmul %.2f TFLOP/s on random data (best at %d x %d x %d); %s\n",
+                         *copy / 1e9, peak->flops_per_s / 1e12, gemm_shape_.m, gemm_shape_.n, gemm_shape_.k,
+                         peaks_source_);
+  out << "  matmul TFLOP/s by shape on random data" << (gpu ? " (on constant data, not used)" : "") << ": "
+      << absl::StrJoin(by_shape, ", ") << "\n";
 }
 
 std::optional<IdealLoad> LoadSetup::Ideal(const Workload& w, const LoadPoint& point, uint64_t seed) const {
@@ -245,7 +258,14 @@ Json LoadSetup::Describe(const BenchLoadOptions& o, const Workload& w, const std
   if (rates_.flops_per_s > 0) {
     peaks.update({{"copy_bytes_per_s", rates_.bytes_per_s}, {"matmul_flops_per_s", rates_.flops_per_s},
                   {"matmul_best_shape", {gemm_shape_.m, gemm_shape_.n, gemm_shape_.k}},
-                  {"ranks_sharing", rates_.ranks_sharing}});
+                  {"ranks_sharing", rates_.ranks_sharing}, {"matmul_data", "random"}});
+    Json by_shape = Json::array();
+    for (const ShapeRate& r : shape_rates_) {
+      by_shape.push_back({{"shape", r.shape.name}, {"mnk", {r.shape.m, r.shape.n, r.shape.k}},
+                          {"random_flops_per_s", r.random}, {"constant_flops_per_s", r.constant > 0 ? Json(r.constant)
+                                                                                                     : Json(nullptr)}});
+    }
+    peaks["matmul_by_shape"] = by_shape;
   }
   Json variants_json = Json::array();
   for (const LoadVariant& v : variants) {
@@ -267,14 +287,16 @@ Json LoadSetup::Describe(const BenchLoadOptions& o, const Workload& w, const std
           {"peaks", peaks},
           {"transports", transports},
           {"variants", variants_json},
-          {"ideal_composition", "prefill of every prompt at the matmul peak, then decode steps at the copy bandwidth "
+          {"ideal_composition", "prefill of every prompt at the matmul peak (random data), then decode steps at the "
+                                "copy bandwidth "
                                 "(weights + each sequence's KV + Mamba state, runtime/step_floor.h), replayed with "
                                 "the load's arrivals and concurrency (cli/src/load_ideal.h)"}};
 }
 
 std::string LoadSetup::Notes() const {
   return "\nwall s: first request sent to the last answer's end; x ideal: wall s over the ideal of the same load "
-         "(prefill at the matmul peak + decode steps\nat weights + KV bytes / copy bandwidth, measured above); "
+         "(prefill at the matmul peak on random data + decode steps\nat weights + KV bytes / copy bandwidth, measured "
+         "above); "
          "seen: token (gRPC stamps every token), chunk (HTTP stamps text chunks,\nwhich may hold several tokens) "
          "or none (the model has no tokenizer.json: the HTTP stream holds no text before its end, so TTFT\nand "
          "ITL cannot be seen there); TPOT: a request's (last token - first token) / (tokens - 1); goodput: "

@@ -79,6 +79,11 @@ class LoadSetup {
   std::optional<runtime::StepFloor> floor_;
   IdealRates rates_;  // zero until measured
   runtime::MatmulShape gemm_shape_;
+  struct ShapeRate {
+    runtime::MatmulShape shape;
+    double random = 0, constant = 0;  // FLOP/s; constant: GPU only (stated, never used), 0 elsewhere
+  };
+  std::vector<ShapeRate> shape_rates_;
   std::string peaks_source_;  // how the peaks were measured, or why not
 };
 

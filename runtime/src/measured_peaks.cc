@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/device_memory.h"
@@ -71,16 +72,29 @@ absl::StatusOr<double> DeviceCopyRate(Device device, size_t bytes) {
   return 2.0 * static_cast<double>(bytes) / best;
 }
 
-// A tensor of small finite values: every byte 0x3c reads as about 0.0115 in
-// f32 and bf16 and 1.06 in f16.
-absl::StatusOr<Tensor> Filled(const Shape& shape, DType dtype, Device device) {
-  SEAM_ASSIGN_OR_RETURN(Tensor t, Tensor::TryEmpty(shape, dtype, device));
-  if (device.is_cuda()) {
-    SEAM_RETURN_IF_ERROR(DeviceMemset(device, t.raw_data(), 0x3c, t.nbytes()));
-  } else {
-    std::memset(t.raw_data(), 0x3c, t.nbytes());
+// A matmul operand. Random: values uniform in [-1, 1) from a fixed-seed
+// xorshift, rounded to dtype (every mantissa bit toggles, as in a model's
+// weights and activations). Constant: every byte 0x3c (about 0.0115 in f32
+// and bf16, 1.06 in f16), kept only for the comparison (measured_peaks.h).
+absl::StatusOr<Tensor> Operand(const Shape& shape, DType dtype, Device device, MatmulData data, uint64_t seed) {
+  if (data == MatmulData::kConstant) {
+    SEAM_ASSIGN_OR_RETURN(Tensor t, Tensor::TryEmpty(shape, dtype, device));
+    if (device.is_cuda()) {
+      SEAM_RETURN_IF_ERROR(DeviceMemset(device, t.raw_data(), 0x3c, t.nbytes()));
+    } else {
+      std::memset(t.raw_data(), 0x3c, t.nbytes());
+    }
+    return t;
   }
-  return t;
+  std::vector<float> values(static_cast<size_t>(NumElements(shape)));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& v : values) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-52 - 1.0);
+  }
+  Tensor host = Tensor::FromFloats(values, shape, dtype);
+  if (device.is_cpu()) return host;
+  return host.To(device);
 }
 
 }  // namespace
@@ -90,13 +104,13 @@ absl::StatusOr<double> CopyBytesPerSecond(Device device, size_t bytes, int host_
   return DeviceCopyRate(device, bytes);
 }
 
-absl::StatusOr<double> MatmulFlopsPerSecond(Device device, DType dtype, const MatmulShape& s) {
+absl::StatusOr<double> MatmulFlopsPerSecond(Device device, DType dtype, const MatmulShape& s, MatmulData data) {
   if (s.m < 1 || s.n < 1 || s.k < 1) {
     return absl::InvalidArgumentError(absl::StrCat("matmul shape ", s.m, " x ", s.n, " x ", s.k, " is empty"));
   }
   if (device.is_cuda()) SEAM_RETURN_IF_ERROR(UseDevice(device));
-  SEAM_ASSIGN_OR_RETURN(Tensor x, Filled({s.m, s.k}, dtype, device));
-  SEAM_ASSIGN_OR_RETURN(Tensor w, Filled({s.n, s.k}, dtype, device));
+  SEAM_ASSIGN_OR_RETURN(Tensor x, Operand({s.m, s.k}, dtype, device, data, 1));
+  SEAM_ASSIGN_OR_RETURN(Tensor w, Operand({s.n, s.k}, dtype, device, data, 2));
   SEAM_ASSIGN_OR_RETURN(Tensor out, Tensor::TryEmpty({s.m, s.n}, dtype, device));
   const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
   SEAM_RETURN_IF_ERROR(kernels::Matmul(x, w, out));  // warm-up: library handles, kernel choice

@@ -6,10 +6,9 @@
 // either way. Only launch latency and ramp-up overlap change.
 //
 // Contract
-// - Default off, opt-in (seam-stage --pdl on): a graph of a bf16 decode step
-//   at batch 64 did not finish in its test on an H200 (cuda_pdl_test.cc's
-//   disabled case), cause not yet found. It takes effect only on devices of
-//   compute capability >= 9.0;
+// - Default off, opt-in (seam-stage --pdl on): on an H200 it changed decode
+//   steps at batch 1-256 by 1 % or less (docs/DECODE_KERNELS.md). It takes
+//   effect only on devices of compute capability >= 9.0;
 //   elsewhere (and in a build without CUDA) kernels launch plainly whatever
 //   the switch says, so setting it is always safe.
 // - Read at each kernel launch: a CUDA graph keeps the setting it was captured

@@ -32,9 +32,18 @@ struct MatmulShape {
   const char* name = "";  // what it is in the model: "qkv", "o", "gate_up", "down", ...
 };
 
+// What a timed matmul multiplies. kRandom (what every floor divides by):
+// values spread like a model's weights and activations. kConstant: one
+// repeated value. A GPU's power draw, and with it the clock its power limit
+// allows, depends on the data the tensor cores see, so only kRandom measures
+// the rate a model's matmuls can reach; kConstant is kept to state the
+// difference beside it.
+enum class MatmulData { kRandom, kConstant };
+
 // FLOP/s of kernels::Matmul at `shape` in `dtype` on `device` (2 m n k per
 // call), best of a few timed batches after a warm-up.
-absl::StatusOr<double> MatmulFlopsPerSecond(Device device, DType dtype, const MatmulShape& shape);
+absl::StatusOr<double> MatmulFlopsPerSecond(Device device, DType dtype, const MatmulShape& shape,
+                                            MatmulData data = MatmulData::kRandom);
 
 // The model's prefill matmuls at `rows` token rows: q|k|v, o, gate|up and
 // down of its attention and dense MLP (Nemotron-H: up and down, and its
