@@ -8,6 +8,7 @@
 #   unloaded  one request at a time (the unloaded ITL)
 #   open      open loop at LOAD_RATES req/s (default 152: 80 % of the
 #             closed-loop peak measured before), both transports
+#   goals     unloaded, closed and open (LOAD_RATES) points in one invocation
 #   tokens    the same prompts all in flight through `seam run --device
 #             cuda` against the single-process run: f32 (every token
 #             equal) and bf16 (the agreement)
@@ -48,6 +49,10 @@ want unloaded && load unloaded --transport grpc --sessions 24 --concurrency 1
 # The open loop after a closed-loop point on the same pipeline: a fresh
 # pipeline's first point pays warm-up costs the two warm-up requests miss.
 want open && load open --transport "$T" --sessions 256 --concurrency 256 --rates "${LOAD_RATES:-152}"
+# All three goals' points in one invocation, each variant on one pipeline:
+# one request at a time (the unloaded ITL), all 256 in flight (the peak
+# rate) and the open loop at LOAD_RATES (80 % of a peak measured before).
+want goals && load goals --transport "$T" --sessions 256 --concurrency 1,256 --rates "${LOAD_RATES:-152}"
 if want tokens; then
   for dtype in f32 bf16; do
     init "$WORK/qwen3-8l-4096-$dtype" "$dtype"
