@@ -15,9 +15,9 @@ namespace seam::kernels::cuda::attn {
 namespace {
 
 // Same tiles as PrefillKernel (64 query rows, so FindTile applies): a block
-// runs one query tile for kHeads query heads of one KV group (2 where the
-// group is even, else 1), 4 warps of 16 rows per head, so each K/V tile is
-// loaded once for kHeads x 64 rows. Both products run as mma.sync m16n8k16
+// runs one query tile for kHeads query heads of one KV group (4 where 4
+// divides the group, else 2 where 2 does, else 1), 4 warps of 16 rows per
+// head, so each K/V tile is loaded once for kHeads x 64 rows. Both products run as mma.sync m16n8k16
 // with fp32 accumulators that stay in registers (prefill_fa_tile.cuh): the
 // scores come out in the layout of the P operand of P V, so the online
 // softmax, the rescale of O and the rounding of P to T all happen in
@@ -42,19 +42,29 @@ namespace {
 constexpr int kFaRows = kTileRows;  // 4 warps x 16 rows per head
 constexpr int kFaMinTilesPerSplit = 4;
 
-// Shapes of a kernel instance: threads, cp.async stages and the blocks per
-// SM of its launch bounds. A warp holds ~160 registers at kD 128 (O, Q and
-// S fragments: 128 of them), so two heads (8 warps) fit one block per SM
-// there, in 4 stages of 34 KB (136 KB); at kD 64 two blocks of 3 stages of
-// 18 KB. One head keeps 3 blocks of 4 warps (kD 128: 2 stages of 34 KB).
+// Shapes of a kernel instance: threads, cp.async stages (a stage: K and V
+// tiles, 34 KB at kD 128, 18 KB at 64), the blocks per SM of its launch
+// bounds, and where Q's fragments live. At kD 128 a warp holding Q in
+// registers needs ~170 registers (the O, Q and S fragments alone are 128),
+// more than 16 warps per SM leave it (128):
+//   kHeads  kD   warps  stages  blocks/SM  Q
+//   1       64   4      3       3          registers
+//   1       128  4      2       3          registers
+//   2       64   8      3       2          registers (128 registers)
+//   2       128  8      4       1          registers (~210 registers)
+//   4       64   16     3       1          registers (128 registers)
+//   4       128  16     3       1          shared memory (+34 KB x 2; 170 KB)
 template <int kD, int kHeads>
 struct FaConfig {
+  static_assert(kHeads == 1 || kHeads == 2 || kHeads == 4, "1, 2 or 4 heads per block");
   static constexpr int kThreads = 128 * kHeads;
-  static constexpr int kStages = kHeads == 1 ? (kD == 128 ? 2 : 3) : (kD == 128 ? 4 : 3);
-  static constexpr int kBlocksPerSm = kHeads == 1 ? 3 : (kD == 128 ? 1 : 2);
+  static constexpr int kStages = kHeads == 1 && kD == 128 ? 2 : (kHeads == 2 && kD == 128 ? 4 : 3);
+  static constexpr int kBlocksPerSm = kHeads == 1 ? 3 : (kHeads == 2 && kD == 64 ? 2 : 1);
+  static constexpr bool kQInSmem = kHeads == 4 && kD == 128;
   static constexpr int kLd = kD + 8;  // row stride in elements: conflict-free ldmatrix
   static constexpr size_t kTileElems = size_t{kFaKeys} * kLd;
-  static constexpr size_t kBytes = kStages * 2 * kTileElems * 2;  // K and V per stage, 2-byte elements
+  static constexpr size_t kQElems = kQInSmem ? size_t{kHeads} * kFaRows * kLd : 0;
+  static constexpr size_t kBytes = (kStages * 2 * kTileElems + kQElems) * 2;  // K and V per stage, Q; 2-byte elements
   static constexpr int kPartialFloats = kHeads * kFaRows * (kD + 2);  // one split's partial
 };
 
@@ -159,6 +169,7 @@ __global__ void __launch_bounds__(FaConfig<kD, kHeads>::kThreads, FaConfig<kD, k
   constexpr int kStages = C::kStages;
   constexpr int kChunks = kD / 8;                               // 16-byte pieces of a row
   constexpr int kPerThread = kFaKeys * kChunks / C::kThreads;  // 16-byte copies per thread and tile (of K, of V)
+  static_assert(kFaKeys * kChunks % C::kThreads == 0, "whole copies per thread");
   extern __shared__ __align__(128) unsigned char fa_smem[];
   T* kv_s = reinterpret_cast<T*>(fa_smem);  // [stage][K, V][kFaKeys][kLd]
   __shared__ int info[6];
@@ -192,9 +203,6 @@ __global__ void __launch_bounds__(FaConfig<kD, kHeads>::kThreads, FaConfig<kD, k
   const bool ok_lo = r_lo < rows && row_lo < p.q_rows;
   const bool ok_hi = r_hi < rows && row_hi < p.q_rows;
 
-  uint32_t qf[kD / 16][4];
-  FaLoadQ<T, kD>(qf, static_cast<const T*>(p.q), p.hq, h, row_lo, row_hi, ok_lo, ok_hi, tq);
-
   // The cache row of key tid of the tile at k0 (threads 0 .. 63; -1: past
   // the tile's last position, or a block outside the cache: a zero row),
   // and the copies of a tile whose rows are in `rows` into stage buf.
@@ -226,6 +234,24 @@ __global__ void __launch_bounds__(FaConfig<kD, kHeads>::kThreads, FaConfig<kD, k
   const int active = key_tiles > 0 ? (key_tiles + per_split - 1) / per_split : 1;
   if (work.split >= active) return;
   const int t0 = work.split * per_split, tiles = min(per_split, key_tiles - t0);
+  // Q: fragments in registers, or (kQInSmem) the block's rows in shared
+  // memory after the K/V stages, copied with the first tile (the Q copies
+  // join its cp.async group).
+  uint32_t qf[C::kQInSmem ? 1 : kD / 16][4];
+  T* q_s = kv_s + kStages * 2 * C::kTileElems;  // [kHeads * kFaRows][kLd]
+  if constexpr (C::kQInSmem) {
+    const T* q = static_cast<const T*>(p.q);
+    for (int e = tid; e < kHeads * kFaRows * kChunks; e += C::kThreads) {
+      const int rr = e / kChunks, c = e % kChunks, r = rr % kFaRows;
+      const int64_t row = static_cast<int64_t>(seq.q_begin) + q0 + r;
+      const bool ok = r < rows && row < p.q_rows;
+      const int hh = static_cast<int>(blockIdx.y) * kHeads + rr / kFaRows;
+      CpAsync16(q_s + rr * C::kLd + c * 8, q + ((ok ? row : 0) * p.hq + hh) * kD + c * 8, ok);
+    }
+  } else {
+    FaLoadQ<T, kD>(qf, static_cast<const T*>(p.q), p.hq, h, row_lo, row_hi, ok_lo, ok_hi, tq);
+  }
+
   // Tile i's cache rows sit in rows_s[i % kStages], written at the end of
   // step i - kStages from a value read a step before that; tile i loads
   // into stage i % kStages during step i - kStages + 1 (the first
@@ -251,7 +277,7 @@ __global__ void __launch_bounds__(FaConfig<kD, kHeads>::kThreads, FaConfig<kD, k
     if (k0 <= warp_last) {
       const T* k_s = kv_s + static_cast<size_t>(i % kStages) * 2 * C::kTileElems;
       float s[kFaKeys / 8][4];
-      FaScores<T, kD>(s, qf, k_s, k0, warp_last, scale_log2, lane);
+      FaScores<T, kD, C::kQInSmem>(s, qf, q_s + warp * 16 * C::kLd, k_s, k0, warp_last, scale_log2, lane);
       if (k0 + kFaKeys - 1 > warp_first) FaMask(s, k0, pos_lo, pos_hi, tq);  // reaches past some row's position
       uint32_t pf[kFaKeys / 16][4];
       FaSoftmax<T, kD>(acc, s, pf);
@@ -262,6 +288,7 @@ __global__ void __launch_bounds__(FaConfig<kD, kHeads>::kThreads, FaConfig<kD, k
     __syncthreads();  // stage i % kStages is refilled with tile i + kStages, with these rows
   }
 
+  CpAsyncWait<0>();  // nothing in flight at exit (a malformed tile of no keys copied only Q)
   FaFinishSums(acc);
   if (active > 1) {
     FaStorePartial<kD, kHeads>(sa, work, acc, (warp / 4) * kFaRows + r_lo);
@@ -300,7 +327,8 @@ absl::Status LaunchPrefillFaHeads(const AttnParams& p, cudaStream_t stream) {
 
 template <typename T, int kD>
 absl::Status LaunchPrefillFa(const AttnParams& p, cudaStream_t stream) {
-  // Two heads of a group share each K/V tile where the group is even.
+  // Four (two) heads of a group share each K/V tile where 4 (2) divides the group.
+  if (p.group % 4 == 0) return LaunchPrefillFaHeads<T, kD, 4>(p, stream);
   if (p.group % 2 == 0) return LaunchPrefillFaHeads<T, kD, 2>(p, stream);
   return LaunchPrefillFaHeads<T, kD, 1>(p, stream);
 }

@@ -55,26 +55,34 @@ __device__ __forceinline__ void FaLoadQ(uint32_t (&qf)[kD / 16][4], const T* q, 
 // S = Q K^T for the tile at key k0, scaled to the log2 domain; keys past the
 // warp's last position are left for the mask (pairs of n tiles wholly past
 // it are not computed). One ldmatrix.x4 of K gives the B fragments of two
-// n tiles (16 keys) for one k step.
-template <typename T, int kD>
-__device__ __forceinline__ void FaScores(float (&s)[kFaKeys / 8][4], const uint32_t (&qf)[kD / 16][4], const T* k_s,
-                                         int k0, int warp_last, float scale_log2, int lane) {
+// n tiles (16 keys) for one k step. Q's A fragments come from registers
+// (qf), or with kQs from shared memory at each k step (q_s: the warp's 16
+// rows, row stride kD + 8): 32 registers fewer at kD 128, one ldmatrix more
+// per 8 mma. Each score sums its k steps in order either way.
+template <typename T, int kD, bool kQs>
+__device__ __forceinline__ void FaScores(float (&s)[kFaKeys / 8][4], const uint32_t (&qf)[kQs ? 1 : kD / 16][4],
+                                         const T* q_s, const T* k_s, int k0, int warp_last, float scale_log2,
+                                         int lane) {
   constexpr int kLd = kD + 8;
   const int row = (lane % 8) + (lane / 16) * 8, col = ((lane / 8) % 2) * 8;
 #pragma unroll
-  for (int np = 0; np < kFaKeys / 16; ++np) {
-    float* s0 = s[2 * np];
-    float* s1 = s[2 * np + 1];
-    s0[0] = s0[1] = s0[2] = s0[3] = 0.0f;
-    s1[0] = s1[1] = s1[2] = s1[3] = 0.0f;
-    if (k0 + np * 16 > warp_last) continue;  // all in every row's future: masked later
-    const T* krow = k_s + (np * 16 + row) * kLd + col;
+  for (int nt = 0; nt < kFaKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t qa[4];
+    if constexpr (kQs) {
+      mma::LoadA(qa, q_s, kLd, 0, kk * 16, lane);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) qa[j] = qf[kk][j];
+    }
+#pragma unroll
+    for (int np = 0; np < kFaKeys / 16; ++np) {
+      if (k0 + np * 16 > warp_last) break;  // all in every row's future: masked later
       uint32_t kb[4];
-      LdMatrixX4(kb, krow + kk * 16);
-      Mma16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
-      Mma16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+      LdMatrixX4(kb, k_s + (np * 16 + row) * kLd + col + kk * 16);
+      Mma16816<T>(s[2 * np], qa, kb[0], kb[1]);
+      Mma16816<T>(s[2 * np + 1], qa, kb[2], kb[3]);
     }
   }
 #pragma unroll

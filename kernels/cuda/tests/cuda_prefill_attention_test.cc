@@ -1,7 +1,7 @@
 // The tensor-core prefill kernel (bf16/f16, head_dim 64 and 128) against the
 // CPU reference over the shapes it must serve: GQA groups 1 to 8, odd ones
-// included (a block then runs one query head instead of two sharing each
-// K/V tile), ragged batches, chunks after a cached prefix whose last block
+// included (a block runs 4 query heads sharing each K/V tile where 4
+// divides the group, 2 where 2 does, else 1), ragged batches, chunks after a cached prefix whose last block
 // is partly filled, query tiles shorter than 64 rows, and few query tiles
 // over long contexts (key splits merged through the split workspace, fewer
 // tiles than SMs); and the split path giving the same bytes on every launch.
@@ -31,8 +31,8 @@ std::string Tag(DType dtype, Heads h, int64_t d) {
 }
 
 TEST_F(CudaKernelsTest, TensorCorePrefillMatchesCpuForEveryGroup) {
-  // Groups 1, 2, 3, 4, 5 and 8: even groups run two heads per block, odd
-  // ones one. Fresh prompts of 37, 64 and 3 rows, chunks of 50 rows after
+  // Groups 1, 2, 3, 4, 5 and 8: 4 heads per block for groups 4 and 8, 2
+  // for group 2, one for odd groups. Fresh prompts of 37, 64 and 3 rows, chunks of 50 rows after
   // 250 cached (the last block holds 12 of 16 rows) and of 17 after 68 (5 of
   // 16), and 130 rows after 870 (three tiles, the last of 2 rows).
   const std::vector<Seq> seqs{{37, 37}, {64, 64}, {50, 300}, {17, 85}, {130, 1000}, {3, 3}};
