@@ -45,8 +45,8 @@ constexpr int kFaMinTilesPerSplit = 4;
 // Shapes of a kernel instance: threads, cp.async stages (a stage: K and V
 // tiles, 34 KB at kD 128, 18 KB at 64), the blocks per SM of its launch
 // bounds, and where Q's fragments live. At kD 128 a warp holding Q in
-// registers needs ~170 registers (the O, Q and S fragments alone are 128),
-// more than 16 warps per SM leave it (128):
+// registers needs ~170-210 registers (the O, Q and S fragments alone are
+// 128), while 16 warps per SM leave 128 each:
 //   kHeads  kD   warps  stages  blocks/SM  Q
 //   1       64   4      3       3          registers
 //   1       128  4      2       3          registers
