@@ -6,6 +6,7 @@ add_executable(cuda_kernels_test
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_kernels_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_attention_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_decode_attention_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_prefill_attention_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_latent_attention_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_attention_input_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tests/cuda_matmul_test.cc
