@@ -42,8 +42,6 @@
 // seam/kernels/programmatic_launch.h; default off). decode also takes
 // --pdl both: the graph and fed steps run with it on, then again with it off
 // (captured again), and each row reports the fed steps' off / on ratio.
-// Every mode takes --prefill-heads 0|1|2|4: query heads per block of the
-// tensor-core prefill attention (seam/kernels/prefill_heads.h; 0: by group).
 //
 // Usage: seam-bench-gpu <norm|decode|prefill|profile|logits|allreduce-norm|mamba|moe-kernels|tbo|cp|attention|
 //                        latent-attention|matmul|argmax> [--flag value]...
@@ -76,7 +74,6 @@
 #include "seam/kernels/matmul_tuning.h"
 #include "seam/kernels/moe_experts.h"
 #include "seam/kernels/ops.h"
-#include "seam/kernels/prefill_heads.h"
 #include "seam/kernels/programmatic_launch.h"
 #include "seam/kernels/stream.h"
 #include "seam/runtime/decode_graph.h"
@@ -576,8 +573,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   seam::kernels::SetProgrammaticLaunch(pdl != "off");
-  // Every mode: query heads per block of the tensor-core prefill attention (seam/kernels/prefill_heads.h).
-  seam::kernels::SetPrefillHeadsPerBlock(static_cast<int>(flags.Int("prefill-heads", 0)));
   if (cmd == "norm") return seam::bench::Norm(flags);
   if (cmd == "decode") return seam::bench::Decode(flags);
   if (cmd == "prefill") return seam::bench::Prefill(flags);

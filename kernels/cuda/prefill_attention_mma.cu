@@ -8,7 +8,6 @@
 
 #include "attention_common.cuh"
 #include "mma_fragments.cuh"
-#include "seam/kernels/prefill_heads.h"
 #include "prefill_fa_tile.cuh"
 #include "split_workspace.cuh"
 
@@ -328,12 +327,7 @@ absl::Status LaunchPrefillFaHeads(const AttnParams& p, cudaStream_t stream) {
 
 template <typename T, int kD>
 absl::Status LaunchPrefillFa(const AttnParams& p, cudaStream_t stream) {
-  // Four (two) heads of a group share each K/V tile where 4 (2) divides the
-  // group, unless seam/kernels/prefill_heads.h asks for another count.
-  const int asked = PrefillHeadsPerBlock();
-  if (asked == 1 || (asked == 2 && p.group % 2 == 0)) {
-    return asked == 1 ? LaunchPrefillFaHeads<T, kD, 1>(p, stream) : LaunchPrefillFaHeads<T, kD, 2>(p, stream);
-  }
+  // Four (two) heads of a group share each K/V tile where 4 (2) divides the group.
   if (p.group % 4 == 0) return LaunchPrefillFaHeads<T, kD, 4>(p, stream);
   if (p.group % 2 == 0) return LaunchPrefillFaHeads<T, kD, 2>(p, stream);
   return LaunchPrefillFaHeads<T, kD, 1>(p, stream);
