@@ -138,7 +138,7 @@ TEST_F(CudaKernelsTest, DecodeSplitChoicesMatchCpu) {
 
 TEST_F(CudaKernelsTest, TensorCorePrefillAtTileBoundariesMatchesCpu) {
   // bf16/f16 with head_dim 64 and 128 run the mma.sync prefill: query tiles of
-  // 64 rows and key tiles of 64 keys, in 2 to 4 stages. Lengths just under, at
+  // 64 rows and key tiles of 64 keys, double-buffered. Lengths just under, at
   // and over those sizes, chunks whose first position is not tile-aligned,
   // a decode row among them, and long sequences of odd and even numbers of
   // key tiles; GQA 2 and 1, with peaked scores.

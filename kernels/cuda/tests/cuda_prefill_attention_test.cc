@@ -1,7 +1,6 @@
 // The tensor-core prefill kernel (bf16/f16, head_dim 64 and 128) against the
 // CPU reference over the shapes it must serve: GQA groups 1 to 8, odd ones
-// included (a block runs 4 query heads sharing each K/V tile where 4
-// divides the group, 2 where 2 does, else 1), ragged batches, chunks after a cached prefix whose last block
+// included, ragged batches, chunks after a cached prefix whose last block
 // is partly filled, query tiles shorter than 64 rows, and few query tiles
 // over long contexts (key splits merged through the split workspace, fewer
 // tiles than SMs); and the split path giving the same bytes on every launch.
@@ -31,10 +30,10 @@ std::string Tag(DType dtype, Heads h, int64_t d) {
 }
 
 TEST_F(CudaKernelsTest, TensorCorePrefillMatchesCpuForEveryGroup) {
-  // Groups 1, 2, 3, 4, 5 and 8: 4 heads per block for groups 4 and 8, 2
-  // for group 2, one for odd groups. Fresh prompts of 37, 64 and 3 rows, chunks of 50 rows after
-  // 250 cached (the last block holds 12 of 16 rows) and of 17 after 68 (5 of
-  // 16), and 130 rows after 870 (three tiles, the last of 2 rows).
+  // Groups 1, 2, 3, 4, 5 and 8. Fresh prompts of 37, 64 and 3 rows, chunks
+  // of 50 rows after 250 cached (the last block holds 12 of 16 rows) and of
+  // 17 after 68 (5 of 16), and 130 rows after 870 (three tiles, the last of
+  // 2 rows).
   const std::vector<Seq> seqs{{37, 37}, {64, 64}, {50, 300}, {17, 85}, {130, 1000}, {3, 3}};
   const Heads heads[] = {{2, 2}, {4, 2}, {6, 2}, {8, 2}, {5, 1}, {16, 2}};
   uint32_t seed = 1500;
@@ -52,7 +51,7 @@ TEST_F(CudaKernelsTest, TensorCorePrefillSplitsLongContextsForEveryGroup) {
   // One tile of 64 rows over a 32k context (the most splits; head_dim 128
   // only, to keep the CPU reference quick), and a batch of 4 tiles over
   // contexts of 3k to 6k (fewer tiles x head groups than SMs): the keys
-  // split over blocks and the last split merges all heads of its block.
+  // split over blocks and the last split to arrive merges them.
   const Heads heads[] = {{1, 1}, {2, 1}, {3, 1}, {4, 1}, {8, 1}};
   uint32_t seed = 1600;
   for (DType dtype : {DType::kBF16, DType::kF16}) {
@@ -82,7 +81,7 @@ TEST_F(CudaKernelsTest, SplitPrefillGivesTheSameBytesOnEveryLaunch) {
   // so repeated launches (over a poisoned output) agree bit for bit; the
   // first also matches the CPU.
   uint32_t seed = 1700;
-  for (Heads h : {Heads{8, 2}, Heads{4, 2}, Heads{6, 2}}) {  // 4, 2 and 1 heads per block
+  for (Heads h : {Heads{8, 2}, Heads{4, 2}, Heads{6, 2}}) {  // groups 4, 2 and 3
     for (int64_t d : {64, 128}) {
       const PagedCase c = MakeCase({{64, 32768}, {40, 3000}}, h.hq, h.hk, d, DType::kBF16, ++seed, 4.0f);
       const AttentionBatch gbatch{OnGpu(c.query_start), OnGpu(c.context_lens), OnGpu(c.block_tables)};
