@@ -18,10 +18,6 @@
 #            batch 256 and 64 x 1,024-token prompts under Nsight Compute,
 #            each timed alone (ncu_step in script_prelude.sh), against the
 #            decode part's step time when it ran first
-#   nsys     the same decode steps under Nsight Systems (kernels of a graph
-#            traced one by one): each kernel as it ran in the stream and the
-#            idle time between them (tools/nsys_step_gaps.py), at batch 256
-#            and 64 (NSYS_BATCHES)
 #   pdl      programmatic dependent launch: cuda_kernels_test's
 #            ProgrammaticLaunch tests, then seam-bench-gpu decode --pdl both
 #            (graph and fed steps with it on, then captured again with it
@@ -157,21 +153,6 @@ if want ncu; then
     ncu_step "kernels_b$b" "$step_ms" seam-bench-gpu decode --checkpoint "$M" --batches "$b" --prompt-len 1024 \
       --cache-mib 10240 \
       --steps 3 --json "$OUT_DIR/ncu_decode_b$b.json"
-  done
-fi
-if want nsys; then
-  nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | tail -1)
-  for b in ${NSYS_BATCHES:-256 64}; do
-    base="$OUT_DIR/nsys_b$b"
-    timeout 200 $R "${nsys:-nsys}" profile --trace cuda --cuda-graph-trace node --force-overwrite true \
-      --output "$base" seam-bench-gpu decode --checkpoint "$M" --batches "$b" --prompt-len 1024 --cache-mib 10240 \
-      --steps 8 > "$base.log" 2>&1
-    echo "nsys b$b rc=$?" >> "$SUMMARY"
-    "${nsys:-nsys}" stats --report cuda_gpu_trace --format csv --output "$base" "$base.nsys-rep" >> "$base.log" 2>&1
-    python3 tools/nsys_step_gaps.py "${base}_cuda_gpu_trace.csv" --json "$base.json" > "$base.txt" 2>&1
-    head -22 "$base.txt" >> "$SUMMARY"
-    gzip -f "${base}_cuda_gpu_trace.csv"
-    rm -f "$base.nsys-rep" "$base.sqlite"
   done
 fi
 cat "$SUMMARY"
