@@ -1,19 +1,10 @@
-// source_commit.h: asks git.
+// source_commit.h: the commit written into the build.
 #include "source_commit.h"
 
-#include <cstdio>
+#include "seam_source_commit.h"
 
 namespace seam::cli {
 
-std::string SourceCommit() {
-  std::string commit;
-  if (FILE* pipe = popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
-    char buffer[64];
-    while (fgets(buffer, sizeof(buffer), pipe) != nullptr) commit += buffer;
-    pclose(pipe);
-  }
-  while (!commit.empty() && (commit.back() == '\n' || commit.back() == ' ')) commit.pop_back();
-  return commit.empty() ? "unknown" : commit;
-}
+std::string SourceCommit() { return SEAM_SOURCE_COMMIT; }
 
 }  // namespace seam::cli

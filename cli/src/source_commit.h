@@ -1,5 +1,9 @@
-// The commit a benchmark ran, for its JSON report: `git rev-parse --short
-// HEAD` in the working directory, "unknown" outside a git checkout.
+// The commit a benchmark ran, for its JSON report: the short commit of the
+// tree the binary was built from, with "-modified" when its tracked files
+// differed from that commit (cmake/SourceCommit.cmake, refreshed at every
+// build), or "unknown" when it was built outside a git checkout. It names the
+// binary's source even where the binary runs on another machine, whose own
+// checkout may be older.
 #pragma once
 
 #include <string>

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seam/testing/command_run.h"
+#include "seam_source_commit.h"
 #include "seam/testing/temp_dir.h"
 
 namespace {
@@ -48,6 +49,14 @@ TEST(BenchLoadSmoke, BothTransportsClosedAndOpenLoopReportEveryRequest) {
   EXPECT_EQ(workload["output_tokens"], 24);  // 6 requests x 4 tokens, every one made
   EXPECT_GT(report["peaks"]["copy_bytes_per_s"].get<double>(), 0);
   EXPECT_GT(report["peaks"]["matmul_flops_per_s"].get<double>(), 0);
+  EXPECT_EQ(report["peaks"]["matmul_data"], "random");
+  ASSERT_EQ(report["peaks"]["matmul_by_shape"].size(), 5u);  // the square, q|k|v, o, gate|up, down
+  for (const Json& shape : report["peaks"]["matmul_by_shape"]) {
+    EXPECT_GT(shape["random_flops_per_s"].get<double>(), 0) << shape.dump();
+    EXPECT_TRUE(shape["constant_flops_per_s"].is_null()) << shape.dump();  // timed on a GPU only
+  }
+  // The commit the binary was built from, whatever the working directory.
+  EXPECT_EQ(report["commit"], SEAM_SOURCE_COMMIT);
   ASSERT_EQ(report["runs"].size(), 4u);  // grpc and http x concurrency 3 and rate inf
   for (const Json& r : report["runs"]) {
     const std::string what = r["transport"].get<std::string>() + " " + r["load"]["mode"].get<std::string>();
