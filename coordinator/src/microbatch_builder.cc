@@ -170,15 +170,19 @@ int SchedulerImpl::DecodeShare() const {
 // the fewest left. A wave is formed while nothing else is in flight and
 // grows until a microbatch ends. While microbatches are in flight, a run of
 // several steps is not started apart from them (0: wait), so that the next
-// wave takes every sequence; single steps go on meanwhile.
+// wave takes every sequence; single steps go on meanwhile. With every
+// decoding sequence in flight there is no run to form: one (the steps fed
+// while one runs, with overlap_steps).
 int SchedulerImpl::DecodeSteps() const {
   if (options_.max_decode_steps == 1 || !queue_.empty()) return 1;
   int steps = wave_steps_ > 1 ? wave_steps_ : options_.max_decode_steps;
   int fewest_left = steps, most_left = 0, furthest = 0;  // furthest: the latest KV position a sequence holds
+  bool any_out = false;  // a decoding sequence not in flight, which a run could take
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
     if (state.in_flight > 0) continue;
+    any_out = true;
     // No more steps than (past first_decode_steps) tokens made so far: with
     // first_decode_steps 1 runs start short after an admission (1, 2, 4, 8,
     // ...), so requests of a burst that arrive a few steps apart still join
@@ -188,6 +192,8 @@ int SchedulerImpl::DecodeSteps() const {
     most_left = std::max(most_left, state.TokensLeft());
     furthest = std::max(furthest, state.kv_tokens);
   }
+  // Every sequence in flight: no run to form, only steps fed while one runs (overlap_steps).
+  if (!any_out) return 1;
   // Whether every group has the KV blocks for a run of `k` steps.
   const auto fits = [&](int k) {
     std::vector<int> need(options_.dp_groups, 0);

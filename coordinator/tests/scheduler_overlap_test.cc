@@ -4,6 +4,7 @@
 // past max_new_tokens; a request that ends with the running step's token has
 // the next step's dropped; waves do not overlap; tokens equal those of the
 // same load without overlap.
+#include <optional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -139,12 +140,41 @@ TEST(SchedulerOverlapTest, MultiStepRunsDoNotOverlap) {
   EXPECT_FALSE(d.scheduler->Next().has_value()) << "a wave's sequences come back together";
 }
 
+// With runs of several steps allowed: once the sequence with the fewest
+// tokens left holds runs to single steps and every sequence is in one, the
+// next is still built while it runs (the tail of a load overlaps too).
+TEST(SchedulerOverlapTest, SingleStepsOverlapWhenEverySequenceIsInFlight) {
+  SchedulerOptions o = Overlapped();
+  o.max_decode_steps = 4;
+  o.first_decode_steps = 4;
+  SchedulerDriver d(o);
+  d.Submit("a", 4, 12);
+  d.Submit("b", 4, 2);
+  const Microbatch first = d.MustNext();
+  const Microbatch second = d.MustNext();  // both prompts' first decode steps, fed
+  EXPECT_EQ(second.decode_steps, 1);
+  d.Complete(first);
+  const std::optional<Microbatch> third = d.scheduler->Next();
+  ASSERT_TRUE(third.has_value()) << "a has tokens left past the step in flight";
+  EXPECT_THAT(IdsOf(*third), ElementsAre("a")) << "b's last token is the one in flight";
+  EXPECT_TRUE(EntryOf(*third, "a").feeds_previous);
+  EXPECT_EQ(third->decode_steps, 1);
+  d.Complete(second);
+  d.Complete(*third);
+  d.Drain();
+  EXPECT_EQ(d.TokensOf("a").size(), 12u);
+  EXPECT_EQ(d.TokensOf("b").size(), 2u);
+  EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
+}
+
 // Tokens depend on the request and the position only: the same load with and
 // without overlap gives every request the same tokens and ends.
 TEST(SchedulerOverlapTest, TokensEqualTheSameLoadWithoutOverlap) {
-  const auto run = [](bool overlap) {
+  const auto run = [](bool overlap, int steps) {
     SchedulerOptions o = Overlapped();
     o.overlap_steps = overlap;
+    o.max_decode_steps = steps;
+    o.first_decode_steps = steps;
     o.max_sequences_per_microbatch = 5;
     o.max_tokens_per_microbatch = 12;
     SchedulerDriver d(o);
@@ -159,7 +189,8 @@ TEST(SchedulerOverlapTest, TokensEqualTheSameLoadWithoutOverlap) {
     EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
     return tokens;
   };
-  EXPECT_EQ(run(true), run(false));
+  EXPECT_EQ(run(true, 1), run(false, 1));
+  EXPECT_EQ(run(true, 4), run(false, 1)) << "runs of up to 4 steps";
 }
 
 TEST(SchedulerOverlapTest, CreateRefusesOverlapWithSeveralStages) {
