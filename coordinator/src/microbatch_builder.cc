@@ -1,6 +1,7 @@
 // Next(): continuous batching of decode steps, prefill chunks and new
 // admissions into one microbatch; the deadlock breaker that preempts.
 #include <algorithm>
+#include <climits>
 #include <optional>
 #include <utility>
 
@@ -171,17 +172,24 @@ int SchedulerImpl::DecodeShare() const {
 // grows until a microbatch ends. While microbatches are in flight, a run of
 // several steps is not started apart from them (0: wait), so that the next
 // wave takes every sequence; single steps go on meanwhile. With every
-// decoding sequence in flight there is no run to form: one (the steps fed
-// while one runs, with overlap_steps).
+// decoding sequence in flight, one where the run they would form when they
+// land is a single step anyway (so steps fed while one runs, overlap_steps,
+// carry the tail of a load), else 0.
 int SchedulerImpl::DecodeSteps() const {
   if (options_.max_decode_steps == 1 || !queue_.empty()) return 1;
   int steps = wave_steps_ > 1 ? wave_steps_ : options_.max_decode_steps;
   int fewest_left = steps, most_left = 0, furthest = 0;  // furthest: the latest KV position a sequence holds
   bool any_out = false;  // a decoding sequence not in flight, which a run could take
+  // Over the sequences in flight: the fewest and most tokens left past what is in flight (those with any).
+  int fewest_after = INT_MAX, most_after = 0;
   for (const auto& [order, id] : running_) {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
-    if (state.in_flight > 0) continue;
+    if (state.in_flight > 0) {
+      const int after = state.TokensLeft() - state.ahead_samples;
+      if (after >= 1) fewest_after = std::min(fewest_after, after), most_after = std::max(most_after, after);
+      continue;
+    }
     any_out = true;
     // No more steps than (past first_decode_steps) tokens made so far: with
     // first_decode_steps 1 runs start short after an admission (1, 2, 4, 8,
@@ -192,8 +200,13 @@ int SchedulerImpl::DecodeSteps() const {
     most_left = std::max(most_left, state.TokensLeft());
     furthest = std::max(furthest, state.kv_tokens);
   }
-  // Every sequence in flight: no run to form, only steps fed while one runs (overlap_steps).
-  if (!any_out) return 1;
+  // Every sequence in flight: when they land, the run they form is one step
+  // (one of them has a single token left), so a step fed while this one runs
+  // (overlap_steps) loses nothing; otherwise wait for them, for the run.
+  if (!any_out) {
+    const int run_after = options_.max_context > 0 ? most_after : fewest_after;
+    return run_after == 1 ? 1 : 0;
+  }
   // Whether every group has the KV blocks for a run of `k` steps.
   const auto fits = [&](int k) {
     std::vector<int> need(options_.dp_groups, 0);

@@ -140,31 +140,50 @@ TEST(SchedulerOverlapTest, MultiStepRunsDoNotOverlap) {
   EXPECT_FALSE(d.scheduler->Next().has_value()) << "a wave's sequences come back together";
 }
 
-// With runs of several steps allowed: once the sequence with the fewest
-// tokens left holds runs to single steps and every sequence is in one, the
-// next is still built while it runs (the tail of a load overlaps too).
-TEST(SchedulerOverlapTest, SingleStepsOverlapWhenEverySequenceIsInFlight) {
+// With runs of several steps allowed and every sequence in a single step in
+// flight: when one of them will have a single token left, the run they would
+// form is one step, so the next is built while this one runs (the tail of a
+// load overlaps); when all have more, the scheduler waits for the run.
+TEST(SchedulerOverlapTest, SingleStepsOverlapWhenTheRunAfterThemWouldBeOneStep) {
   SchedulerOptions o = Overlapped();
   o.max_decode_steps = 4;
   o.first_decode_steps = 4;
   SchedulerDriver d(o);
   d.Submit("a", 4, 12);
-  d.Submit("b", 4, 2);
+  d.Submit("b", 4, 3);
   const Microbatch first = d.MustNext();
   const Microbatch second = d.MustNext();  // both prompts' first decode steps, fed
   EXPECT_EQ(second.decode_steps, 1);
   d.Complete(first);
   const std::optional<Microbatch> third = d.scheduler->Next();
-  ASSERT_TRUE(third.has_value()) << "a has tokens left past the step in flight";
-  EXPECT_THAT(IdsOf(*third), ElementsAre("a")) << "b's last token is the one in flight";
+  ASSERT_TRUE(third.has_value()) << "b will have one token left: no run to wait for";
+  EXPECT_THAT(IdsOf(*third), ElementsAre("a", "b"));
   EXPECT_TRUE(EntryOf(*third, "a").feeds_previous);
+  EXPECT_TRUE(EntryOf(*third, "b").feeds_previous);
   EXPECT_EQ(third->decode_steps, 1);
   d.Complete(second);
   d.Complete(*third);
   d.Drain();
   EXPECT_EQ(d.TokensOf("a").size(), 12u);
-  EXPECT_EQ(d.TokensOf("b").size(), 2u);
+  EXPECT_EQ(d.TokensOf("b").size(), 3u);
   EXPECT_EQ(d.scheduler->FreeBlocks(0), 64);
+}
+
+TEST(SchedulerOverlapTest, EverySequenceInFlightWithTokensLeftWaitsForTheRun) {
+  SchedulerOptions o = Overlapped();
+  o.max_decode_steps = 4;
+  o.first_decode_steps = 4;
+  SchedulerDriver d(o);
+  d.Submit("a", 4, 12);
+  d.Submit("b", 4, 12);
+  const Microbatch first = d.MustNext();
+  const Microbatch second = d.MustNext();
+  d.Complete(first);
+  EXPECT_FALSE(d.scheduler->Next().has_value()) << "both will have 10 tokens left: a run of 4 follows";
+  d.Complete(second);
+  const Microbatch run = d.MustNext();
+  EXPECT_EQ(run.decode_steps, 4);
+  EXPECT_THAT(IdsOf(run), ElementsAre("a", "b"));
 }
 
 // Tokens depend on the request and the position only: the same load with and
