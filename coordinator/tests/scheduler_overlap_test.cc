@@ -29,6 +29,14 @@ SchedulerOptions Overlapped() {
   return o;
 }
 
+// The same, with decode runs of up to 4 steps from the first token on.
+SchedulerOptions OverlappedWithRuns() {
+  SchedulerOptions o = Overlapped();
+  o.max_decode_steps = 4;
+  o.first_decode_steps = 4;
+  return o;
+}
+
 const MicrobatchEntry& EntryOf(const Microbatch& mb, const std::string& id) {
   for (const auto& e : mb.entries_by_group[0]) {
     if (e.request_id == id) return e;
@@ -129,10 +137,7 @@ TEST(SchedulerOverlapTest, AFailedStepFailsItsRequestsAndTheStepBuiltAfterItSkip
 }
 
 TEST(SchedulerOverlapTest, MultiStepRunsDoNotOverlap) {
-  SchedulerOptions o = Overlapped();
-  o.max_decode_steps = 4;
-  o.first_decode_steps = 4;
-  SchedulerDriver d(o);
+  SchedulerDriver d(OverlappedWithRuns());
   d.Submit("a", 4, 16);
   d.Complete(d.MustNext());
   const Microbatch run = d.MustNext();
@@ -145,10 +150,7 @@ TEST(SchedulerOverlapTest, MultiStepRunsDoNotOverlap) {
 // form is one step, so the next is built while this one runs (the tail of a
 // load overlaps); when all have more, the scheduler waits for the run.
 TEST(SchedulerOverlapTest, SingleStepsOverlapWhenTheRunAfterThemWouldBeOneStep) {
-  SchedulerOptions o = Overlapped();
-  o.max_decode_steps = 4;
-  o.first_decode_steps = 4;
-  SchedulerDriver d(o);
+  SchedulerDriver d(OverlappedWithRuns());
   d.Submit("a", 4, 12);
   d.Submit("b", 4, 3);
   const Microbatch first = d.MustNext();
@@ -170,10 +172,7 @@ TEST(SchedulerOverlapTest, SingleStepsOverlapWhenTheRunAfterThemWouldBeOneStep) 
 }
 
 TEST(SchedulerOverlapTest, EverySequenceInFlightWithTokensLeftWaitsForTheRun) {
-  SchedulerOptions o = Overlapped();
-  o.max_decode_steps = 4;
-  o.first_decode_steps = 4;
-  SchedulerDriver d(o);
+  SchedulerDriver d(OverlappedWithRuns());
   d.Submit("a", 4, 12);
   d.Submit("b", 4, 12);
   const Microbatch first = d.MustNext();
