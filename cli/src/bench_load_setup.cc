@@ -210,12 +210,11 @@ void LoadSetup::MeasurePeaks(const BenchLoadOptions& o, const Workload& w, std::
   std::vector<std::string> by_shape;
   for (const auto& [shape, rate] : peak->rates) {
     // On a GPU, each shape also on constant data: stated beside the peak, never used.
-    absl::StatusOr<double> constant = gpu ? runtime::MatmulFlopsPerSecond(device, dtype, shape,
-                                                                          runtime::MatmulData::kConstant)
-                                          : absl::StatusOr<double>(0.0);
-    shape_rates_.push_back({shape, rate, constant.ok() ? *constant : 0.0});
+    double constant = 0;
+    if (gpu) constant = runtime::MatmulFlopsPerSecond(device, dtype, shape, runtime::MatmulData::kConstant).value_or(0);
+    shape_rates_.push_back({shape, rate, constant});
     by_shape.push_back(absl::StrFormat("%s %.4g", shape.name, rate / 1e12) +
-                       (constant.ok() && *constant > 0 ? absl::StrFormat(" (%.4g)", *constant / 1e12) : ""));
+                       (constant > 0 ? absl::StrFormat(" (%.4g)", constant / 1e12) : ""));
   }
   peaks_source_ = gpu ? absl::StrFormat("GPU 0: a device-to-device copy of %d MiB; %s matmuls", copy_bytes >> 20,
                                         o.dtype)

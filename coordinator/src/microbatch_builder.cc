@@ -129,7 +129,7 @@ void SchedulerImpl::AddEntry(Draft& draft, RequestState& state, int start, int t
 // past max_new_tokens.
 bool SchedulerImpl::FedNext(const RequestState& state) const {
   return building_ahead_ && state.in_flight == 1 && state.feedable && !state.cancelled &&
-         state.TokensLeft() - state.ahead_samples >= 1;
+         state.TokensLeftPastInFlight() >= 1;
 }
 
 // overlap_steps, while a microbatch runs: the prompt's chunk in flight is
@@ -186,7 +186,7 @@ int SchedulerImpl::DecodeSteps() const {
     const RequestState& state = requests_.at(id);
     if (state.phase == Phase::kPrefilling) return 1;
     if (state.in_flight > 0) {
-      const int after = state.TokensLeft() - state.ahead_samples;
+      const int after = state.TokensLeftPastInFlight();
       if (after >= 1) fewest_after = std::min(fewest_after, after), most_after = std::max(most_after, after);
       continue;
     }

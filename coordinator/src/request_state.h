@@ -57,6 +57,8 @@ struct RequestState {
   int DecodeKvTokens(int steps = 1) const { return NextPosition() + steps; }
   // Tokens this request may still generate.
   int TokensLeft() const { return request.max_new_tokens - generated; }
+  // Tokens left past those its in-flight entries sample.
+  int TokensLeftPastInFlight() const { return TokensLeft() - ahead_samples; }
   // Positions of KV reserved at admission: the prefill plus the first decode step.
   int AdmissionKvTokens() const { return prefill_target + 1; }
   int PrefillRemaining() const { return prefill_target - prefilled; }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "seam/core/device_memory.h"
+#include "seam/core/sampling_seed.h"
 #include "seam/core/status.h"
 #include "seam/core/tensor.h"
 #include "seam/kernels/ops.h"
@@ -73,7 +74,7 @@ absl::StatusOr<double> DeviceCopyRate(Device device, size_t bytes) {
 }
 
 // A matmul operand. Random: values uniform in [-1, 1) from a fixed-seed
-// xorshift, rounded to dtype (every mantissa bit toggles, as in a model's
+// SplitMix64 sequence, rounded to dtype (every mantissa bit toggles, as in a model's
 // weights and activations). Constant: every byte 0x3c (about 0.0115 in f32
 // and bf16, 1.06 in f16), kept only for the comparison (measured_peaks.h).
 absl::StatusOr<Tensor> Operand(const Shape& shape, DType dtype, Device device, MatmulData data, uint64_t seed) {
@@ -87,9 +88,9 @@ absl::StatusOr<Tensor> Operand(const Shape& shape, DType dtype, Device device, M
     return t;
   }
   std::vector<float> values(static_cast<size_t>(NumElements(shape)));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  uint64_t x = seed;
   for (float& v : values) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    x = SplitMix64(x);
     v = static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-52 - 1.0);
   }
   Tensor host = Tensor::FromFloats(values, shape, dtype);

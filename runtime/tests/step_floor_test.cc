@@ -6,9 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "seam/runtime/measured_peaks.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "seam/testing/tiny_checkpoint.h"
@@ -150,30 +148,6 @@ TEST(StepFloor, PrefillCountsMatmulsOncePerTokenAndCausalAttentionPairs) {
   // After a cached prefix of 500 tokens, 100 new ones attend it and each other.
   EXPECT_DOUBLE_EQ(floor.Prefill(100, 500).attention, 4.0 * (100.0 * 500 + 100.0 * 101 / 2) * 32 * 128 * 8);
   EXPECT_EQ(floor.Prefill(0).total(), 0);
-}
-
-// The peaks the floors divide by, on the host (the GPU figures come from the
-// GPU scripts): both data kinds time a real matmul, an empty shape is refused.
-TEST(MeasuredPeaks, MatmulRatesOnRandomAndConstantDataArePositive) {
-  const MatmulShape shape{64, 96, 128, "small"};
-  for (MatmulData data : {MatmulData::kRandom, MatmulData::kConstant}) {
-    absl::StatusOr<double> rate = MatmulFlopsPerSecond(Device::CPU(), DType::kF32, shape, data);
-    ASSERT_TRUE(rate.ok()) << rate.status();
-    EXPECT_GT(*rate, 0);
-  }
-  EXPECT_EQ(MatmulFlopsPerSecond(Device::CPU(), DType::kF32, {0, 8, 8, "empty"}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-TEST(MeasuredPeaks, BestRateIsTheLargestOfTheSquareAndTheModelsShapes) {
-  absl::StatusOr<MatmulPeak> peak =
-      BestMatmulFlopsPerSecond(Device::CPU(), DType::kF32, testing::TinyConfig(/*moe=*/false), 16);
-  ASSERT_TRUE(peak.ok()) << peak.status();
-  ASSERT_GE(peak->rates.size(), 5u);
-  EXPECT_STREQ(peak->rates.front().first.name, "square");
-  double best = 0;
-  for (const auto& [shape, rate] : peak->rates) best = std::max(best, rate);
-  EXPECT_EQ(peak->flops_per_s, best);
 }
 
 }  // namespace

@@ -12,18 +12,17 @@
 // decode attention, bf16 the tensor-core one with its context splits.
 #include <cuda_runtime_api.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
 #include "paged_attention_case.h"
+#include "seam/core/cuda_graph.h"
 #include "seam/core/status.h"
 #include "seam/kernels/ops.h"
 #include "seam/kernels/programmatic_launch.h"
@@ -152,31 +151,34 @@ std::vector<const Tensor*> Outputs(const Step& s) {
           &s.o,        &s.h2,      &s.gate_up, &s.act, &s.down, &s.hf,   &s.logits, &s.next_ids};
 }
 
-// Waits for `stream` for at most a minute: a step that hangs (a kernel
-// that never completes) ends the test binary with what it was waiting for,
-// since a context with a running kernel cannot be recovered.
-void AwaitOrAbort(cudaStream_t stream, const std::string& what) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  cudaError_t e = cudaStreamQuery(stream);
-  while (e == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    e = cudaStreamQuery(stream);
-  }
-  if (e == cudaErrorNotReady) {
+// Waits for the work issued on `stream` for at most a minute: a step that
+// hangs (a kernel that never completes) ends the test binary with what it
+// was waiting for, since a context with a running kernel cannot be recovered.
+void AwaitOrAbort(const CudaStream& stream, const std::string& what) {
+  absl::StatusOr<CudaEvent> done = CudaEvent::Create(stream.device());
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_TRUE(done->Record(stream).ok()) << what;
+  const absl::Status waited = done->Wait(absl::Now() + absl::Seconds(60));
+  if (absl::IsDeadlineExceeded(waited)) {
     std::cerr << "the step did not finish within 60 s (" << what << ")" << std::endl;
     std::abort();
   }
-  EXPECT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
+  EXPECT_TRUE(waited.ok()) << what << ": " << waited;
 }
 
 // The step captured with PDL `on` and replayed `replays` times (the state
 // reset before each): what it wrote, and its graph's programmatic edges.
 Replayed Replay(Step& s, bool on, int replays) {
   Replayed result;
+  int device = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  absl::StatusOr<CudaStream> made = CudaStream::Create(Device::CUDA(device));
+  EXPECT_TRUE(made.ok()) << made.status();
+  if (!made.ok()) return result;
+  const CudaStream& owned = *made;
+  cudaStream_t stream = static_cast<cudaStream_t>(owned.handle());
   const bool before = ProgrammaticLaunch();
   SetProgrammaticLaunch(on);
-  cudaStream_t stream = nullptr;
-  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   {
     ScopedStream scoped(stream);
     auto reset = [&] {
@@ -189,7 +191,7 @@ Replayed Replay(Step& s, bool on, int replays) {
     absl::Status status = RunStep(s);
     EXPECT_TRUE(status.ok()) << status;
     const std::string mode = on ? "PDL on" : "PDL off";
-    AwaitOrAbort(stream, mode + ", the eager warm-up");
+    AwaitOrAbort(owned, mode + ", the eager warm-up");
     cudaGraph_t graph = nullptr;
     EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     status = RunStep(s);
@@ -199,11 +201,11 @@ Replayed Replay(Step& s, bool on, int replays) {
     cudaGraphExec_t exec = nullptr;
     EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     for (int r = 0; r < replays; ++r) {
-      AwaitOrAbort(stream, mode + ", before replay " + std::to_string(r));
+      AwaitOrAbort(owned, mode + ", before replay " + std::to_string(r));
       reset();
       EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     }
-    AwaitOrAbort(stream, mode + ", the last replay");
+    AwaitOrAbort(owned, mode + ", the last replay");
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     for (const Tensor* t : Outputs(s)) {
@@ -214,7 +216,6 @@ Replayed Replay(Step& s, bool on, int replays) {
       result.bytes.emplace_back(p, p + host->nbytes());
     }
   }
-  cudaStreamDestroy(stream);
   SetProgrammaticLaunch(before);
   return result;
 }
